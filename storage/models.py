@@ -1,0 +1,181 @@
+"""SQLAlchemy 2 typed models: the whole RLVER Lab data model.
+
+Every result row carries what produced it: config, seed, model reference, simulator fingerprint and
+code version. Nothing outside storage/ writes SQL; everything else goes through these classes.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Persona(Base):
+    """A simulated-user profile (see simulator.profiles.Profile for the validated form)."""
+
+    __tablename__ = "persona"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    language: Mapped[str] = mapped_column(String(8), default="en")
+    persona: Mapped[str] = mapped_column(Text, default="")
+    background: Mapped[str] = mapped_column(Text, default="")
+    explicit_goal: Mapped[str] = mapped_column(Text, default="")
+    hidden_need: Mapped[str] = mapped_column(Text, default="")
+    need_category: Mapped[str] = mapped_column(String(32), default="")
+    personality: Mapped[str] = mapped_column(String(16), default="")
+    traits: Mapped[list[Any]] = mapped_column(default=list)
+    first_line: Mapped[str] = mapped_column(Text, default="")
+    difficulty: Mapped[str] = mapped_column(String(16), default="standard")
+    source: Mapped[str] = mapped_column(String(32), default="user")  # builtin | rlver | sage | user
+    extra: Mapped[dict[str, Any]] = mapped_column(default=dict)  # unknown keys kept from imports
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class Job(Base):
+    """A background process: training, benchmark or batch rollout."""
+
+    __tablename__ = "job"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # train | benchmark | rollout
+    name: Mapped[str] = mapped_column(String(200), default="")
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # queued | running | succeeded | failed | cancelled | interrupted
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    heartbeat_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    total_steps: Mapped[int] = mapped_column(Integer, default=0)
+    log_path: Mapped[str] = mapped_column(Text, default="")
+    output_dir: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(Text, default="")
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    parent_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True)  # clone / resume
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+
+    metrics: Mapped[list["Metric"]] = relationship(back_populates="job", cascade="all, delete-orphan")
+    checkpoints: Mapped[list["Checkpoint"]] = relationship(back_populates="job", cascade="all, delete-orphan")
+
+
+class EvalRun(Base):
+    """One Sentient-benchmark run: a policy scored against a pinned simulator on a profile set."""
+
+    __tablename__ = "eval_run"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    model_ref: Mapped[str] = mapped_column(Text, default="")
+    simulator_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
+    profile_set_hash: Mapped[str] = mapped_column(String(64), default="")
+    protocol: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    score: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    success: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    failure: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    n: Mapped[int] = mapped_column(Integer, default=0)
+    n_errors: Mapped[int] = mapped_column(Integer, default=0)
+    ci_low: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+
+
+class Dialogue(Base):
+    """One conversation between a policy and the simulated user (or an imported transcript)."""
+
+    __tablename__ = "dialogue"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    persona_id: Mapped[Optional[str]] = mapped_column(String(64), nullable=True, index=True)
+    persona_snapshot: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the profile as used
+    source: Mapped[str] = mapped_column(String(16), default="rollout")  # rollout|train|benchmark|import|chat
+    collection: Mapped[str] = mapped_column(String(200), default="", index=True)  # e.g. imported file name
+    external_id: Mapped[str] = mapped_column(String(128), default="")
+    policy_ref: Mapped[str] = mapped_column(Text, default="")
+    mode: Mapped[str] = mapped_column(String(8), default="direct")  # think | direct
+    simulator_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
+    job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True, index=True)
+    step: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    group_id: Mapped[str] = mapped_column(String(64), default="")
+    eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True, index=True)
+    # running | finished | failed | cancelled
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    final_emotion: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    # success | failure | goodbye | max_turns | error | cancelled
+    outcome: Mapped[str] = mapped_column(String(16), default="")
+    error: Mapped[str] = mapped_column(Text, default="")
+    n_turns: Mapped[int] = mapped_column(Integer, default=0)  # policy turns
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+
+    turns: Mapped[list["Turn"]] = relationship(
+        back_populates="dialogue", cascade="all, delete-orphan", order_by="Turn.index"
+    )
+
+
+class Turn(Base):
+    """One message. User turns carry the emotion, its change and the simulator's inner thoughts."""
+
+    __tablename__ = "turn"
+    __table_args__ = (UniqueConstraint("dialogue_id", "index"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant
+    text: Mapped[str] = mapped_column(Text, default="")
+    think_text: Mapped[str] = mapped_column(Text, default="")
+    emotion: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    delta: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    inner: Mapped[dict[str, Any]] = mapped_column(default=dict)  # analysis, planning, components
+    n_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    dialogue: Mapped[Dialogue] = relationship(back_populates="turns")
+
+
+class Metric(Base):
+    __tablename__ = "metric"
+    __table_args__ = (UniqueConstraint("job_id", "step", "name"), Index("ix_metric_job_name", "job_id", "name"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    job: Mapped[Job] = relationship(back_populates="metrics")
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoint"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    job: Mapped[Job] = relationship(back_populates="checkpoints")
