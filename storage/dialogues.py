@@ -1,0 +1,71 @@
+"""Writing dialogues and turns as they happen: one short transaction per call.
+
+Shared by the rollout engine, the benchmark runner, the terminal chat and transcript import, so a
+dialogue looks the same in the store wherever it came from.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sqlalchemy import Engine, func, select
+
+from storage.db import code_version, read_scope, session_scope
+from storage.models import Dialogue, Turn, utcnow
+
+# Dialogue columns a caller may set when starting or finishing a dialogue.
+_DIALOGUE_FIELDS = {c for c in Dialogue.__table__.columns.keys() if c not in ("id", "created_at")}
+_TURN_FIELDS = {c for c in Turn.__table__.columns.keys() if c not in ("id", "dialogue_id", "created_at")}
+
+
+def start_dialogue(engine: Engine, **fields: Any) -> int:
+    """Create a running dialogue and return its id. Unknown field names raise TypeError."""
+    unknown = set(fields) - _DIALOGUE_FIELDS
+    if unknown:
+        raise TypeError(f"unknown dialogue field(s): {', '.join(sorted(unknown))}")
+    fields.setdefault("code_version", code_version())
+    with session_scope(engine) as s:
+        d = Dialogue(**fields)
+        s.add(d)
+        s.flush()
+        return d.id
+
+
+def add_turn(engine: Engine, dialogue_id: int, index: int, role: str, text: str, **fields: Any) -> int:
+    """Append one turn (index is the message position, 0-based) and return its id."""
+    unknown = set(fields) - _TURN_FIELDS
+    if unknown:
+        raise TypeError(f"unknown turn field(s): {', '.join(sorted(unknown))}")
+    with session_scope(engine) as s:
+        t = Turn(dialogue_id=dialogue_id, index=index, role=role, text=text, **fields)
+        s.add(t)
+        s.flush()
+        return t.id
+
+
+def finish_dialogue(engine: Engine, dialogue_id: int, status: str, final_emotion: Optional[float],
+                    outcome: str = "", error: str = "", **fields: Any) -> None:
+    """Mark a dialogue finished / failed / cancelled with its final emotion, outcome and reason."""
+    unknown = set(fields) - _DIALOGUE_FIELDS
+    if unknown:
+        raise TypeError(f"unknown dialogue field(s): {', '.join(sorted(unknown))}")
+    with session_scope(engine) as s:
+        d = s.get(Dialogue, dialogue_id)
+        if d is None:
+            raise KeyError(f"dialogue {dialogue_id} does not exist")
+        d.status, d.final_emotion, d.outcome, d.error = status, final_emotion, outcome, error
+        d.n_turns = s.scalar(select(func.count(Turn.id)).where(Turn.dialogue_id == dialogue_id,
+                                                              Turn.role == "assistant")) or 0
+        d.finished_at = utcnow()
+        for k, v in fields.items():
+            setattr(d, k, v)
+
+
+def load_dialogue(engine: Engine, dialogue_id: int) -> Optional[dict[str, Any]]:
+    """A dialogue with its turns as plain dicts (for views and exports), or None."""
+    with read_scope(engine) as s:
+        d = s.get(Dialogue, dialogue_id)
+        if d is None:
+            return None
+        out = {c: getattr(d, c) for c in Dialogue.__table__.columns.keys()}
+        out["turns"] = [{c: getattr(t, c) for c in Turn.__table__.columns.keys()} for t in d.turns]
+        return out
