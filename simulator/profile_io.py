@@ -66,6 +66,7 @@ class ImportReport:
     n_lines: int = 0  # non-blank lines read
     stored: int = 0  # profiles written to the store (set by persona_service.import_file)
     replaced: int = 0  # of which replaced an existing profile with the same id
+    line_of: dict[str, int] = field(default_factory=dict)  # profile id -> its line in the file
 
     @property
     def ok(self) -> bool:
@@ -248,7 +249,7 @@ def import_profiles(source: Source) -> ImportReport:
     every problem is a LineError in the report (duplicate ids: the later line is the bad one)."""
     records, errors, n_lines = read_jsonl(source)
     report = ImportReport(errors=errors, n_lines=n_lines)
-    first_line_of: dict[str, int] = {}
+    first_line_of = report.line_of
     for number, record in records:
         fmt = detect_format(record)
         if not fmt:
