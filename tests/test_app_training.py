@@ -1,0 +1,69 @@
+"""Training view helpers against a real store: jobs made by trainer.jobs, metrics and checkpoints as rows."""
+from __future__ import annotations
+
+import pytest
+
+from app import training_service as ts
+from storage import Checkpoint, Job, Metric, session_scope
+from trainer import jobs
+
+
+def _fill(engine, job_id, steps):
+    with session_scope(engine) as s:
+        job = s.get(Job, job_id)
+        job.status, job.step, job.total_steps, job.progress = "running", steps, 4, steps / 4
+        for step in range(steps):
+            s.add(Metric(job_id=job_id, step=step, name="reward/mean", value=0.3 + 0.1 * step))
+            s.add(Metric(job_id=job_id, step=step, name="reward/std", value=0.05))
+            s.add(Metric(job_id=job_id, step=step, name="final_emotion/mean", value=30.0 + 10 * step))
+            s.add(Metric(job_id=job_id, step=step, name="success_rate", value=0.1 * step))
+        s.add(Checkpoint(job_id=job_id, step=1, path="/ck/step-1", metrics={"reward/mean": 0.4}))
+        s.add(Checkpoint(job_id=job_id, step=2, path="/ck/step-2", metrics={"reward/mean": 0.5}))
+
+
+def test_jobs_rows_show_status_progress_and_queue(engine):
+    first = jobs.create_job(engine, "train", {"algorithm": "grpo"}, name="first")
+    second = jobs.create_job(engine, "train", {"algorithm": "ppo"}, name="second")
+    _fill(engine, first, 2)
+    with session_scope(engine) as s:
+        s.get(Job, second).pid = 999999  # launched, waiting its turn
+    rows = ts.jobs_rows(jobs.list_jobs(engine))
+    assert [r[0] for r in rows] == [second, first]
+    assert rows[0][3:6] == ["queued", "0%", "ppo"]
+    assert rows[0][7] == "waiting for the running job to end"
+    assert rows[1][3:6] == ["running", "step 2/4 (50%)", "grpo"]
+
+
+def test_detail_figures_and_checkpoints(engine):
+    job_id = jobs.create_job(engine, "train", {"algorithm": "grpo", "model": "tiny", "mode": "think"},
+                             name="<b>x</b>")
+    _fill(engine, job_id, 3)
+    detail = jobs.job_detail(engine, job_id)
+    reward = ts.reward_figure(detail)
+    assert [t.name for t in reward.data] == ["reward/mean", "reward/std"]
+    assert list(reward.data[0].x) == [0, 1, 2]
+    assert list(reward.data[0].y) == pytest.approx([0.3, 0.4, 0.5])
+    emotion = ts.emotion_step_figure(detail)
+    assert [t.name for t in emotion.data] == ["final_emotion/mean"]  # rates are not on the emotion scale
+    assert list(emotion.data[0].y) == [30.0, 40.0, 50.0]
+    assert len(emotion.layout.shapes) == 5  # the S/A/B/C/F bands
+    rows = ts.checkpoint_rows(detail)
+    assert [r[:2] for r in rows] == [[2, "/ck/step-2"], [1, "/ck/step-1"]]
+    assert rows[0][2] == "reward/mean=0.5"
+    summary = ts.job_summary_md(detail)
+    assert f"Job #{job_id}" in summary and "step 3/4" in summary and "model: **tiny**" in summary
+    assert "<b>" not in summary  # the job name is shown as text, never as HTML
+
+
+def test_empty_job_has_placeholder_figures(engine):
+    job_id = jobs.create_job(engine, "train", {}, name="empty")
+    detail = jobs.job_detail(engine, job_id)
+    assert ts.reward_figure(detail).layout.annotations[0].text == "no data yet"
+    assert ts.checkpoint_rows(detail) == []
+    assert ts.job_summary_md(None) == "Select a job in the table."
+
+
+def test_actions_follow_status():
+    assert ts.actions_for("running") == {"cancel": True, "resume": False, "clone": True}
+    assert ts.actions_for("interrupted") == {"cancel": False, "resume": True, "clone": True}
+    assert ts.actions_for("succeeded") == {"cancel": False, "resume": False, "clone": True}
