@@ -1,0 +1,106 @@
+"""TrainConfig: paper defaults, YAML round trip, field-named validation errors, shipped example configs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainer.config import ConfigError, TrainConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_are_the_papers_hyperparameters():
+    c = TrainConfig()
+    assert (c.actor_lr, c.critic_lr, c.clip_eps, c.entropy_coef, c.ppo_epochs) == (1e-6, 5e-6, 0.2, 0.001, 1)
+    assert (c.dialogues_per_step, c.kl_coef, c.temperature, c.max_turns) == (32, 0.0, 1.0, 8)
+    assert (c.gamma, c.lam, c.group_size, c.adv_eps) == (1.0, 1.0, 4, 1e-6)
+    assert c.simulator_preset == "training"
+    assert (c.reward_turn_delta_coef, c.reward_length_penalty, c.lora) == (0.0, 0.0, False)
+    assert c.errors(check_paths=False) == {}
+
+
+def test_group_size_applies_only_to_group_algorithms():
+    assert TrainConfig(algorithm="ppo").profiles_per_step == 32
+    assert TrainConfig(algorithm="grpo").profiles_per_step == 8
+    assert TrainConfig(algorithm="rloo", group_size=8).profiles_per_step == 4
+
+
+def test_yaml_round_trip(tmp_path: Path):
+    c = TrainConfig(algorithm="grpo", persona_set=["a", "b"], steps=7, lora=True, deepspeed="zero2")
+    path = tmp_path / "c.yaml"
+    c.to_yaml(path)
+    assert TrainConfig.from_yaml(path) == c
+
+
+def test_deepspeed_stage_numbers_are_accepted():
+    assert TrainConfig.from_dict({"deepspeed": 2}).deepspeed == "zero2"
+    assert TrainConfig.from_dict({"deepspeed": None}).zero_stage == 0
+    assert TrainConfig(deepspeed="zero3").zero_stage == 3
+
+
+@pytest.mark.parametrize("changes, field, words", [
+    ({"actor_lr": -1e-6}, "actor_lr", "positive"),
+    ({"critic_lr": 0.0}, "critic_lr", "positive"),
+    ({"algorithm": "grpo", "group_size": 1}, "group_size", "at least 2"),
+    ({"algorithm": "dpo"}, "algorithm", "unknown value"),
+    ({"persona_set": "everyone"}, "persona_set", "unknown persona set"),
+    ({"persona_set": []}, "persona_set", "non-empty"),
+    ({"persona_set": "file:/no/such/profiles.jsonl"}, "persona_set", "does not exist"),
+    ({"model": "/no/such/model"}, "model", "does not exist"),
+    ({"mode": "loud"}, "mode", "unknown value"),
+    ({"clip_eps": 1.5}, "clip_eps", "(0, 1)"),
+    ({"steps": 0}, "steps", "at least 1"),
+    ({"minibatch_size": 5}, "minibatch_size", "divide"),
+    ({"algorithm": "grpo", "dialogues_per_step": 6}, "dialogues_per_step", "multiple of group_size"),
+    ({"simulator": "gpt4"}, "simulator", "openai:MODEL"),
+    ({"deepspeed": "zero4"}, "deepspeed", "unknown value"),
+    ({"temperature": 0.0}, "temperature", "positive"),
+])
+def test_invalid_settings_are_named(changes, field, words):
+    c = TrainConfig(**changes)
+    with pytest.raises(ConfigError) as info:
+        c.validate()
+    assert field in info.value.errors
+    assert words in info.value.errors[field]
+    assert field in str(info.value)
+
+
+def test_model_folder_that_is_not_a_model(tmp_path: Path):
+    (tmp_path / "config.json").write_text('{"architectures": ["BertModel"]}')
+    errs = TrainConfig(model=str(tmp_path)).errors()
+    assert "not a causal LM" in errs["model"]
+
+
+def test_tiny_model_folder_validates(tiny_model_dir: Path):
+    TrainConfig(model=str(tiny_model_dir), critic_model=str(tiny_model_dir)).validate()
+
+
+def test_unknown_keys_and_wrong_types_are_rejected(tmp_path: Path):
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict({"learning_rate": 1e-5, "steps": "ten", "lora": 1})
+    assert set(info.value.errors) == {"learning_rate", "steps", "lora"}
+    assert info.value.errors["learning_rate"] == "unknown setting"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        TrainConfig.from_yaml(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        TrainConfig.from_yaml(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("name", ["smoke-cpu.yaml", "tiny-test.yaml", "paper-ppo-qwen2.5-7b.yaml",
+                                  "paper-grpo-qwen2.5-7b.yaml"])
+def test_example_configs_parse_and_validate(name: str):
+    c = TrainConfig.from_yaml(REPO / "configs" / name)
+    c.validate(check_paths=False)
+
+
+def test_paper_configs_carry_the_paper_settings():
+    ppo = TrainConfig.from_yaml(REPO / "configs" / "paper-ppo-qwen2.5-7b.yaml")
+    grpo = TrainConfig.from_yaml(REPO / "configs" / "paper-grpo-qwen2.5-7b.yaml")
+    assert (ppo.algorithm, grpo.algorithm) == ("ppo", "grpo")
+    for c in (ppo, grpo):
+        assert (c.actor_lr, c.clip_eps, c.entropy_coef, c.kl_coef, c.profiles_per_step) == (1e-6, 0.2, 0.001, 0.0, 32)
+        assert c.steps == 1000 and c.max_turns == 8 and c.zero_stage in (2, 3) and c.engine == "vllm"
+    assert ppo.critic_lr == 5e-6 and grpo.group_size == 4 and grpo.profiles_per_step == 32

@@ -1,0 +1,287 @@
+"""TrainConfig: every setting of a training run, with the RLVER paper's hyperparameters as defaults.
+
+Defaults follow RLVER (arXiv 2507.03112, see ../shared/docs/rlver-reference.md): actor lr 1e-6, critic lr
+5e-6, clip 0.2, entropy coefficient 0.001, 1 PPO epoch, 32 dialogues per step, no KL penalty, temperature
+1.0, up to 8 policy turns against the "training" simulator preset (start 30, unclamped changes), GAE with
+gamma = lambda = 1, GRPO with 4 rollouts per profile and eps 1e-6. Settings that depart from the paper
+(reward shaping, LoRA) are off by default and say so.
+
+YAML in and out: `TrainConfig.from_yaml(path)`, `cfg.to_yaml(path)`. `validate()` raises ConfigError
+whose `errors` maps each bad field to its problem.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import yaml
+
+ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
+GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
+MODES = ("think", "direct")
+ENGINES = ("transformers", "vllm")
+DEEPSPEED = ("none", "zero1", "zero2", "zero3")
+DTYPES = ("float32", "bfloat16", "float16")
+SCHEDULERS = ("constant", "linear", "cosine")
+PERSONA_SETS = ("builtin", "builtin:train", "builtin:heldout")
+SIMULATOR_PRESETS = ("standard", "challenging", "training")
+
+
+class ConfigError(ValueError):
+    """Invalid config: `errors` maps field name -> problem."""
+
+    def __init__(self, errors: dict[str, str]):
+        self.errors = errors
+        super().__init__("invalid training config: " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
+
+
+@dataclass
+class TrainConfig:
+    # --- what is trained, against what
+    model: str = "default"  # 'default' = SmolLM2-135M-Instruct, or a local Hugging Face folder
+    critic_model: str = ""  # PPO critic: '' = a copy of the policy with a value head, or a folder
+    persona_set: Union[str, list[str]] = "builtin:train"  # builtin | builtin:train | builtin:heldout |
+    # [id, ...] | file:PATH (profiles JSONL/JSON, lab or RLVER format)
+    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
+    simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
+    simulator_preset: str = "training"  # the paper trained against start 30, unclamped, 8 turns
+    algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
+    mode: str = "direct"  # think (think-then-say) | direct
+    engine: str = "transformers"  # rollout engine: transformers | vllm
+    # --- schedule
+    steps: int = 1000
+    dialogues_per_step: int = 32  # rollouts per step (profiles per step = dialogues_per_step / group_size)
+    group_size: int = 4  # rollouts per profile for grpo / rloo (ppo and reinforce_pp use 1)
+    minibatch_size: int = 32  # dialogues per optimizer step (32: one update per rollout batch)
+    micro_batch_size: int = 4  # dialogues per forward/backward (gradient accumulation; memory only)
+    ppo_epochs: int = 1
+    # --- optimisation
+    actor_lr: float = 1e-6
+    critic_lr: float = 5e-6
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    lr_scheduler: str = "constant"  # constant | linear | cosine (after warmup_steps)
+    warmup_steps: int = 0
+    clip_eps: float = 0.2  # PPO ratio clip
+    value_clip_eps: float = 0.2
+    entropy_coef: float = 0.001
+    kl_coef: float = 0.0  # KL penalty to a frozen copy of the initial policy (0 = off, as in the paper)
+    kl_estimator: str = "k3"  # k1 | k3
+    gamma: float = 1.0
+    lam: float = 1.0
+    adv_eps: float = 1e-6  # GRPO: (r - mean) / (std + eps)
+    # --- rollout
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_turns: int = 8
+    max_new_tokens: int = 256  # per policy turn
+    max_dialogue_tokens: int = 4096  # whole dialogue (prompt + every turn)
+    # --- reward shaping: DEVIATIONS from the paper (reward = max(final emotion / 100, 0)); all off
+    reward_turn_delta_coef: float = 0.0
+    reward_length_penalty: float = 0.0
+    reward_length_target: int = 0
+    # --- LoRA (peft): a deviation for small machines; the paper fine-tuned every weight
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # --- systems
+    deepspeed: str = "none"  # none | zero1 | zero2 | zero3 (launch with the `deepspeed` launcher)
+    deepspeed_config: str = ""  # optional JSON file merged over the generated DeepSpeed config
+    dtype: str = "float32"  # training dtype (bfloat16 on GPUs)
+    gradient_checkpointing: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+    seed: int = 0
+    output_dir: str = ""  # '' = the job's folder (lab_home()/jobs/ID)
+    save_every: int = 50  # checkpoint every K steps (and at the last step); 0 = only at the end
+    keep_checkpoints: int = 3  # newest checkpoints kept on disk (0 = all)
+    store_dialogues: bool = True  # write every rollout dialogue and turn to the store
+
+    # ------------------------------------------------------------------------------------------ derived
+    @property
+    def effective_group_size(self) -> int:
+        return self.group_size if self.algorithm in GROUP_ALGORITHMS else 1
+
+    @property
+    def profiles_per_step(self) -> int:
+        return max(1, self.dialogues_per_step // self.effective_group_size)
+
+    @property
+    def zero_stage(self) -> int:
+        """0 when DeepSpeed is off, else the ZeRO stage."""
+        return 0 if self.deepspeed == "none" else int(self.deepspeed[-1])
+
+    # ------------------------------------------------------------------------------------------- I/O
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        """Build from a dict; unknown keys and wrong types are errors naming the field."""
+        if not isinstance(data, dict):
+            raise ConfigError({"config": f"must be a mapping, got {type(data).__name__}"})
+        names = {f.name: f for f in fields(cls)}
+        errors = {k: "unknown setting" for k in data if k not in names}
+        if "deepspeed" in data and isinstance(data["deepspeed"], (int, type(None))) and \
+                not isinstance(data["deepspeed"], bool):
+            data = dict(data, deepspeed="none" if not data["deepspeed"] else f"zero{data['deepspeed']}")
+        kwargs = {}
+        defaults = cls()
+        for key, value in data.items():
+            if key not in names:
+                continue
+            default = getattr(defaults, key)
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, float):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                value = float(value) if ok else value
+            elif isinstance(default, int):
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            elif key == "persona_set":
+                ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+            elif isinstance(default, list):
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = isinstance(value, str)
+            if not ok:
+                errors[key] = f"must be {type(default).__name__}, got {type(value).__name__} {value!r:.60}"
+            else:
+                kwargs[key] = value
+        if errors:
+            raise ConfigError(errors)
+        return cls(**kwargs)
+
+    @classmethod
+    def from_yaml(cls, path: Union[str, Path]) -> "TrainConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError({"config": f"file {str(path)!r} does not exist"})
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError({"config": f"{path} is not valid YAML ({exc})"}) from None
+        return cls.from_dict(data)
+
+    def to_yaml(self, path: Optional[Union[str, Path]] = None) -> str:
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    # ------------------------------------------------------------------------------------- validation
+    def errors(self, check_paths: bool = True) -> dict[str, str]:
+        """Field -> problem for every invalid setting (empty when valid). check_paths: also check that the
+        model folders and profile files exist."""
+        e: dict[str, str] = {}
+
+        def choice(name: str, allowed: tuple) -> None:
+            if getattr(self, name) not in allowed:
+                e[name] = f"unknown value {getattr(self, name)!r}; one of {', '.join(allowed)}"
+
+        choice("algorithm", ALGORITHMS)
+        choice("mode", MODES)
+        choice("engine", ENGINES)
+        choice("deepspeed", DEEPSPEED)
+        choice("dtype", DTYPES)
+        choice("lr_scheduler", SCHEDULERS)
+        choice("simulator_preset", SIMULATOR_PRESETS)
+        choice("kl_estimator", ("k1", "k3"))
+        choice("device", ("auto", "cpu", "cuda"))
+        for name in ("actor_lr", "critic_lr"):
+            if not getattr(self, name) > 0:
+                e[name] = f"must be positive, got {getattr(self, name)}"
+        for name in ("weight_decay", "entropy_coef", "kl_coef", "value_clip_eps", "reward_length_penalty",
+                     "max_grad_norm"):
+            if getattr(self, name) < 0:
+                e[name] = f"must be >= 0, got {getattr(self, name)}"
+        if not 0 < self.clip_eps < 1:
+            e["clip_eps"] = f"must be in (0, 1), got {self.clip_eps}"
+        for name in ("gamma", "lam"):
+            if not 0 <= getattr(self, name) <= 1:
+                e[name] = f"must be in [0, 1], got {getattr(self, name)}"
+        if not self.adv_eps > 0:
+            e["adv_eps"] = f"must be positive, got {self.adv_eps}"
+        if not self.temperature > 0:
+            e["temperature"] = f"must be positive for RL sampling, got {self.temperature}"
+        if not 0 < self.top_p <= 1:
+            e["top_p"] = f"must be in (0, 1], got {self.top_p}"
+        for name in ("steps", "dialogues_per_step", "minibatch_size", "micro_batch_size", "ppo_epochs",
+                     "max_turns", "max_new_tokens", "max_dialogue_tokens", "lora_r", "lora_alpha"):
+            if getattr(self, name) < 1:
+                e[name] = f"must be at least 1, got {getattr(self, name)}"
+        for name in ("save_every", "keep_checkpoints", "warmup_steps", "seed", "reward_length_target"):
+            if getattr(self, name) < 0:
+                e[name] = f"must be >= 0, got {getattr(self, name)}"
+        if self.algorithm in GROUP_ALGORITHMS:
+            if self.group_size < 2:
+                e["group_size"] = (f"{self.algorithm} compares rollouts of the same profile: group_size must "
+                                   f"be at least 2, got {self.group_size}")
+            elif self.dialogues_per_step % self.group_size:
+                e["dialogues_per_step"] = (f"must be a multiple of group_size ({self.group_size}), "
+                                           f"got {self.dialogues_per_step}")
+        elif self.group_size < 1:
+            e["group_size"] = f"must be at least 1, got {self.group_size}"
+        if "minibatch_size" not in e and "dialogues_per_step" not in e:
+            if self.dialogues_per_step % self.minibatch_size:
+                e["minibatch_size"] = (f"must divide dialogues_per_step ({self.dialogues_per_step}), "
+                                       f"got {self.minibatch_size}")
+            elif self.minibatch_size % self.micro_batch_size:
+                e["micro_batch_size"] = (f"must divide minibatch_size ({self.minibatch_size}), "
+                                         f"got {self.micro_batch_size}")
+        if self.max_new_tokens > self.max_dialogue_tokens:
+            e["max_new_tokens"] = f"exceeds max_dialogue_tokens ({self.max_dialogue_tokens})"
+        if not 0 <= self.lora_dropout < 1:
+            e["lora_dropout"] = f"must be in [0, 1), got {self.lora_dropout}"
+        if self.lora and not self.lora_target_modules:
+            e["lora_target_modules"] = "must name at least one module when lora is on"
+        if self.lora and self.zero_stage == 3:
+            e["lora"] = "LoRA with ZeRO-3 is not supported; use zero1/zero2"
+        if not (self.simulator == "offline" or (self.simulator.startswith("openai:") and
+                                                 len(self.simulator) > len("openai:"))):
+            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline' or 'openai:MODEL'"
+        e.update(self._persona_set_errors(check_paths))
+        if check_paths:
+            e.update(self._model_errors())
+        return e
+
+    def _persona_set_errors(self, check_paths: bool) -> dict[str, str]:
+        ps = self.persona_set
+        if isinstance(ps, list):
+            if not ps or not all(isinstance(p, str) and p.strip() for p in ps):
+                return {"persona_set": "a list of persona ids must be non-empty and hold only ids"}
+            return {}
+        if ps in PERSONA_SETS:
+            return {}
+        if isinstance(ps, str) and ps.startswith("file:"):
+            path = Path(ps[len("file:"):]).expanduser()
+            if check_paths and not path.is_file():
+                return {"persona_set": f"profiles file {str(path)!r} does not exist"}
+            return {}
+        return {"persona_set": f"unknown persona set {ps!r}; one of {', '.join(PERSONA_SETS)}, "
+                               "a list of persona ids, or file:PATH"}
+
+    def _model_errors(self) -> dict[str, str]:
+        from trainer.models import default_gguf_path, resolve_policy
+
+        e = {}
+        for name in ("model", "critic_model"):
+            spec = getattr(self, name)
+            if name == "critic_model" and not spec:
+                continue
+            try:
+                if spec == "default":
+                    default_gguf_path()
+                else:
+                    resolve_policy(spec)
+            except (OSError, ValueError) as exc:
+                e[name] = str(exc)
+        return e
+
+    def validate(self, check_paths: bool = True) -> "TrainConfig":
+        errs = self.errors(check_paths)
+        if errs:
+            raise ConfigError(errs)
+        return self
