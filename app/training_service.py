@@ -107,3 +107,118 @@ def checkpoint_rows(detail: Optional[dict[str, Any]]) -> list[list[Any]]:
 def actions_for(status: str) -> dict[str, bool]:
     """Which job buttons make sense: cancel a live job, resume a stopped one, clone any."""
     return {"cancel": status in LIVE_STATUSES, "resume": status in RESUMABLE, "clone": bool(status)}
+
+
+# ------------------------------------------------------------------------------------------------ the form
+# (TrainConfig field, label, widget, choices). Every other setting can be given in the form's YAML box.
+FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
+    ("model", "model ('default' = SmolLM2-135M-Instruct, or a local folder)", "text", ()),
+    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout or file:PATH)", "choice+", ()),
+    ("simulator", "simulator (offline or openai:MODEL)", "text", ()),
+    ("simulator_preset", "simulator preset", "choice", ()),
+    ("algorithm", "algorithm", "choice", ()),
+    ("mode", "mode", "radio", ()),
+    ("engine", "rollout engine", "choice", ()),
+    ("steps", "steps", "int", ()),
+    ("actor_lr", "learning rate (policy)", "float", ()),
+    ("critic_lr", "critic learning rate (PPO)", "float", ()),
+    ("group_size", "group size (GRPO / RLOO)", "int", ()),
+    ("dialogues_per_step", "dialogues per step", "int", ()),
+    ("minibatch_size", "minibatch size (dialogues per update)", "int", ()),
+    ("micro_batch_size", "micro batch size", "int", ()),
+    ("max_turns", "max policy turns", "int", ()),
+    ("max_new_tokens", "max new tokens per turn", "int", ()),
+    ("save_every", "save a checkpoint every K steps", "int", ()),
+    ("lora", "LoRA (a deviation from the paper, for small machines)", "bool", ()),
+    ("lora_r", "LoRA rank", "int", ()),
+    ("seed", "seed", "int", ()),
+]
+FORM_NAMES = [f[0] for f in FORM_FIELDS]
+GENERAL = "_general"  # errors that belong to no form field (the YAML box, fields only set there)
+
+
+def field_choices(name: str) -> tuple[str, ...]:
+    """Allowed values of a choice field, from trainer.config."""
+    from trainer import config as c
+
+    return {"persona_set": c.PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
+            "mode": c.MODES, "engine": c.ENGINES}.get(name, ())
+
+
+def form_values(config: Optional[dict[str, Any]] = None) -> list[Any]:
+    """The form's values (FORM_NAMES order) for a config dict; TrainConfig defaults where it has none."""
+    from trainer.config import TrainConfig
+
+    merged = {**TrainConfig().to_dict(), **(config or {})}
+    out = []
+    for name in FORM_NAMES:
+        value = merged.get(name)
+        out.append(", ".join(value) if name == "persona_set" and isinstance(value, list) else value)
+    return out
+
+
+def config_from_form(values: dict[str, Any], extra_yaml: str = "", check_paths: bool = True):
+    """(TrainConfig or None, {field: problem}) from the form's values and the optional YAML of other settings.
+
+    Empty number boxes are 'required'; the YAML box must be a mapping of TrainConfig settings; every
+    problem is keyed by the field it concerns (GENERAL for the YAML box itself)."""
+    import yaml
+
+    from trainer.config import ConfigError, TrainConfig
+
+    errors: dict[str, str] = {}
+    data: dict[str, Any] = {}
+    kinds = {f[0]: f[2] for f in FORM_FIELDS}
+    for name, value in values.items():
+        kind = kinds.get(name, "text")
+        if value is None or (isinstance(value, str) and not value.strip() and kind != "text"):
+            errors[name] = "required"
+            continue
+        if kind == "int":
+            if float(value) != int(value):
+                errors[name] = f"must be a whole number, got {value}"
+                continue
+            value = int(value)
+        elif kind == "float":
+            value = float(value)
+        elif isinstance(value, str):
+            value = value.strip()
+            if name == "persona_set" and "," in value:  # a list of persona ids
+                value = [v.strip() for v in value.split(",") if v.strip()]
+        data[name] = value
+    if extra_yaml and extra_yaml.strip():
+        try:
+            extra = yaml.safe_load(extra_yaml)
+        except yaml.YAMLError as exc:
+            extra = None
+            errors[GENERAL] = f"other settings: not valid YAML ({str(exc).splitlines()[0]})"
+        if extra is not None and not isinstance(extra, dict):
+            errors[GENERAL] = "other settings: must be a mapping like 'entropy_coef: 0.001'"
+        elif isinstance(extra, dict):
+            data.update(extra)
+    try:
+        config = TrainConfig.from_dict(data)
+    except ConfigError as exc:
+        return None, {**exc.errors, **errors}
+    errors.update(config.errors(check_paths=check_paths))
+    return (None, errors) if errors else (config, {})
+
+
+def error_updates(errors: dict[str, str]) -> tuple[list[str], str]:
+    """(one message per form field in FORM_NAMES order, '' when fine; the message for everything else)."""
+    per_field = [f"⚠ {md(errors[n])}" if n in errors else "" for n in FORM_NAMES]
+    other = [f"**{md(k)}**: {md(v)}" if k != GENERAL else md(v) for k, v in errors.items() if k not in FORM_NAMES]
+    return per_field, "\n\n".join(other)
+
+
+def benchmark_config_for(detail: Optional[dict[str, Any]], checkpoint_path: str) -> dict[str, Any]:
+    """The benchmark job config for a checkpoint: the checkpoint as the policy, scored against the
+    simulator its training job used (the benchmark protocol itself is the runner's default)."""
+    cfg = (detail or {}).get("config") or {}
+    config: dict[str, Any] = {"policy": checkpoint_path, "simulator": cfg.get("simulator") or "offline",
+                              "profiles": "builtin", "mode": cfg.get("mode") or "direct"}
+    if cfg.get("simulator_base_url"):
+        config["simulator_base_url"] = cfg["simulator_base_url"]
+    if detail:
+        config["name"] = f"job #{detail['id']} checkpoint"
+    return config

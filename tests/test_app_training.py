@@ -67,3 +67,44 @@ def test_actions_follow_status():
     assert ts.actions_for("running") == {"cancel": True, "resume": False, "clone": True}
     assert ts.actions_for("interrupted") == {"cancel": False, "resume": True, "clone": True}
     assert ts.actions_for("succeeded") == {"cancel": False, "resume": False, "clone": True}
+
+
+def _form(**over):
+    values = dict(zip(ts.FORM_NAMES, ts.form_values()))
+    values.update(over)
+    return values
+
+
+def test_form_round_trips_a_valid_config(tiny_model_dir):
+    values = _form(model=str(tiny_model_dir), algorithm="grpo", steps=2.0, group_size=2, dialogues_per_step=4,
+                   minibatch_size=4, micro_batch_size=2, actor_lr=1e-5, mode="think", persona_set="builtin")
+    config, errors = ts.config_from_form(values, "entropy_coef: 0.01\ntemperature: 0.7")
+    assert errors == {}
+    assert (config.algorithm, config.steps, config.group_size, config.mode) == ("grpo", 2, 2, "think")
+    assert (config.entropy_coef, config.temperature) == (0.01, 0.7)
+    assert ts.form_values(config.to_dict())[ts.FORM_NAMES.index("model")] == str(tiny_model_dir)
+
+
+def test_form_errors_name_their_fields(tmp_path):
+    values = _form(model=str(tmp_path / "missing"), algorithm="grpo", group_size=1, actor_lr=-1.0,
+                   persona_set="nonsense", steps=None)
+    config, errors = ts.config_from_form(values, "")
+    assert config is None
+    assert set(errors) == {"model", "group_size", "actor_lr", "persona_set", "steps"}
+    assert errors["steps"] == "required"
+    assert "positive" in errors["actor_lr"] and "at least 2" in errors["group_size"]
+    per_field, other = ts.error_updates(errors)
+    assert per_field[ts.FORM_NAMES.index("group_size")].startswith("⚠")
+    assert per_field[ts.FORM_NAMES.index("mode")] == "" and other == ""
+
+
+def test_form_other_settings_box_errors():
+    _, errors = ts.config_from_form(_form(), "entropy_coef: [1")
+    assert "not valid YAML" in errors[ts.GENERAL]
+    _, errors = ts.config_from_form(_form(), "- a list", check_paths=False)
+    assert "mapping" in errors[ts.GENERAL]
+    _, errors = ts.config_from_form(_form(), "no_such_setting: 1\nclip_eps: 2.0", check_paths=False)
+    assert errors == {"no_such_setting": "unknown setting"}  # unknown keys stop before range checks
+    _, errors = ts.config_from_form(_form(), "clip_eps: 2.0", check_paths=False)
+    per_field, other = ts.error_updates(errors)
+    assert "clip\\_eps" in other and not any(per_field)

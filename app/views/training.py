@@ -1,0 +1,177 @@
+"""Training view: a validated config form that launches a background training job, and the jobs list with
+live status, curves, log tail, Cancel / Resume / Clone, and "Benchmark this checkpoint".
+
+Jobs are OS processes (trainer.jobs); this view only writes through trainer.jobs and polls the store with
+a gr.Timer, so a job outlives a closed browser and a restarted app.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import gradio as gr
+
+from app import training_service as ts
+from app.context import LabContext
+from app.render import md
+
+POLL_S = 2.0
+
+
+def _widget(name: str, label: str, kind: str, value: Any) -> gr.components.Component:
+    key = f"train-{name}"
+    if kind == "int":
+        return gr.Number(value=value, label=label, precision=0, elem_id=key)
+    if kind == "float":
+        return gr.Number(value=value, label=label, elem_id=key)
+    if kind == "bool":
+        return gr.Checkbox(value=value, label=label, elem_id=key)
+    if kind == "radio":
+        return gr.Radio(choices=list(ts.field_choices(name)), value=value, label=label, elem_id=key)
+    if kind in ("choice", "choice+"):
+        return gr.Dropdown(choices=list(ts.field_choices(name)), value=value, label=label, elem_id=key,
+                           allow_custom_value=kind == "choice+")
+    return gr.Textbox(value=value, label=label, elem_id=key)
+
+
+def _job_id(value: Any) -> Optional[int]:
+    return int(value) if value not in (None, "") and int(value) > 0 else None
+
+
+def build(ctx: LabContext) -> None:
+    from trainer import jobs
+
+    engine, url = ctx.engine, ctx.engine_url
+    with gr.Row():
+        with gr.Column(scale=2, min_width=380):
+            gr.Markdown("### New training job")
+            name = gr.Textbox(label="job name", placeholder="e.g. grpo-think-smollm2", elem_id="train-name")
+            widgets, errors = [], []
+            fields = list(zip(ts.FORM_FIELDS, ts.form_values()))
+            for i in range(0, len(fields), 2):
+                with gr.Row():
+                    for (fname, label, kind, _), value in fields[i:i + 2]:
+                        with gr.Column(min_width=170):
+                            widgets.append(_widget(fname, label, kind, value))
+                            errors.append(gr.Markdown("", elem_classes="field-error", elem_id=f"err-{fname}"))
+            extra = gr.Textbox(label="other settings (YAML, any TrainConfig field)", lines=3,
+                               placeholder="entropy_coef: 0.001\ntemperature: 1.0", elem_id="train-extra")
+            general = gr.Markdown("", elem_classes="field-error", elem_id="err-general")
+            launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
+            launch_msg = gr.Markdown("", elem_id="train-launch-msg")
+        with gr.Column(scale=3):
+            gr.Markdown("### Jobs")
+            table = gr.Dataframe(headers=ts.JOB_HEADERS, value=ts.jobs_rows(jobs.list_jobs(engine)),
+                                 interactive=False, elem_id="train-jobs", label="click a row to follow the job")
+            with gr.Row():
+                job_id = gr.Number(label="job", precision=0, minimum=0, scale=1, elem_id="train-job-id")
+                cancel = gr.Button("Cancel", scale=1, elem_id="train-cancel")
+                resume = gr.Button("Resume", scale=1, elem_id="train-resume")
+                clone = gr.Button("Clone", scale=1, elem_id="train-clone")
+                to_form = gr.Button("Edit as new", scale=1)
+            action_msg = gr.Markdown("", elem_id="train-action-msg")
+            summary = gr.Markdown(ts.job_summary_md(None), elem_id="train-summary")
+            with gr.Row():
+                reward_plot = gr.Plot(ts.reward_figure(None), label="reward", elem_id="train-reward")
+                emotion_plot = gr.Plot(ts.emotion_step_figure(None), label="final emotion", elem_id="train-emotion")
+            checkpoints = gr.Dataframe(headers=ts.CHECKPOINT_HEADERS, value=[], interactive=False,
+                                       label="checkpoints (click one to pick it)", elem_id="train-checkpoints")
+            with gr.Row():
+                ck_path = gr.Textbox(label="checkpoint", scale=4, elem_id="train-ck-path")
+                bench = gr.Button("Benchmark this checkpoint", scale=1, elem_id="train-bench")
+            log = gr.Textbox(label="log (tail)", lines=10, max_lines=10, autoscroll=True, interactive=False,
+                             elem_id="train-log")
+    timer = gr.Timer(POLL_S)
+    last_sig = gr.State(None)
+    detail_outputs = [summary, reward_plot, emotion_plot, checkpoints, log, cancel, resume, last_sig]
+
+    def show(jid: Any, sig: Any = None):
+        """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
+        jid = _job_id(jid)
+        detail = jobs.job_detail(engine, jid, log_lines=60) if jid else None
+        new_sig = None if detail is None else (
+            detail["status"], detail["step"], detail["progress"], detail["heartbeat_at"] is None,
+            sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
+            len(detail["log_tail"]), detail["error"])
+        if sig is not None and new_sig == tuple(sig):
+            return [gr.skip()] * len(detail_outputs)
+        acts = ts.actions_for(detail["status"] if detail else "")
+        return [ts.job_summary_md(detail), ts.reward_figure(detail), ts.emotion_step_figure(detail),
+                ts.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
+                gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
+                list(new_sig) if new_sig else None]
+
+    def tick(jid: Any, sig: Any):
+        jobs.mark_stale_jobs(engine)
+        return [ts.jobs_rows(jobs.list_jobs(engine)), *show(jid, sig)]
+
+    def on_launch(job_name: str, *values: Any):
+        *form, extra_yaml = values
+        config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml)
+        per_field, other = ts.error_updates(problems)
+        if config is None:
+            return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip()]
+        new_id = jobs.create_job(engine, "train", config.to_dict(), name=job_name.strip() or
+                                 f"{config.algorithm}-{config.mode}", seed=config.seed)
+        try:
+            jobs.launch(url, new_id)
+        except (jobs.JobError, OSError) as exc:
+            return [*per_field, other, f"Job #{new_id} was recorded but could not start: {md(exc)}",
+                    ts.jobs_rows(jobs.list_jobs(engine)), new_id]
+        return [*per_field, other, f"Launched job #{new_id}; it waits in the queue while another job runs.",
+                ts.jobs_rows(jobs.list_jobs(engine)), new_id]
+
+    def act(action: str, jid: Any):
+        jid = _job_id(jid)
+        if jid is None:
+            return "Pick a job first.", gr.skip()
+        try:
+            if action == "cancel":
+                msg = f"Job #{jid}: {jobs.cancel(engine, jid)}."
+            elif action == "resume":
+                jobs.resume(engine, url, jid)
+                msg = f"Job #{jid} resumes from its last checkpoint."
+            else:
+                new_id = jobs.clone(engine, jid)
+                jobs.launch(url, new_id)
+                return f"Cloned job #{jid} as #{new_id} and launched it.", new_id
+        except (jobs.JobError, OSError) as exc:
+            return md(exc), gr.skip()
+        return msg, jid
+
+    def on_benchmark(jid: Any, path: str):
+        jid = _job_id(jid)
+        if not path or not path.strip():
+            return "Pick a checkpoint in the table first."
+        try:
+            from trainer.benchmark import start_benchmark_job
+        except ImportError as exc:
+            return f"The benchmark runner is not available: {md(exc)}"
+        config = ts.benchmark_config_for(jobs.job_detail(engine, jid) if jid else None, path.strip())
+        try:
+            bench_id = start_benchmark_job(engine, url, config)
+        except (ValueError, OSError) as exc:
+            return f"Benchmark not started: {md(exc)}"
+        return f"Benchmark job #{bench_id} started for `{md(path.strip())}`; see the Benchmark view."
+
+    def on_pick_row(evt: gr.SelectData):
+        return evt.row_value[0] if evt.row_value else gr.skip()
+
+    def on_pick_checkpoint(evt: gr.SelectData):
+        return evt.row_value[1] if evt.row_value else gr.skip()
+
+    def edit_as_new(jid: Any):
+        jid = _job_id(jid)
+        detail = jobs.job_detail(engine, jid) if jid else None
+        if detail is None:
+            return [gr.skip()] * (len(widgets) + 1)
+        return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
+
+    launch.click(on_launch, [name, *widgets, extra], [*errors, general, launch_msg, table, job_id])
+    table.select(on_pick_row, None, job_id)
+    job_id.change(show, [job_id], detail_outputs)
+    timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
+    for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
+        button.click(lambda jid, a=action: act(a, jid), [job_id], [action_msg, job_id])
+    to_form.click(edit_as_new, [job_id], [name, *widgets])
+    checkpoints.select(on_pick_checkpoint, None, ck_path)
+    bench.click(on_benchmark, [job_id, ck_path], action_msg)
