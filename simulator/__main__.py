@@ -1,0 +1,154 @@
+"""Command line: `python -m simulator score|personas|transcripts|probe|chat ...`.
+
+    python -m simulator score FILE [--json]
+    python -m simulator personas import FILE [--keep-valid] [--replace] [--db URL]
+    python -m simulator personas export FILE [--format lab|rlver] [--db URL]
+    python -m simulator personas seed [--db URL]
+    python -m simulator transcripts import FILE [--keep-valid] [--db URL]
+    python -m simulator probe ...   (simulator.probes)
+    python -m simulator chat ...    (simulator.chat_cli)
+
+A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason").
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Optional, Sequence
+
+# Subcommands living in their own modules, imported only when called: each module exposes
+# add_arguments(parser) and run(args) -> int.
+PLUGINS = {"probe": ("simulator.probes", "probe the simulated user with scripted replies"),
+           "chat": ("simulator.chat_cli", "chat with a simulated user in the terminal")}
+
+
+def _fail(lines: Sequence[str], code: int = 1) -> int:
+    for line in lines:
+        print(line, file=sys.stderr)
+    return code
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from simulator.profile_io import BadFileError
+    from simulator.scoring import format_summary
+    from simulator.transcripts import summarize_file
+
+    try:
+        s = summarize_file(args.file, n_boot=args.n_boot, seed=args.seed)
+    except BadFileError as e:
+        return _fail([f"{args.file}: {len(e.errors)} bad line(s)"] + [str(x) for x in e.errors])
+    except ValueError as e:
+        return _fail([f"{args.file}: {e}"])
+    if args.json:
+        keys = ("score", "success", "failure", "n", "ci_low", "ci_high", "n_errors")
+        print(json.dumps({k: getattr(s, k) for k in keys}))
+    else:
+        print(format_summary(s, args.file))
+    return 0
+
+
+def _engine(args: argparse.Namespace):
+    from storage import make_engine
+
+    return make_engine(args.db)
+
+
+def cmd_personas(args: argparse.Namespace) -> int:
+    from simulator import persona_service as ps
+
+    engine = _engine(args)
+    if args.action == "import":
+        report = ps.import_file(engine, args.file, keep_valid=args.keep_valid, replace=args.replace)
+        if report.errors:
+            what = "stored the valid lines" if report.stored else "nothing stored"
+            return _fail([f"{args.file}: {len(report.errors)} problem(s), {what} "
+                          f"({report.stored} of {report.n_lines} line(s))"] + [str(e) for e in report.errors])
+        print(f"{args.file}: imported {report.stored} profile(s)" +
+              (f" ({report.replaced} replaced)" if report.replaced else ""))
+        return 0
+    if args.action == "export":
+        n = ps.export_file(engine, args.file, fmt=args.format)
+        print(f"{args.file}: exported {n} profile(s) ({args.format} format)")
+        return 0
+    n = ps.seed_builtin(engine)
+    print(f"seeded {n} built-in profile(s); {ps.count_profiles(engine)} in the store")
+    return 0
+
+
+def cmd_transcripts(args: argparse.Namespace) -> int:
+    from simulator import transcripts as tr
+    from simulator.scoring import format_summary
+
+    engine = _engine(args)
+    report = tr.import_file(engine, args.file, keep_valid=args.keep_valid)
+    if report.errors:
+        return _fail([report.summary()] + ([] if report.dialogue_ids else ["nothing stored"]))
+    print(report.summary())
+    if report.dialogue_ids or report.duplicates:
+        print(format_summary(tr.collection_summary(engine, report.collection)))
+    return 0
+
+
+def _run_plugin(name: str, argv: Sequence[str]) -> int:
+    module_name, help_text = PLUGINS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name:
+            raise
+        return _fail([f"'{name}' is unavailable: {module_name} is not installed in this checkout"], code=2)
+    parser = argparse.ArgumentParser(prog=f"python -m simulator {name}", description=help_text)
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(list(argv))) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m simulator", description="RLVER Lab simulator tools")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    score = sub.add_parser("score", help="Sentient score of a SAGE transcript file (*_result.jsonl)")
+    score.add_argument("file")
+    score.add_argument("--json", action="store_true", help="one JSON object: score, success, failure, n, ci_low, ci_high")
+    score.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the 95%% interval")
+    score.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    score.set_defaults(func=cmd_score)
+
+    personas = sub.add_parser("personas", help="import / export / seed simulated-user profiles")
+    actions = personas.add_subparsers(dest="action", required=True)
+    imp = actions.add_parser("import", help="import an RLVER/SAGE or lab JSONL file")
+    imp.add_argument("file")
+    imp.add_argument("--keep-valid", action="store_true", help="store the valid lines even if some are bad")
+    imp.add_argument("--replace", action="store_true", help="replace profiles whose id is already stored")
+    exp = actions.add_parser("export", help="write every stored profile to a JSONL file")
+    exp.add_argument("file")
+    exp.add_argument("--format", choices=("lab", "rlver"), default="lab")
+    seed = actions.add_parser("seed", help="insert the built-in profiles missing from the store")
+    for a in (imp, exp, seed):
+        a.add_argument("--db", default=None, help="SQLAlchemy URL (default: RLVER_LAB_DB or the lab's SQLite file)")
+    personas.set_defaults(func=cmd_personas)
+
+    transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")
+    tactions = transcripts.add_subparsers(dest="action", required=True)
+    timp = tactions.add_parser("import", help="import a *_result.jsonl file as dialogues")
+    timp.add_argument("file")
+    timp.add_argument("--keep-valid", action="store_true")
+    timp.add_argument("--db", default=None)
+    transcripts.set_defaults(func=cmd_transcripts)
+
+    for name, (_, help_text) in PLUGINS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PLUGINS:
+        return _run_plugin(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
