@@ -1,0 +1,128 @@
+"""The store: SQLite pragmas, the RLVER_LAB_DB setting, and two real processes sharing one file."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from storage import Job, Metric, Turn, default_url, make_engine, read_scope, session_scope
+
+REPO = Path(__file__).resolve().parent.parent
+
+WRITER = textwrap.dedent("""
+    import json, sys
+    from storage import Job, Metric, make_engine, session_scope
+    engine = make_engine(sys.argv[1])
+    job_id, rows, batch = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    for start in range(0, rows, batch):  # one short transaction per batch
+        with session_scope(engine) as s:
+            s.add_all(Metric(job_id=job_id, step=i, name="reward", value=i / rows) for i in range(start, start + batch))
+    print(json.dumps({"written": rows}))
+""")
+
+READER = textwrap.dedent("""
+    import json, sys, time
+    from datetime import datetime
+    from sqlalchemy import func, select
+    from storage import Job, Metric, make_engine, read_scope, session_scope
+    engine = make_engine(sys.argv[1])
+    job_id, rows = int(sys.argv[2]), int(sys.argv[3])
+    counts, writes, deadline = [], 0, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with read_scope(engine) as s:  # what the app does while a job writes
+            n = s.scalar(select(func.count(Metric.id)).where(Metric.job_id == job_id))
+            s.execute(select(Metric).where(Metric.job_id == job_id).order_by(Metric.step.desc()).limit(50)).all()
+        counts.append(n)
+        if len(counts) % 10 == 0:  # and the app writes now and then, too
+            with session_scope(engine) as s:
+                s.get(Job, job_id).heartbeat_at = datetime.now()
+            writes += 1
+        if n >= rows:
+            break
+    print(json.dumps({"reads": len(counts), "writes": writes, "counts": counts}))
+""")
+
+
+def test_sqlite_pragmas(engine):
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+
+
+def test_foreign_keys_are_enforced(engine):
+    with pytest.raises(IntegrityError):
+        with session_scope(engine) as s:
+            s.add(Turn(dialogue_id=12345, index=0, role="user", text="orphan"))
+    with read_scope(engine) as s:
+        assert s.query(Turn).count() == 0
+
+
+def test_rlver_lab_db_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    url = f"sqlite:///{tmp_path / 'sub' / 'from_env.db'}"
+    monkeypatch.setenv("RLVER_LAB_DB", url)
+    assert default_url() == url
+    eng = make_engine()
+    with session_scope(eng) as s:
+        s.add(Job(kind="train", name="env"))
+    eng.dispose()
+    assert (tmp_path / "sub" / "from_env.db").exists()
+    monkeypatch.delenv("RLVER_LAB_DB")
+    assert default_url().endswith("lab.db") and str(tmp_path / "lab_home") in default_url()
+
+
+def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Path):
+    rows, batch = 5000, 5
+    eng = make_engine(db_url)
+    with session_scope(eng) as s:
+        job = Job(kind="train", name="concurrency")
+        s.add(job)
+        s.flush()
+        job_id = job.id
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    py = sys.executable
+    reader = subprocess.Popen([py, "-c", READER, db_url, str(job_id), str(rows)], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen([py, "-c", WRITER, db_url, str(job_id), str(rows), str(batch)], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w_out, w_err = writer.communicate(timeout=180)
+    r_out, r_err = reader.communicate(timeout=180)
+    assert "locked" not in w_err + r_err
+    assert writer.returncode == 0, w_err
+    assert reader.returncode == 0, r_err
+    assert json.loads(w_out) == {"written": rows}
+    seen = json.loads(r_out)
+    counts = seen["counts"]
+    assert counts == sorted(counts) and counts[-1] == rows  # committed batches only, never a partial one
+    assert all(c % batch == 0 for c in counts)
+    assert any(0 < c < rows for c in counts), "the reader never ran while the writer was writing"
+    assert seen["writes"] >= 1
+    with read_scope(eng) as s:
+        assert s.query(Metric).filter_by(job_id=job_id).count() == rows
+        assert s.get(Job, job_id).heartbeat_at is not None
+        assert s.execute(text("PRAGMA integrity_check")).scalar() == "ok"
+    eng.dispose()
+
+
+def test_two_processes_create_a_fresh_store_at_once(tmp_path: Path):
+    """The app and a job starting together on a new file must both get a working store."""
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    code = "import sys; from storage import make_engine, session_scope, Job\n" \
+           "e = make_engine(sys.argv[1])\n" \
+           "with session_scope(e) as s: s.add(Job(kind='train'))\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errs
+    eng = make_engine(url)
+    with read_scope(eng) as s:
+        assert s.query(Job).count() == 3
+    eng.dispose()
