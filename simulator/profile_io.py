@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Union
 
-from simulator.profiles import PERSONALITIES, Profile, need_category_from_text
+from simulator.profiles import MAX_FIELD_CHARS, PERSONALITIES, Profile, need_category_from_text
 
 Source = Union[str, Path, bytes]
 
@@ -191,8 +191,8 @@ def profile_from_rlver(record: dict[str, Any]) -> tuple[Profile | None, dict[str
     profile = Profile(id=record["id"], persona=record["player"], background=record["scene"],
                       hidden_need=record["task"], personality=personality, traits=list(traits),
                       first_line=first, extra=extra, **values)
-    for name, problem in profile.errors().items():
-        key = RLVER_FIELD_OF.get(name, f"{LAB_KEY}.{name}" if name in LAB_OVERRIDES else name)
+    for name, problem in _problems(profile).items():
+        key = f"{LAB_KEY}.{name}" if name in lab else RLVER_FIELD_OF.get(name, name)
         if name == "need_category" and "need_category" not in lab:
             problem = "unknown hidden-need category: the text matches none of the 8 released intentions"
         errs.setdefault(key, problem)
@@ -231,8 +231,16 @@ def profile_from_lab(record: dict[str, Any]) -> tuple[Profile | None, dict[str, 
     profile = Profile(**known)
     if unknown and isinstance(profile.extra, dict):
         profile.extra = {**profile.extra, **unknown}
-    errs = profile.errors()
+    errs = _problems(profile)
     return (None, errs) if errs else (profile, {})
+
+
+def _problems(profile: Profile) -> dict[str, str]:
+    """Profile.errors() plus the length limit on each trait."""
+    errs = profile.errors()
+    if "traits" not in errs and any(len(t) > MAX_FIELD_CHARS for t in profile.traits):
+        errs["traits"] = f"a trait is over the limit of {MAX_FIELD_CHARS} characters"
+    return errs
 
 
 def detect_format(record: dict[str, Any]) -> str:

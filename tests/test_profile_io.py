@@ -103,6 +103,16 @@ def test_bad_lines_are_each_reported_with_line_and_field():
     assert str(LineError(3, "scene", "is required (missing)")) == "line 3: scene: is required (missing)"
 
 
+def test_lab_overrides_in_rlver_lines_are_checked():
+    report = import_profiles(jsonl({**RLVER_LINE, "lab": {"need_category": "hugs", "language": "fr"}},
+                                   {**RLVER_LINE, "id": "p-2", "lab": {"colour": "red"}},
+                                   {**RLVER_LINE, "id": "p-3", "lab": "en"},
+                                   {**RLVER_LINE, "id": "p-4", "cha_group": ["x" * (MAX_FIELD_CHARS + 1)]}))
+    assert [(e.line, e.field) for e in report.errors] == [
+        (1, "lab.need_category"), (1, "lab.language"), (2, "lab"), (3, "lab"), (4, "cha_group")]
+    assert "colour" in report.errors[2].reason
+
+
 def test_empty_and_blank_files(tmp_path: Path):
     for data in (b"", b"\n  \n\n"):
         report = import_profiles(data)
