@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, delete, func, select
 
 from simulator.profile_io import (BadFileError, LineError, Source, dumps_jsonl, name_from_persona, read_bytes,
                                   read_jsonl, write_atomic)
@@ -266,6 +266,12 @@ def list_dialogues(engine: Engine, collection: str) -> list[dict[str, Any]]:
         return [{"id": d.id, "external_id": d.external_id, "name": (d.persona_snapshot or {}).get("name", ""),
                  "topic": ((d.persona_snapshot or {}).get("extra") or {}).get("topic", ""),
                  "final_emotion": d.final_emotion, "outcome": d.outcome, "n_turns": d.n_turns} for d in rows]
+
+
+def delete_collection(engine: Engine, collection: str, source: str = "import") -> int:
+    """Delete a collection's dialogues (their turns go with them); returns how many."""
+    with session_scope(engine) as s:
+        return s.execute(delete(Dialogue).where(Dialogue.collection == collection, Dialogue.source == source)).rowcount
 
 
 def collection_summary(engine: Engine, collection: str, n_boot: int = 2000, seed: int = 0) -> BenchmarkSummary:

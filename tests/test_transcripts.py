@@ -9,7 +9,7 @@ import pytest
 from simulator import transcripts as tr
 from simulator.profile_io import BadFileError
 from simulator.scoring import sentient_summary
-from storage import Dialogue, read_scope
+from storage import Dialogue, Turn, read_scope
 from storage.dialogues import add_turn, finish_dialogue, load_dialogue, start_dialogue
 
 
@@ -70,6 +70,10 @@ def test_reimport_skips_and_reports_duplicates(engine, tmp_path: Path):
         assert s.query(Dialogue).count() == 3
     # the same records under another file name are another collection
     assert len(tr.import_file(engine, path, collection="copy.jsonl").dialogue_ids) == 3
+    assert tr.delete_collection(engine, "m_result.jsonl") == 3
+    with read_scope(engine) as s:
+        assert s.query(Dialogue).count() == 3 and s.query(Turn).count() == 3 * len(record("a", 1)["history"])
+    assert len(tr.import_file(engine, path).dialogue_ids) == 3  # importable again after deleting
 
 
 def test_bad_lines_store_nothing_unless_keep_valid(engine, tmp_path: Path):
