@@ -1,0 +1,217 @@
+"""Benchmark view: launch a Sentient benchmark as a background job, the leaderboard of eval runs ranked
+within each simulator fingerprint (never across), the published reference rows beside them, a bar chart,
+a run's breakdown by hidden need and personality, and its dialogues (a click opens one in Transcripts).
+
+The plain functions at the top build the tables and the chart from trainer.benchmark's data (tested in
+tests/test_app_benchmark.py); `build` only wires them to components.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import gradio as gr
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app import training_service as ts
+from app.context import LabContext
+from app.render import md
+
+LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
+               "profiles", "finished"]
+PUBLISHED_HEADERS = ["rank", "model", "score", "success", "failure", "n", "simulator", "source"]
+BREAKDOWN_HEADERS = ["group", "score", "success", "failure", "n", "errors", "95% CI"]
+DIALOGUE_HEADERS = ["dialogue", "profile", "hidden need", "personality", "final emotion", "outcome", "turns",
+                    "error"]
+PROFILE_SETS = ("builtin", "builtin:train", "builtin:heldout")
+
+
+def simulator_label(fp: dict[str, Any], fp_hash: str = "") -> str:
+    """'offline:MODEL · rules standard · fp 1a2b3c4d': what produced the scores of a leaderboard group."""
+    fp = fp or {}
+    name = ":".join(str(x) for x in (fp.get("backend"), fp.get("model")) if x) or "unknown simulator"
+    parts = [name + (f" @ {fp['endpoint']}" if fp.get("endpoint") else "")]
+    rules = fp.get("rules") or {}
+    if isinstance(rules, dict) and rules.get("name"):
+        parts.append(f"rules {rules['name']}")
+    if fp.get("prompt_version"):
+        parts.append(f"prompts {fp['prompt_version']}")
+    if fp_hash:
+        parts.append(f"fp {fp_hash[:8]}")
+    return " · ".join(parts)
+
+
+def _num(x: Optional[float], digits: int = 1) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _ci(row: dict[str, Any]) -> str:
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    return "—" if lo is None or hi is None else f"{lo:.1f}–{hi:.1f}"
+
+
+def lab_rows(groups: list[dict[str, Any]]) -> list[list[Any]]:
+    """The lab's eval runs (LAB_HEADERS), group after group; rank restarts in each simulator group."""
+    rows = []
+    for g in groups:
+        if g.get("published"):
+            continue
+        label = simulator_label(g.get("simulator") or {}, g.get("fingerprint_hash", ""))
+        for r in g["rows"]:
+            finished = r.get("finished_at")
+            rows.append([label, r["rank"], r["id"], r.get("name") or r.get("model_ref", ""), _num(r.get("score")),
+                         r.get("success"), r.get("failure"), r.get("n"), r.get("n_errors", 0), _ci(r),
+                         g.get("profile_set_hash", "")[:8],
+                         finished.strftime("%Y-%m-%d %H:%M") if hasattr(finished, "strftime") else ""])
+    return rows
+
+
+def published_table(groups: list[dict[str, Any]]) -> list[list[Any]]:
+    """The published reference rows (PUBLISHED_HEADERS), each marked with its own simulator."""
+    rows = []
+    for g in groups:
+        if g.get("published"):
+            rows += [[r["rank"], f"{r['model']} (published)", _num(r["score"]), r["success"], r["failure"], r["n"],
+                      r["simulator"], r["source"]] for r in g["rows"]]
+    return rows
+
+
+def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
+    """One horizontal bar panel per simulator group (published last): scores are compared only within a
+    panel, the best at the top."""
+    groups = [g for g in groups if g.get("rows")]
+    if not groups:
+        fig = go.Figure()
+        fig.add_annotation(text="no finished eval runs yet", showarrow=False, xref="paper", yref="paper",
+                           x=0.5, y=0.5)
+        return fig.update_layout(height=200)
+    titles = [("published · " + g["rows"][0].get("simulator", "")) if g.get("published")
+              else simulator_label(g.get("simulator") or {}, g.get("fingerprint_hash", "")) for g in groups]
+    heights = [max(len(g["rows"]), 1) + 1 for g in groups]
+    fig = make_subplots(rows=len(groups), cols=1, subplot_titles=titles, row_heights=heights,
+                        vertical_spacing=min(0.12, 0.5 / len(groups)), shared_xaxes=True)
+    for i, g in enumerate(groups, start=1):
+        rows = list(reversed(g["rows"]))  # plotly draws the first category at the bottom
+        names = [(r["model"] if g.get("published") else f"#{r['id']} {r.get('name') or r.get('model_ref', '')}")
+                 for r in rows]
+        fig.add_trace(go.Bar(x=[r.get("score") or 0 for r in rows], y=names, orientation="h",
+                             name=titles[i - 1], text=[_num(r.get("score")) for r in rows], textposition="auto",
+                             marker_pattern_shape="/" if g.get("published") else "",
+                             marker_color="#9e9e9e" if g.get("published") else None), row=i, col=1)
+    fig.update_xaxes(range=[0, 100])
+    fig.update_xaxes(title_text="Sentient score (mean final emotion)", row=len(groups), col=1)
+    fig.update_layout(height=120 + 28 * sum(heights), showlegend=False, margin=dict(l=10, r=20, t=40, b=40),
+                      template="plotly_white")
+    return fig
+
+
+def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.benchmark.breakdown."""
+    def rows(items: list[dict[str, Any]]) -> list[list[Any]]:
+        return [[i.get("label") or i.get("key"), _num(i.get("score")), i.get("success"), i.get("failure"), i.get("n"),
+                 i.get("n_errors", 0), _ci(i)] for i in items]
+
+    return rows(data.get("need", [])), rows(data.get("personality", []))
+
+
+def dialogue_rows(dialogues: list[dict[str, Any]]) -> list[list[Any]]:
+    """An eval run's dialogues (DIALOGUE_HEADERS); failed ones show their reason, never a score."""
+    return [[d["id"], d.get("name") or d.get("persona_id", ""), d.get("need_category", ""), d.get("personality", ""),
+             _num(d.get("final_emotion"), 0), d.get("outcome") or d.get("status", ""), d.get("n_turns", 0),
+             (d.get("error") or "")[:160]] for d in dialogues]
+
+
+def run_title(run: Optional[dict[str, Any]]) -> str:
+    if not run:
+        return "Click a lab row of the leaderboard to see its breakdown and dialogues."
+    return (f"**Eval run #{run['id']}** · {md(run.get('name') or run.get('model_ref', ''))} · score "
+            f"**{_num(run.get('score'))}** · success {run.get('success')} · failure {run.get('failure')} · "
+            f"n {run.get('n')} (errors {run.get('n_errors', 0)}) · seed {run.get('seed')} · "
+            f"code {md(run.get('code_version', ''))}")
+
+
+# ------------------------------------------------------------------------------------------------ the view
+def build(ctx: LabContext) -> None:
+    from trainer import benchmark as bm
+    from trainer import jobs
+
+    engine, url = ctx.engine, ctx.engine_url
+    with gr.Accordion("Run a benchmark", open=True):
+        with gr.Row():
+            policy = gr.Textbox(value="default", label="policy ('default', a model folder, openai:MODEL)", scale=3,
+                                elem_id="bench-policy")
+            simulator = gr.Textbox(value="offline", label="simulator (offline or openai:MODEL)", scale=2,
+                                   elem_id="bench-simulator")
+            base_url = gr.Textbox(value="", label="simulator base URL (optional)", scale=2)
+        with gr.Row():
+            profiles = gr.Dropdown(choices=list(PROFILE_SETS), value="builtin", allow_custom_value=True,
+                                   label="profiles (a set or a JSONL file path)", scale=2)
+            limit = gr.Number(value=0, precision=0, minimum=0, label="limit (0 = all)", scale=1)
+            mode = gr.Radio(choices=["direct", "think"], value="direct", label="mode", scale=1)
+            seed = gr.Number(value=0, precision=0, label="seed", scale=1)
+            name = gr.Textbox(label="name", scale=2, elem_id="bench-name")
+        start = gr.Button("Start benchmark", variant="primary", elem_id="bench-start")
+        start_msg = gr.Markdown("", elem_id="bench-msg")
+        bench_jobs = gr.Dataframe(headers=ts.JOB_HEADERS, value=[], interactive=False, label="benchmark jobs",
+                                  elem_id="bench-jobs")
+    gr.Markdown("### Leaderboard\nRuns are ranked only against runs scored by the same simulator "
+                "(fingerprint) on the same profile set. Published rows used their own simulator.")
+    with gr.Row():
+        with gr.Column(scale=3):
+            lab_table = gr.Dataframe(headers=LAB_HEADERS, value=[], interactive=False, wrap=True,
+                                     label="lab eval runs (click a row)", elem_id="bench-lab")
+        with gr.Column(scale=2):
+            pub_table = gr.Dataframe(headers=PUBLISHED_HEADERS, value=[], interactive=False, wrap=True,
+                                     label="published reference (not comparable unless the simulator matches)",
+                                     elem_id="bench-published")
+    chart = gr.Plot(label="scores by simulator", elem_id="bench-chart")
+    run_md = gr.Markdown(run_title(None), elem_id="bench-run")
+    with gr.Row():
+        by_need = gr.Dataframe(headers=BREAKDOWN_HEADERS, value=[], interactive=False, label="by hidden need",
+                               elem_id="bench-need")
+        by_personality = gr.Dataframe(headers=BREAKDOWN_HEADERS, value=[], interactive=False,
+                                      label="by personality type", elem_id="bench-personality")
+    dialogues = gr.Dataframe(headers=DIALOGUE_HEADERS, value=[], interactive=False, wrap=True,
+                             label="dialogues (click one to open it in Transcripts)", elem_id="bench-dialogues")
+    timer = gr.Timer(3.0)
+    board_sig = gr.State(None)
+
+    def refresh(sig: Any):
+        jobs.mark_stale_jobs(engine)
+        job_rows = ts.jobs_rows(jobs.list_jobs(engine, kind="benchmark", limit=20))
+        groups = bm.leaderboard(engine)
+        new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
+        if sig == new_sig:
+            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig
+        return job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig
+
+    def on_start(pol, sim, base, prof, lim, md_, sd, nm):
+        config = {"policy": (pol or "").strip(), "simulator": (sim or "").strip(), "profiles": (prof or "").strip(),
+                  "limit": int(lim or 0), "mode": md_, "seed": int(sd or 0), "name": (nm or "").strip()}
+        if base and base.strip():
+            config["simulator_base_url"] = base.strip()
+        if not hasattr(bm, "start_benchmark_job"):
+            return "The benchmark runner cannot start jobs yet (trainer.benchmark.start_benchmark_job is missing)."
+        try:
+            job_id = bm.start_benchmark_job(engine, url, config)
+        except (ValueError, OSError) as exc:
+            return f"Not started: {md(exc)}"
+        return f"Benchmark job #{job_id} started; its run joins the leaderboard when it finishes."
+
+    def on_lab_row(evt: gr.SelectData):
+        run_id = evt.row_value[2] if evt.row_value else None
+        if run_id in (None, ""):
+            return [gr.skip()] * 4
+        run = bm.get_eval_run(engine, int(run_id))
+        need, pers = breakdown_tables(bm.breakdown(engine, int(run_id)))
+        return run_title(run), need, pers, dialogue_rows(bm.eval_run_dialogues(engine, int(run_id)))
+
+    def on_dialogue(evt: gr.SelectData):
+        return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
+
+    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig]
+    timer.tick(refresh, board_sig, outputs)
+    start.click(on_start, [policy, simulator, base_url, profiles, limit, mode, seed, name], start_msg).then(
+        refresh, gr.State(None), outputs)
+    lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
+    dialogues.select(on_dialogue, None, ctx.link_outputs)

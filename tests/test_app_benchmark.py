@@ -1,0 +1,89 @@
+"""Benchmark view helpers against a real store: eval runs scored by trainer.benchmark, grouped by fingerprint."""
+from __future__ import annotations
+
+from app.views import benchmark as bv
+from simulator.fingerprint import fingerprint_hash
+from simulator.published import PUBLISHED
+from storage import EvalRun, session_scope
+from storage.dialogues import finish_dialogue, start_dialogue
+from trainer import benchmark as bm
+
+OFFLINE = {"backend": "offline", "model": "minilm-prototypes", "endpoint": "", "prompt_version": "v1",
+           "rules": {"name": "standard", "start": 40.0}}
+REMOTE = {"backend": "openai", "model": "deepseek-v3", "endpoint": "127.0.0.1:8000", "prompt_version": "v1",
+          "rules": {"name": "standard", "start": 40.0}}
+PERSONAS = [("p1", "Ana", "just_listen", "negative"), ("p2", "Ben", "just_listen", "passive"),
+            ("p3", "Chen", "useful_advice", "negative")]
+
+
+def _eval_run(engine, name, fp, finals, errors=()):
+    """An eval run with one dialogue per persona (final emotion, or an error for the ids in `errors`)."""
+    with session_scope(engine) as s:
+        run = EvalRun(name=name, model_ref=f"/models/{name}", simulator_fingerprint=fp,
+                      fingerprint_hash=fingerprint_hash(fp), profile_set_hash="builtin-3", seed=7)
+        s.add(run)
+        s.flush()
+        run_id = run.id
+    ids = []
+    for (pid, pname, need, pers), final in zip(PERSONAS, finals):
+        d = start_dialogue(engine, eval_run_id=run_id, persona_id=pid, source="benchmark",
+                           persona_snapshot={"name": pname, "need_category": need, "personality": pers})
+        if pid in errors:
+            finish_dialogue(engine, d, "failed", None, outcome="error", error="simulator: HTTP 503")
+        else:
+            finish_dialogue(engine, d, "finished", final, outcome="success" if final >= 100 else "max_turns")
+        ids.append(d)
+    bm.finish_eval_run(engine, run_id, "succeeded")
+    return run_id, ids
+
+
+def test_leaderboard_ranks_within_each_fingerprint_only(engine):
+    weak, _ = _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
+    strong, _ = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
+    remote, _ = _eval_run(engine, "remote", REMOTE, [10, 10, 10])
+    groups = bm.leaderboard(engine)
+    rows = bv.lab_rows(groups)
+    by_run = {r[2]: r for r in rows}
+    offline_label = bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE))
+    assert offline_label.startswith("offline:minilm-prototypes · rules standard · prompts v1 · fp ")
+    assert by_run[strong][:5] == [offline_label, 1, strong, "strong", "80.0"]
+    assert by_run[weak][:2] == [offline_label, 2]
+    assert by_run[remote][0].startswith("openai:deepseek-v3 @ 127.0.0.1:8000")
+    assert by_run[remote][1] == 1  # first in its own group, not third overall
+    # rows of one group are contiguous: a ranking never interleaves fingerprints
+    labels = [r[0] for r in rows]
+    assert labels == sorted(labels, key=labels.index)
+    published = bv.published_table(groups)
+    assert len(published) == len(PUBLISHED)
+    assert published[0][1] == "GPT-4o-latest (published)" and published[0][6] == "DeepSeek-V3 (published)"
+    fig = bv.leaderboard_figure(groups)
+    assert len(fig.data) == 3  # two lab groups and the published one, each its own panel
+    panel = {t.name: t for t in fig.data}
+    offline_bars = panel[offline_label]
+    assert list(offline_bars.y) == [f"#{weak} weak", f"#{strong} strong"]  # best drawn at the top
+    assert list(offline_bars.x) == [30.0, 80.0]
+    assert fig.data[-1].marker.pattern.shape == "/"  # published bars are hatched
+
+
+def test_breakdown_and_dialogues_count_errors(engine):
+    run_id, ids = _eval_run(engine, "mixed", OFFLINE, [100, 50, 0], errors=("p3",))
+    need, personality = bv.breakdown_tables(bm.breakdown(engine, run_id))
+    assert [r[0] for r in need] == ["Just listen to the venting", "Give genuinely useful advice"]
+    listen = need[0]
+    assert listen[1:6] == ["75.0", 1, 0, 2, 0]
+    advice = need[1]
+    assert advice[1:6] == ["0.0", 0, 1, 1, 1]  # the failed dialogue stays in n, counted as an error
+    assert [r[0] for r in personality] == ["Negative", "Passive"]
+    rows = bv.dialogue_rows(bm.eval_run_dialogues(engine, run_id))
+    assert [r[0] for r in rows] == ids
+    assert rows[2][4:] == ["—", "error", 0, "simulator: HTTP 503"]
+    title = bv.run_title(bm.get_eval_run(engine, run_id))
+    assert f"Eval run #{run_id}" in title and "errors 1" in title
+
+
+def test_empty_leaderboard_shows_only_published(engine):
+    groups = bm.leaderboard(engine)
+    assert bv.lab_rows(groups) == []
+    assert len(bv.published_table(groups)) == len(PUBLISHED)
+    assert bv.leaderboard_figure(bm.leaderboard(engine, include_published=False)).layout.annotations[0].text \
+        == "no finished eval runs yet"
