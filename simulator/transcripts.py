@@ -186,7 +186,7 @@ def record_from_dialogue(d: dict[str, Any]) -> dict[str, Any]:
         item.update(inner.get("extra") or {})
         record["history"].append(item)
     record.update(extra)
-    if d.get("error") or (final is None and d.get("status") == "failed"):
+    if d.get("status") == "failed" or d.get("outcome") == "error":  # scored as an errored dialogue
         record["error"] = d.get("error") or "failed"
     return record
 

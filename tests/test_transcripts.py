@@ -111,7 +111,7 @@ def test_empty_and_non_utf8_files(engine, tmp_path: Path):
 def test_errored_dialogues_round_trip_as_errors(engine, tmp_path: Path):
     """A dialogue recorded by the live recorder (storage.dialogues) exports to SAGE and scores the same."""
     ids = []
-    for final, status, error in ((100.0, "finished", ""), (55.0, "finished", ""), (None, "failed", "simulator timeout")):
+    for final, status, error in ((100.0, "finished", ""), (55.0, "finished", ""), (35.0, "failed", "simulator timeout")):
         did = start_dialogue(engine, persona_id="maya", persona_snapshot={
             "id": "maya", "name": "Maya", "persona": "Maya, 29", "background": "night shifts",
             "hidden_need": "be told she was right", "personality": "avoidant", "extra": {"topic": "work"}},
