@@ -1,0 +1,66 @@
+"""Emotion rules: clamping, range, tiers, ends, presets."""
+import pytest
+
+from simulator.rules import PRESETS, EmotionRules, get_preset, tier
+
+
+def test_benchmark_defaults():
+    r = EmotionRules()
+    assert (r.start, r.lo, r.hi, r.max_delta, r.success_at, r.failure_below, r.max_turns) == (40, 0, 100, 10, 100, 10, 10)
+    assert r.end_on_goodbye and PRESETS["standard"] == EmotionRules(name="standard")
+
+
+@pytest.mark.parametrize("emotion,expected", [(100, "S"), (99.9, "A"), (70, "A"), (69, "B"), (40, "B"),
+                                              (39.5, "C"), (10, "C"), (9.99, "F"), (0, "F")])
+def test_tiers(emotion, expected):
+    assert tier(emotion) == expected
+
+
+def test_change_is_clamped_and_kept_in_range():
+    r = EmotionRules()
+    assert r.apply(40, 25) == (50, 10)
+    assert r.apply(40, -25) == (30, -10)
+    assert r.apply(95, 10) == (100, 5)
+    assert r.apply(4, -10) == (0, -4)
+    assert r.apply(40, 3) == (43, 3)
+
+
+def test_ends():
+    r = EmotionRules()
+    assert r.end_outcome(100, 1) == "success"
+    assert r.end_outcome(9, 1) == "failure"
+    assert r.end_outcome(10, 1) == ""
+    assert r.end_outcome(50, 9) == ""
+    assert r.end_outcome(50, 10) == "max_turns"
+    assert r.end_outcome(100, 10) == "success"  # reaching 100 on the last turn is still a success
+
+
+def test_training_preset_is_unclamped_and_fails_at_zero():
+    r = get_preset("training")
+    assert (r.start, r.max_turns) == (30, 8)
+    assert r.apply(30, 45) == (75, 45)
+    assert r.end_outcome(5, 1) == ""
+    assert r.end_outcome(0, 1) == "failure"
+    assert r.end_outcome(50, 8) == "max_turns"
+
+
+def test_challenging_preset_is_harsher():
+    std, ch = get_preset("standard"), get_preset("challenging")
+    assert ch.start < std.start and ch.strict_need
+    assert ch.apply(50, -10)[1] < std.apply(50, -10)[1]  # larger negative swings
+    assert ch.apply(50, -20) == (35, -15)
+    assert ch.apply(50, 20) == std.apply(50, 20)  # rises capped as in the benchmark
+
+
+def test_bad_settings_and_unknown_preset():
+    with pytest.raises(ValueError, match="start"):
+        EmotionRules(start=120)
+    with pytest.raises(ValueError, match="max_turns"):
+        EmotionRules(max_turns=0)
+    with pytest.raises(ValueError, match="unknown rules preset 'easy'"):
+        get_preset("easy")
+
+
+def test_round_trip():
+    r = get_preset("challenging")
+    assert EmotionRules.from_dict(r.to_dict()) == r
