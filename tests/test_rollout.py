@@ -1,0 +1,284 @@
+"""RolloutEngine on the tiny model: batching, dialogues ending at different turns, exact token layout,
+think stripping, the store, events, Stop, and bad input."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+
+from simulator.profiles import Profile
+from storage.dialogues import load_dialogue
+from trainer.engines.base import Generation, SamplingConfig
+from trainer.engines.hf_engine import HFEngine
+from trainer.rollout import RolloutConfig, RolloutEngine
+
+
+@dataclass
+class UserTurn:  # the simulator.agent.UserTurn protocol
+    text: str
+    emotion: float
+    delta: float = 0.0
+    inner: dict = field(default_factory=dict)
+    done: bool = False
+    outcome: str = ""
+    error: str = ""
+    latency_s: float = 0.0
+    n_tokens: int = 0
+
+
+class ScriptedAgent:
+    """A simulated user following the SentientAgent protocol: +5 per reply, leaves after `ends_after`
+    replies, raises on reply `fail_at`. It keeps every reply it receives so routing can be checked."""
+
+    def __init__(self, profile: Profile, seed: int, ends_after: int = 3, fail_at: int = 0, delay: float = 0.01):
+        self.profile, self.seed, self.ends_after, self.fail_at, self.delay = profile, seed, ends_after, fail_at, delay
+        self.emotion, self.received, self.histories = 30.0, [], []
+
+    def fingerprint(self) -> dict:
+        return {"backend": "scripted", "ends_after": self.ends_after}
+
+    async def opening(self) -> UserTurn:
+        await asyncio.sleep(self.delay)
+        return UserTurn(text=f"Hi, I am {self.profile.name}. Work has been awful.", emotion=self.emotion)
+
+    async def respond(self, dialogue: list[dict], reply: str) -> UserTurn:
+        await asyncio.sleep(self.delay)
+        self.received.append(reply)
+        self.histories.append(list(dialogue))
+        if len(self.received) == self.fail_at:
+            raise ConnectionError("simulator service went away")
+        self.emotion += 5
+        done = len(self.received) >= self.ends_after
+        return UserTurn(text=f"{self.profile.name} says more ({len(self.received)}).", emotion=self.emotion,
+                        delta=5.0, inner={"planning": f"turn {len(self.received)}"}, done=done,
+                        outcome="goodbye" if done else "")
+
+
+def profile(pid: str, **kw: Any) -> Profile:
+    return Profile(id=pid, name=pid.title(), persona="A nurse of 34 who likes hiking.",
+                   background="Her manager took credit for her project.", hidden_need="Wants deep empathy.",
+                   need_category="deep_empathy", personality="negative", **kw)
+
+
+class Factory:
+    def __init__(self, ends: dict[str, int], fail: dict[str, int] | None = None):
+        self.ends, self.fail, self.agents = ends, fail or {}, {}
+
+    def __call__(self, prof: Profile, seed: int) -> ScriptedAgent:
+        agent = ScriptedAgent(prof, seed, self.ends[prof.id], self.fail.get(prof.id, 0))
+        self.agents[(prof.id, seed)] = agent
+        return agent
+
+
+class RecordingEngine(HFEngine):
+    """The real transformers engine, recording the size of every generate call."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.batches: list[int] = []
+
+    def generate_ids(self, prompt_ids, params):
+        self.batches.append(len(prompt_ids))
+        return super().generate_ids(prompt_ids, params)
+
+
+class ScriptedPolicy(HFEngine):
+    """The tiny model forced to emit scripted texts (teacher forcing); logprobs from the real model."""
+
+    def __init__(self, path, script):
+        super().__init__(path)
+        self.script, self.calls = script, 0
+
+    def generate_ids(self, prompt_ids, params):
+        out = []
+        for ids in prompt_ids:
+            self.calls += 1
+            sampled = self.encode_text(self.script(self.calls)) + [self.eos_token_id]
+            with torch.inference_mode():
+                logits = self.model(torch.tensor([ids + sampled])).logits[0, len(ids) - 1:-1]
+            lp = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(sampled)[:, None])[:, 0]
+            out.append(Generation(self.decode(sampled), sampled, lp.tolist(), list(ids), "stop"))
+        return out
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    return RecordingEngine(tiny_model_dir)
+
+
+def recompute(engine: HFEngine, ids: list[int]) -> torch.Tensor:
+    with torch.inference_mode():
+        logits = engine.model(torch.tensor([ids])).logits[0].float()
+    return torch.log_softmax(logits[:-1], -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+
+def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, engine):
+    policy.batches.clear()
+    factory = Factory({"ann": 1, "bob": 2, "cat": 3})
+    rollout = RolloutEngine(policy, factory, store=engine,
+                            config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1))
+    samples = rollout.run([profile("ann"), profile("bob"), profile("cat")], group_size=2)
+    assert policy.batches == [6, 4, 2]  # every round: all active dialogues in one batch
+    assert [s.profile_id for s in samples] == ["ann", "ann", "bob", "bob", "cat", "cat"]
+    assert [s.n_turns for s in samples] == [1, 1, 2, 2, 3, 3]
+    assert len({s.group_id for s in samples}) == 3
+    for s in samples:
+        assert s.status == "finished" and s.outcome == "goodbye" and s.error == ""
+        # each simulated user got exactly the replies of its own dialogue (tracked by id, not position)
+        agent = next(a for a in factory.agents.values() if a.received == [m["content"] for m in s.messages
+                                                                          if m["role"] == "assistant"])
+        assert agent.profile.id == s.profile_id
+        assert agent.histories[-1] == s.messages[:-2]  # visible history before the reply
+        assert s.emotions == [30.0 + 5 * i for i in range(s.n_turns + 1)]
+        assert s.final_emotion == s.emotions[-1] and s.reward == pytest.approx(s.final_emotion / 100)
+        stored = load_dialogue(engine, s.dialogue_id)
+        assert stored["status"] == "finished" and stored["n_turns"] == s.n_turns
+        assert stored["group_id"] == s.group_id and stored["mode"] == "direct"
+        assert stored["policy_ref"] == str(policy.path) and stored["fingerprint_hash"]
+        assert [t["role"] for t in stored["turns"]] == ["user", "assistant"] * s.n_turns + ["user"]
+        assert [t["text"] for t in stored["turns"]] == [m["content"] for m in s.messages]
+
+
+def test_direct_mode_tokens_are_exact(policy):
+    factory = Factory({"ann": 3, "bob": 2})
+    rollout = RolloutEngine(policy, factory, config=RolloutConfig(max_new_tokens=8, seed=2))
+    for s in rollout.run([profile("ann"), profile("bob")], group_size=1):
+        assert len(s.segments) == 1  # direct mode: the dialogue is one causal sequence
+        assert len(s.input_ids) == len(s.action_mask) == len(s.old_logprobs)
+        assert len(s.turn_spans) == s.n_turns
+        masked = [i for i, m in zip(s.input_ids, s.action_mask) if m]
+        assert masked == [t for a, b in s.turn_spans for t in s.input_ids[a:b]]
+        replies = [m["content"] for m in s.messages if m["role"] == "assistant"]
+        for (a, b), reply in zip(s.turn_spans, replies):
+            assert policy.decode(s.input_ids[a:b]).strip() == reply
+        # every sampled token sits after exactly the context it was sampled with
+        ids, mask, old = s.rows()[0]
+        new = recompute(policy, ids)
+        pos = [i - 1 for i, m in enumerate(mask) if m]
+        assert torch.allclose(new[pos], torch.tensor([old[i + 1] for i in pos]), atol=1e-4)
+        # user turns the policy answered are in the sequence but never masked in
+        user_text = policy.decode([i for i, m in zip(ids, mask) if not m])
+        assert all(m["content"] in user_text for m in s.messages[:-1] if m["role"] == "user")
+        assert s.messages[-1]["content"] not in user_text  # the user's last message got no reply
+
+
+def test_think_mode_strips_earlier_thoughts_with_exact_segments(tiny_model_dir):
+    texts = {1: "<think>She feels unseen.</think>That sounds exhausting.",
+             2: "<think>Ask gently.</think>What hurt the most?",
+             3: "no think block here"}
+    pol = ScriptedPolicy(tiny_model_dir, lambda n: texts[min(n, 3)])
+    rollout = RolloutEngine(pol, Factory({"ann": 3}), config=RolloutConfig(mode="think", max_new_tokens=64))
+    [s] = rollout.run([profile("ann")])
+    assert [m["content"] for m in s.messages if m["role"] == "assistant"] == \
+        ["That sounds exhausting.", "What hurt the most?", "no think block here"]
+    assert s.thoughts == ["She feels unseen.", "Ask gently.", ""]
+    assert s.format_ok is False  # turn 3 broke the format ("penalize": kept, flagged)
+    rows = s.rows()
+    assert len(rows) == 3  # the thought of turn 1 is not in turn 2's prompt: a new segment per turn
+    for t, (ids, mask, old) in enumerate(rows):
+        prompt = policy_text = pol.tokenizer.decode([i for i, m in zip(ids, mask) if not m])
+        assert "She feels unseen" not in prompt and "Ask gently" not in policy_text
+        if t > 0:
+            assert "That sounds exhausting." in prompt
+        sampled = [i for i, m in zip(ids, mask) if m]
+        assert pol.decode(sampled) == texts[t + 1]
+        new = recompute(pol, ids)
+        pos = [i - 1 for i, m in enumerate(mask) if m]
+        assert torch.allclose(new[pos], torch.tensor([old[i + 1] for i in pos]), atol=1e-4)
+
+
+def test_bad_think_fail_policy_and_empty_reply(tiny_model_dir, engine):
+    pol = ScriptedPolicy(tiny_model_dir, lambda n: "just words")
+    rollout = RolloutEngine(pol, Factory({"ann": 3}), store=engine,
+                            config=RolloutConfig(mode="think", bad_think="fail"))
+    [s] = rollout.run([profile("ann")])
+    assert s.status == "failed" and s.outcome == "error" and "policy turn 1" in s.error and "<think>" in s.error
+    assert load_dialogue(engine, s.dialogue_id)["error"] == s.error
+    empty = ScriptedPolicy(tiny_model_dir, lambda n: "   ")
+    [s] = RolloutEngine(empty, Factory({"ann": 3}), store=engine).run([profile("ann")])
+    assert s.status == "failed" and "empty reply" in s.error
+    assert load_dialogue(engine, s.dialogue_id)["status"] == "failed"
+
+
+def test_endless_reply_and_token_budget(policy, engine):
+    rollout = RolloutEngine(policy, Factory({"ann": 5}), store=engine,
+                            config=RolloutConfig(max_new_tokens=3, truncated="fail"))
+    [s] = rollout.run([profile("ann")])
+    if s.status == "failed":  # the random model may still sample the end-of-turn id within 3 tokens
+        assert "endless reply" in s.error and load_dialogue(engine, s.dialogue_id)["error"] == s.error
+    budget = RolloutEngine(policy, Factory({"ann": 20}), config=RolloutConfig(max_new_tokens=16, max_tokens=120,
+                                                                               max_turns=20))
+    [s] = budget.run([profile("ann")])
+    assert s.outcome == "max_tokens" and s.status == "finished"
+    assert len(s.input_ids) <= 120
+
+
+def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, engine):
+    factory = Factory({"ann": 3, "bob": 3}, fail={"bob": 2})
+    samples = RolloutEngine(policy, factory, store=engine, config=RolloutConfig(max_new_tokens=4)).run(
+        [profile("ann"), profile("bob")])
+    ann, bob = samples
+    assert ann.status == "finished" and ann.n_turns == 3
+    assert bob.status == "failed" and bob.outcome == "error" and bob.n_turns == 2
+    assert "simulator failed" in bob.error and "ConnectionError" in bob.error
+    stored = load_dialogue(engine, bob.dialogue_id)
+    assert stored["status"] == "failed" and "simulator service went away" in stored["error"]
+
+
+def test_events_stream_and_stop_cancels_cleanly(policy, engine):
+    events = []
+    rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), store=engine,
+                            config=RolloutConfig(max_new_tokens=4, max_turns=10))
+
+    def on_event(ev):
+        events.append(ev)
+        if ev.kind == "turn" and ev.turn["role"] == "assistant" and ev.turn["index"] == 3:
+            rollout.cancel()
+            rollout.cancel()  # Stop pressed twice
+
+    rollout.on_event = on_event
+    samples = rollout.run([profile("ann"), profile("bob")])
+    assert all(s.status == "cancelled" and s.outcome == "cancelled" for s in samples)
+    assert all(s.n_turns == 2 for s in samples)
+    for s in samples:
+        assert load_dialogue(engine, s.dialogue_id)["status"] == "cancelled"
+    kinds = [e.kind for e in events]
+    assert kinds[:2] == ["started", "started"] and kinds[-2:] == ["finished", "finished"]
+    turns = [e for e in events if e.kind == "turn" and e.key == samples[0].key]
+    assert [t.turn["index"] for t in turns] == list(range(len(turns)))
+    assert turns[0].turn["role"] == "user" and turns[0].turn["emotion"] == 30.0
+
+
+def test_bad_config_and_profiles_are_named(policy):
+    with pytest.raises(ValueError, match="mode"):
+        RolloutConfig(mode="chatty").validate()
+    with pytest.raises(ValueError, match="max_turns"):
+        RolloutConfig(max_turns=0).validate()
+    rollout = RolloutEngine(policy, Factory({}))
+    with pytest.raises(ValueError, match="no profiles"):
+        rollout.run([])
+    with pytest.raises(ValueError, match="group_size"):
+        rollout.run([profile("ann")], group_size=0)
+    bad = profile("ann")
+    bad.need_category = "nope"
+    with pytest.raises(ValueError, match="need_category"):
+        rollout.run([bad])
+
+
+def test_real_offline_simulator(policy, engine):
+    from trainer.rollout import make_simulator_factory
+
+    factory = make_simulator_factory("offline", rules="training")
+    prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
+    samples = RolloutEngine(policy, factory, store=engine, config=RolloutConfig(max_new_tokens=8, max_turns=3)
+                            ).run([prof], group_size=2)
+    for s in samples:
+        assert s.status == "finished" and s.outcome in ("success", "failure", "goodbye", "max_turns"), s.error
+        assert s.emotions[0] == 30.0 and len(s.emotions) == s.n_turns + 1
+        assert s.emotions[-1] < 30.0  # gibberish from a random model lowers the emotion
+        stored = load_dialogue(engine, s.dialogue_id)
+        assert stored["simulator_fingerprint"]["rules"]["name"] == "training"
+        assert stored["status"] == s.status
