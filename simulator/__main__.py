@@ -38,7 +38,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     try:
         s = summarize_file(args.file, n_boot=args.n_boot, seed=args.seed)
     except BadFileError as e:
-        return _fail([f"{args.file}: {len(e.errors)} bad line(s)"] + [str(x) for x in e.errors])
+        return _fail([f"{args.file}: {len(e.errors)} problem(s)"] + [str(x) for x in e.errors])
     except ValueError as e:
         return _fail([f"{args.file}: {e}"])
     if args.json:

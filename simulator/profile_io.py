@@ -45,8 +45,9 @@ class LineError:
     reason: str
 
     def __str__(self) -> str:
-        where = "file" if self.line == 0 else f"line {self.line}"
-        return f"{where}: {self.field}: {self.reason}"
+        if self.line == 0:
+            return f"{self.field}: {self.reason}" if self.field == "file" else f"file: {self.field}: {self.reason}"
+        return f"line {self.line}: {self.field}: {self.reason}"
 
 
 class BadFileError(ValueError):

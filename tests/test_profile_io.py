@@ -117,7 +117,7 @@ def test_empty_and_blank_files(tmp_path: Path):
     for data in (b"", b"\n  \n\n"):
         report = import_profiles(data)
         assert report.profiles == [] and [(e.line, e.field) for e in report.errors] == [(0, "file")]
-        assert "empty" in report.errors[0].reason
+        assert str(report.errors[0]) == "file: is empty: no lines to import"
     missing = import_profiles(tmp_path / "nope.jsonl")
     assert missing.errors[0].field == "file" and "cannot be read" in missing.errors[0].reason
 
