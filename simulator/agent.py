@@ -1,0 +1,206 @@
+"""The Sentient Agent (SAGE's simulated user): one per dialogue.
+
+Each user turn after the opening is two steps:
+  1. emotion step: what the partner meant, fit to the hidden need, inner activity, felt reaction and a
+     signed change; the change goes through the EmotionRules (scaling, clamping, range);
+  2. reply step: a plan (attitude, goal, tone, content) from the new tier and the analysis, then the
+     user's next message.
+With a chat backend (openai) the agent renders the versioned prompt templates and parses the answers,
+retrying an unreadable answer with a repair prompt up to `max_repairs` times. With a native backend
+(offline) the backend computes both steps itself. Any failure ends the turn with outcome "error" and the
+reason; nothing is raised to the caller, so one broken dialogue never stops the others.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from simulator.backends.base import BackendError, Completion
+from simulator.fingerprint import fingerprint_hash
+from simulator.parsing import ParseError, parse_emotion, parse_reply
+from simulator.profiles import PERSONALITIES, Profile
+from simulator.prompts import DEFAULT_VERSION, load_templates, prompt_hash, render, split_messages
+from simulator.rules import EmotionRules, tier
+
+MAX_REPLY_CHARS = 20_000  # a policy reply longer than this is refused (the turn ends with an error)
+HISTORY_CHARS = 12_000  # the dialogue shown to the simulator LLM keeps its most recent part
+
+
+@dataclass
+class UserTurn:
+    text: str
+    emotion: float
+    delta: float = 0.0
+    inner: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+    outcome: str = ""  # "" | success | failure | goodbye | max_turns | error
+    error: str = ""
+    latency_s: float = 0.0
+    n_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SentientAgent:
+    """Simulated user for one dialogue. `seed` makes native backends deterministic."""
+
+    def __init__(self, profile: Profile, backend: Any, rules: EmotionRules = EmotionRules(), seed: int = 0,
+                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2):
+        self.profile, self.backend, self.rules, self.seed = profile, backend, rules, seed
+        self.prompt_version, self.max_repairs = prompt_version, max_repairs
+        if hasattr(backend, "check_profile"):
+            backend.check_profile(profile)
+        self.templates = load_templates(profile.language, prompt_version)
+        self.emotion = float(rules.start)
+        self.turns = 0  # policy replies answered
+        self.done = False
+        self.outcome = ""
+        self.state: dict[str, Any] = {"seed": seed, "turn": 0}  # scratch space of a native backend
+
+    # ------------------------------------------------------------------ public API
+    def fingerprint(self) -> dict[str, Any]:
+        fp = dict(self.backend.fingerprint())
+        fp.update({"prompt_version": self.prompt_version, "prompt_hash": prompt_hash(self.prompt_version),
+                   "rules": self.rules.to_dict()})
+        return fp
+
+    def fingerprint_hash(self) -> str:
+        return fingerprint_hash(self.fingerprint())
+
+    async def opening(self) -> UserTurn:
+        """The first user message: the profile's first line, else generated (no emotion step)."""
+        start = time.perf_counter()
+        if self.profile.first_line.strip():
+            return UserTurn(text=self.profile.first_line.strip(), emotion=self.emotion,
+                            inner={"tier": tier(self.emotion), "planning": "", "scripted": True})
+        try:
+            if self.backend.native_steps:
+                out, n_tok = await self.backend.opening(self.profile, self.rules, self.state), 0
+                raw = ""
+            else:
+                msgs = split_messages(render(self.templates["opening"], **self._common()))
+                out, raw, n_tok = await self._ask(msgs, parse_reply, "str:opening_format")
+        except (BackendError, ParseError, ValueError, RuntimeError) as exc:
+            return self._fail(f"opening: {exc}", start)
+        inner = {"tier": tier(self.emotion), "planning": out.get("planning", ""), "plan": out.get("plan", {})}
+        if raw:
+            inner["raw"] = {"opening": raw}
+        return UserTurn(text=out["reply"], emotion=self.emotion, inner=inner,
+                        latency_s=time.perf_counter() - start, n_tokens=n_tok)
+
+    async def respond(self, dialogue: list[dict], reply: str) -> UserTurn:
+        """React to the policy's `reply` (think block already removed). `dialogue` is the visible history
+        before it; a trailing assistant message equal to `reply` is ignored."""
+        start = time.perf_counter()
+        if self.done:
+            return self._fail(f"the dialogue already ended ({self.outcome})", start, keep_outcome=True)
+        history = [m for m in dialogue if isinstance(m, dict)]
+        if history and history[-1].get("role") == "assistant" and history[-1].get("content") == reply:
+            history = history[:-1]
+        reply = reply if isinstance(reply, str) else ""
+        self.turns += 1
+        self.state["turn"] = self.turns
+        if len(reply) > MAX_REPLY_CHARS:
+            return self._fail(f"policy reply is {len(reply)} characters; the limit is {MAX_REPLY_CHARS}", start)
+        try:
+            analysis, raw_e, tok_e = await self._emotion_step(history, reply)
+            before = self.emotion
+            self.emotion, delta = self.rules.apply(before, analysis["change"])
+            out, raw_r, tok_r = await self._reply_step(history, reply, analysis, delta)
+        except (BackendError, ParseError) as exc:
+            return self._fail(str(exc), start)
+        except Exception as exc:  # a bug must not take the other dialogues down: record it on this one
+            return self._fail(f"simulator error: {type(exc).__name__}: {exc}", start)
+        outcome = self.rules.end_outcome(self.emotion, self.turns)
+        if not outcome and out.get("leave") and self.rules.end_on_goodbye:
+            outcome = "goodbye"
+        inner = {k: v for k, v in analysis.items() if k != "change"}
+        inner.update({"raw_change": analysis["change"], "tier": tier(self.emotion),
+                      "planning": out.get("planning", ""), "plan": out.get("plan", {})})
+        if raw_e or raw_r:
+            inner["raw"] = {"emotion": raw_e, "reply": raw_r}
+        self._end(outcome)
+        return UserTurn(text=out["reply"], emotion=self.emotion, delta=delta, inner=inner, done=self.done,
+                        outcome=outcome, latency_s=time.perf_counter() - start, n_tokens=tok_e + tok_r)
+
+    # ------------------------------------------------------------------ steps
+    async def _emotion_step(self, history: list[dict], reply: str) -> tuple[dict, str, int]:
+        if self.backend.native_steps:
+            out = await self.backend.emotion_step(self.profile, self.rules, self.emotion, history, reply, self.state)
+            return out, "", 0
+        s = self.templates
+        change_rule = (render(s["str:change_clamped"], max_drop=_num(self._max_drop()), max_delta=_num(self.rules.max_delta))
+                       if self.rules.max_delta is not None else s["str:change_free"])
+        text = render(s["emotion"], **self._common(), dialogue=self._render_history(history),
+                      reply=reply if reply.strip() else "", change_rule=change_rule,
+                      strictness=s["str:strict_need"] if self.rules.strict_need else "")
+        return await self._ask(split_messages(text), parse_emotion, "str:emotion_format")
+
+    async def _reply_step(self, history: list[dict], reply: str, analysis: dict, delta: float
+                          ) -> tuple[dict, str, int]:
+        if self.backend.native_steps:
+            out = await self.backend.reply_step(self.profile, self.rules, self.emotion, delta,
+                                                history, analysis, self.state)
+            return out, "", 0
+        seen = history + [{"role": "assistant", "content": reply}]
+        text = render(self.templates["reply"], **self._common(), dialogue=self._render_history(seen),
+                      delta=f"{delta:+g}", target=analysis.get("TargetCompletion", ""),
+                      activity=analysis.get("activity", ""), analyse=analysis.get("analyse", ""))
+        return await self._ask(split_messages(text), parse_reply, "str:reply_format")
+
+    async def _ask(self, messages: list[dict], parse: Callable[[str], dict], fmt_key: str
+                   ) -> tuple[dict, str, int]:
+        """Call the chat backend and parse; on a parse failure ask again with the repair prompt."""
+        n_tokens, problem = 0, ""
+        for _attempt in range(self.max_repairs + 1):
+            comp: Completion = await self.backend.complete(messages)
+            n_tokens += comp.n_tokens
+            try:
+                return parse(comp.text), comp.text, n_tokens
+            except ParseError as exc:
+                problem = str(exc)
+                repair = render(self.templates["repair"], problem=problem, format=self.templates[fmt_key])
+                messages = messages + [{"role": "assistant", "content": comp.text[:4000]},
+                                       {"role": "user", "content": repair}]
+        raise ParseError(f"unreadable simulator output after {self.max_repairs + 1} attempts: {problem}")
+
+    # ------------------------------------------------------------------ helpers
+    def _common(self) -> dict[str, Any]:
+        p, s = self.profile, self.templates
+        persona_block = render(s["persona"], persona=p.persona, background=p.background, goal=p.goal,
+                               hidden_need=p.hidden_need,
+                               personality=PERSONALITIES.get(p.personality, p.personality)
+                               if p.language == "zh" else p.personality,
+                               traits=", ".join(p.traits) or "-")
+        return {"persona_block": persona_block, "emotion": _num(self.emotion), "tier": tier(self.emotion),
+                "lo": _num(self.rules.lo), "hi": _num(self.rules.hi),
+                "question_rule": s["str:passive"] if p.personality == "passive" else ""}
+
+    def _render_history(self, history: list[dict]) -> str:
+        you, partner = self.templates["str:you"], self.templates["str:partner"]
+        sep = "：" if self.profile.language == "zh" else ": "
+        lines = [f"{you if m.get('role') == 'user' else partner}{sep}{m.get('content', '')}" for m in history]
+        text = "\n".join(lines)
+        if len(text) > HISTORY_CHARS:
+            text = "…\n" + text[-HISTORY_CHARS:]
+        return text or self.templates["str:empty_dialogue"]
+
+    def _max_drop(self) -> float:
+        base = self.rules.max_drop if self.rules.max_drop is not None else self.rules.max_delta
+        return base
+
+    def _end(self, outcome: str) -> None:
+        if outcome:
+            self.done, self.outcome = True, outcome
+
+    def _fail(self, message: str, start: float, keep_outcome: bool = False) -> UserTurn:
+        if not keep_outcome:
+            self._end("error")
+        return UserTurn(text="", emotion=self.emotion, inner={"tier": tier(self.emotion)}, done=True,
+                        outcome="error", error=message, latency_s=time.perf_counter() - start)
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)

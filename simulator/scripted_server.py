@@ -1,0 +1,248 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 with scripted answers, for tests and benchmarks.
+
+POST /v1/chat/completions answers in the OpenAI wire format; GET /v1/models lists the model. It plays
+both sides of a dialogue:
+  * the simulator: a request is a simulator step when its messages contain the output sections the
+    simulator prompts ask for -- "[Emotion change]" / "[情绪变化]" (emotion step), "[Plan]" / "[回复规划]"
+    (reply step), "[Opening]" / "[开场白]" (opening). Emotion answers score the partner's reply found
+    between the prompt's <<< >>> markers with a few transparent word rules and come in SAGE's bracketed
+    format, with the format drift real models show (markdown, full-width colons, "5分"); reply answers
+    follow the tier named in the prompt and say goodbye at S and F;
+  * the policy: any other request gets a short assistant reply (with a <think> block when the system
+    prompt mentions <think>).
+Latency per call, an API key check, a model allow-list and fault injection (HTTP 429 / 500, hangs past
+the client timeout, malformed JSON bodies, wrong-format content) at a seeded rate are configurable.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional, Sequence
+
+FAULTS = ("429", "500", "timeout", "malformed", "wrong_format")
+_SUPPORT = re.compile(r"understand|hear you|sounds|makes sense|proud|impressive|admire|brave|you did|not your fault|"
+                      r"with you|listening|理解|辛苦|不容易|感受|陪着|你做得", re.I)
+_DISMISS = re.compile(r"get over|whatever|calm down|overreact|not a big deal|\bbye\b|as an ai|language model|"
+                      r"just relax|想开点|别想了|没什么大不了", re.I)
+_REPLIES = {
+    "A": ["Yeah... that's really it. There's more, actually.", "Thank you. It helps to hear that.",
+          "Okay. I think I can say the rest now."],
+    "B": ["Hm, maybe. It's still on my mind.", "I guess. It's complicated.", "That's fair. I don't know yet."],
+    "C": ["That's not really what I meant.", "You're not listening.", "Everyone says that."],
+}
+_REPLIES_ZH = {"A": ["嗯……就是这样。其实还有一些事。", "谢谢你，听你这么说好多了。"],
+               "B": ["也许吧，我还是放不下。", "说不好，挺复杂的。"],
+               "C": ["不是这个意思。", "你根本没在听。"]}
+_POLICY = ["That sounds really hard. What happened next?", "I'm here and listening. How are you holding up?",
+           "It makes sense that this weighs on you. Tell me more about it."]
+
+
+def classify_request(messages: Sequence[dict]) -> str:
+    """'emotion' | 'reply' | 'opening' | 'policy' from the sections the messages ask for."""
+    text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+    if "[Emotion change]" in text or "[情绪变化]" in text:
+        return "emotion"
+    if "[Plan]" in text or "[回复规划]" in text:
+        return "reply"
+    if "[Opening]" in text or "[开场白]" in text:
+        return "opening"
+    return "policy"
+
+
+def score_reply(reply: str) -> int:
+    """The scripted emotion change of a partner reply: word rules, clamped to [-10, 10]."""
+    text = reply.strip()
+    if not text or sum(c.isalnum() for c in text) < 0.5 * len(text.replace(" ", "")):
+        return -10
+    change = 1 + 2 * min(3, len(_SUPPORT.findall(text))) - 3 * len(_DISMISS.findall(text))
+    if text.count("?") + text.count("？") > 2:
+        change -= 4
+    if len(text.split()) > 150:
+        change -= 3
+    return max(-10, min(10, change))
+
+
+class ScriptedServer:
+    def __init__(self, latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
+                 faults: Sequence[str] = FAULTS, hang_s: float = 30.0, api_key: Optional[str] = None,
+                 models: Optional[Sequence[str]] = None, host: str = "127.0.0.1", port: int = 0):
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULTS)}")
+        if not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
+        self.latency_s, self.fault_rate, self.faults, self.hang_s = latency_s, fault_rate, tuple(faults), hang_s
+        self.api_key, self.models = api_key, list(models) if models else None
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.calls = 0
+        self.roles: Counter = Counter()
+        self.injected: Counter = Counter()
+        self.httpd = ThreadingHTTPServer((host, port), _make_handler(self))
+        self.httpd.daemon_threads = True
+        self.httpd.request_queue_size = 256
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "ScriptedServer":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="scripted-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "ScriptedServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ request logic (runs in handler threads)
+    def _draw(self) -> tuple[str, random.Random]:
+        """The fault for this call ('' for none) and a Random for its wording, both from the seeded stream."""
+        with self._lock:
+            self.calls += 1
+            fault = self._rng.choice(self.faults) if self._rng.random() < self.fault_rate else ""
+            if fault:
+                self.injected[fault] += 1
+            return fault, random.Random(self._rng.random())
+
+    def answer(self, body: dict) -> tuple[int, bytes]:
+        """HTTP status and body for a chat-completions request."""
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return 400, _error("'messages' must be a non-empty list", "invalid_request_error")
+        model = str(body.get("model", ""))
+        if self.models is not None and model not in self.models:
+            return 404, _error(f"The model `{model}` does not exist", "invalid_request_error", "model_not_found")
+        fault, rng = self._draw()
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        if fault == "429":
+            return 429, _error("Rate limit reached, retry later", "rate_limit_error")
+        if fault == "500":
+            return 500, _error("The server had an error while processing your request", "server_error")
+        if fault == "timeout":
+            self._stopping.wait(self.hang_s)
+        if fault == "malformed":
+            return 200, b'{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"index": 0, "mess'
+        role = classify_request(messages)
+        with self._lock:
+            self.roles[role] += 1
+        content = ("I would rather not answer in any format today." if fault == "wrong_format"
+                   else self._content(role, messages, rng))
+        prompt_chars = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict))
+        usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return 200, json.dumps({
+            "id": f"chatcmpl-{self.calls}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": usage}, ensure_ascii=False).encode("utf-8")
+
+    def _content(self, role: str, messages: list, rng: random.Random) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        zh = "[情绪变化]" in text or "[回复规划]" in text or "[开场白]" in text
+        if role == "emotion":
+            found = re.findall(r"<<<\n?(.*?)\n?>>>", text, re.S)
+            change = score_reply(found[-1] if found else "")
+            return _emotion_text(change, zh, rng)
+        if role == "reply":
+            m = re.search(r"(?:tier|等级)\s*([SABCF])", text)
+            return _reply_text(m.group(1) if m else "B", zh, rng)
+        if role == "opening":
+            return "[开场白]\n最近有件事一直压在我心里……" if zh else "[Opening]\nHey. Got a minute? Something's been bugging me."
+        reply = rng.choice(_POLICY)
+        system = str(messages[0].get("content", "")) if isinstance(messages[0], dict) else ""
+        return f"<think>They sound upset; acknowledge it and invite more.</think>{reply}" if "<think>" in system else reply
+
+
+def _emotion_text(change: int, zh: bool, rng: random.Random) -> str:
+    fit = "fits" if change > 3 else "partly" if change >= 0 else "misses"
+    if zh:
+        fit_zh = {"fits": "贴合", "partly": "部分贴合", "misses": "偏离"}[fit]
+        num = rng.choice([f"{change:+d}", f"{change}分", f"[ {change} ]"])
+        colon = rng.choice([":", "："])
+        return (f"[NPC想要表达的内容]\n对方想安慰我。\n[人物对话目的是否达到]\n{fit_zh}\n[心理活动]\n我在想对方是不是真的懂。\n"
+                f"[人物对NPC回复的感受]\n说不上来。\n【情绪变化】{colon}{num}")
+    num = rng.choice([f"{change:+d}", f"[ {change} ]", f"{change} points"])
+    header = rng.choice(["[Emotion change]\n", "**Emotion change**: ", "Change: "])
+    return (f"[Partner's meaning]\nThey want to comfort me.\n[Need fit]\n{fit}, judging by what they said.\n"
+            f"[Inner activity]\nI wonder whether they really get it.\n[Felt reaction]\nHard to say.\n{header}{num}")
+
+
+def _reply_text(t: str, zh: bool, rng: random.Random) -> str:
+    if t in ("S", "F"):
+        msg = (("谢谢你，真的好多了。再见。" if t == "S" else "算了，不聊了。再见。") if zh else
+               ("Thank you, really. I feel so much lighter. Goodbye." if t == "S" else "Forget it. Bye."))
+        leave = "是" if zh else "yes"
+    else:
+        msg = rng.choice((_REPLIES_ZH if zh else _REPLIES)[t])
+        leave = "否" if zh else "no"
+    if zh:
+        return f"[回复规划]\n1. 回复态度：{t}\n2. 回复目标：继续倾诉\n3. 说话语气：自然\n4. 说话内容：补充细节\n[回复]\n{msg}\n[是否结束]\n{leave}"
+    return (f"[Plan]\n1. Attitude: tier {t}\n2. Goal: keep talking\n3. Tone: plain\n4. Content: a detail\n"
+            f"[Reply]\n{msg}\n[Leave]\n{leave}")
+
+
+def _error(message: str, kind: str, code: Optional[str] = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+def _make_handler(server: ScriptedServer):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # keep test output clean
+            pass
+
+        def _send(self, status: int, payload: bytes) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+                pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/v1/models":
+                names = server.models or ["scripted"]
+                self._send(200, json.dumps({"object": "list", "data": [{"id": n, "object": "model"} for n in names]}).encode())
+            else:
+                self._send(404, _error(f"no route {self.path}", "invalid_request_error"))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                return self._send(404, _error(f"no route {self.path}", "invalid_request_error"))
+            if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                return self._send(401, _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError as exc:
+                return self._send(400, _error(f"request body is not JSON: {exc}", "invalid_request_error"))
+            self._send(*server.answer(body if isinstance(body, dict) else {}))
+
+    return Handler
+
+
+def start_server(latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0, **kw: Any) -> ScriptedServer:
+    """Start a ScriptedServer in a background thread; use `.base_url`, `.calls`, `.stop()` or `with`."""
+    return ScriptedServer(latency_s=latency_s, fault_rate=fault_rate, seed=seed, **kw).start()
