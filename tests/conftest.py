@@ -55,3 +55,100 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from trainer.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+# --- Browser tests: the whole lab on a free port, driven by headless Debian chromium (Playwright) ------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory: pytest.TempPathFactory):
+    """The lab (app.lab.build_app, startup done: built-in personas seeded) on a free 127.0.0.1 port with a
+    fresh SQLite file. Yields its LabContext with `.url` added. One launch per test module."""
+    from app.context import LabContext
+    from app.lab import build_app, launch, startup
+    from storage import make_engine
+
+    home = tmp_path_factory.mktemp("lab_server")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLVER_LAB_HOME", str(home / "lab_home"))
+        url = f"sqlite:///{home / 'lab.db'}"
+        eng = make_engine(url)
+        startup(eng)
+        ctx = LabContext(engine=eng, engine_url=url)
+        demo = build_app(ctx)
+        port = free_port()
+        launch(demo, port=port, prevent_thread_lock=True, quiet=True)
+        ctx.url = f"http://127.0.0.1:{port}/"
+        try:
+            yield ctx
+        finally:
+            demo.close()
+            eng.dispose()
+
+
+@pytest.fixture(scope="module")
+def browser_page(lab_server):
+    """A headless chromium page (Playwright sync API) opened on the lab; JS dialogs are recorded in
+    `page.dialogs` (and dismissed) so a test can assert none fired."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.dialogs = []
+
+        def _on_dialog(dialog) -> None:
+            page.dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", _on_dialog)
+        page.set_default_timeout(30_000)
+        page.goto(lab_server.url)
+        page.wait_for_selector(".gradio-container", state="attached")
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def make_sim_profile(pid: str = "maya", language: str = "en", personality: str = "avoidant", **kw):
+    """An English simulated-user profile with the `extra` keys the built-in personas carry
+    (events, fit_examples, miss_examples), for simulator tests."""
+    from simulator.profiles import Profile
+
+    extra = {"events": ["I covered forty extra night shifts when the ward was short.",
+                        "I trained Jenna, and now she's my boss.",
+                        "My manager said I was 'too valuable on the floor' to promote.",
+                        "I rewrote the handover checklist that everybody uses now.",
+                        "My mum just asked why I don't find an easier job."],
+             "fit_examples": ["Covering forty extra night shifts while training Jenna is genuinely impressive; you kept that ward running.",
+                              "Rewriting the handover checklist everyone uses is a real achievement, and it shows how much you care.",
+                              "You held the ward together through the hardest year; that was skilled, generous work."],
+             "miss_examples": ["Maybe you should ask what you could have done better to get promoted.",
+                               "Well, promotions are political, nothing you can do.",
+                               "Have you considered just finding an easier job?"]}
+    fields = dict(id=pid, name="Maya", persona="Maya, 34, a nurse on night shifts; dry humour, short sentences.",
+                  background="Maya was passed over for a promotion she had been promised. I trained the person who got it.",
+                  hidden_need="She wants someone to sincerely praise what she actually did during the hard year.",
+                  need_category="sincere_praise", personality=personality, traits=["proud", "tired", "sarcastic"],
+                  first_line="So, funny thing happened at work today. Not really funny.", language=language, extra=extra)
+    fields.update(kw)
+    return Profile(**fields).validate()
+
+
+@pytest.fixture
+def sim_profile():
+    return make_sim_profile()
