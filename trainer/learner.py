@@ -1,0 +1,287 @@
+"""The update half of RL training: policy (and PPO critic), advantages, and the clipped minibatch updates.
+
+`Learner.update(batch)` is the whole algorithm for one batch of finished dialogues:
+
+    old log-probs, values (and reference log-probs) recomputed on the sampled ids  (no grad)
+    advantages: GAE (ppo) | GRPO | RLOO | REINFORCE++                              (trainer.algorithms)
+    for each epoch, minibatch, micro-batch:
+        policy loss = clipped surrogate - entropy_coef * entropy (+ kl_coef * KL to the reference)
+        critic loss = clipped value loss                                            (ppo only)
+    one optimizer step per minibatch (gradient clipped)
+
+Token positions: logits at t predict token t+1, so every per-token tensor is [B, T-1] and
+`action_mask[:, t]` says whether input_ids[:, t+1] was sampled by the policy. Log-probs use
+log_softmax(logits / temperature), the convention of the rollout engines (trainer/engines/base.py).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from trainer import algorithms as A
+from trainer.config import TrainConfig
+from trainer.distributed import Optimized, all_reduce_sum, deepspeed_config, world
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Batch:
+    """Padded tensors of finished dialogues (right padding)."""
+
+    input_ids: Tensor  # [B, T]
+    attention_mask: Tensor  # [B, T]
+    action_mask: Tensor  # [B, T-1]: 1 where input_ids[:, t+1] is a policy-sampled token
+    scores: Tensor  # [B] scalar reward per dialogue
+    group_ids: list[Any]
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def _field(sample: Any, name: str) -> Any:
+    return sample[name] if isinstance(sample, dict) else getattr(sample, name)
+
+
+def make_batch(samples: Sequence[Any], pad_token_id: int) -> Batch:
+    """Pad samples (objects or dicts with input_ids, action_mask, reward, group_id) into a Batch."""
+    if not samples:
+        raise ValueError("no samples to train on")
+    width = max(len(_field(s, "input_ids")) for s in samples)
+    ids = torch.full((len(samples), width), pad_token_id, dtype=torch.long)
+    attn = torch.zeros((len(samples), width), dtype=torch.long)
+    act = torch.zeros((len(samples), width), dtype=torch.long)
+    for i, s in enumerate(samples):
+        seq, mask = list(_field(s, "input_ids")), list(_field(s, "action_mask"))
+        if len(seq) != len(mask):
+            raise ValueError(f"sample {i}: input_ids ({len(seq)}) and action_mask ({len(mask)}) differ in length")
+        ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attn[i, :len(seq)] = 1
+        act[i, :len(seq)] = torch.tensor(mask, dtype=torch.long)
+    scores = torch.tensor([float(_field(s, "reward")) for s in samples])
+    groups = [_field(s, "group_id") for s in samples]
+    return Batch(ids, attn, act[:, 1:], scores, groups)
+
+
+class ValueModel(nn.Module):
+    """PPO critic: a transformer backbone (a copy of the policy, or another model) and a linear value head."""
+
+    def __init__(self, path: str | Path, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        from transformers import AutoModel
+
+        self.backbone = AutoModel.from_pretrained(path, dtype=dtype)
+        hidden = self.backbone.config.hidden_size
+        self.v_head = nn.Linear(hidden, 1, dtype=dtype)
+        head = Path(path) / "value_head.pt"
+        if head.exists():  # a saved critic
+            self.v_head.load_state_dict(torch.load(head, map_location="cpu"))
+        else:  # a fresh head predicts 0 for every state
+            nn.init.zeros_(self.v_head.weight)
+            nn.init.zeros_(self.v_head.bias)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.v_head(hidden).squeeze(-1).float()
+
+    def save(self, path: Path, state_dict: Optional[dict[str, Tensor]] = None) -> None:
+        self.backbone.save_pretrained(path, safe_serialization=True,
+                                      state_dict=None if state_dict is None else
+                                      {k[len("backbone."):]: v for k, v in state_dict.items() if k.startswith("backbone.")})
+        head = self.v_head.state_dict() if state_dict is None else \
+            {k[len("v_head."):]: v for k, v in state_dict.items() if k.startswith("v_head.")}
+        torch.save(head, path / "value_head.pt")
+
+
+def _lr_lambda(config: TrainConfig, total_updates: int):
+    def f(update: int) -> float:
+        if config.warmup_steps and update < config.warmup_steps:
+            return (update + 1) / config.warmup_steps
+        if config.lr_scheduler == "constant":
+            return 1.0
+        progress = min(1.0, (update - config.warmup_steps) / max(1, total_updates - config.warmup_steps))
+        if config.lr_scheduler == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return f
+
+
+class Learner:
+    """Models, optimizers and the update. policy_path / critic_path: where to load weights from (a
+    checkpoint on resume); the frozen KL reference always comes from `reference_path`."""
+
+    def __init__(self, config: TrainConfig, policy_path: str | Path, critic_path: Optional[str | Path] = None,
+                 reference_path: Optional[str | Path] = None, device: str = "cpu"):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config, self.device = config, torch.device(device)
+        self.rank, self.world_size = world()
+        dtype = _DTYPES[config.dtype]
+        self.tokenizer = AutoTokenizer.from_pretrained(policy_path)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        policy = AutoModelForCausalLM.from_pretrained(policy_path, dtype=dtype).to(self.device)
+        if config.gradient_checkpointing:
+            policy.gradient_checkpointing_enable()
+            policy.config.use_cache = False
+        if config.lora:
+            from peft import LoraConfig, get_peft_model
+
+            policy = get_peft_model(policy, LoraConfig(
+                r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                target_modules=list(config.lora_target_modules), task_type="CAUSAL_LM"))
+        self.reference = None
+        if config.kl_coef > 0:
+            self.reference = AutoModelForCausalLM.from_pretrained(reference_path or policy_path, dtype=dtype)
+            self.reference.to(self.device).eval().requires_grad_(False)
+
+        local_mb = config.minibatch_size // self.world_size
+        if local_mb < 1 or config.minibatch_size % self.world_size:
+            raise ValueError(f"minibatch_size ({config.minibatch_size}) must be a multiple of the number of "
+                             f"ranks ({self.world_size})")
+        self.micro = min(config.micro_batch_size, local_mb)
+        grad_accum = max(1, local_mb // self.micro)
+        updates_per_step = config.ppo_epochs * (config.dialogues_per_step // config.minibatch_size)
+        total_updates = max(1, config.steps * updates_per_step)
+        ds = None
+        if config.zero_stage:
+            ds = deepspeed_config(config.zero_stage, self.micro, grad_accum, self.world_size,
+                                  config.max_grad_norm, config.dtype, config.deepspeed_config)
+        self.policy = self._optimized(policy, config.actor_lr, total_updates, ds)
+        self.critic = None
+        if config.algorithm == "ppo":
+            critic = ValueModel(critic_path or config.critic_model or policy_path, dtype).to(self.device)
+            if config.gradient_checkpointing:
+                critic.backbone.gradient_checkpointing_enable()
+            self.critic = self._optimized(critic, config.critic_lr, total_updates, ds and dict(ds))
+
+    def _optimized(self, module: nn.Module, lr: float, total_updates: int, ds: Optional[dict]) -> Optimized:
+        params = [p for p in module.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=self.config.weight_decay)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(self.config, total_updates))
+        return Optimized(module, opt, sched, self.config.max_grad_norm, ds)
+
+    # ------------------------------------------------------------------------------------ forward passes
+    def _logprobs(self, model: Any, ids: Tensor, attn: Tensor, with_entropy: bool = False):
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / self.config.temperature
+        lp = A.token_logprobs(logits, ids[:, 1:])
+        return (lp, A.entropy_from_logits(logits)) if with_entropy else (lp, None)
+
+    def _chunks(self, index: Tensor) -> list[Tensor]:
+        return [index[i:i + self.micro] for i in range(0, len(index), self.micro)]
+
+    @torch.no_grad()
+    def _rollout_stats(self, batch: Batch) -> dict[str, Tensor]:
+        """Old log-probs (and values, reference log-probs) of the batch as it was sampled."""
+        parts: dict[str, list[Tensor]] = {"old_logprobs": [], "old_values": [], "ref_logprobs": []}
+        self.policy.module.eval()
+        for idx in self._chunks(torch.arange(len(batch))):
+            ids, attn = batch.input_ids[idx].to(self.device), batch.attention_mask[idx].to(self.device)
+            parts["old_logprobs"].append(self._logprobs(self.policy, ids, attn)[0].cpu())
+            if self.critic is not None:
+                parts["old_values"].append(self.critic(ids, attn)[:, :-1].cpu())
+            if self.reference is not None:
+                parts["ref_logprobs"].append(self._logprobs(self.reference, ids, attn)[0].cpu())
+        return {k: torch.cat(v) for k, v in parts.items() if v}
+
+    def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
+        """[B, T-1] advantages (and returns for PPO) for the chosen algorithm."""
+        c, mask = self.config, batch.action_mask
+        if c.algorithm == "ppo":
+            rewards = A.last_token_rewards(batch.scores, mask)
+            return A.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
+        if c.algorithm == "reinforce_pp":
+            rewards = A.last_token_rewards(batch.scores, mask)
+            return A.reinforce_pp_advantages(rewards, mask, c.gamma, all_reduce=all_reduce_sum), None
+        if c.algorithm == "grpo":
+            seq = A.grpo_advantages(batch.scores, batch.group_ids, c.adv_eps)
+        else:
+            seq = A.rloo_advantages(batch.scores, batch.group_ids)
+        return seq[:, None] * mask, None
+
+    # --------------------------------------------------------------------------------------------- update
+    def update(self, batch: Batch, seed: int = 0) -> dict[str, float]:
+        """One RL update on a batch of this rank's dialogues; returns metrics averaged over all ranks."""
+        c = self.config
+        stats = self._rollout_stats(batch)
+        adv, returns = self.advantages(batch, stats.get("old_values"))
+        mask = batch.action_mask
+        local_mb = c.minibatch_size // self.world_size
+        totals: dict[str, float] = {}
+        n_updates = 0
+        self.policy.module.train()
+        if self.critic is not None:
+            self.critic.module.train()
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(c.ppo_epochs):
+            order = torch.randperm(len(batch), generator=gen) if c.ppo_epochs > 1 else torch.arange(len(batch))
+            for start in range(0, len(batch), local_mb):
+                mb = order[start:start + local_mb]
+                denom = all_reduce_sum(mask[mb].sum().double()).clamp(min=1).to(self.device)
+                sums = torch.zeros(6, dtype=torch.float64)
+                for idx in self._chunks(mb):
+                    sums += self._micro_step(batch, idx, stats, adv, returns, denom)
+                sums = all_reduce_sum(sums)
+                grad_norm = self.policy.step()
+                critic_norm = self.critic.step() if self.critic is not None else 0.0
+                for k, v in zip(("policy_loss", "clip_frac", "approx_kl", "entropy", "kl_ref", "value_loss"),
+                                sums.tolist()):
+                    totals[k] = totals.get(k, 0.0) + v
+                totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm
+                totals["critic_grad_norm"] = totals.get("critic_grad_norm", 0.0) + critic_norm
+                n_updates += 1
+        metrics = {k: v / max(1, n_updates) for k, v in totals.items()}
+        if self.critic is None:
+            metrics.pop("value_loss"), metrics.pop("critic_grad_norm")
+        if self.reference is None:
+            metrics.pop("kl_ref")
+        m = mask.to(adv.dtype)
+        adv_stats = all_reduce_sum(torch.stack([(adv * m).sum(), m.sum()]).double())
+        metrics["advantage_mean"] = float(adv_stats[0] / adv_stats[1].clamp(min=1))
+        metrics["actor_lr"] = self.policy.lr()
+        metrics["updates"] = float(n_updates)
+        self.policy.module.eval()
+        return metrics
+
+    def _micro_step(self, batch: Batch, idx: Tensor, stats: dict[str, Tensor], adv: Tensor,
+                    returns: Optional[Tensor], denom: Tensor) -> Tensor:
+        c, dev = self.config, self.device
+        ids, attn = batch.input_ids[idx].to(dev), batch.attention_mask[idx].to(dev)
+        mask = batch.action_mask[idx].to(dev)
+        logprobs, entropy = self._logprobs(self.policy, ids, attn, with_entropy=True)
+        pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(
+            logprobs, stats["old_logprobs"][idx].to(dev), adv[idx].to(dev), mask, c.clip_eps, denom)
+        entropy_mean = A.masked_sum_mean(entropy, mask, denom)
+        loss = pg_loss - c.entropy_coef * entropy_mean
+        kl_ref = torch.zeros((), device=dev)
+        if self.reference is not None:
+            kl_ref = A.masked_sum_mean(A.kl_penalty(logprobs, stats["ref_logprobs"][idx].to(dev),
+                                                    c.kl_estimator), mask, denom)
+            loss = loss + c.kl_coef * kl_ref
+        self.policy.backward(loss)
+        v_loss = torch.zeros((), device=dev)
+        if self.critic is not None:
+            values = self.critic(ids, attn)[:, :-1]
+            v_loss, _ = A.value_loss(values, stats["old_values"][idx].to(dev), returns[idx].to(dev), mask,
+                                     c.value_clip_eps, denom)
+            self.critic.backward(v_loss)
+        return torch.tensor([pg_loss.item(), clip_frac.item(), approx_kl.item(), entropy_mean.item(),
+                             kl_ref.item(), v_loss.item()], dtype=torch.float64)
+
+    # -------------------------------------------------------------------------------------------- weights
+    def generation_model(self) -> nn.Module:
+        """The policy module to sample from (shares weights with training)."""
+        return self.policy.module
+
+    def merged_policy(self) -> nn.Module:
+        """A plain transformers model with the current weights (LoRA merged into a copy)."""
+        model = self.policy.module
+        if self.config.lora:
+            return copy.deepcopy(model).merge_and_unload()
+        return model
