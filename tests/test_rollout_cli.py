@@ -1,0 +1,73 @@
+"""`python -m trainer rollout` end to end (real process, real store, tiny policy, offline simulator)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from simulator.profiles import Profile
+from storage.dialogues import load_dialogue
+from tests.conftest import REPO
+from trainer import __main__ as trainer_main
+
+
+def _profile(pid: str) -> Profile:
+    return Profile(id=pid, name="Mia", persona="A 29-year-old teacher who loves running.",
+                   background="Her best friend stopped replying to her messages after an argument.",
+                   hidden_need="She wants someone to listen.", need_category="just_listen",
+                   personality="passive", first_line="I think my best friend is ignoring me.")
+
+
+@pytest.fixture
+def store_with_persona(engine):
+    from simulator.persona_service import save_profile
+
+    save_profile(engine, _profile("mia"), create=True)
+    return engine
+
+
+def test_rollout_command_json(store_with_persona, db_url, tiny_model_dir):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", "rollout", "--persona", "mia", "--group", "2", "--policy",
+         str(tiny_model_dir), "--simulator", "offline", "--max-turns", "2", "--max-new-tokens", "8",
+         "--db", db_url, "--json"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 2
+    for row in rows:
+        assert set(row) >= {"id", "persona", "turns", "final_emotion", "outcome", "error"}
+        assert row["persona"] == "mia" and 1 <= row["turns"] <= 2 and row["outcome"]
+        stored = load_dialogue(store_with_persona, row["id"])
+        assert stored["status"] in ("finished", "failed") and stored["n_turns"] == row["turns"]
+        assert stored["final_emotion"] == row["final_emotion"]
+        assert stored["turns"][0]["text"] == "I think my best friend is ignoring me."
+    assert "dialogues" in proc.stderr  # the progress bar
+
+
+def test_missing_persona_and_bad_policy_are_named(store_with_persona, db_url, tmp_path, capsys):
+    code = trainer_main.main(["rollout", "--persona", "nobody", "--db", db_url])
+    assert code == 2 and "nobody" in capsys.readouterr().err
+    missing = tmp_path / "no_such_model"
+    code = trainer_main.main(["rollout", "--persona", "mia", "--policy", str(missing), "--db", db_url])
+    err = capsys.readouterr().err
+    assert code == 2 and "does not exist" in err and str(missing) in err
+    not_lm = tmp_path / "not_lm"
+    not_lm.mkdir()
+    (not_lm / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    code = trainer_main.main(["rollout", "--persona", "mia", "--policy", str(not_lm), "--db", db_url])
+    assert code == 2 and "not a causal LM" in capsys.readouterr().err
+
+
+def test_missing_command_module_disables_only_that_command(monkeypatch, capsys):
+    monkeypatch.setitem(trainer_main.COMMANDS, "train", ("trainer.no_such_module", "train"))
+    assert trainer_main.main(["train", "--help"]) == 2
+    assert "trainer.no_such_module could not be imported" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        trainer_main.main(["rollout", "--help"])
+    assert exc.value.code == 0 and "--persona" in capsys.readouterr().out
+    assert trainer_main.main([]) == 2

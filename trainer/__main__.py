@@ -1,0 +1,61 @@
+"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job.
+
+Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
+chosen command's module is imported, so a module that is missing or broken disables its own command
+with a clear message and leaves the others working.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "rollout": ("trainer.rollout_cli", "run dialogues between a policy and simulated users"),
+    "train": ("trainer.train_cli", "train a policy with RL against the simulated user"),
+    "resume": ("trainer.train_cli", "resume a training run from its last checkpoint"),
+    "benchmark": ("trainer.benchmark_cli", "score a policy on the Sentient benchmark"),
+    "job": ("trainer.jobs_cli", "run a recorded job in this process"),
+}
+
+
+def _load(name: str, parser: argparse.ArgumentParser) -> Optional[str]:
+    """Import the command's module and add its arguments; return an error message if it cannot."""
+    module_name = COMMANDS[name][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        return f"python -m trainer {name} is unavailable: {module_name} could not be imported ({exc})"
+    # A module serving several commands may offer add_<command>_arguments / run_<command>.
+    add = getattr(module, f"add_{name}_arguments", None) or getattr(module, "add_arguments", None)
+    run = getattr(module, f"run_{name}", None) or getattr(module, "run", None)
+    if add is None or run is None:
+        return f"python -m trainer {name} is unavailable: {module_name} has no add_arguments/run"
+    add(parser)
+    parser.set_defaults(_run=run)
+    return None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m trainer", description="RLVER Lab trainer commands")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            problem = _load(name, p)
+            if problem:
+                print(problem, file=sys.stderr)
+                return 2
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

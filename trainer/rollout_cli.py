@@ -1,0 +1,138 @@
+"""`python -m trainer rollout`: run dialogues between a policy and simulated users, writing them to the store.
+
+    python -m trainer rollout --persona ID [--persona ID ...] [--group N] [--policy default|PATH|openai:MODEL]
+        [--simulator offline|openai:MODEL] [--simulator-base-url URL] [--mode think|direct] [--max-turns N]
+        [--db URL] [--json]
+
+API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit status 0 when every
+dialogue ended (finished, or failed / cancelled with its reason stored); 2 for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any, Optional
+
+from simulator.profiles import Profile
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--persona", action="append", required=True, metavar="ID", help="persona id (repeatable)")
+    p.add_argument("--group", type=int, default=1, metavar="N", help="dialogues per persona (GRPO group size)")
+    p.add_argument("--policy", default="default", help="default | PATH | vllm:PATH|default | openai:MODEL")
+    p.add_argument("--policy-base-url", default=None, help="base URL for an openai: policy")
+    p.add_argument("--simulator", default="offline", help="offline | openai:MODEL")
+    p.add_argument("--simulator-base-url", default=None, help="OpenAI-compatible base URL of the simulator")
+    p.add_argument("--rules", default="training", help="emotion rules preset: standard | challenging | training")
+    p.add_argument("--mode", choices=("think", "direct"), default="direct")
+    p.add_argument("--max-turns", type=int, default=8, metavar="N")
+    p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="per policy turn")
+    p.add_argument("--max-tokens", type=int, default=4096, metavar="N", help="per dialogue")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--db", default=None, metavar="URL", help="SQLAlchemy URL (default: the lab store)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per dialogue")
+
+
+def load_profiles(engine: Any, ids: list[str]) -> list[Profile]:
+    """Profiles from the store, in the order given; KeyError naming the missing ids."""
+    try:
+        from simulator.persona_service import get_profile
+    except ImportError:  # fallback: read the Persona rows directly
+        from storage import Persona, read_scope
+
+        def get_profile(eng: Any, pid: str) -> Optional[Profile]:
+            with read_scope(eng) as s:
+                row = s.get(Persona, pid)
+                if row is None:
+                    return None
+                return Profile.from_dict({c: getattr(row, c) for c in Persona.__table__.columns.keys()})
+    found = {pid: get_profile(engine, pid) for pid in dict.fromkeys(ids)}
+    missing = [pid for pid, prof in found.items() if prof is None]
+    if missing:
+        raise KeyError(f"persona(s) not in the store: {', '.join(missing)} "
+                       "(list them with the Personas view or `python -m simulator personas`)")
+    return [found[pid] for pid in ids]
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage import make_engine
+    from trainer.engines import make_engine as make_policy
+    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+
+    def fail(message: str) -> int:
+        print(f"rollout: {message}", file=sys.stderr)
+        return 2
+
+    if args.group < 1:
+        return fail(f"--group must be at least 1, got {args.group}")
+    try:
+        config = RolloutConfig(mode=args.mode, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                               max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                               seed=args.seed).validate()
+    except ValueError as exc:
+        return fail(str(exc))
+    store = make_engine(args.db)
+    try:
+        profiles = load_profiles(store, args.persona)
+    except KeyError as exc:
+        return fail(exc.args[0])
+    try:
+        factory = make_simulator_factory(args.simulator, rules=args.rules, base_url=args.simulator_base_url,
+                                         seed=args.seed)
+    except (ValueError, ImportError) as exc:
+        return fail(f"--simulator {args.simulator}: {exc}")
+    policy_kw = {"base_url": args.policy_base_url} if args.policy.startswith("openai:") else {}
+    try:
+        policy = make_policy(args.policy, **policy_kw)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        return fail(f"--policy {args.policy}: {exc}")
+
+    from tqdm import tqdm
+
+    total = len(profiles) * args.group
+    bar = tqdm(total=total, desc="dialogues", unit="dlg", file=sys.stderr, disable=False)
+    turns = {"n": 0}
+
+    def on_event(ev: Any) -> None:
+        if ev.kind == "turn" and ev.turn["role"] == "assistant":
+            turns["n"] += 1
+            bar.set_postfix(policy_turns=turns["n"], refresh=True)
+        elif ev.kind == "finished":
+            bar.update(1)
+
+    rollout = RolloutEngine(policy, factory, store=store, config=config, on_event=on_event)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C / job cancel: end dialogues as cancelled
+            signal.signal(sig, lambda *_: rollout.cancel())
+    try:
+        samples = rollout.run(profiles, group_size=args.group)
+    finally:
+        bar.close()
+        policy.close()
+    for s in samples:
+        row = {"id": s.dialogue_id, "persona": s.profile_id, "group": s.group_id, "turns": s.n_turns,
+               "final_emotion": s.final_emotion, "outcome": s.outcome, "status": s.status, "error": s.error,
+               "reward": round(s.reward, 4)}
+        if args.json:
+            print(json.dumps(row, ensure_ascii=False))
+        else:
+            emo = "-" if s.final_emotion is None else f"{s.final_emotion:.0f}"
+            print(f"dialogue {s.dialogue_id}  {s.profile_id:<20} turns {s.n_turns:<3} emotion {emo:>4}  "
+                  f"{s.outcome or s.status}{'  ' + s.error if s.error else ''}")
+    ended = all(s.status in ("finished", "failed", "cancelled") for s in samples)
+    return 0 if ended else 1
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer rollout", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
