@@ -84,6 +84,9 @@ class ScriptedServer:
         self.calls = 0
         self.roles: Counter = Counter()
         self.injected: Counter = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0  # most requests handled at the same time
+        self.requests: list[dict] = []  # the most recent request bodies (up to 500)
         self.httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
@@ -116,14 +119,27 @@ class ScriptedServer:
     def _draw(self) -> tuple[str, random.Random]:
         """The fault for this call ('' for none) and a Random for its wording, both from the seeded stream."""
         with self._lock:
-            self.calls += 1
             fault = self._rng.choice(self.faults) if self._rng.random() < self.fault_rate else ""
             if fault:
                 self.injected[fault] += 1
             return fault, random.Random(self._rng.random())
 
-    def answer(self, body: dict) -> tuple[int, bytes]:
-        """HTTP status and body for a chat-completions request."""
+    def answer(self, body: dict, authorization: Optional[str] = None) -> tuple[int, bytes]:
+        """HTTP status and body for a chat-completions request (`authorization`: the request's header)."""
+        with self._lock:
+            self.calls += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.requests = self.requests[-499:] + [body]
+        try:
+            if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+                return 401, _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key")
+            return self._answer(body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, body: dict) -> tuple[int, bytes]:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return 400, _error("'messages' must be a non-empty list", "invalid_request_error")
@@ -232,13 +248,11 @@ def _make_handler(server: ScriptedServer):
             raw = self.rfile.read(length) if length else b""
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._send(404, _error(f"no route {self.path}", "invalid_request_error"))
-            if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
-                return self._send(401, _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
             try:
                 body = json.loads(raw or b"{}")
             except json.JSONDecodeError as exc:
                 return self._send(400, _error(f"request body is not JSON: {exc}", "invalid_request_error"))
-            self._send(*server.answer(body if isinstance(body, dict) else {}))
+            self._send(*server.answer(body if isinstance(body, dict) else {}, self.headers.get("Authorization")))
 
     return Handler
 

@@ -64,6 +64,8 @@ SUPPORTIVE: list[str] = [
     "I can hear how much this matters to you; you've been carrying it for a while.",
     "Thank you for telling me this. What happened to you was hard, and your reaction is understandable.",
     "It sounds like you tried your best in a difficult situation, and it still hurt.",
+    "You handled something really hard there, and it clearly took a lot out of you.",
+    "What you did in that situation matters, and it deserves to be recognised.",
 ]
 DISMISSIVE: list[str] = [
     "Just get over it, it's not a big deal.",

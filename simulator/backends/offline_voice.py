@@ -32,13 +32,16 @@ def _rng(state: dict, profile: Profile) -> random.Random:
 
 
 def _next_event(profile: Profile, state: dict) -> str:
+    """The next untold piece of the user's story; then a few fillers; then nothing (never a repeat)."""
     material = persona_material(profile)
     used = state.setdefault("used_events", [])
     fresh = [i for i in range(len(material)) if i not in used]
-    if not fresh:  # everything told: say something new-ish instead of repeating a sentence word for word
-        return FILLERS[len(used) % len(FILLERS)] if len(used) < len(material) + len(FILLERS) else ""
-    used.append(fresh[0])
-    return material[fresh[0]]
+    if fresh:
+        used.append(fresh[0])
+        return material[fresh[0]]
+    n = state.get("fillers", 0)
+    state["fillers"] = n + 1
+    return FILLERS[n] if n < len(FILLERS) else ""
 
 
 def compose_opening(profile: Profile, state: dict) -> dict[str, Any]:

@@ -1,0 +1,137 @@
+"""The offline backend: deterministic, explained, English only, batched across dialogues."""
+import asyncio
+
+import pytest
+
+from conftest import make_sim_profile
+from simulator.agent import SentientAgent
+from simulator.backends import make_backend
+from simulator.backends.offline import NOTICE, OfflineBackend, garbled_ratio
+from simulator.rules import EmotionRules, get_preset
+
+TAILORED = ["Covering forty extra shifts while training the person who then got promoted over you is a huge contribution.",
+            "Rewriting the handover checklist the whole ward uses is real leadership; that's yours.",
+            "You kept that ward running through the worst year. That's skilled, generous work.",
+            "Training Jenna well, knowing it might cost you, says a lot about you.",
+            "'Too valuable on the floor' means they know exactly how good you are."]
+
+
+async def play(agent: SentientAgent, replies: list[str]):
+    opening = await agent.opening()
+    history, turns = [{"role": "user", "content": opening.text}], []
+    for reply in replies:
+        turn = await agent.respond(history, reply)
+        turns.append(turn)
+        history += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn.text}]
+        if turn.done:
+            break
+    return turns
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return OfflineBackend()
+
+
+def test_deterministic_for_a_seed_and_varied_across_seeds(backend, sim_profile):
+    a = run(play(SentientAgent(sim_profile, backend, seed=3), TAILORED))
+    b = run(play(SentientAgent(sim_profile, make_backend("offline"), seed=3), TAILORED))
+    assert [t.to_dict() | {"latency_s": 0} for t in a] == [t.to_dict() | {"latency_s": 0} for t in b]
+    texts = {tuple(t.text for t in run(play(SentientAgent(sim_profile, backend, seed=s), TAILORED))) for s in range(4)}
+    assert len(texts) > 1
+    # the emotion does not depend on the seed: only the wording does
+    emos = {tuple(t.emotion for t in run(play(SentientAgent(sim_profile, backend, seed=s), TAILORED))) for s in range(3)}
+    assert len(emos) == 1
+
+
+def test_chinese_profile_is_refused(backend):
+    with pytest.raises(ValueError, match="English profiles only"):
+        SentientAgent(make_sim_profile(language="zh"), backend)
+
+
+def test_every_change_is_explained(backend, sim_profile):
+    turns = run(play(SentientAgent(sim_profile, backend), TAILORED[:2] + ["Just get over it, it's not a big deal."]))
+    for t in turns:
+        comps = t.inner["components"]
+        assert comps and all({"measure", "points", "why"} <= set(c) for c in comps.values())
+        assert round(sum(c["points"] for c in comps.values())) == t.inner["raw_change"]
+        assert t.inner["activity"] and t.inner["TargetCompletion"] and t.inner["planning"]
+    assert turns[-1].delta < 0 and turns[0].delta > 0
+
+
+@pytest.mark.parametrize("reply,component", [
+    ("", "empty"), ("#$%^ &*(( ))!! @@@ ~~~ ^^^ |||", "garbled"), ("xkcd qwrtp zzzvb mnbvc", "garbled"),
+    ("What happened? Who got it? Why? When? How do you feel?", "questions"),
+    ("As an AI language model I cannot feel emotions, but that sounds hard.", "disclaimer"),
+    ("Okay, I have to go now. Bye!", "goodbye"),
+    ("Everything happens for a reason, stay positive.", "cliche"),
+    (" ".join(["I think you should consider many perspectives on this matter."] * 20), "length"),
+])
+def test_penalties(backend, sim_profile, reply, component):
+    turn = run(play(SentientAgent(sim_profile, backend), [reply]))[0]
+    assert component in turn.inner["components"], turn.inner["components"]
+    assert turn.inner["components"][component]["points"] < 0 and turn.delta < 0
+    if component in ("empty", "garbled"):
+        assert turn.delta == -10  # very negative, clamped by the benchmark rules
+        assert get_preset("training").apply(40, turn.inner["raw_change"])[1] < -10
+
+
+def test_repeating_oneself_is_penalised(backend, sim_profile):
+    turns = run(play(SentientAgent(sim_profile, backend), [TAILORED[0]] * 3))
+    assert "repetition" not in turns[0].inner["components"]
+    assert turns[1].inner["components"]["repetition"]["points"] < 0
+    assert turns[1].delta < turns[0].delta
+
+
+def test_user_speaks_from_the_persona_material_and_says_goodbye(backend, sim_profile):
+    turns = run(play(SentientAgent(sim_profile, backend, rules=EmotionRules(start=60, max_turns=30)), TAILORED * 3))
+    events = sim_profile.extra["events"]
+    told = [e for e in events if any(e in t.text for t in turns)]
+    assert len(told) >= 3
+    assert all(sum(e in t.text for t in turns) <= 1 for e in events)  # never the same detail twice
+    assert turns[-1].outcome == "success" and turns[-1].emotion == 100
+    assert any(w in turns[-1].text.lower() for w in ("bye", "goodbye"))
+    bad = run(play(SentientAgent(sim_profile, backend), ["Whatever."] * 10 + ["#$%^&*"] * 5))
+    assert bad[-1].outcome == "failure" and any(w in bad[-1].text.lower() for w in ("bye", "goodbye"))
+
+
+def test_background_sentences_when_no_events(backend):
+    profile = make_sim_profile(extra={})
+    turns = run(play(SentientAgent(profile, backend), TAILORED))
+    assert any("I trained the person who got it." in t.text for t in turns)
+
+
+def test_challenging_is_stricter(backend, sim_profile):
+    mild = "That sounds like a really tough year, and it makes sense you feel hurt."
+    std = run(play(SentientAgent(sim_profile, backend), [mild] * 3))
+    hard = run(play(SentientAgent(sim_profile, backend, rules=get_preset("challenging")), [mild] * 3))
+    assert hard[-1].emotion < std[-1].emotion
+
+
+def test_concurrent_dialogues_are_batched_and_match_sequential(sim_profile):
+    backend = OfflineBackend()
+    seq = [run(play(SentientAgent(sim_profile, backend, seed=s), TAILORED[:3])) for s in range(4)]
+
+    async def together():
+        return await asyncio.gather(*[play(SentientAgent(sim_profile, backend, seed=s), TAILORED[:3])
+                                      for s in range(4)])
+
+    before = backend.batcher.batches
+    par = run(together())
+    assert [[(t.text, t.emotion) for t in d] for d in par] == [[(t.text, t.emotion) for t in d] for d in seq]
+    assert backend.batcher.batches - before <= 3 + 1  # one encode per turn for all four dialogues
+
+
+def test_fingerprint_names_the_environment(backend, sim_profile):
+    fp = SentientAgent(sim_profile, backend).fingerprint()
+    assert fp["backend"] == "offline" and fp["notice"] == NOTICE and "not comparable" in NOTICE
+    assert fp["rules"]["start"] == 40 and fp["prompt_hash"]
+
+
+def test_garbled_ratio():
+    assert garbled_ratio("That sounds hard, honestly.") < 0.1
+    assert garbled_ratio("$$$ ### @@@") > 0.9
