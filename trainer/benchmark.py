@@ -1,0 +1,428 @@
+"""The Sentient benchmark runner: a policy against a pinned simulator on a profile set, as an eval run.
+
+Protocol (SAGE, see ../shared/docs/rlver-reference.md): each profile's scripted first line opens the
+dialogue, emotion starts at 40, each change is clamped to +-10, at most 10 policy turns, the dialogue ends
+on success (>= 100), failure (< 10) or goodbye: simulator.rules.PRESETS["standard"]. Dialogues run
+concurrently through the rollout engine, each written to the store as it happens (source "benchmark",
+eval_run_id). An EvalRun row records the policy, the simulator fingerprint and its hash, the profile-set
+hash, the protocol, the seed and the code version, and at the end the score (simulator.scoring).
+
+Resumable: running an eval run again skips the profiles it already finished; a dialogue cut off by a
+killed process is marked cancelled (not scored) and played again. Failed dialogues (policy or simulator
+errors) stay in n as errors, never dropped.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from sqlalchemy import Engine, select
+
+from simulator.fingerprint import canonical_json
+from simulator.profile_io import import_profiles
+from simulator.profiles import NEED_CATEGORIES, PERSONALITIES, Profile
+from simulator.published import PUBLISHED_FINGERPRINT, published_rows
+from simulator.rules import PRESETS, EmotionRules
+from simulator.scoring import BenchmarkSummary, sentient_summary
+from storage import Dialogue, EvalRun, code_version, read_scope, session_scope
+from storage.models import utcnow
+
+PROTOCOL_PRESET = "standard"
+SCORED_STATUSES = ("finished", "failed")  # a dialogue in one of these is done; "failed" = an error
+
+
+class BenchmarkInputError(ValueError):
+    """Bad benchmark input (profile file, config, resume target); the message names the field."""
+
+
+@dataclass
+class BenchmarkConfig:
+    policy: str = "default"  # default | PATH (Hugging Face folder) | vllm:PATH | openai:MODEL
+    policy_base_url: str = ""  # openai:MODEL policy endpoint (default OPENAI_BASE_URL)
+    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
+    simulator_base_url: str = ""
+    profiles: str = "builtin"  # builtin | builtin:train | builtin:heldout | PATH (JSONL, lab or RLVER format)
+    limit: int = 0  # first N profiles of the set (0 = all)
+    mode: str = "direct"  # think | direct
+    temperature: float = 0.7  # policy sampling (recorded with the run)
+    top_p: float = 1.0
+    max_new_tokens: int = 256  # per policy turn
+    max_tokens: int = 4096  # per dialogue (prompt + reply); a longer dialogue ends with outcome max_tokens
+    concurrency: int = 16  # dialogues in flight at once (one policy batch); also the resume granularity
+    seed: int = 0
+    name: str = ""
+
+    def errors(self) -> dict[str, str]:
+        e: dict[str, str] = {}
+        if not isinstance(self.policy, str) or not self.policy.strip():
+            e["policy"] = "required: 'default', a model folder, 'vllm:PATH' or 'openai:MODEL'"
+        elif self.policy.startswith("openai:") and len(self.policy) == len("openai:"):
+            e["policy"] = "openai:MODEL needs a model name"
+        if not (self.simulator == "offline" or (isinstance(self.simulator, str) and
+                                                 self.simulator.startswith("openai:") and len(self.simulator) > 7)):
+            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline' or 'openai:MODEL'"
+        if not isinstance(self.profiles, str) or not self.profiles.strip():
+            e["profiles"] = "required: 'builtin' or a profiles file"
+        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0:
+            e["limit"] = f"must be a non-negative integer (0 = all), got {self.limit!r}"
+        if self.mode not in ("think", "direct"):
+            e["mode"] = f"must be think or direct, got {self.mode!r}"
+        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
+            e["temperature"] = f"must be >= 0, got {self.temperature!r}"
+        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
+            e["top_p"] = f"must be in (0, 1], got {self.top_p!r}"
+        for name in ("max_new_tokens", "max_tokens", "concurrency"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                e[name] = f"must be a positive integer, got {v!r}"
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            e["seed"] = f"must be an integer, got {self.seed!r}"
+        return e
+
+    def validate(self) -> "BenchmarkConfig":
+        errs = self.errors()
+        if errs:
+            raise BenchmarkInputError("invalid benchmark config: " + "; ".join(f"{k}: {v}" for k, v in errs.items()))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BenchmarkConfig":
+        if not isinstance(data, dict):
+            raise BenchmarkInputError(f"config: must be a mapping, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise BenchmarkInputError(f"config: unknown setting(s) {', '.join(unknown)}")
+        return cls(**data).validate()
+
+
+def protocol_rules() -> EmotionRules:
+    return PRESETS[PROTOCOL_PRESET]
+
+
+# -------------------------------------------------------------------------------------------- profiles
+def load_profiles(spec: str, limit: int = 0) -> list[Profile]:
+    """The benchmark's profiles: a built-in set or a JSONL file (lab or RLVER/SAGE format), first `limit`.
+    An empty, unreadable or malformed file raises BenchmarkInputError listing every problem by line."""
+    if spec in ("builtin", "builtin:train", "builtin:heldout"):
+        from simulator.builtin_personas import BUILTIN_PROFILES
+
+        split = spec.partition(":")[2]
+        profiles = [p for p in BUILTIN_PROFILES if not split or p.extra.get("split") == split]
+    else:
+        path = Path(spec[len("file:"):] if spec.startswith("file:") else spec).expanduser()
+        if not path.is_file():
+            raise BenchmarkInputError(f"profiles: file {str(path)!r} does not exist "
+                                      "(use 'builtin' or a JSONL profiles file)")
+        report = import_profiles(path)
+        if report.errors:
+            shown = "\n  ".join(str(e) for e in report.errors[:20])
+            more = f"\n  ... and {len(report.errors) - 20} more" if len(report.errors) > 20 else ""
+            raise BenchmarkInputError(f"profiles: {path} has {len(report.errors)} problem(s):\n  {shown}{more}")
+        profiles = report.profiles
+        if not profiles:
+            raise BenchmarkInputError(f"profiles: {path} holds no profiles")
+    return profiles[:limit] if limit else list(profiles)
+
+
+def profile_set_hash(profiles: list[Profile]) -> str:
+    """Short sha256 of the profiles as used (order-independent)."""
+    text = canonical_json(sorted((p.to_dict() for p in profiles), key=lambda d: d["id"]))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------- eval run rows
+def _run_dict(r: EvalRun) -> dict[str, Any]:
+    return {c: getattr(r, c) for c in EvalRun.__table__.columns.keys()}
+
+
+def get_eval_run(engine: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
+    with read_scope(engine) as s:
+        r = s.get(EvalRun, eval_run_id)
+        return None if r is None else _run_dict(r)
+
+
+def done_profile_ids(engine: Engine, eval_run_id: int) -> set[str]:
+    """Profiles of the eval run whose dialogue is finished or failed (skipped on resume)."""
+    with read_scope(engine) as s:
+        return set(s.scalars(select(Dialogue.persona_id).where(Dialogue.eval_run_id == eval_run_id,
+                                                               Dialogue.status.in_(SCORED_STATUSES))))
+
+
+def close_cut_off_dialogues(engine: Engine, eval_run_id: int) -> int:
+    """Dialogues left "running" by a killed process: marked cancelled (kept, never scored). Returns how many."""
+    with session_scope(engine) as s:
+        rows = list(s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                     Dialogue.status == "running")))
+        for d in rows:
+            d.status, d.outcome, d.finished_at = "cancelled", "cancelled", utcnow()
+            d.error = "cut off (the benchmark process ended); played again on resume"
+        return len(rows)
+
+
+def scored_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+    """One row per scored dialogue of the run: id, profile, need, personality, final emotion (None =
+    error), status, outcome, error, turns."""
+    with read_scope(engine) as s:
+        rows = s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                Dialogue.status.in_(SCORED_STATUSES)).order_by(Dialogue.id))
+        out = []
+        for d in rows:
+            snap = d.persona_snapshot or {}
+            out.append({"id": d.id, "persona_id": d.persona_id, "name": snap.get("name", ""),
+                        "need_category": snap.get("need_category", ""), "personality": snap.get("personality", ""),
+                        "final_emotion": None if d.status == "failed" else d.final_emotion, "status": d.status,
+                        "outcome": d.outcome, "error": d.error, "n_turns": d.n_turns})
+        return out
+
+
+def summarize_run(engine: Engine, eval_run_id: int) -> Optional[BenchmarkSummary]:
+    """The run's summary in dialogue order with the scorer's default bootstrap (seed 0), so the exported
+    SAGE file scores to the same numbers with `python -m simulator score`."""
+    finals = [d["final_emotion"] for d in scored_dialogues(engine, eval_run_id)]
+    return sentient_summary(finals) if finals else None
+
+
+def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[BenchmarkSummary]:
+    """Score the run's dialogues and record the summary with the final status."""
+    summary = summarize_run(engine, eval_run_id)
+    with session_scope(engine) as s:
+        r = s.get(EvalRun, eval_run_id)
+        r.status, r.finished_at = status, utcnow()
+        if summary is not None:
+            r.score, r.success, r.failure, r.n = summary.score, summary.success, summary.failure, summary.n
+            r.n_errors, r.ci_low, r.ci_high = summary.n_errors, summary.ci_low, summary.ci_high
+    return summary
+
+
+# ------------------------------------------------------------------------------------------- the runner
+@dataclass
+class BenchmarkResult:
+    eval_run_id: int
+    status: str  # succeeded | cancelled | failed
+    summary: Optional[BenchmarkSummary]
+    dialogue_ids: list[int] = field(default_factory=list)  # the scored dialogues, in scoring order
+    n_skipped: int = 0  # profiles finished before this call (resume)
+
+
+def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The simulator factory under the benchmark rules and its fingerprint (from the first profile the
+    simulator accepts; a simulator that accepts none is bad input)."""
+    from trainer.rollout import make_simulator_factory
+
+    try:
+        factory = make_simulator_factory(config.simulator, protocol_rules(), seed=config.seed,
+                                         base_url=config.simulator_base_url or None)
+    except (ValueError, RuntimeError) as e:
+        raise BenchmarkInputError(f"simulator: {e}") from None
+    problem = ""
+    for p in profiles:
+        try:
+            return factory, factory(p, 0).fingerprint()
+        except (ValueError, RuntimeError) as e:
+            problem = problem or str(e)
+    raise BenchmarkInputError(f"simulator: it cannot play any of the {len(profiles)} profile(s): {problem}")
+
+
+def _policy(config: BenchmarkConfig) -> Any:
+    from trainer.engines import make_engine as make_policy_engine
+
+    kw = {"base_url": config.policy_base_url} if config.policy.startswith("openai:") and config.policy_base_url else {}
+    try:
+        return make_policy_engine(config.policy, **kw)
+    except (OSError, ValueError) as e:
+        raise BenchmarkInputError(f"policy: {e}") from None
+
+
+def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], ps_hash: str,
+              fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int]) -> int:
+    from simulator.fingerprint import fingerprint_hash
+
+    fp_hash = fingerprint_hash(fp)
+    with session_scope(engine) as s:
+        if eval_run_id is None:
+            r = EvalRun(job_id=job_id, name=config.name or config.policy, model_ref=model_ref,
+                        simulator_fingerprint=fp, fingerprint_hash=fp_hash, profile_set_hash=ps_hash,
+                        protocol={"preset": PROTOCOL_PRESET, "first_line": "scripted", **protocol_rules().to_dict()},
+                        config={**config.to_dict(), "policy_engine": policy_info}, status="running",
+                        seed=config.seed, code_version=code_version())
+            s.add(r)
+            s.flush()
+            return r.id
+        r = s.get(EvalRun, eval_run_id)
+        if r.profile_set_hash != ps_hash:
+            raise BenchmarkInputError(f"resume: the profiles of eval run {eval_run_id} changed since it started "
+                                      f"(profile-set hash {r.profile_set_hash}, now {ps_hash}); start a new run")
+        if r.fingerprint_hash != fp_hash:
+            raise BenchmarkInputError(f"resume: the simulator of eval run {eval_run_id} changed since it started "
+                                      f"(fingerprint {r.fingerprint_hash}, now {fp_hash}); start a new run")
+        r.status, r.finished_at = "running", None
+        return eval_run_id
+
+
+def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id: Optional[int] = None,
+                  job: Any = None, log: Callable[[str], None] = print) -> BenchmarkResult:
+    """Run (or, with eval_run_id, resume) an eval run to the end and score it.
+
+    `job` is a trainer.jobs.JobContext when running as a background job: progress goes to it and its
+    Cancel stops the dialogues in flight (they are marked cancelled and played again on resume)."""
+    from trainer.rollout import RolloutConfig, RolloutEngine
+
+    if eval_run_id is not None:
+        stored = get_eval_run(engine, eval_run_id)
+        if stored is None:
+            raise BenchmarkInputError(f"resume: eval run {eval_run_id} does not exist")
+        if stored["status"] == "succeeded":
+            raise BenchmarkInputError(f"resume: eval run {eval_run_id} already finished (score {stored['score']})")
+        cfg = {k: v for k, v in stored["config"].items() if k != "policy_engine"}
+        config = BenchmarkConfig.from_dict(cfg)
+    if config is None:
+        raise BenchmarkInputError("config: required for a new eval run")
+    config.validate()
+    profiles = load_profiles(config.profiles, config.limit)
+    factory, fp = _simulator(config, profiles)
+    policy = _policy(config)
+    eval_run_id = _open_run(engine, config, eval_run_id, profile_set_hash(profiles), fp, policy.model_ref,
+                            policy.describe(), getattr(job, "job_id", None))
+    close_cut_off_dialogues(engine, eval_run_id)
+    done = done_profile_ids(engine, eval_run_id)
+    todo = [p for p in profiles if p.id not in done]
+    total, n_done = len(profiles), len(profiles) - len(todo)
+    log(f"eval run {eval_run_id}: {total} profile(s), {n_done} already done, policy {policy.model_ref}, "
+        f"simulator {fp.get('backend')}:{fp.get('model')}")
+
+    def on_event(ev: Any) -> None:
+        nonlocal n_done
+        if ev.kind != "finished" or ev.sample.status == "cancelled":
+            return
+        n_done += 1
+        smp = ev.sample
+        what = f"error: {smp.error}" if smp.status == "failed" else f"{smp.final_emotion:g} ({smp.outcome})"
+        log(f"[{n_done}/{total}] {ev.profile_id}: {what}")
+        if job is not None:
+            job.progress(n_done, total)
+
+    rules = protocol_rules()
+    rollout = RolloutEngine(policy, factory, store=engine, on_event=on_event, config=RolloutConfig(
+        mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens,
+        max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
+        source="benchmark", eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
+    stop = threading.Event()
+    if job is not None:  # Cancel of the job -> stop the dialogues in flight
+        job.progress(n_done, total)
+        threading.Thread(target=_watch, args=(job, rollout, stop), daemon=True, name="benchmark-cancel").start()
+    status = "succeeded"
+    try:
+        for i in range(0, len(todo), config.concurrency):
+            if rollout.cancelled:
+                break
+            rollout.run(todo[i:i + config.concurrency])
+        if rollout.cancelled:
+            status = "cancelled"
+    except KeyboardInterrupt:
+        status = "cancelled"
+        close_cut_off_dialogues(engine, eval_run_id)
+    except BaseException:
+        finish_eval_run(engine, eval_run_id, "failed")
+        raise
+    finally:
+        stop.set()
+        policy.close()
+    summary = finish_eval_run(engine, eval_run_id, status)
+    ids = [d["id"] for d in scored_dialogues(engine, eval_run_id)]
+    if job is not None and summary is not None:
+        job.log_metrics(summary.n, {"score": summary.score, "success": summary.success, "failure": summary.failure,
+                                    "n_errors": summary.n_errors, "ci_low": summary.ci_low, "ci_high": summary.ci_high})
+    return BenchmarkResult(eval_run_id, status, summary, ids, total - len(todo))
+
+
+def _watch(job: Any, rollout: Any, stop: threading.Event) -> None:
+    while not stop.wait(0.2):
+        if job.cancelled:
+            rollout.cancel()
+            return
+
+
+def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
+    """Entry of a "benchmark" job (trainer.jobs_cli): the job's eval run is resumed when it has one."""
+    config = BenchmarkConfig.from_dict(ctx.config)
+    with read_scope(engine) as s:
+        existing = s.scalars(select(EvalRun.id).where(EvalRun.job_id == ctx.job_id).order_by(EvalRun.id)).first()
+    result = run_benchmark(engine, None if existing else config, eval_run_id=existing, job=ctx)
+    if result.summary is not None:
+        from simulator.scoring import format_summary
+
+        print(format_summary(result.summary, f"eval run {result.eval_run_id}"), flush=True)
+    return result
+
+
+def start_benchmark_job(engine: Engine, engine_url: str, config: dict[str, Any]) -> int:
+    """Validate `config` (BenchmarkConfig fields), record a "benchmark" job and launch it; returns the job id.
+    The profiles are checked here so a bad file is reported at once, not in the job's log."""
+    from trainer.jobs import create_job, launch
+
+    cfg = BenchmarkConfig.from_dict(config)
+    load_profiles(cfg.profiles, cfg.limit)
+    job_id = create_job(engine, "benchmark", cfg.to_dict(), name=cfg.name or f"benchmark {cfg.policy}", seed=cfg.seed)
+    launch(engine_url, job_id)
+    return job_id
+
+
+# ---------------------------------------------------------------------------------- service for the app
+def eval_run_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+    """The run's scored dialogues (see scored_dialogues), for a table that opens them in Transcripts."""
+    return scored_dialogues(engine, eval_run_id)
+
+
+def breakdown(engine: Engine, eval_run_id: int) -> dict[str, list[dict[str, Any]]]:
+    """Score / success / failure / n / errors per hidden-need category and per personality type."""
+    rows = scored_dialogues(engine, eval_run_id)
+    labels = {"need_category": {k: v[0] for k, v in NEED_CATEGORIES.items()},
+              "personality": {k: k.capitalize() for k in PERSONALITIES}}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, name in (("need_category", "need"), ("personality", "personality")):
+        groups: dict[str, list[Optional[float]]] = defaultdict(list)
+        for d in rows:
+            groups[d[key] or "unknown"].append(d["final_emotion"])
+        out[name] = [{"key": k, "label": labels[key].get(k, k), **_summary_fields(sentient_summary(v, n_boot=500))}
+                     for k, v in sorted(groups.items())]
+    return out
+
+
+def _summary_fields(s: BenchmarkSummary) -> dict[str, Any]:
+    return {"score": s.score, "success": s.success, "failure": s.failure, "n": s.n, "n_errors": s.n_errors,
+            "ci_low": s.ci_low, "ci_high": s.ci_high}
+
+
+def leaderboard(engine: Engine, include_published: bool = True) -> list[dict[str, Any]]:
+    """Finished eval runs grouped by simulator fingerprint hash and profile set: each group is ranked on
+    its own, never mixed with another fingerprint. Group: fingerprint_hash, profile_set_hash, simulator
+    (the fingerprint dict), published (bool), rows (rank, eval run columns), newest group first. The
+    published reference rows (their own simulator, DeepSeek-V3) come last as a group of their own."""
+    with read_scope(engine) as s:
+        runs = [_run_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
+                                                                      EvalRun.n > 0))]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        groups[(r["fingerprint_hash"], r["profile_set_hash"])].append(r)
+    out = []
+    for (fp_hash, ps_hash), rows in groups.items():
+        rows.sort(key=lambda r: (-(r["score"] or 0.0), r["id"]))
+        out.append({"fingerprint_hash": fp_hash, "profile_set_hash": ps_hash, "published": False,
+                    "simulator": rows[0]["simulator_fingerprint"],
+                    "rows": [dict(r, rank=i + 1, published=False) for i, r in enumerate(rows)],
+                    "_latest": max(r["finished_at"] or r["created_at"] for r in rows)})
+    out.sort(key=lambda g: g.pop("_latest"), reverse=True)
+    if include_published:
+        pub = published_rows()
+        out.append({"fingerprint_hash": PUBLISHED_FINGERPRINT, "profile_set_hash": "published", "published": True,
+                    "simulator": {"backend": "openai", "model": pub[0]["simulator"]},
+                    "rows": [dict(r, rank=i + 1) for i, r in enumerate(pub)]})
+    return out

@@ -1,0 +1,94 @@
+"""`python -m trainer benchmark`: score a policy on the Sentient benchmark and record the eval run.
+
+    python -m trainer benchmark --policy default|PATH|openai:MODEL --simulator offline|openai:MODEL
+        [--simulator-base-url URL] [--profiles FILE|builtin] [--limit N] [--db URL] [--out FILE] [--json]
+        [--resume EVAL_RUN_ID]
+
+--resume continues an eval run that was cut off: its stored settings are used and the profiles it already
+finished are skipped. --out writes the run's dialogues as a SAGE `*_result.jsonl` file, which
+`python -m simulator score FILE` scores to the same numbers. --json prints exactly one JSON object on
+stdout (score, success, failure, n, ci_low, ci_high, eval_run_id, n_errors); progress goes to stderr.
+Exit status: 0 done, 1 the run failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional
+
+from storage import make_engine
+from trainer import benchmark as bm
+from trainer.benchmark import BenchmarkConfig, BenchmarkInputError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = BenchmarkConfig()
+    p.add_argument("--policy", default=d.policy, help="default (SmolLM2-135M-Instruct) | model folder | "
+                                                      "vllm:PATH | openai:MODEL (default: %(default)s)")
+    p.add_argument("--policy-base-url", default=d.policy_base_url,
+                   help="OpenAI-compatible endpoint of an openai:MODEL policy (default OPENAI_BASE_URL)")
+    p.add_argument("--simulator", default=d.simulator, help="offline | openai:MODEL (default: %(default)s)")
+    p.add_argument("--simulator-base-url", default=d.simulator_base_url,
+                   help="OpenAI-compatible endpoint of the simulator (key from OPENAI_API_KEY)")
+    p.add_argument("--profiles", default=d.profiles,
+                   help="builtin | builtin:train | builtin:heldout | a profiles JSONL file (default: %(default)s)")
+    p.add_argument("--limit", type=int, default=d.limit, help="only the first N profiles (0 = all)")
+    p.add_argument("--mode", choices=("direct", "think"), default=d.mode)
+    p.add_argument("--temperature", type=float, default=d.temperature, help="policy sampling temperature")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--concurrency", type=int, default=d.concurrency, help="dialogues in flight at once")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--name", default="", help="label of the eval run")
+    p.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or lab_data/lab.db)")
+    p.add_argument("--out", default=None, help="write the dialogues as a SAGE *_result.jsonl file")
+    p.add_argument("--json", action="store_true", help="print one JSON object with the result")
+    p.add_argument("--resume", type=int, default=None, metavar="EVAL_RUN_ID",
+                   help="continue this eval run, skipping the profiles it finished")
+
+
+def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
+    return BenchmarkConfig(policy=args.policy, policy_base_url=args.policy_base_url, simulator=args.simulator,
+                           simulator_base_url=args.simulator_base_url, profiles=args.profiles, limit=args.limit, mode=args.mode, temperature=args.temperature,
+                           max_new_tokens=args.max_new_tokens, concurrency=args.concurrency, seed=args.seed,
+                           name=args.name).validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.scoring import format_summary
+    from simulator.transcripts import export_sage_jsonl
+
+    log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True))
+    engine = make_engine(args.db)
+    try:
+        config = None if args.resume is not None else config_from_args(args)
+        result = bm.run_benchmark(engine, config, eval_run_id=args.resume, log=log)
+        if args.out and result.dialogue_ids:
+            n = export_sage_jsonl(engine, result.dialogue_ids, args.out)
+            log(f"wrote {n} dialogue(s) to {args.out}")
+    except BenchmarkInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        engine.dispose()
+    summary = result.summary
+    if summary is None:
+        print(f"error: eval run {result.eval_run_id} scored no dialogues", file=sys.stderr)
+        return 1
+    if args.json:
+        keys = ("score", "success", "failure", "n", "ci_low", "ci_high", "n_errors")
+        print(json.dumps({**{k: getattr(summary, k) for k in keys}, "eval_run_id": result.eval_run_id,
+                          "status": result.status}))
+    else:
+        print(format_summary(summary, f"eval run {result.eval_run_id} ({result.status})"))
+    return 0 if result.status == "succeeded" else 1
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer benchmark", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
