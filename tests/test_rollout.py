@@ -282,3 +282,19 @@ def test_real_offline_simulator(policy, engine):
         stored = load_dialogue(engine, s.dialogue_id)
         assert stored["simulator_fingerprint"]["rules"]["name"] == "training"
         assert stored["status"] == s.status
+
+
+def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):
+    rollout = RolloutEngine(policy, Factory({"ann": 2, "bob": 2}), store=engine,
+                            config=RolloutConfig(max_new_tokens=4))
+    events = list(rollout.stream([profile("ann"), profile("bob")]))
+    assert [e.kind for e in events].count("finished") == 2 and events[-1].kind == "finished"
+    assert sum(1 for e in events if e.kind == "turn" and e.turn["role"] == "assistant") == 4
+    assert all(e.sample.status == "finished" for e in events if e.kind == "finished")
+    stopper = RolloutEngine(policy, Factory({"ann": 50}), store=engine,
+                            config=RolloutConfig(max_new_tokens=4, max_turns=50))
+    gen = stopper.stream([profile("ann")])
+    first = next(gen)
+    gen.close()  # the consumer went away: the run is cancelled and the dialogue stored as such
+    assert stopper.cancelled
+    assert load_dialogue(engine, first.dialogue_id)["status"] == "cancelled"

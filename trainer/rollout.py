@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import queue
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from simulator.profiles import Profile
 from storage import dialogues as store_dialogues
@@ -52,6 +53,7 @@ class RolloutConfig:
     source: str = "rollout"
     job_id: Optional[int] = None
     step: Optional[int] = None
+    eval_run_id: Optional[int] = None  # set by the benchmark runner: its dialogues belong to an eval run
 
     def validate(self) -> "RolloutConfig":
         errs = []
@@ -157,6 +159,43 @@ class RolloutEngine:
             return asyncio.run(self.arun(profiles, group_size, **overrides))
         raise RuntimeError("RolloutEngine.run() was called inside an event loop; await arun() instead")
 
+    def stream(self, profiles: list[Profile], group_size: int = 1, **overrides: Any) -> Iterator[RolloutEvent]:
+        """Run in a background thread and yield events as they happen (for UIs such as the live view).
+
+        Ends after the last "finished" event; an error that stops the whole run (bad profiles, bad
+        config) is raised here. Closing the generator early (e.g. the browser went away) cancels."""
+        events: queue.Queue = queue.Queue()
+        previous = self.on_event
+
+        def forward(ev: RolloutEvent) -> None:
+            events.put(ev)
+            if previous is not None:
+                previous(ev)
+
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["samples"] = asyncio.run(self.arun(profiles, group_size, **overrides))
+            except BaseException as exc:  # handed to the consumer below
+                outcome["error"] = exc
+            finally:
+                events.put(None)
+
+        self.on_event = forward
+        thread = threading.Thread(target=work, name="rollout", daemon=True)
+        thread.start()
+        try:
+            while (ev := events.get()) is not None:
+                yield ev
+        finally:
+            if thread.is_alive():
+                self.cancel()
+                thread.join()
+            self.on_event = previous
+        if "error" in outcome:
+            raise outcome["error"]
+
     async def arun(self, profiles: list[Profile], group_size: int = 1, **overrides: Any) -> list[RolloutSample]:
         """Samples in the order profiles x group members. `overrides` replace RolloutConfig fields."""
         cfg = RolloutConfig(**{**asdict(self.config), **overrides}).validate()
@@ -210,6 +249,7 @@ class RolloutEngine:
                 self.store, persona_id=profile.id, persona_snapshot=profile.to_dict(), source=cfg.source,
                 policy_ref=self.engine.model_ref, mode=cfg.mode, simulator_fingerprint=fp,
                 fingerprint_hash=fingerprint_hash(fp) if fp else "", job_id=cfg.job_id, step=cfg.step,
+                eval_run_id=cfg.eval_run_id,
                 group_id=group_id, seed=seed,
                 config={"rollout": asdict(cfg), "policy": self.engine.describe()})
             sample.dialogue_id = d.dialogue_id
