@@ -62,6 +62,14 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def all_reduce_max(value: int) -> int:
+    """The largest `value` over ranks."""
+    t = torch.tensor([value], dtype=torch.long)
+    if torch.distributed.is_available() and torch.distributed.is_initialized() and world()[1] > 1:
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return int(t.item())
+
+
 def all_gather_objects(obj: Any) -> list[Any]:
     """Every rank's `obj`, in rank order ([obj] on one process)."""
     rank, size = world()
@@ -85,13 +93,14 @@ def barrier() -> None:
         torch.distributed.barrier()
 
 
-def deepspeed_config(zero_stage: int, micro_batch_size: int, grad_accum: int, world_size: int,
-                     max_grad_norm: float, dtype: str, extra_file: str = "") -> dict[str, Any]:
-    """The DeepSpeed JSON for one model, from the training config (extra_file merged over it)."""
+def deepspeed_config(zero_stage: int, micro_batch_size: int, world_size: int, max_grad_norm: float,
+                     dtype: str, extra_file: str = "") -> dict[str, Any]:
+    """The DeepSpeed JSON for one model, from the training config (extra_file merged over it).
+    Accumulation is manual (see Optimized), so DeepSpeed's own accumulation count is 1."""
     cfg: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro_batch_size,
-        "gradient_accumulation_steps": grad_accum,
-        "train_batch_size": micro_batch_size * grad_accum * world_size,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": micro_batch_size * world_size,
         "gradient_clipping": max_grad_norm,
         "zero_optimization": {"stage": zero_stage, "overlap_comm": False, "contiguous_gradients": True},
         "bf16": {"enabled": dtype == "bfloat16"},
@@ -117,8 +126,9 @@ def _merge(base: dict, over: dict) -> None:
 class Optimized:
     """A trainable module with its optimizer and scheduler; plain PyTorch or a DeepSpeed engine.
 
-    `loss_scale` for backward: DeepSpeed divides gradients by the accumulation steps and averages them over
-    ranks, so a loss already normalised by the global token count is multiplied back by both.
+    Gradient accumulation is driven by the caller (`backward(loss, boundary)` per micro-batch, then one
+    `step()`), because the number of micro-batches varies with the dialogues. DeepSpeed averages gradients
+    over ranks, so a loss already normalised by the global token count is multiplied back by the world size.
     """
 
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
@@ -130,7 +140,7 @@ class Optimized:
 
             self.engine, optimizer, _, scheduler = deepspeed.initialize(
                 model=module, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
-            self.loss_scale = float(ds_config["gradient_accumulation_steps"] * world()[1])
+            self.loss_scale = float(world()[1])
             module = self.engine.module
         else:
             self.loss_scale = 1.0
@@ -139,16 +149,18 @@ class Optimized:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return (self.engine or self.module)(*args, **kwargs)
 
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, boundary: bool = True) -> None:
+        """Accumulate the gradient of `loss`; `boundary` marks the last micro-batch before step()."""
         if self.engine is not None:
+            self.engine.set_gradient_accumulation_boundary(boundary)
             self.engine.backward(loss * self.loss_scale)
-            self.engine.step()  # a no-op except at the accumulation boundary
         else:
             loss.backward()
 
     def step(self) -> float:
         """Apply the accumulated gradient (clipped); return the gradient norm before clipping."""
         if self.engine is not None:
+            self.engine.step()
             norm = self.engine.get_global_grad_norm()
             return float(norm) if norm is not None else float("nan")
         params = [p for p in self.module.parameters() if p.requires_grad]

@@ -26,47 +26,69 @@ from torch import Tensor, nn
 
 from trainer import algorithms as A
 from trainer.config import TrainConfig
-from trainer.distributed import Optimized, all_reduce_sum, deepspeed_config, world
+from trainer.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
 class Batch:
-    """Padded tensors of finished dialogues (right padding)."""
+    """Padded rows of finished dialogues (right padding). A row is one causal token sequence: the whole
+    dialogue in direct mode, one segment per policy turn in think mode (earlier thoughts are not in later
+    prompts). Every row of a dialogue carries that dialogue's reward on its last policy token, which with
+    gamma = lambda = 1 (the paper) gives exactly the advantages of the whole dialogue."""
 
-    input_ids: Tensor  # [B, T]
-    attention_mask: Tensor  # [B, T]
-    action_mask: Tensor  # [B, T-1]: 1 where input_ids[:, t+1] is a policy-sampled token
-    scores: Tensor  # [B] scalar reward per dialogue
-    group_ids: list[Any]
+    input_ids: Tensor  # [R, T]
+    attention_mask: Tensor  # [R, T]
+    action_mask: Tensor  # [R, T-1]: 1 where input_ids[:, t+1] is a policy-sampled token
+    scores: Tensor  # [R] the row's dialogue reward
+    group_ids: list[Any]  # [R] the row's group (GRPO / RLOO baselines are per group of dialogues)
+    sample_index: list[int]  # [R] which dialogue the row came from
+    sampled_logprobs: Tensor  # [R, T-1] log-probs reported by the rollout engine (0 where unknown)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
 
-def _field(sample: Any, name: str) -> Any:
-    return sample[name] if isinstance(sample, dict) else getattr(sample, name)
+def _field(sample: Any, name: str, default: Any = None) -> Any:
+    if isinstance(sample, dict):
+        return sample.get(name, default)
+    return getattr(sample, name, default)
+
+
+def _rows(sample: Any) -> list[tuple[list[int], list[int], list[float]]]:
+    if hasattr(sample, "rows") and _field(sample, "segments"):
+        return sample.rows()
+    ids, mask = list(_field(sample, "input_ids")), list(_field(sample, "action_mask"))
+    lps = list(_field(sample, "old_logprobs", None) or [0.0] * len(ids))
+    return [(ids, mask, lps)]
 
 
 def make_batch(samples: Sequence[Any], pad_token_id: int) -> Batch:
-    """Pad samples (objects or dicts with input_ids, action_mask, reward, group_id) into a Batch."""
-    if not samples:
-        raise ValueError("no samples to train on")
-    width = max(len(_field(s, "input_ids")) for s in samples)
-    ids = torch.full((len(samples), width), pad_token_id, dtype=torch.long)
-    attn = torch.zeros((len(samples), width), dtype=torch.long)
-    act = torch.zeros((len(samples), width), dtype=torch.long)
+    """Pad samples (RolloutSample, or dicts with input_ids, action_mask, reward, group_id) into rows."""
+    rows, scores, groups, index = [], [], [], []
     for i, s in enumerate(samples):
-        seq, mask = list(_field(s, "input_ids")), list(_field(s, "action_mask"))
-        if len(seq) != len(mask):
-            raise ValueError(f"sample {i}: input_ids ({len(seq)}) and action_mask ({len(mask)}) differ in length")
-        ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-        attn[i, :len(seq)] = 1
-        act[i, :len(seq)] = torch.tensor(mask, dtype=torch.long)
-    scores = torch.tensor([float(_field(s, "reward")) for s in samples])
-    groups = [_field(s, "group_id") for s in samples]
-    return Batch(ids, attn, act[:, 1:], scores, groups)
+        for ids, mask, lps in _rows(s):
+            if len(ids) != len(mask):
+                raise ValueError(f"sample {i}: input_ids ({len(ids)}) and action_mask ({len(mask)}) differ in length")
+            if len(ids) >= 2 and any(mask):
+                rows.append((ids, mask, lps if len(lps) == len(ids) else [0.0] * len(ids)))
+                scores.append(float(_field(s, "reward")))
+                groups.append(_field(s, "group_id"))
+                index.append(i)
+    if not rows:  # nothing sampled on this rank (e.g. every dialogue failed at the opening): a dummy row
+        rows, scores, groups, index = [([pad_token_id] * 2, [0, 0], [0.0, 0.0])], [0.0], [None], [-1]
+    width = max(len(r[0]) for r in rows)
+    ids_t = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    act = torch.zeros((len(rows), width), dtype=torch.long)
+    lp_t = torch.zeros((len(rows), width))
+    for r, (ids, mask, lps) in enumerate(rows):
+        ids_t[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attn[r, :len(ids)] = 1
+        act[r, :len(ids)] = torch.tensor(mask, dtype=torch.long)
+        lp_t[r, :len(ids)] = torch.tensor(lps, dtype=torch.float32)
+    return Batch(ids_t, attn, act[:, 1:], torch.tensor(scores), groups, index, lp_t[:, 1:])
 
 
 class ValueModel(nn.Module):
@@ -141,18 +163,16 @@ class Learner:
             self.reference = AutoModelForCausalLM.from_pretrained(reference_path or policy_path, dtype=dtype)
             self.reference.to(self.device).eval().requires_grad_(False)
 
-        local_mb = config.minibatch_size // self.world_size
-        if local_mb < 1 or config.minibatch_size % self.world_size:
+        if config.minibatch_size % self.world_size:
             raise ValueError(f"minibatch_size ({config.minibatch_size}) must be a multiple of the number of "
                              f"ranks ({self.world_size})")
-        self.micro = min(config.micro_batch_size, local_mb)
-        grad_accum = max(1, local_mb // self.micro)
-        updates_per_step = config.ppo_epochs * (config.dialogues_per_step // config.minibatch_size)
-        total_updates = max(1, config.steps * updates_per_step)
+        self.micro = config.micro_batch_size
+        self.n_minibatches = max(1, config.dialogues_per_step // config.minibatch_size)
+        total_updates = max(1, config.steps * config.ppo_epochs * self.n_minibatches)
         ds = None
         if config.zero_stage:
-            ds = deepspeed_config(config.zero_stage, self.micro, grad_accum, self.world_size,
-                                  config.max_grad_norm, config.dtype, config.deepspeed_config)
+            ds = deepspeed_config(config.zero_stage, self.micro, self.world_size, config.max_grad_norm,
+                                  config.dtype, config.deepspeed_config)
         self.policy = self._optimized(policy, config.actor_lr, total_updates, ds)
         self.critic = None
         if config.algorithm == "ppo":
@@ -199,10 +219,17 @@ class Learner:
         if c.algorithm == "reinforce_pp":
             rewards = A.last_token_rewards(batch.scores, mask)
             return A.reinforce_pp_advantages(rewards, mask, c.gamma, all_reduce=all_reduce_sum), None
+        # group baselines are over dialogues, not rows (a think-mode dialogue has one row per turn)
+        first = {i: r for r, i in reversed(list(enumerate(batch.sample_index))) if i >= 0}
+        dialogues = sorted(first)
+        scores = batch.scores[[first[i] for i in dialogues]] if dialogues else batch.scores[:0]
+        groups = [batch.group_ids[first[i]] for i in dialogues]
         if c.algorithm == "grpo":
-            seq = A.grpo_advantages(batch.scores, batch.group_ids, c.adv_eps)
+            per_dialogue = A.grpo_advantages(scores, groups, c.adv_eps)
         else:
-            seq = A.rloo_advantages(batch.scores, batch.group_ids)
+            per_dialogue = A.rloo_advantages(scores, groups)
+        lookup = dict(zip(dialogues, per_dialogue.tolist()))
+        seq = torch.tensor([lookup.get(i, 0.0) for i in batch.sample_index])
         return seq[:, None] * mask, None
 
     # --------------------------------------------------------------------------------------------- update
@@ -212,7 +239,6 @@ class Learner:
         stats = self._rollout_stats(batch)
         adv, returns = self.advantages(batch, stats.get("old_values"))
         mask = batch.action_mask
-        local_mb = c.minibatch_size // self.world_size
         totals: dict[str, float] = {}
         n_updates = 0
         self.policy.module.train()
@@ -221,12 +247,15 @@ class Learner:
         gen = torch.Generator().manual_seed(seed)
         for _ in range(c.ppo_epochs):
             order = torch.randperm(len(batch), generator=gen) if c.ppo_epochs > 1 else torch.arange(len(batch))
-            for start in range(0, len(batch), local_mb):
-                mb = order[start:start + local_mb]
+            for mb in torch.tensor_split(order, self.n_minibatches):
                 denom = all_reduce_sum(mask[mb].sum().double()).clamp(min=1).to(self.device)
+                chunks = self._chunks(mb)
+                # every rank runs the same number of micro-batches (collectives happen in backward)
+                n_micro = all_reduce_max(len(chunks))
                 sums = torch.zeros(6, dtype=torch.float64)
-                for idx in self._chunks(mb):
-                    sums += self._micro_step(batch, idx, stats, adv, returns, denom)
+                for k in range(n_micro):
+                    idx, weight = (chunks[k], 1.0) if k < len(chunks) else (order[:1], 0.0)
+                    sums += self._micro_step(batch, idx, stats, adv, returns, denom, weight, k == n_micro - 1)
                 sums = all_reduce_sum(sums)
                 grad_norm = self.policy.step()
                 critic_norm = self.critic.step() if self.critic is not None else 0.0
@@ -241,19 +270,25 @@ class Learner:
             metrics.pop("value_loss"), metrics.pop("critic_grad_norm")
         if self.reference is None:
             metrics.pop("kl_ref")
-        m = mask.to(adv.dtype)
-        adv_stats = all_reduce_sum(torch.stack([(adv * m).sum(), m.sum()]).double())
-        metrics["advantage_mean"] = float(adv_stats[0] / adv_stats[1].clamp(min=1))
+        m = mask.to(torch.float64)
+        mismatch = (stats["old_logprobs"].double() - batch.sampled_logprobs.double()).abs()
+        known = m * (batch.sampled_logprobs != 0).to(torch.float64)
+        sums = all_reduce_sum(torch.stack([(adv.double() * m).sum(), m.sum(), (mismatch * known).sum(),
+                                           known.sum()]))
+        metrics["advantage_mean"] = float(sums[0] / sums[1].clamp(min=1))
+        if sums[3] > 0:  # |recomputed - sampled| log-prob: engine/trainer numerics agreement
+            metrics["logprob_mismatch"] = float(sums[2] / sums[3])
         metrics["actor_lr"] = self.policy.lr()
         metrics["updates"] = float(n_updates)
         self.policy.module.eval()
         return metrics
 
     def _micro_step(self, batch: Batch, idx: Tensor, stats: dict[str, Tensor], adv: Tensor,
-                    returns: Optional[Tensor], denom: Tensor) -> Tensor:
+                    returns: Optional[Tensor], denom: Tensor, weight: float, boundary: bool) -> Tensor:
+        """Forward/backward of one micro-batch (weight 0: a padding pass that keeps ranks in step)."""
         c, dev = self.config, self.device
         ids, attn = batch.input_ids[idx].to(dev), batch.attention_mask[idx].to(dev)
-        mask = batch.action_mask[idx].to(dev)
+        mask = batch.action_mask[idx].to(dev) * weight
         logprobs, entropy = self._logprobs(self.policy, ids, attn, with_entropy=True)
         pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(
             logprobs, stats["old_logprobs"][idx].to(dev), adv[idx].to(dev), mask, c.clip_eps, denom)
@@ -264,13 +299,13 @@ class Learner:
             kl_ref = A.masked_sum_mean(A.kl_penalty(logprobs, stats["ref_logprobs"][idx].to(dev),
                                                     c.kl_estimator), mask, denom)
             loss = loss + c.kl_coef * kl_ref
-        self.policy.backward(loss)
+        self.policy.backward(loss, boundary)
         v_loss = torch.zeros((), device=dev)
         if self.critic is not None:
             values = self.critic(ids, attn)[:, :-1]
             v_loss, _ = A.value_loss(values, stats["old_values"][idx].to(dev), returns[idx].to(dev), mask,
                                      c.value_clip_eps, denom)
-            self.critic.backward(v_loss)
+            self.critic.backward(v_loss, boundary)
         return torch.tensor([pg_loss.item(), clip_frac.item(), approx_kl.item(), entropy_mean.item(),
                              kl_ref.item(), v_loss.item()], dtype=torch.float64)
 

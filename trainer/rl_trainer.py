@@ -1,0 +1,304 @@
+"""RLTrainer: the RLVER training loop.
+
+    for step in 1..steps:
+        dialogues = rollout(this step's profiles x group_size)     policy vs the simulated user (rollout.py)
+        reward    = max(final emotion / 100, 0)                    (+ labelled shaping, off by default)
+        update    = Learner.update(batch)                          advantages + clipped minibatch updates
+        metrics   -> the job (store) and stdout
+        every save_every steps: an atomic checkpoint (HF folders + optimizer / scheduler / RNG state)
+
+`RLTrainer(config, engine=store engine, job=JobContext).train()` runs inside a job process
+(`python -m trainer train|job`); under the `deepspeed` launcher every rank runs the same loop on its share
+of the profiles and rank 0 reports. A resumed run (the job's last checkpoint, or `resume_from`) continues
+at the step after the checkpoint with the same weights, optimizer, scheduler, RNG and profile order, so no
+step is lost or repeated.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from simulator.rules import tier
+from trainer import algorithms as A
+from trainer.checkpoints import clean_partial, load_checkpoint, save_checkpoint
+from trainer.config import ConfigError, TrainConfig
+from trainer.distributed import all_gather_objects, init_distributed, is_main
+from trainer.learner import Learner, make_batch
+
+SIMULATOR_OUTAGE_FRACTION = 0.5  # more than this share of a step's dialogues lost to simulator errors fails the job
+
+
+class SimulatorOutage(RuntimeError):
+    """Too many dialogues of a step failed on the simulator side to train on the rest."""
+
+
+def resolve_personas(config: TrainConfig, store: Any = None) -> list:
+    """The profiles named by config.persona_set (built-in split, store ids or a profiles file)."""
+    from trainer.benchmark import BenchmarkInputError, load_profiles
+
+    spec = config.persona_set
+    if isinstance(spec, list):
+        from simulator.builtin_personas import BUILTIN_PROFILES
+
+        builtin = {p.id: p for p in BUILTIN_PROFILES}
+        found, missing = [], []
+        for pid in spec:
+            profile = None
+            if store is not None:
+                from simulator.persona_service import get_profile
+
+                profile = get_profile(store, pid)
+            profile = profile or builtin.get(pid)
+            (found.append(profile) if profile else missing.append(pid))
+        if missing:
+            raise ConfigError({"persona_set": f"unknown persona id(s): {', '.join(missing)}"})
+        return found
+    try:
+        profiles = load_profiles(spec)
+    except BenchmarkInputError as exc:
+        raise ConfigError({"persona_set": str(exc)}) from None
+    if not profiles:
+        raise ConfigError({"persona_set": f"{spec!r} holds no profiles"})
+    return profiles
+
+
+def _device(config: TrainConfig) -> str:
+    if config.device != "auto":
+        return config.device
+    if torch.cuda.is_available():
+        import os
+
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    return "cpu"
+
+
+class RLTrainer:
+    def __init__(self, config: TrainConfig, engine: Any = None, job: Any = None,
+                 resume_from: Optional[str | Path] = None):
+        from trainer.models import resolve_policy
+
+        self.config = config.validate()
+        self.store, self.job = engine, job
+        self.rank, self.world_size = init_distributed(config.zero_stage)
+        self._seed_everything(config.seed + self.rank)
+        self.output_dir = Path(config.output_dir or (job.output_dir if job is not None else
+                                                     Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")))
+        self.checkpoint_root = self.output_dir / "checkpoints"
+        clean_partial(self.checkpoint_root)
+        resume = resume_from or (job.resume_from if job is not None else None)
+        self.base_model = resolve_policy(config.model)
+        policy_path = Path(resume) / "policy" if resume and not config.lora else self.base_model
+        critic_path = Path(resume) / "critic" if resume and config.algorithm == "ppo" else None
+        self.learner = Learner(config, policy_path, critic_path, reference_path=self.base_model,
+                               device=_device(config))
+        self.start_step, self.last_checkpoint = 0, None
+        if resume:
+            state = load_checkpoint(self.learner, Path(resume))
+            self.start_step, self.last_checkpoint = int(state["step"]), str(resume)
+            self._forget_steps_after(self.start_step)
+            self._log(f"resumed from {resume} at step {self.start_step}")
+        self.profiles = resolve_personas(config, engine)
+        self.policy_engine = self._make_policy_engine(policy_path)
+        self.rollout = self._make_rollout()
+        self.last_metrics: dict[str, float] = {}
+
+    # ----------------------------------------------------------------------------------------- set-up
+    @staticmethod
+    def _seed_everything(seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
+    def _make_policy_engine(self, policy_path: Path) -> Any:
+        if self.config.engine == "vllm":
+            from trainer.engines.vllm_engine import VLLMEngine
+
+            engine = VLLMEngine(str(self.base_model))
+            engine.load_weights(self.learner.merged_policy().state_dict())
+            return engine
+        from trainer.engines.hf_engine import HFEngine
+
+        # shares the training weights: every step samples from the policy being trained
+        return HFEngine(policy_path, device=_device(self.config), model=self.learner.generation_model(),
+                        tokenizer=self.learner.tokenizer)
+
+    def _make_rollout(self) -> Any:
+        from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+
+        c = self.config
+        backend_kw: dict[str, Any] = {"seed": c.seed}
+        if c.simulator.startswith("openai:") and c.simulator_base_url:
+            backend_kw["base_url"] = c.simulator_base_url
+        factory = make_simulator_factory(c.simulator, c.simulator_preset, **backend_kw)
+        rollout_cfg = RolloutConfig(mode=c.mode, max_turns=c.max_turns, max_new_tokens=c.max_new_tokens,
+                                    max_tokens=c.max_dialogue_tokens, temperature=c.temperature, top_p=c.top_p,
+                                    seed=c.seed, source="train",
+                                    job_id=getattr(self.job, "job_id", None))
+        return RolloutEngine(self.policy_engine, factory, store=self.store if c.store_dialogues else None,
+                             config=rollout_cfg)
+
+    def _forget_steps_after(self, step: int) -> None:
+        """Metrics a killed run wrote after its last checkpoint belong to a lost timeline: drop them."""
+        if self.store is None or self.job is None or not is_main():
+            return
+        from sqlalchemy import delete
+
+        from storage import Metric, session_scope
+
+        with session_scope(self.store) as s:
+            s.execute(delete(Metric).where(Metric.job_id == self.job.job_id, Metric.step > step))
+
+    # ------------------------------------------------------------------------------------------- steps
+    def profiles_for_step(self, step: int) -> list:
+        """This rank's profiles at `step`: the persona set in a seeded order per epoch, without repeats
+        inside an epoch; a function of (seed, step) only, so a resumed run picks the same ones."""
+        n, per_step = len(self.profiles), self.config.profiles_per_step
+        chosen = []
+        for k in range((step - 1) * per_step, step * per_step):
+            epoch, pos = divmod(k, n)
+            order = np.random.default_rng(self.config.seed * 1_000_003 + epoch).permutation(n)
+            chosen.append(self.profiles[order[pos]])
+        return chosen[self.rank::self.world_size]
+
+    def _rollout(self, step: int) -> list:
+        """Run this rank's dialogues of the step; a Cancel of the job stops them."""
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(0.2):
+                if self.job is not None and self.job.cancelled:
+                    self.rollout.cancel()
+                    return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            return self.rollout.run(self.profiles_for_step(step), self.config.effective_group_size,
+                                    seed=self.config.seed * 1_000_003 + step, step=step)
+        finally:
+            stop.set()
+            watcher.join()
+
+    def _reward(self, sample: Any) -> float:
+        """The paper's reward max(final / 100, 0), with the configured shaping (deviations, off by default)
+        and the rollout's penalty for a malformed think block (0 unless configured)."""
+        c = self.config
+        penalty = A.emotion_reward(sample.final_emotion) - sample.reward
+        n_tokens = sum(b - a for a, b in sample.turn_spans)
+        return A.shaped_reward(sample.final_emotion, sample.emotions, n_tokens, c.reward_turn_delta_coef,
+                               c.reward_length_penalty, c.reward_length_target) - penalty
+
+    def train_step(self, step: int) -> dict[str, float]:
+        """One rollout + update; returns the step's metrics (the same on every rank)."""
+        t0 = time.monotonic()
+        samples = self._rollout(step)
+        t_rollout = time.monotonic() - t0
+        for s in samples:
+            s.reward = self._reward(s)
+        lost = [s for s in samples if s.status == "cancelled" or s.error.startswith("simulator")]
+        usable = [s for s in samples if s not in lost]
+        summaries = [x for part in all_gather_objects([_summary(s) for s in samples]) for x in part]
+        n_lost = sum(1 for x in summaries if x["lost"])
+        if self.job is not None and self.job.cancelled:
+            return {}
+        if n_lost > SIMULATOR_OUTAGE_FRACTION * len(summaries):
+            first = next(x["error"] for x in summaries if x["lost"])
+            raise SimulatorOutage(f"step {step}: {n_lost} of {len(summaries)} dialogues failed on the simulator "
+                                  f"side, e.g. {first}")
+        t1 = time.monotonic()
+        batch = make_batch(usable, self.learner.tokenizer.pad_token_id)
+        metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step)
+        t_update = time.monotonic() - t1
+        if self.config.engine == "vllm":
+            self.policy_engine.load_weights(self.learner.merged_policy().state_dict())
+        metrics.update(_rollout_metrics(summaries))
+        n_tokens = sum(x["reply_tokens"] for x in summaries)
+        metrics.update(rollout_s=t_rollout, update_s=t_update, step_s=time.monotonic() - t0,
+                       tokens_per_s=n_tokens / max(t_rollout, 1e-9), dialogues=float(len(summaries)),
+                       dialogues_lost=float(n_lost))
+        return metrics
+
+    # -------------------------------------------------------------------------------------------- train
+    def train(self) -> dict[str, Any]:
+        """Run from the step after the last checkpoint to config.steps; return a summary
+        {steps, metrics, checkpoint, output_dir}."""
+        c, step = self.config, self.start_step
+        self._log(f"training {c.algorithm} ({c.mode}) on {len(self.profiles)} profiles, steps "
+                  f"{self.start_step + 1}..{c.steps}, {self.world_size} rank(s), output {self.output_dir}")
+        for step in range(self.start_step + 1, c.steps + 1):
+            if self.job is not None and self.job.cancelled:
+                step -= 1
+                break
+            metrics = self.train_step(step)
+            if not metrics:  # cancelled during the rollout: the step is not trained nor counted
+                step -= 1
+                break
+            self.last_metrics = metrics
+            if is_main():
+                self._report(step, metrics)
+            if (c.save_every and step % c.save_every == 0) or step == c.steps:
+                self.save(step)
+        return {"steps": step, "metrics": self.last_metrics, "checkpoint": self.last_checkpoint,
+                "output_dir": str(self.output_dir)}
+
+    def save(self, step: int) -> str:
+        path = save_checkpoint(self.learner, self.checkpoint_root, step,
+                               extra={"metrics": self.last_metrics}, keep=self.config.keep_checkpoints)
+        self.last_checkpoint = str(path)
+        if is_main():
+            if self.job is not None:
+                self.job.add_checkpoint(step, str(path), {k: self.last_metrics[k] for k in
+                                                          ("reward_mean", "final_emotion_mean")
+                                                          if k in self.last_metrics})
+            self._log(f"step {step}: checkpoint {path}")
+        return str(path)
+
+    def _report(self, step: int, metrics: dict[str, float]) -> None:
+        if self.job is not None:
+            self.job.log_metrics(step, metrics)
+            self.job.progress(step, self.config.steps)
+        keys = ("reward_mean", "final_emotion_mean", "success_rate", "policy_loss", "approx_kl", "entropy",
+                "grad_norm", "step_s")
+        self._log(f"step {step}/{self.config.steps} " + " ".join(
+            f"{k}={metrics[k]:.4g}" for k in keys if k in metrics))
+
+    def _log(self, text: str) -> None:
+        if is_main():
+            print(text, flush=True)
+
+
+def _summary(s: Any) -> dict[str, Any]:
+    lost = s.status == "cancelled" or s.error.startswith("simulator")
+    return {"reward": s.reward, "final": s.final_emotion, "outcome": s.outcome, "lost": lost,
+            "error": s.error, "turns": s.n_turns, "reply_tokens": sum(b - a for a, b in s.turn_spans),
+            "failed": s.status == "failed"}
+
+
+def _rollout_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
+    """Reward mean/std, final-emotion mean and tier distribution, success/failure rates, lengths."""
+    used = [x for x in summaries if not x["lost"]] or summaries
+    rewards = [x["reward"] for x in used]
+    finals = [x["final"] for x in used if x["final"] is not None]
+    n = len(used)
+    out = {
+        "reward_mean": statistics.fmean(rewards), "reward_std": statistics.pstdev(rewards),
+        "success_rate": sum(x["outcome"] == "success" for x in used) / n,
+        "failure_rate": sum(x["outcome"] == "failure" for x in used) / n,
+        "error_rate": sum(x["failed"] for x in summaries) / len(summaries),
+        "turns_mean": statistics.fmean(x["turns"] for x in used),
+        "reply_tokens_mean": sum(x["reply_tokens"] for x in used) / max(1, sum(x["turns"] for x in used)),
+    }
+    if finals:
+        out["final_emotion_mean"] = statistics.fmean(finals)
+        out["final_emotion_std"] = statistics.pstdev(finals)
+        for name in ("S", "A", "B", "C", "F"):
+            out[f"emotion_tier_{name}"] = sum(tier(f) == name for f in finals) / len(finals)
+    return out
