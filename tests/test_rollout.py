@@ -298,3 +298,28 @@ def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):
     gen.close()  # the consumer went away: the run is cancelled and the dialogue stored as such
     assert stopper.cancelled
     assert load_dialogue(engine, first.dialogue_id)["status"] == "cancelled"
+
+
+def test_api_policy_and_api_simulator_over_http(engine):
+    """--policy openai:MODEL with --simulator openai:MODEL, both served by the scripted local server."""
+    from simulator.scripted_server import start_server
+    from trainer.engines import make_engine
+    from trainer.rollout import make_simulator_factory
+
+    server = start_server(latency_s=0.01)
+    try:
+        pol = make_engine("openai:scripted", base_url=server.base_url, api_key="unused")
+        factory = make_simulator_factory("openai:scripted", rules="standard", base_url=server.base_url,
+                                         api_key="unused", max_retries=0)
+        samples = RolloutEngine(pol, factory, store=engine, config=RolloutConfig(mode="think", max_turns=3)).run(
+            [profile("ann", first_line="My manager took credit for my work.")], group_size=2)
+    finally:
+        server.stop()
+    for s in samples:
+        assert s.status == "finished" and 1 <= s.n_turns <= 3, s.error
+        assert s.input_ids == [] and s.action_mask == []  # an API policy has no token ids to train on
+        replies = [m["content"] for m in s.messages if m["role"] == "assistant"]
+        assert all(r and "<think>" not in r for r in replies) and all(s.thoughts)
+        stored = load_dialogue(engine, s.dialogue_id)
+        assert stored["policy_ref"].startswith("openai:scripted@127.0.0.1")
+        assert [t["think_text"] for t in stored["turns"] if t["role"] == "assistant"] == s.thoughts
