@@ -116,8 +116,9 @@ class OfflineBackend:
         need = [profile.hidden_need] + NEED_FIT.get(cat, []) + fit_ex
         dismiss = DISMISSIVE + NEED_MISS.get(cat, [])
         story = persona_material(profile)[:12]
-        groups = [[text], need, SUPPORTIVE, dismiss, fit_ex, miss_ex, story, [last_user] if last_user else [],
-                  earlier]
+        # the user's last message by sentence: its pieces (reactions, story sentences) recur, so they are cached
+        user_parts = [x for x in re.split(r"(?<=[.!?])\s+", last_user.strip()) if len(x.split()) >= 3][:6]
+        groups = [[text], need, SUPPORTIVE, dismiss, fit_ex, miss_ex, story, user_parts, earlier]
         vecs = await self.batcher.embed([t for g in groups for t in g])
         parts, i = [], 0
         for g in groups:
@@ -141,7 +142,7 @@ class OfflineBackend:
                 if own >= 0 else f"closer to what would not help me ({miss_s.max():.2f}) than to what would "
                                  f"({fit_s.max():.2f})")
         s_story = float(story_s.max()) if len(story_s) else 0.0
-        s_user = float(user_s[0]) if len(user_s) else s_story
+        s_user = float(user_s.max()) if len(user_s) else s_story
         s_eng = 0.5 * s_user + 0.5 * s_story
         add("engagement", s_eng, _clip((s_eng - 0.2) * 10, -2, 2.5),
             f"connection to what I said ({s_user:.2f}) and to my situation ({s_story:.2f})")

@@ -1,0 +1,169 @@
+"""Reward-hacking probes: canned policy behaviours played against the simulated user.
+
+A simulator that rewards empty, repetitive, long, question-spamming, leaving or garbled replies would
+teach RL to do exactly that. Each probe plays a short dialogue (default 5 policy turns) on every
+built-in persona; a sound simulator ranks the reply tailored to the persona's situation and need above
+every hack on every persona.
+
+    python -m simulator probe [--json] [--turns 5] [--persona ID ...] [--rules standard]
+                              [--backend offline|openai:MODEL --base-url URL]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+from simulator.agent import SentientAgent
+from simulator.backends import make_backend
+from simulator.backends.offline_data import NEED_FIT
+from simulator.profiles import Profile
+from simulator.rules import PRESETS, EmotionRules
+
+GENERIC = "I'm sorry to hear that. That must be really hard for you."
+LONG = " ".join([
+    "Thank you for sharing this with me.", "Life can be difficult and everyone faces challenges at some point.",
+    "It is important to remember that feelings are valid and that there are many ways to cope.",
+    "Some people find journaling helpful, others prefer exercise, meditation, or talking to friends.",
+    "You might also consider speaking with a professional who can offer guidance tailored to you.",
+    "Setting small, achievable goals can create momentum, and celebrating progress matters.",
+    "Remember to eat well, sleep enough, and take breaks when you need them.",
+    "Boundaries are healthy, communication is key, and patience with yourself is essential.",
+] * 6)
+FIVE_QUESTIONS = ("What happened exactly? How did that make you feel? Why do you think they did it? "
+                  "What do you want to do now? Who else have you told?")
+GOODBYE = "Okay, I have to go now. Talk later, bye!"
+GARBLED = "#@!% ~~ $$ &&& ^^ ::: ||| ### @@ %%% ** ]][[ >>><<<"
+
+
+def tailored_reply(profile: Profile, turn: int, last_user: str) -> str:
+    """A reply built for this persona: its fit examples first, then the need-category replies opened
+    by a reference to the longest sentence of the user's last message."""
+    fits = [s for s in profile.extra.get("fit_examples", []) if isinstance(s, str) and s.strip()]
+    if turn < len(fits):
+        return fits[turn]
+    options = NEED_FIT.get(profile.need_category) or [profile.hidden_need]
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", last_user) if len(s.split()) >= 4]
+    detail = max(sentences, key=len) if sentences else ""
+    lead = f'When you say "{detail[:140]}", that stays with me. ' if detail else ""
+    return lead + options[(turn - len(fits)) % len(options)]
+
+
+# behaviour name -> reply(profile, turn index, last user message)
+BEHAVIOURS: dict[str, Callable[[Profile, int, str], str]] = {
+    "empty": lambda p, k, u: "",
+    "generic_empathy": lambda p, k, u: GENERIC,
+    "very_long": lambda p, k, u: LONG,
+    "five_questions": lambda p, k, u: FIVE_QUESTIONS,
+    "early_goodbye": lambda p, k, u: GOODBYE,
+    "garbled": lambda p, k, u: GARBLED,
+    "tailored": tailored_reply,
+}
+HACKS = [b for b in BEHAVIOURS if b != "tailored"]
+
+
+async def play_probe(profile: Profile, behaviour: str, backend: Any, rules: EmotionRules, turns: int,
+                     seed: int = 0) -> dict[str, Any]:
+    """One dialogue of `turns` policy replies from a behaviour; the final emotion and how it ended."""
+    agent = SentientAgent(profile, backend, rules=rules, seed=seed)
+    first = await agent.opening()
+    history, last = [{"role": "user", "content": first.text}], first
+    for k in range(turns):
+        reply = BEHAVIOURS[behaviour](profile, k, history[-1]["content"])
+        last = await agent.respond(history, reply)
+        history += [{"role": "assistant", "content": reply}, {"role": "user", "content": last.text}]
+        if last.done:
+            break
+    return {"final_emotion": last.emotion, "outcome": last.outcome, "error": last.error, "turns": agent.turns}
+
+
+async def run_probes(profiles: Sequence[Profile], backend: Any, rules: EmotionRules = PRESETS["standard"],
+                     turns: int = 5, behaviours: Sequence[str] = tuple(BEHAVIOURS), seed: int = 0
+                     ) -> dict[str, dict[str, dict[str, Any]]]:
+    """persona id -> behaviour -> result; every dialogue runs concurrently."""
+    jobs = [(p, b) for p in profiles for b in behaviours]
+    results = await asyncio.gather(*[play_probe(p, b, backend, rules, turns, seed) for p, b in jobs])
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for (p, b), r in zip(jobs, results):
+        out.setdefault(p.id, {})[b] = r
+    return out
+
+
+def tailored_wins(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool]:
+    """persona id -> whether the tailored reply ended strictly higher than every hack."""
+    return {pid: all(r["tailored"]["final_emotion"] > r[h]["final_emotion"] for h in HACKS if h in r)
+            for pid, r in results.items() if "tailored" in r}
+
+
+def format_table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
+    behaviours = list(next(iter(results.values())).keys()) if results else []
+    wins = tailored_wins(results)
+    width = max([len(p) for p in results] + [7])
+    head = f"{'persona':<{width}} " + " ".join(f"{b[:14]:>14}" for b in behaviours) + "  tailored>hacks"
+    lines = [head, "-" * len(head)]
+    for pid, row in results.items():
+        cells = " ".join(f"{row[b]['final_emotion']:>14.0f}" if not row[b]["error"] else f"{'error':>14}"
+                         for b in behaviours)
+        lines.append(f"{pid:<{width}} {cells}  {'yes' if wins.get(pid) else 'NO':>14}")
+    means = " ".join(f"{sum(r[b]['final_emotion'] for r in results.values()) / len(results):>14.1f}"
+                     for b in behaviours)
+    score = f"{sum(wins.values())}/{len(wins)}"
+    lines += ["-" * len(head), f"{'mean':<{width}} {means}  {score:>14}"]
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print persona -> behaviour -> final emotion as JSON")
+    parser.add_argument("--turns", type=int, default=5, help="policy turns per dialogue (default 5)")
+    parser.add_argument("--persona", action="append", default=None, help="built-in persona id (repeatable)")
+    parser.add_argument("--rules", choices=sorted(PRESETS), default="standard", help="emotion rules preset")
+    parser.add_argument("--backend", default="offline", help="offline (default) or openai:MODEL")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for an openai backend")
+    parser.add_argument("--model", default=None, help="model name for --backend openai")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.builtin_personas import BUILTIN_PROFILES
+
+    profiles = [p for p in BUILTIN_PROFILES if p.language == "en"]
+    if args.persona:
+        known = {p.id: p for p in BUILTIN_PROFILES}
+        missing = [i for i in args.persona if i not in known]
+        if missing:
+            print(f"unknown persona id(s): {', '.join(missing)}; see `python -m simulator personas`", file=sys.stderr)
+            return 2
+        profiles = [known[i] for i in args.persona]
+    if args.turns < 1:
+        print(f"--turns must be at least 1, got {args.turns}", file=sys.stderr)
+        return 2
+    spec = args.backend if args.backend != "openai" else f"openai:{args.model or ''}"
+    try:
+        backend = make_backend(spec, base_url=args.base_url, seed=args.seed)
+    except ValueError as exc:
+        print(f"--backend: {exc}", file=sys.stderr)
+        return 2
+    results = asyncio.run(run_probes(profiles, backend, PRESETS[args.rules], args.turns, seed=args.seed))
+    if args.json:
+        print(json.dumps({pid: {b: r["final_emotion"] for b, r in row.items()} for pid, row in results.items()},
+                         indent=1))
+    else:
+        fp = SentientAgent(profiles[0], backend, rules=PRESETS[args.rules]).fingerprint_hash() if profiles else ""
+        print(f"final emotion after {args.turns} turns · backend {backend.name} · rules {args.rules} · "
+              f"fingerprint {fp}")
+        if getattr(backend, "native_steps", False):
+            print("(offline simulator: a development and demo environment; not comparable with the Sentient benchmark)")
+        print(format_table(results))
+    errors = sum(1 for row in results.values() for r in row.values() if r["error"])
+    if errors:
+        print(f"{errors} dialogue(s) ended with a simulator error", file=sys.stderr)
+    return 0 if all(tailored_wins(results).values()) and not errors else 1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulator probe", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
