@@ -33,6 +33,12 @@ def test_yaml_round_trip(tmp_path: Path):
     assert TrainConfig.from_yaml(path) == c
 
 
+def test_yaml_exponent_without_dot_is_a_number(tmp_path: Path):
+    path = tmp_path / "c.yaml"
+    path.write_text("actor_lr: 1e-6\ncritic_lr: 5e-6\n")
+    assert TrainConfig.from_yaml(path).actor_lr == 1e-6
+
+
 def test_deepspeed_stage_numbers_are_accepted():
     assert TrainConfig.from_dict({"deepspeed": 2}).deepspeed == "zero2"
     assert TrainConfig.from_dict({"deepspeed": None}).zero_stage == 0

@@ -136,6 +136,11 @@ class TrainConfig:
             if isinstance(default, bool):
                 ok = isinstance(value, bool)
             elif isinstance(default, float):
+                if isinstance(value, str):  # YAML 1.1 reads 1e-6 (no dot) as text
+                    try:
+                        value = float(value)
+                    except ValueError:
+                        pass
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
                 value = float(value) if ok else value
             elif isinstance(default, int):

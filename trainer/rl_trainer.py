@@ -30,7 +30,7 @@ from simulator.rules import tier
 from trainer import algorithms as A
 from trainer.checkpoints import clean_partial, load_checkpoint, save_checkpoint
 from trainer.config import ConfigError, TrainConfig
-from trainer.distributed import all_gather_objects, init_distributed, is_main
+from trainer.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
 from trainer.learner import Learner, make_batch
 
 SIMULATOR_OUTAGE_FRACTION = 0.5  # more than this share of a step's dialogues lost to simulator errors fails the job
@@ -187,6 +187,11 @@ class RLTrainer:
             stop.set()
             watcher.join()
 
+    def _cancelled(self) -> bool:
+        """The job's Cancel flag, as rank 0 sees it (every rank stops at the same point)."""
+        flag = bool(self.job is not None and self.job.cancelled)
+        return bool(broadcast_object(flag)) if self.world_size > 1 else flag
+
     def _reward(self, sample: Any) -> float:
         """The paper's reward max(final / 100, 0), with the configured shaping (deviations, off by default)
         and the rollout's penalty for a malformed think block (0 unless configured)."""
@@ -207,7 +212,7 @@ class RLTrainer:
         usable = [s for s in samples if s not in lost]
         summaries = [x for part in all_gather_objects([_summary(s) for s in samples]) for x in part]
         n_lost = sum(1 for x in summaries if x["lost"])
-        if self.job is not None and self.job.cancelled:
+        if self._cancelled():
             return {}
         if n_lost > SIMULATOR_OUTAGE_FRACTION * len(summaries):
             first = next(x["error"] for x in summaries if x["lost"])
@@ -234,7 +239,7 @@ class RLTrainer:
         self._log(f"training {c.algorithm} ({c.mode}) on {len(self.profiles)} profiles, steps "
                   f"{self.start_step + 1}..{c.steps}, {self.world_size} rank(s), output {self.output_dir}")
         for step in range(self.start_step + 1, c.steps + 1):
-            if self.job is not None and self.job.cancelled:
+            if self._cancelled():
                 step -= 1
                 break
             metrics = self.train_step(step)

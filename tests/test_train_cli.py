@@ -1,0 +1,141 @@
+"""`python -m trainer train|resume` end to end on the tiny model: the store fills, kill -9 -> resume."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from storage import Checkpoint, Dialogue, Job, Metric, make_engine, read_scope
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _write_config(tmp_path: Path, model: Path, **changes) -> Path:
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "configs" / "tiny-test.yaml").read_text())
+    cfg.update(model=str(model), **changes)
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
+    env = dict(os.environ, RLVER_LAB_HOME=str(env_home), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def _metric_steps(engine, job_id: int, name: str) -> list[int]:
+    with read_scope(engine) as s:
+        return sorted(m.step for m in s.scalars(select(Metric).where(Metric.job_id == job_id, Metric.name == name)))
+
+
+def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
+    config = _write_config(tmp_path, tiny_model_dir)
+    proc = _cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and result["steps"] == 2 and result["error"] == ""
+    assert result["checkpoint"].endswith("step-000002") and "reward_mean" in result["metrics"]
+    engine = make_engine(db_url)
+    with read_scope(engine) as s:
+        job = s.get(Job, result["job_id"])
+        assert (job.kind, job.status, job.step, job.total_steps, job.progress) == ("train", "succeeded", 2, 2, 1.0)
+        assert job.pid and job.heartbeat_at and job.config["model"] == str(tiny_model_dir)
+        assert Path(job.log_path).read_text().count("step 2/2") == 1
+        ckpts = s.scalars(select(Checkpoint).where(Checkpoint.job_id == job.id).order_by(Checkpoint.step)).all()
+        assert [c.step for c in ckpts] == [1, 2]
+        dialogues = s.scalars(select(Dialogue).where(Dialogue.job_id == job.id)).all()
+        assert sorted({d.step for d in dialogues}) == [1, 2] and len(dialogues) == 8
+        assert all(d.source == "train" and d.status == "finished" and d.final_emotion is not None
+                   for d in dialogues)
+    for name in ("reward_mean", "final_emotion_mean", "success_rate", "failure_rate", "approx_kl", "entropy",
+                 "clip_frac", "grad_norm", "reply_tokens_mean", "tokens_per_s", "value_loss"):
+        assert _metric_steps(engine, result["job_id"], name) == [1, 2], name
+    # the checkpoint is a Hugging Face folder with the chat template
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    policy = Path(result["checkpoint"]) / "policy"
+    AutoModelForCausalLM.from_pretrained(policy)
+    assert AutoTokenizer.from_pretrained(policy).chat_template
+    assert (Path(result["checkpoint"]) / "critic" / "value_head.pt").exists()
+    engine.dispose()
+
+
+def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: str, tiny_model_dir: Path):
+    config = _write_config(tmp_path, tiny_model_dir, actor_lr=-1.0, algorithm="grpo", group_size=1)
+    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert "actor_lr: must be positive" in out and "group_size" in out
+    proc = _cli("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
+                "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "persona_set: unknown persona set 'nobody'" in out
+    engine = make_engine(db_url)
+    with read_scope(engine) as s:
+        assert s.scalars(select(Job)).all() == []  # nothing half-created
+    engine.dispose()
+
+
+def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_model_dir: Path, tmp_path: Path,
+                                                                         db_url: str):
+    from trainer import jobs
+
+    steps = 5
+    config = _write_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
+    home = tmp_path / "home"
+    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
+    engine = make_engine(db_url)
+    deadline = time.monotonic() + 240
+    job_id = None
+    while time.monotonic() < deadline:  # wait for the step-2 checkpoint and the step-3 metrics
+        with read_scope(engine) as s:
+            job = s.scalars(select(Job)).first()
+            job_id = job.id if job else None
+        if job_id and 3 in _metric_steps(engine, job_id, "reward_mean"):
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert jobs.mark_stale_jobs(engine) == [job_id]
+    with read_scope(engine) as s:
+        assert s.get(Job, job_id).status == "interrupted"
+    assert jobs.last_checkpoint(engine, job_id)["step"] >= 2
+
+    resumed = _cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and result["steps"] == steps
+    assert "resumed from" in out
+    for name in ("reward_mean", "policy_loss", "entropy"):
+        assert _metric_steps(engine, job_id, name) == list(range(1, steps + 1)), name
+    with read_scope(engine) as s:
+        ckpt_steps = [c.step for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))]
+    assert sorted(ckpt_steps) == sorted(set(ckpt_steps)) and max(ckpt_steps) == steps
+    engine.dispose()
+
+
+def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str):
+    from trainer import jobs
+
+    engine = make_engine(db_url)
+    job_id = jobs.create_job(engine, "train", {"steps": 1})
+    proc = _cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out
+    proc = _cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "not a training job" in out
+    engine.dispose()
