@@ -61,6 +61,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or "
                                                    "lab_data/lab.db)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line describing the job")
+    # the `deepspeed` launcher passes --local_rank (LOCAL_RANK is also in the environment)
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def load_config(path: str, overrides: list[str]) -> Any:
@@ -152,7 +154,8 @@ def _run_job(engine: Any, job_id: int, as_json: bool) -> int:
 
     if world()[0] != 0:
         info = broadcast_object(None)
-        return _train(engine, _RankJob(info))
+        _train(engine, _RankJob(info))
+        return 0
     from trainer import jobs
 
     ctx = jobs.JobContext(engine, job_id)
