@@ -55,3 +55,126 @@ def test_tiny_model_learns_a_verifiable_reward(tiny_model_dir: Path, algorithm: 
     assert max(kls) < 1e-5
     assert sum(rewards[:3]) / 3 < 0.65
     assert sum(rewards[-3:]) / 3 > 0.85, rewards
+
+
+# ------------------------------------------------------------------------------------------ the loop
+def _loop_config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
+    base = dict(model=str(model), algorithm="ppo", dialogues_per_step=4, minibatch_size=2, micro_batch_size=1,
+                steps=3, max_turns=2, max_new_tokens=6, max_dialogue_tokens=1024, save_every=1,
+                keep_checkpoints=0, actor_lr=1e-3, critic_lr=1e-3, output_dir=str(tmp_path / "run"))
+    base.update(changes)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("changes", [{}, {"algorithm": "rloo", "group_size": 2, "lora": True, "lora_r": 4}])
+def test_resume_from_a_checkpoint_repeats_the_run_exactly(tiny_model_dir: Path, tmp_path: Path, changes):
+    from trainer.rl_trainer import RLTrainer
+
+    cfg = _loop_config(tiny_model_dir, tmp_path, store_dialogues=False, **changes)
+    first = RLTrainer(cfg)
+    first.save(0)
+    history = {step: first.train_step(step) for step in (1, 2, 3)}
+    # a fresh trainer resumed from the step-0 checkpoint replays steps 1..3 with identical numbers
+    again = RLTrainer(cfg, resume_from=tmp_path / "run" / "checkpoints" / "step-000000")
+    assert again.start_step == 0
+    for step in (1, 2, 3):
+        m = again.train_step(step)
+        for key in ("reward_mean", "policy_loss", "entropy", "grad_norm", "approx_kl"):
+            assert m[key] == history[step][key], (step, key)
+
+
+def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: Path, engine):
+    from trainer.rl_trainer import RLTrainer
+
+    cfg = _loop_config(tiny_model_dir, tmp_path, algorithm="grpo", group_size=2, mode="think", steps=1,
+                       max_new_tokens=12)
+    result = RLTrainer(cfg, engine=engine).train()
+    assert result["steps"] == 1 and result["metrics"]["dialogues"] == 4
+    assert result["metrics"]["logprob_mismatch"] < 1e-3  # recomputed on the sampled ids, not re-tokenised text
+
+
+def _job(engine, cfg: TrainConfig):
+    from trainer import jobs
+
+    job_id = jobs.create_job(engine, "train", cfg.to_dict())
+    return job_id, jobs.JobContext(engine, job_id, install_signals=False)
+
+
+def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_model_dir: Path, tmp_path: Path,
+                                                                           engine, monkeypatch):
+    import errno
+
+    from storage import Job, read_scope
+    from trainer import checkpoints
+    from trainer.rl_trainer import RLTrainer
+
+    cfg = _loop_config(tiny_model_dir, tmp_path)
+    job_id, ctx = _job(engine, cfg)
+    real_save, calls = torch.save, {"n": 0}
+
+    def disk_full_at_step_2(obj, path, *a, **kw):
+        if "step-000002" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, path, *a, **kw)
+
+    monkeypatch.setattr(checkpoints.torch, "save", disk_full_at_step_2)
+    with pytest.raises(checkpoints.CheckpointError):
+        with ctx:
+            RLTrainer(cfg, engine=engine, job=ctx).train()
+    with read_scope(engine) as s:
+        job = s.get(Job, job_id)
+        assert job.status == "failed" and "No space left on device" in job.error and "step 2" in job.error
+    root = tmp_path / "run" / "checkpoints"
+    assert [p.name for p in checkpoints.list_checkpoints(root)] == ["step-000001"]
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no half-written folder left
+    monkeypatch.setattr(checkpoints.torch, "save", real_save)
+    # the good checkpoint still loads and training resumes from it
+    resumed = RLTrainer(cfg, resume_from=root / "step-000001")
+    assert resumed.start_step == 1
+
+
+def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Path, tmp_path: Path, engine,
+                                                             monkeypatch):
+    from storage import Job, read_scope
+    from trainer import checkpoints, jobs
+    from trainer.rl_trainer import RLTrainer
+
+    cfg = _loop_config(tiny_model_dir, tmp_path)
+    job_id, ctx = _job(engine, cfg)
+    real_write = checkpoints._write
+
+    def cancel_mid_write(*args, **kw):
+        ctx.request_cancel()  # what SIGTERM does
+        return real_write(*args, **kw)
+
+    monkeypatch.setattr(checkpoints, "_write", cancel_mid_write)
+    with ctx:
+        result = RLTrainer(cfg, engine=engine, job=ctx).train()
+    assert result["steps"] == 1
+    with read_scope(engine) as s:
+        assert s.get(Job, job_id).status == "cancelled"
+    assert jobs.last_checkpoint(engine, job_id)["step"] == 1
+    assert (tmp_path / "run" / "checkpoints" / "step-000001" / "trainer_state.pt").exists()
+
+
+def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tmp_path: Path, engine,
+                                                        monkeypatch):
+    import socket
+
+    from storage import Job, read_scope
+    from trainer.rl_trainer import RLTrainer, SimulatorOutage
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    cfg = _loop_config(tiny_model_dir, tmp_path, simulator="openai:sim", steps=1,
+                       simulator_base_url=f"http://127.0.0.1:{port}/v1")
+    job_id, ctx = _job(engine, cfg)
+    with pytest.raises(SimulatorOutage):
+        with ctx:
+            RLTrainer(cfg, engine=engine, job=ctx).train()
+    with read_scope(engine) as s:
+        job = s.get(Job, job_id)
+        assert job.status == "failed" and "dialogues failed on the simulator side" in job.error
+    assert not (tmp_path / "run" / "checkpoints").exists() or not list((tmp_path / "run" / "checkpoints").iterdir())
