@@ -2,7 +2,8 @@
 
 Each round (as in the paper's multi-turn PPO, without the reference code's bugs):
   1. the policy turns of ALL active dialogues are sampled in ONE batch (`PolicyEngine.generate_ids`);
-  2. the simulator steps of all of them run concurrently (`asyncio.gather`);
+  2. every dialogue then records its reply and awaits its own simulated user, all concurrently
+     (one asyncio task per dialogue; Stop cancels the tasks still waiting);
   3. dialogues that ended leave the active set. Dialogues are tracked by their key, never by their
      position in a shrinking list, so each reply always goes to its own simulated user.
 Turns are written to the store as they happen (storage.dialogues), and events go to `on_event`.
@@ -214,7 +215,7 @@ class RolloutEngine:
                 seed = cfg.seed * 100_003 + i * group_size + j
                 dialogues[key] = self._new_dialogue(key, profile, group_id, seed, cfg)
         active = [k for k, d in dialogues.items() if d.sample.status == "running"]
-        await self._gather_steps(dialogues, active, cfg, opening=True)
+        await self._concurrently(dialogues, {k: self._opening_step(dialogues[k], cfg) for k in active})
         round_index = 0
         while True:
             active = [k for k, d in dialogues.items() if d.sample.status == "running"]
@@ -224,9 +225,10 @@ class RolloutEngine:
                 for k in active:
                     self._finish(dialogues[k], "cancelled", "cancelled", "stopped by the user")
                 break
-            await self._policy_round(dialogues, active, cfg, round_index)
-            active = [k for k in active if dialogues[k].sample.status == "running"]
-            await self._gather_steps(dialogues, active, cfg, opening=False)
+            replies = await self._policy_round(dialogues, active, cfg, round_index)
+            # each dialogue records its reply and asks its own simulated user, all at the same time
+            await self._concurrently(dialogues, {d.key: self._turn_step(d, g, cfg, latency)
+                                                 for d, g, latency in replies})
             round_index += 1
         return [d.sample for d in dialogues.values()]
 
@@ -295,38 +297,56 @@ class RolloutEngine:
             log.exception("rollout event listener failed")
 
     # ---- the simulator side ---------------------------------------------------------------------
-    async def _gather_steps(self, dialogues: dict[str, _Dialogue], keys: list[str], cfg: RolloutConfig,
-                            opening: bool) -> None:
-        """Run the simulator step of every dialogue in `keys` concurrently; Stop cancels them."""
-        if not keys:
+    async def _concurrently(self, dialogues: dict[str, _Dialogue], steps: dict[str, Any]) -> None:
+        """Run one step coroutine per dialogue concurrently; Stop cancels those still running."""
+        if not steps:
             return
-        tasks = {k: asyncio.ensure_future(self._sim_call(dialogues[k], opening)) for k in keys}
+        tasks = {asyncio.ensure_future(step): key for key, step in steps.items()}
         watcher = asyncio.ensure_future(self._wait_cancel())
-        await asyncio.wait([*tasks.values(), watcher], return_when=asyncio.FIRST_COMPLETED)
-        while not all(t.done() for t in tasks.values()) and not watcher.done():
-            await asyncio.wait([*tasks.values(), watcher], return_when=asyncio.FIRST_COMPLETED)
+        pending = set(tasks)
+        while pending:
+            done, _ = await asyncio.wait(pending | {watcher}, return_when=asyncio.FIRST_COMPLETED)
+            pending -= done
+            if watcher in done:
+                break
         watcher.cancel()
-        for k, task in tasks.items():
-            d = dialogues[k]
-            if not task.done():
-                task.cancel()
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task, key in tasks.items():
+            d = dialogues[key]
+            if d.sample.status != "running":
+                continue
+            if task.cancelled():
                 self._finish(d, "cancelled", "cancelled", "stopped by the user")
-                continue
-            exc = task.exception()
-            if exc is not None:
-                what = "opening" if opening else f"reply to policy turn {d.sample.n_turns}"
-                self._finish(d, "failed", "error", f"simulator failed on the {what}: {type(exc).__name__}: {exc}")
-                continue
-            self._apply_user_turn(d, task.result(), cfg)
+            elif task.exception() is not None:  # a bug or a store failure: this dialogue only
+                exc = task.exception()
+                self._finish(d, "failed", "error", f"rollout step failed: {type(exc).__name__}: {exc}")
 
     async def _wait_cancel(self) -> None:
         while not self._cancel.is_set():
             await asyncio.sleep(0.05)
 
-    async def _sim_call(self, d: _Dialogue, opening: bool) -> Any:
-        if opening:
-            return await d.agent.opening()
-        return await d.agent.respond(list(d.messages[:-1]), d.messages[-1]["content"])
+    async def _opening_step(self, d: _Dialogue, cfg: RolloutConfig) -> None:
+        try:
+            ut = await d.agent.opening()
+        except Exception as exc:
+            self._finish(d, "failed", "error", f"simulator failed on the opening: {type(exc).__name__}: {exc}")
+            return
+        self._apply_user_turn(d, ut, cfg)
+
+    async def _turn_step(self, d: _Dialogue, g: Generation, cfg: RolloutConfig, latency: float) -> None:
+        """Record the policy's reply, then get the simulated user's answer to it."""
+        self._apply_policy_turn(d, g, cfg, latency)
+        if d.sample.status != "running":
+            return
+        try:
+            ut = await d.agent.respond(list(d.messages[:-1]), d.messages[-1]["content"])
+        except Exception as exc:
+            self._finish(d, "failed", "error", f"simulator failed on the reply to policy turn "
+                                               f"{d.sample.n_turns}: {type(exc).__name__}: {exc}")
+            return
+        self._apply_user_turn(d, ut, cfg)
 
     def _apply_user_turn(self, d: _Dialogue, ut: Any, cfg: RolloutConfig) -> None:
         s = d.sample
@@ -378,8 +398,8 @@ class RolloutEngine:
         return text
 
     async def _policy_round(self, dialogues: dict[str, _Dialogue], keys: list[str], cfg: RolloutConfig,
-                            round_index: int) -> None:
-        """Sample the next policy turn of every active dialogue in one batch."""
+                            round_index: int) -> list[tuple[_Dialogue, Generation, float]]:
+        """Sample the next policy turn of every active dialogue in one batch: (dialogue, reply, latency)."""
         batch = []
         for k in keys:
             d = dialogues[k]
@@ -389,7 +409,7 @@ class RolloutEngine:
             else:
                 batch.append((d, min(cfg.max_new_tokens, budget)))
         if not batch:
-            return
+            return []
         params = SamplingConfig(cfg.temperature, cfg.top_p, max(b for _, b in batch),
                                 None if cfg.seed is None else cfg.seed * 7919 + round_index)
         t0 = time.monotonic()
@@ -403,10 +423,9 @@ class RolloutEngine:
         except Exception as exc:  # the engine failed for the whole batch: every dialogue of it fails
             for d, _ in batch:
                 self._finish(d, "failed", "error", f"policy generation failed: {type(exc).__name__}: {exc}")
-            return
+            return []
         latency = (time.monotonic() - t0) / len(batch)
-        for (d, budget), g in zip(batch, gens):
-            self._apply_policy_turn(d, self._clip(g, budget), cfg, latency)
+        return [(d, self._clip(g, budget), latency) for (d, budget), g in zip(batch, gens)]
 
     def _clip(self, g: Generation, budget: int) -> Generation:
         """Cut a generation to its dialogue's token budget (the batch may have sampled further)."""
