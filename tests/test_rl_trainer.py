@@ -57,6 +57,28 @@ def test_tiny_model_learns_a_verifiable_reward(tiny_model_dir: Path, algorithm: 
     assert sum(rewards[-3:]) / 3 > 0.85, rewards
 
 
+@pytest.mark.parametrize("algorithm, extra", [("ppo", {}), ("grpo", {"kl_coef": 0.1}), ("rloo", {}),
+                                              ("reinforce_pp", {"ppo_epochs": 2, "minibatch_size": 4})])
+def test_every_algorithm_updates_and_reports_its_metrics(tiny_model_dir: Path, algorithm: str, extra: dict):
+    cfg = TrainConfig(model=str(tiny_model_dir), algorithm=algorithm, dialogues_per_step=8, group_size=4,
+                      minibatch_size=extra.pop("minibatch_size", 8), micro_batch_size=4, actor_lr=1e-2,
+                      critic_lr=1e-2, **extra)
+    learner = Learner(cfg, tiny_model_dir)
+    samples = [{"input_ids": [5 + i, 7, 9 + i, 11, 13], "action_mask": [0, 0, 1, 1, 1], "reward": 0.1 * i,
+                "group_id": i // 4} for i in range(8)]
+    before = {n: p.detach().clone() for n, p in learner.policy.module.named_parameters()}
+    m = learner.update(make_batch(samples, 0))
+    after = dict(learner.policy.module.named_parameters())
+    assert any(not torch.equal(before[n], after[n]) for n in before)  # the policy moved
+    assert m["updates"] == cfg.ppo_epochs * (cfg.dialogues_per_step // cfg.minibatch_size)
+    assert ("value_loss" in m) == (algorithm == "ppo")
+    assert ("kl_ref" in m) == (cfg.kl_coef > 0)
+    if algorithm == "grpo":
+        assert m["kl_ref"] >= 0.0 and abs(m["advantage_mean"]) < 1e-6  # group-normalised
+    if cfg.ppo_epochs > 1:
+        assert m["approx_kl"] > 0.0  # the second epoch sees a moved policy
+
+
 # ------------------------------------------------------------------------------------------ the loop
 def _loop_config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
     base = dict(model=str(model), algorithm="ppo", dialogues_per_step=4, minibatch_size=2, micro_batch_size=1,

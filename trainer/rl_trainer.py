@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from simulator.rules import tier
+from storage import lab_home
 from trainer import algorithms as A
 from trainer.checkpoints import clean_partial, load_checkpoint, save_checkpoint
 from trainer.config import ConfigError, TrainConfig
@@ -90,7 +91,7 @@ class RLTrainer:
         self.rank, self.world_size = init_distributed(config.zero_stage)
         self._seed_everything(config.seed + self.rank)
         self.output_dir = Path(config.output_dir or (job.output_dir if job is not None else
-                                                     Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")))
+                                                     lab_home() / "runs" / datetime.now().strftime("%Y%m%d-%H%M%S")))
         self.checkpoint_root = self.output_dir / "checkpoints"
         clean_partial(self.checkpoint_root)
         resume = resume_from or (job.resume_from if job is not None else None)
