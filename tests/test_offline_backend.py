@@ -69,6 +69,7 @@ def test_every_change_is_explained(backend, sim_profile):
     ("As an AI language model I cannot feel emotions, but that sounds hard.", "disclaimer"),
     ("Okay, I have to go now. Bye!", "goodbye"),
     ("Everything happens for a reason, stay positive.", "cliche"),
+    ("Why not just get over it? It's not a big deal.", "dismissal"),
     (" ".join(["I think you should consider many perspectives on this matter."] * 20), "length"),
 ])
 def test_penalties(backend, sim_profile, reply, component):

@@ -11,7 +11,8 @@ measure, its points and a reason:
   persona_fit  closest of the profile's fit_examples minus closest of its miss_examples (when present)
   engagement   cosine of the reply to the user's last message and to the user's own story
   penalties    garbled or empty text, excess length, more than two questions, repeating an earlier reply,
-               clichés, "as an AI" disclaimers, leaving the conversation early
+               clichés, brushing the situation off ("just get over it"), "as an AI" disclaimers, leaving the
+               conversation early
 The user's next message is built from the persona's own material (extra["events"], else first-person
 sentences of the background) and the tier: see simulator.backends.offline_voice.
 English profiles only.
@@ -24,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from simulator.backends.embedding import EmbedBatcher
-from simulator.backends.offline_data import (CLICHES, DISCLAIMERS, DISMISSIVE, GOODBYES, NEED_FIT, NEED_MISS,
-                                             SUPPORTIVE)
+from simulator.backends.offline_data import (CLICHES, DISCLAIMERS, DISMISSALS, DISMISSIVE, GOODBYES, NEED_FIT,
+                                             NEED_MISS, SUPPORTIVE)
 from simulator.backends.offline_voice import compose_opening, compose_reply, persona_material
 from simulator.profiles import Profile
 from simulator.rules import EmotionRules
@@ -164,6 +165,9 @@ class OfflineBackend:
         cliches = _count(CLICHES, text)
         if cliches:
             add("cliche", len(cliches), -min(4.0, 2.0 * len(cliches)), "stock phrases: " + ", ".join(cliches[:3]))
+        brush = _count(DISMISSALS, text)
+        if brush:
+            add("dismissal", len(brush), -min(6.0, 3.0 * len(brush)), "they brush my situation off")
         if _count(DISCLAIMERS, text):
             add("disclaimer", 1, -6.0, "they talk like a machine reading a disclaimer")
         if _count(GOODBYES, text):

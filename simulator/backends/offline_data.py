@@ -84,6 +84,12 @@ DISCLAIMERS: list[str] = [
     r"\bas an ai\b", r"language model", r"i'?m (?:just )?an ai", r"i am (?:just )?an ai", r"i (?:do not|don'?t) have feelings",
     r"i cannot (?:feel|experience)", r"as a (?:virtual )?assistant",
 ]
+DISMISSALS: list[str] = [
+    r"\bwhy (?:not|don'?t you) just\b", r"(?:^|[.!?]\s+)just (?:get over|move on|let it go|ignore|forget|quit|put|deal)",
+    r"\byou (?:should|need to|have to) (?:just )?(?:get over|move on|let it go|ignore (?:it|them|her|him)|forget (?:it|about))",
+    r"\bget over it\b", r"\bnot (?:a|that) big (?:a )?deal\b", r"\bcalm down\b", r"\boverreact", r"\bwhatever\b",
+    r"\bthat'?s life\b",
+]
 GOODBYES: list[str] = [
     r"\bgood ?bye\b", r"\bbye\b", r"\bgotta go\b", r"\bhave to go\b", r"\btalk (?:to you )?later\b", r"\bsee you\b",
     r"\bend (?:this|the) conversation\b",
