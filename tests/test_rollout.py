@@ -323,3 +323,19 @@ def test_api_policy_and_api_simulator_over_http(engine):
         stored = load_dialogue(engine, s.dialogue_id)
         assert stored["policy_ref"].startswith("openai:scripted@127.0.0.1")
         assert [t["think_text"] for t in stored["turns"] if t["role"] == "assistant"] == s.thoughts
+
+
+@pytest.mark.slow
+def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
+    """With a real chat tokenizer the context of turn t+1 extends turn t's context plus its sampled ids."""
+    pol = HFEngine("default")
+    samples = RolloutEngine(pol, Factory({"ann": 3}), config=RolloutConfig(max_new_tokens=24, seed=3)).run(
+        [profile("ann")], group_size=2)
+    for s in samples:
+        assert s.n_turns == 3 and len(s.segments) == 1
+        [(ids, mask, old)] = s.rows()
+        pos = [i for i, m in enumerate(mask) if m]
+        new = recompute(pol, ids)
+        assert torch.allclose(new[[p - 1 for p in pos]], torch.tensor([old[p] for p in pos]), atol=2e-3)
+        text = pol.tokenizer.decode(ids)
+        assert text.count("<|im_start|>assistant\n") == 3 and text.count("<|im_start|>user\n") == 3
