@@ -27,8 +27,9 @@ class HFEngine(PolicyEngine):
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = model or AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device)
-        self.model.eval()
+        if model is None:  # a model passed in belongs to its owner (training): its mode is left alone
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device).eval()
+        self.model = model
         self._stop_ids = _stop_ids(self.tokenizer, self.model)
 
     @property
