@@ -92,7 +92,7 @@ def main() -> None:
     train_min = (time.monotonic() - start) / 60
     after = evaluate(trainer, heldout, args)
     print()
-    print(f"GRPO, SmolLM2-135M-Instruct, offline simulator; {step} steps of {n} dialogues in {train_min:.1f} min "
+    print(f"GRPO, {Path(str(trainer.base_model)).name}, offline simulator; {step} steps of {n} dialogues in {train_min:.1f} min "
           f"(budget {args.minutes:g}); held-out: {len(heldout)} personas x {args.eval_samples}, "
           f"{args.eval_turns} turns, '{args.eval_preset}' rules")
     print(f"| held-out personas | mean final emotion | success | failure |")

@@ -320,3 +320,12 @@ class Learner:
         if self.config.lora:
             return copy.deepcopy(model).merge_and_unload()
         return model
+
+    def policy_state_dict(self) -> dict[str, Tensor]:
+        """Full current policy weights (LoRA merged; ZeRO-3 partitions gathered), e.g. for a vLLM engine."""
+        if self.config.zero_stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(self.policy.module.parameters())):
+                return {k: v.detach().clone() for k, v in self.policy.module.state_dict().items()}
+        return {k: v.detach() for k, v in self.merged_policy().state_dict().items()}

@@ -123,13 +123,16 @@ class RLTrainer:
             from trainer.engines.vllm_engine import VLLMEngine
 
             engine = VLLMEngine(str(self.base_model))
-            engine.load_weights(self.learner.merged_policy().state_dict())
+            engine.load_weights(self.learner.policy_state_dict())
             return engine
         from trainer.engines.hf_engine import HFEngine
 
         # shares the training weights: every step samples from the policy being trained
-        return HFEngine(policy_path, device=_device(self.config), model=self.learner.generation_model(),
-                        tokenizer=self.learner.tokenizer)
+        engine = HFEngine(policy_path, device=_device(self.config), model=self.learner.generation_model(),
+                          tokenizer=self.learner.tokenizer)
+        if self.config.zero_stage == 3:
+            engine.generate_ids = _with_gathered_weights(engine.generate_ids, self.learner.generation_model())
+        return engine
 
     def _make_rollout(self) -> Any:
         from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
@@ -224,7 +227,7 @@ class RLTrainer:
         metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step)
         t_update = time.monotonic() - t1
         if self.config.engine == "vllm":
-            self.policy_engine.load_weights(self.learner.merged_policy().state_dict())
+            self.policy_engine.load_weights(self.learner.policy_state_dict())
         metrics.update(_rollout_metrics(summaries))
         n_tokens = sum(x["reply_tokens"] for x in summaries)
         metrics.update(rollout_s=t_rollout, update_s=t_update, step_s=time.monotonic() - t0,
@@ -279,6 +282,17 @@ class RLTrainer:
     def _log(self, text: str) -> None:
         if is_main():
             print(text, flush=True)
+
+
+def _with_gathered_weights(generate: Any, model: torch.nn.Module) -> Any:
+    """ZeRO-3 partitions the weights; gather them (outside inference mode) for the whole generation."""
+    import deepspeed
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with deepspeed.zero.GatheredParameters(list(model.parameters())):
+            return generate(*args, **kwargs)
+
+    return wrapped
 
 
 def _summary(s: Any) -> dict[str, Any]:
