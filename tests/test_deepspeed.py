@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 STEPS = 3
 TOLERANCE = 1e-4
@@ -72,8 +74,6 @@ def _launch(model: Path, out: Path, ranks: int, zero: str) -> dict:
 
 
 def test_zero2_two_ranks_match_one_rank(tiny_model_dir: Path, tmp_path: Path):
-    import pytest
-
     one = _launch(tiny_model_dir, tmp_path / "one.json", 1, "none")
     two = _launch(tiny_model_dir, tmp_path / "two.json", 2, "zero2")
     assert (one["world_size"], two["world_size"]) == (1, 2)
@@ -85,6 +85,7 @@ def test_zero2_two_ranks_match_one_rank(tiny_model_dir: Path, tmp_path: Path):
     assert one["history"][0]["value_loss"] != one["history"][-1]["value_loss"]
 
 
+@pytest.mark.slow
 def test_train_command_under_the_deepspeed_launcher(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     """The same entry point, 2 ranks under `deepspeed --num_gpus 2` (CPU accelerator): one job, all steps."""
     from sqlalchemy import select

@@ -123,6 +123,8 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
         assert _metric_steps(engine, job_id, name) == list(range(1, steps + 1)), name
     with read_scope(engine) as s:
         ckpt_steps = [c.step for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))]
+        dialogue_steps = [d.step for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id))]
+    assert sorted(dialogue_steps) == [step for step in range(1, steps + 1) for _ in range(4)]
     assert sorted(ckpt_steps) == sorted(set(ckpt_steps)) and max(ckpt_steps) == steps
     engine.dispose()
 

@@ -150,15 +150,17 @@ class RLTrainer:
                              config=rollout_cfg)
 
     def _forget_steps_after(self, step: int) -> None:
-        """Metrics a killed run wrote after its last checkpoint belong to a lost timeline: drop them."""
+        """Metrics and dialogues a killed run wrote after its last checkpoint belong to a lost timeline:
+        drop them, so every step of the job appears exactly once."""
         if self.store is None or self.job is None or not is_main():
             return
         from sqlalchemy import delete
 
-        from storage import Metric, session_scope
+        from storage import Dialogue, Metric, session_scope
 
         with session_scope(self.store) as s:
             s.execute(delete(Metric).where(Metric.job_id == self.job.job_id, Metric.step > step))
+            s.execute(delete(Dialogue).where(Dialogue.job_id == self.job.job_id, Dialogue.step > step))
 
     # ------------------------------------------------------------------------------------------- steps
     def profiles_for_step(self, step: int) -> list:
