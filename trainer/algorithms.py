@@ -221,4 +221,5 @@ def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kind: str = "k3") -> Tens
 def token_logprobs(logits: Tensor, labels: Tensor) -> Tensor:
     """log pi(label_t | context) for each position: logits [B, T, V], labels [B, T] -> [B, T]."""
     logits = logits.float()
-    return torch.gather(torch.log_softmax(logits, dim=-1), 2, labels.unsqueeze(-1)).squeeze(-1)
+    # gather - logsumexp: the same as log_softmax then gather, without a second [B, T, V] tensor
+    return torch.gather(logits, 2, labels.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)

@@ -189,9 +189,18 @@ class Learner:
 
     # ------------------------------------------------------------------------------------ forward passes
     def _logprobs(self, model: Any, ids: Tensor, attn: Tensor, with_entropy: bool = False):
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / self.config.temperature
+        """Token log-probs under softmax(logits / T) and, when asked, the entropy (with a gradient only
+        when the entropy bonus is on)."""
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+        if logits.dtype != torch.float32:
+            logits = logits.float()
+        if self.config.temperature != 1.0:
+            logits = logits / self.config.temperature
         lp = A.token_logprobs(logits, ids[:, 1:])
-        return (lp, A.entropy_from_logits(logits)) if with_entropy else (lp, None)
+        if not with_entropy:
+            return lp, None
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.entropy_coef > 0):
+            return lp, A.entropy_from_logits(logits)
 
     def _chunks(self, index: Tensor) -> list[Tensor]:
         return [index[i:i + self.micro] for i in range(0, len(index), self.micro)]
