@@ -339,3 +339,20 @@ def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
         assert torch.allclose(new[[p - 1 for p in pos]], torch.tensor([old[p] for p in pos]), atol=2e-3)
         text = pol.tokenizer.decode(ids)
         assert text.count("<|im_start|>assistant\n") == 3 and text.count("<|im_start|>user\n") == 3
+
+
+def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
+    class StopMidway(HFEngine):
+        def generate_ids(self, prompt_ids, params):
+            self.stop_event.set()  # Stop pressed while the batch is being generated
+            out = super().generate_ids(prompt_ids, params)
+            self.lengths = [len(g.token_ids) for g in out]
+            return out
+
+    pol = StopMidway(tiny_model_dir)
+    rollout = RolloutEngine(pol, Factory({"ann": 5}), store=engine, config=RolloutConfig(max_new_tokens=200))
+    [s] = rollout.run([profile("ann")])
+    assert max(pol.lengths) == 1  # generation stopped after one step instead of 200
+    assert s.status == "cancelled" and s.n_turns == 0
+    stored = load_dialogue(engine, s.dialogue_id)
+    assert stored["status"] == "cancelled" and [t["role"] for t in stored["turns"]] == ["user"]

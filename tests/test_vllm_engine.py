@@ -1,75 +1,98 @@
 """The vLLM engine for real (vllm-cpu on CPU machines) with the tiny model: sampling, log-probs that
-training can reproduce, per-request seeds, pushing new weights, and a rollout on top of it."""
+training can reproduce, per-request seeds, pushing new weights, and a rollout on top of it.
+
+vLLM runs in a child process: it sets up torch.distributed and lowers torch's thread count in the
+process that creates it, which must not leak into the other tests of the session.
+"""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
-import torch
+
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="module")
-def vllm_engine(tiny_model_dir):
-    pytest.importorskip("vllm")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB: keep the test small
-    from trainer.engines import make_engine
-
-    engine = make_engine(f"vllm:{tiny_model_dir}", dtype="float32", max_model_len=1024)
-    yield engine
-    engine.close()
+_CHECKS = r'''
+import json, sys
+import torch
 
 
-def _hf_logprobs(model, prompt, sampled):
+def hf_logprobs(model, prompt, sampled):
     with torch.inference_mode():
         logits = model(torch.tensor([prompt + sampled])).logits[0, len(prompt) - 1:-1].float()
     return torch.log_softmax(logits, -1).gather(-1, torch.tensor(sampled)[:, None])[:, 0]
 
 
-def test_vllm_generates_with_logprobs_training_can_reproduce(vllm_engine, tiny_model_dir):
+def gap(gen, model):
+    return (torch.tensor(gen.logprobs) - hf_logprobs(model, gen.prompt_ids, gen.token_ids)).abs().max().item()
+
+
+def main(tiny, other_dir):
     from transformers import AutoModelForCausalLM
-
-    from trainer.engines import SamplingConfig
-
-    hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    chats = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "I failed the exam today."}]]
-    gens = vllm_engine.generate(chats, SamplingConfig(max_new_tokens=8, seed=3))
-    for chat, g in zip(chats, gens):
-        assert g.prompt_ids == vllm_engine.encode_chat(chat)
-        assert 1 <= len(g.token_ids) == len(g.logprobs) <= 8
-        assert g.finish_reason in ("stop", "length")
-        assert torch.allclose(torch.tensor(g.logprobs), _hf_logprobs(hf, g.prompt_ids, g.token_ids), atol=1e-3)
-    same = vllm_engine.generate(chats[:1] * 4, SamplingConfig(max_new_tokens=8, seed=3))
-    assert len({tuple(g.token_ids) for g in same}) > 1  # one seed per request: a group does not collapse
-
-
-def test_vllm_load_weights_from_a_state_dict(vllm_engine, tmp_path):
-    from transformers import AutoModelForCausalLM
-
-    from trainer.engines import SamplingConfig
-    from trainer.tiny_model import build_tiny_model
-
-    other = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "other", seed=7))
-    vllm_engine.load_weights(other.state_dict())
-    [g] = vllm_engine.generate([[{"role": "user", "content": "hello"}]], SamplingConfig(max_new_tokens=6, seed=1))
-    assert torch.allclose(torch.tensor(g.logprobs), _hf_logprobs(other, g.prompt_ids, g.token_ids), atol=1e-3)
-
-
-def test_rollout_on_vllm_is_exact(vllm_engine, tmp_path):
-    from transformers import AutoModelForCausalLM
-
     from tests.test_rollout import Factory, profile
+    from trainer.engines import SamplingConfig, make_engine
     from trainer.rollout import RolloutConfig, RolloutEngine
     from trainer.tiny_model import build_tiny_model
 
-    weights = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "w", seed=7))
-    vllm_engine.load_weights(weights.state_dict())
-    samples = RolloutEngine(vllm_engine, Factory({"ann": 2, "bob": 3}),
-                            config=RolloutConfig(max_new_tokens=6)).run([profile("ann"), profile("bob")])
-    assert [s.n_turns for s in samples] == [2, 3]
+    out = {}
+    engine = make_engine(f"vllm:{tiny}", dtype="float32", max_model_len=1024)
+    hf = AutoModelForCausalLM.from_pretrained(tiny)
+    chats = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "I failed the exam today."}]]
+    gens = engine.generate(chats, SamplingConfig(max_new_tokens=8, seed=3))
+    out["prompt_ids_ok"] = all(g.prompt_ids == engine.encode_chat(c) for c, g in zip(chats, gens))
+    out["lengths"] = [(len(g.token_ids), len(g.logprobs)) for g in gens]
+    out["finish"] = [g.finish_reason for g in gens]
+    out["gap"] = max(gap(g, hf) for g in gens)
+    same = engine.generate(chats[:1] * 4, SamplingConfig(max_new_tokens=8, seed=3))
+    out["distinct_in_group"] = len({tuple(g.token_ids) for g in same})
+
+    other = AutoModelForCausalLM.from_pretrained(build_tiny_model(other_dir, seed=7))
+    engine.load_weights(other.state_dict())
+    [g] = engine.generate(chats[:1], SamplingConfig(max_new_tokens=6, seed=1))
+    out["gap_after_load"] = gap(g, other)
+    out["gap_to_old_weights"] = gap(g, hf)
+
+    samples = RolloutEngine(engine, Factory({"ann": 2, "bob": 3}), config=RolloutConfig(max_new_tokens=6)).run(
+        [profile("ann"), profile("bob")])
+    out["turns"] = [s.n_turns for s in samples]
+    out["segments"] = [len(s.segments) for s in samples]
+    worst = 0.0
     for s in samples:
-        [(ids, mask, old)] = s.rows()
-        pos = [i for i, m in enumerate(mask) if m]
-        new = _hf_logprobs(weights, ids[:1], ids[1:])
-        assert torch.allclose(new[[p - 1 for p in pos]], torch.tensor([old[p] for p in pos]), atol=1e-3)
+        for ids, mask, old in s.rows():
+            pos = [i for i, m in enumerate(mask) if m]
+            new = hf_logprobs(other, ids[:1], ids[1:])
+            worst = max(worst, (new[[p - 1 for p in pos]] - torch.tensor([old[p] for p in pos])).abs().max().item())
+    out["rollout_gap"] = worst
+    engine.close()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
+'''
+
+
+def test_vllm_engine_end_to_end(tiny_model_dir, tmp_path):
+    pytest.importorskip("vllm")
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    script = tmp_path / "vllm_checks.py"
+    script.write_text(_CHECKS)
+    proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(tmp_path / "other")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    out = json.loads(lines[-1][len("RESULT "):])
+    assert out["prompt_ids_ok"]
+    assert all(1 <= n == m <= 8 for n, m in out["lengths"])
+    assert set(out["finish"]) <= {"stop", "length"}
+    assert out["gap"] < 1e-3  # vLLM's log-probs are what training recomputes
+    assert out["distinct_in_group"] > 1  # one seed per request: a group does not collapse
+    assert out["gap_after_load"] < 1e-3 < out["gap_to_old_weights"]  # the new weights are in use
+    assert out["turns"] == [2, 3] and out["segments"] == [1, 1]
+    assert out["rollout_gap"] < 1e-3

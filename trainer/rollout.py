@@ -206,6 +206,7 @@ class RolloutEngine:
         if not profiles:
             raise ValueError("no profiles: pass at least one persona")
         self._cfg = cfg
+        self.engine.stop_event = self._cancel
         run_tag = uuid.uuid4().hex[:8]
         dialogues: dict[str, _Dialogue] = {}
         for i, profile in enumerate(profiles):
@@ -226,6 +227,8 @@ class RolloutEngine:
                     self._finish(dialogues[k], "cancelled", "cancelled", "stopped by the user")
                 break
             replies = await self._policy_round(dialogues, active, cfg, round_index)
+            if self.cancelled:  # Stop during generation: the cut replies are not recorded
+                continue
             # each dialogue records its reply and asks its own simulated user, all at the same time
             await self._concurrently(dialogues, {d.key: self._turn_step(d, g, cfg, latency)
                                                  for d, g, latency in replies})

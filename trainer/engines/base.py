@@ -62,6 +62,8 @@ class PolicyEngine(abc.ABC):
     model_ref: str = ""
     supports_token_ids: bool = True
     tokenizer: Any = None
+    # Set by the rollout engine to its Stop flag (a threading.Event): engines that can, end a batch early.
+    stop_event: Any = None
 
     @abc.abstractmethod
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:

@@ -42,6 +42,7 @@ class HFEngine(PolicyEngine):
 
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
         import torch
+        from transformers import StoppingCriteriaList
 
         params.validate()
         if not prompt_ids:
@@ -58,8 +59,10 @@ class HFEngine(PolicyEngine):
         greedy = params.temperature == 0
         if params.seed is not None:
             torch.manual_seed(params.seed)
+        stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
         with torch.inference_mode():
             out = self.model.generate(
+                stopping_criteria=StoppingCriteriaList([stop]) if stop else None,
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                 do_sample=not greedy, temperature=None if greedy else params.temperature,
                 top_p=None if greedy else params.top_p, top_k=0 if not greedy else None,
@@ -80,6 +83,18 @@ class HFEngine(PolicyEngine):
                 text=self.tokenizer.decode(sampled, skip_special_tokens=True), token_ids=sampled,
                 logprobs=logprobs[row, :len(sampled)].tolist(), prompt_ids=list(ids), finish_reason=finish))
         return results
+
+
+class _StopOnEvent:
+    """Stopping criterion: every row is done as soon as `event` is set (Stop pressed)."""
+
+    def __init__(self, event: Any):
+        self.event = event
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
 def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
