@@ -6,7 +6,8 @@ Model: SmolLM2-135M-Instruct (trainer.models.default_model_dir). Prompts: single
 built-in personas (the direct-mode system prompt + the persona's first line). Reward: the offline
 simulator's score of the reply, max(emotion after one reply / 100, 0) under the "training" rules. Both
 trainers sample at temperature 1.0 with the same max new tokens, group size and prompts per step, with no
-KL term (TRL beta=0, as in RLVER) and one optimizer step per batch.
+KL term (TRL beta=0, as in RLVER), one optimizer step per batch, and gradient checkpointing on in both
+(TRL's GRPOConfig default; --no-gradient-checkpointing turns it off in both).
 
 Each trainer runs in its own child process (so peak memory is its own): the first step is a warm-up, the
 next --steps are timed; the table shows the mean step time and the peak resident memory (ru_maxrss).
@@ -73,6 +74,7 @@ def run_ours(args: argparse.Namespace) -> dict:
     n = args.prompts * args.group
     cfg = TrainConfig(model=str(model), algorithm="grpo", group_size=args.group, dialogues_per_step=n,
                       minibatch_size=n, micro_batch_size=n, actor_lr=1e-6, entropy_coef=0.0,
+                      gradient_checkpointing=args.gradient_checkpointing,
                       steps=args.steps + 1, max_new_tokens=args.max_new_tokens)
     torch.manual_seed(0)
     learner = Learner(cfg, model)
@@ -140,7 +142,7 @@ def run_trl(args: argparse.Namespace) -> dict:
             num_generations=args.group, max_completion_length=args.max_new_tokens, temperature=1.0,
             learning_rate=1e-6, beta=0.0, num_iterations=1, max_steps=args.steps + 1, logging_steps=1,
             report_to=[], use_cpu=True, bf16=False, save_strategy="no", seed=0, dataloader_num_workers=0,
-            shuffle_dataset=False)
+            shuffle_dataset=False, gradient_checkpointing=args.gradient_checkpointing)
         dataset = Dataset.from_list([{"prompt": msgs} for _, msgs in data] * (args.steps + 2) * args.group)
         trainer = GRPOTrainer(model=str(model), reward_funcs=trl_reward, args=config, train_dataset=dataset,
                               callbacks=[timer])
@@ -154,6 +156,8 @@ def run_trl(args: argparse.Namespace) -> dict:
 def child(which: str, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", which, "--steps", str(args.steps), "--prompts", str(args.prompts),
            "--group", str(args.group), "--max-new-tokens", str(args.max_new_tokens), "--threads", str(args.threads)]
+    if not args.gradient_checkpointing:
+        cmd.append("--no-gradient-checkpointing")
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=str(args.threads),
                TOKENIZERS_PARALLELISM="false")
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
@@ -169,6 +173,8 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="completions per prompt (GRPO group size)")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false",
+                        help="turn gradient checkpointing off in both (on by default: TRL's GRPOConfig default)")
     parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -179,7 +185,8 @@ def main() -> None:
         return
     ours, trl = child("ours", args), child("trl", args)
     print(f"GRPO step, SmolLM2-135M-Instruct, {args.prompts} prompts x group {args.group}, "
-          f"max {args.max_new_tokens} new tokens, {args.threads} threads, mean of {args.steps} steps after warm-up")
+          f"max {args.max_new_tokens} new tokens, {args.threads} threads, gradient checkpointing "
+          f"{'on' if args.gradient_checkpointing else 'off'}, mean of {args.steps} steps after warm-up")
     print(f"| {'trainer':<16} | {'step time (s)':>13} | {'peak RSS (MB)':>13} | {'mean reward':>11} |")
     print(f"|{'-' * 18}|{'-' * 15}|{'-' * 15}|{'-' * 13}|")
     for name, r in (("rlver-lab", ours), ("TRL GRPOTrainer", trl)):

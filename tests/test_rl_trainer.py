@@ -57,6 +57,26 @@ def test_tiny_model_learns_a_verifiable_reward(tiny_model_dir: Path, algorithm: 
     assert sum(rewards[-3:]) / 3 > 0.85, rewards
 
 
+def test_logprobs_at_policy_positions_equal_the_full_computation(tiny_model_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    cfg = TrainConfig(model=str(tiny_model_dir), algorithm="grpo", temperature=0.7)
+    learner = Learner(cfg, tiny_model_dir)
+    batch = make_batch([{"input_ids": [5, 6, 7, 8, 9, 10], "action_mask": [0, 0, 1, 1, 0, 1], "reward": 1.0,
+                         "group_id": 0},
+                        {"input_ids": [11, 12, 13, 14], "action_mask": [0, 1, 1, 0], "reward": 0.0,
+                         "group_id": 0}], pad_token_id=0)
+    with torch.no_grad():
+        lp, ent = learner._logprobs(learner.policy, batch.input_ids, batch.attention_mask, batch.action_mask,
+                                    with_entropy=True)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        full = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1] / 0.7
+        expected = torch.log_softmax(full, -1).gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+    on = batch.action_mask.bool()
+    torch.testing.assert_close(lp[on], expected[on], atol=1e-5, rtol=1e-5)
+    assert torch.all(ent[on] > 0)
+
+
 @pytest.mark.parametrize("algorithm, extra", [("ppo", {}), ("grpo", {"kl_coef": 0.1}), ("rloo", {}),
                                               ("reinforce_pp", {"ppo_epochs": 2, "minibatch_size": 4})])
 def test_every_algorithm_updates_and_reports_its_metrics(tiny_model_dir: Path, algorithm: str, extra: dict):

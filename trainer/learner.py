@@ -151,7 +151,6 @@ class Learner:
         policy = AutoModelForCausalLM.from_pretrained(policy_path, dtype=dtype).to(self.device)
         if config.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
-            policy.config.use_cache = False
         if config.lora:
             from peft import LoraConfig, get_peft_model
 
@@ -168,6 +167,10 @@ class Learner:
                              f"ranks ({self.world_size})")
         self.micro = config.micro_batch_size
         self.n_minibatches = max(1, config.dialogues_per_step // config.minibatch_size)
+        # One update per batch: the weights that sampled the batch are the ones being updated, so the PPO
+        # ratio's denominator is the update's own log-prob, detached (ratio = 1, gradient A * grad log pi);
+        # this saves a forward pass over the batch.
+        self.on_policy = config.ppo_epochs == 1 and self.n_minibatches == 1
         total_updates = max(1, config.steps * config.ppo_epochs * self.n_minibatches)
         ds = None
         if config.zero_stage:
@@ -188,19 +191,26 @@ class Learner:
         return Optimized(module, opt, sched, self.config.max_grad_norm, ds)
 
     # ------------------------------------------------------------------------------------ forward passes
-    def _logprobs(self, model: Any, ids: Tensor, attn: Tensor, with_entropy: bool = False):
-        """Token log-probs under softmax(logits / T) and, when asked, the entropy (with a gradient only
-        when the entropy bonus is on)."""
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    def _logprobs(self, model: Any, ids: Tensor, attn: Tensor, action_mask: Tensor, with_entropy: bool = False):
+        """[B, T-1] token log-probs under softmax(logits / T) (0 off the policy's tokens) and, when asked,
+        the entropy (with a gradient only when the entropy bonus is on). Logits are computed only at the
+        positions that predict a policy token (logits_to_keep), never for the prompt or the user's turns."""
+        keep = action_mask.any(dim=0).nonzero().squeeze(-1)
+        if keep.numel() == 0:
+            keep = torch.zeros(1, dtype=torch.long, device=ids.device)
+        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits
         if logits.dtype != torch.float32:
             logits = logits.float()
         if self.config.temperature != 1.0:
             logits = logits / self.config.temperature
-        lp = A.token_logprobs(logits, ids[:, 1:])
+        lp = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=ids.device)
+        lp[:, keep] = A.token_logprobs(logits, ids[:, 1:][:, keep])
         if not with_entropy:
             return lp, None
+        entropy = torch.zeros_like(lp)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.entropy_coef > 0):
-            return lp, A.entropy_from_logits(logits)
+            entropy[:, keep] = A.entropy_from_logits(logits)
+        return lp, entropy
 
     def _chunks(self, index: Tensor) -> list[Tensor]:
         return [index[i:i + self.micro] for i in range(0, len(index), self.micro)]
@@ -212,11 +222,13 @@ class Learner:
         self.policy.module.eval()
         for idx in self._chunks(torch.arange(len(batch))):
             ids, attn = batch.input_ids[idx].to(self.device), batch.attention_mask[idx].to(self.device)
-            parts["old_logprobs"].append(self._logprobs(self.policy, ids, attn)[0].cpu())
+            mask = batch.action_mask[idx].to(self.device)
+            if not self.on_policy:  # on-policy: the old log-probs are the update's own, detached
+                parts["old_logprobs"].append(self._logprobs(self.policy, ids, attn, mask)[0].cpu())
             if self.critic is not None:
                 parts["old_values"].append(self.critic(ids, attn)[:, :-1].cpu())
             if self.reference is not None:
-                parts["ref_logprobs"].append(self._logprobs(self.reference, ids, attn)[0].cpu())
+                parts["ref_logprobs"].append(self._logprobs(self.reference, ids, attn, mask)[0].cpu())
         return {k: torch.cat(v) for k, v in parts.items() if v}
 
     def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
@@ -261,32 +273,30 @@ class Learner:
                 chunks = self._chunks(mb)
                 # every rank runs the same number of micro-batches (collectives happen in backward)
                 n_micro = all_reduce_max(len(chunks))
-                sums = torch.zeros(6, dtype=torch.float64)
+                sums = torch.zeros(8, dtype=torch.float64)
                 for k in range(n_micro):
                     idx, weight = (chunks[k], 1.0) if k < len(chunks) else (order[:1], 0.0)
                     sums += self._micro_step(batch, idx, stats, adv, returns, denom, weight, k == n_micro - 1)
                 sums = all_reduce_sum(sums)
                 grad_norm = self.policy.step()
                 critic_norm = self.critic.step() if self.critic is not None else 0.0
-                for k, v in zip(("policy_loss", "clip_frac", "approx_kl", "entropy", "kl_ref", "value_loss"),
-                                sums.tolist()):
+                for k, v in zip(("policy_loss", "clip_frac", "approx_kl", "entropy", "kl_ref", "value_loss",
+                                 "_mismatch", "_known"), sums.tolist()):
                     totals[k] = totals.get(k, 0.0) + v
                 totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm
                 totals["critic_grad_norm"] = totals.get("critic_grad_norm", 0.0) + critic_norm
                 n_updates += 1
+        mismatch, known = totals.pop("_mismatch"), totals.pop("_known")
         metrics = {k: v / max(1, n_updates) for k, v in totals.items()}
+        if known > 0:  # |recomputed - sampled| log-prob: engine/trainer numerics agreement
+            metrics["logprob_mismatch"] = mismatch / known
         if self.critic is None:
             metrics.pop("value_loss"), metrics.pop("critic_grad_norm")
         if self.reference is None:
             metrics.pop("kl_ref")
         m = mask.to(torch.float64)
-        mismatch = (stats["old_logprobs"].double() - batch.sampled_logprobs.double()).abs()
-        known = m * (batch.sampled_logprobs != 0).to(torch.float64)
-        sums = all_reduce_sum(torch.stack([(adv.double() * m).sum(), m.sum(), (mismatch * known).sum(),
-                                           known.sum()]))
+        sums = all_reduce_sum(torch.stack([(adv.double() * m).sum(), m.sum()]))
         metrics["advantage_mean"] = float(sums[0] / sums[1].clamp(min=1))
-        if sums[3] > 0:  # |recomputed - sampled| log-prob: engine/trainer numerics agreement
-            metrics["logprob_mismatch"] = float(sums[2] / sums[3])
         metrics["actor_lr"] = self.policy.lr()
         metrics["updates"] = float(n_updates)
         self.policy.module.eval()
@@ -298,9 +308,12 @@ class Learner:
         c, dev = self.config, self.device
         ids, attn = batch.input_ids[idx].to(dev), batch.attention_mask[idx].to(dev)
         mask = batch.action_mask[idx].to(dev) * weight
-        logprobs, entropy = self._logprobs(self.policy, ids, attn, with_entropy=True)
-        pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(
-            logprobs, stats["old_logprobs"][idx].to(dev), adv[idx].to(dev), mask, c.clip_eps, denom)
+        logprobs, entropy = self._logprobs(self.policy, ids, attn, mask, with_entropy=True)
+        old = logprobs.detach() if self.on_policy else stats["old_logprobs"][idx].to(dev)
+        pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask, c.clip_eps, denom)
+        sampled = batch.sampled_logprobs[idx].to(dev)
+        known = mask * (sampled != 0)
+        mismatch = ((old - sampled).abs() * known).sum()
         entropy_mean = A.masked_sum_mean(entropy, mask, denom)
         loss = pg_loss - c.entropy_coef * entropy_mean
         kl_ref = torch.zeros((), device=dev)
@@ -316,7 +329,8 @@ class Learner:
                                      c.value_clip_eps, denom)
             self.critic.backward(v_loss, boundary)
         return torch.tensor([pg_loss.item(), clip_frac.item(), approx_kl.item(), entropy_mean.item(),
-                             kl_ref.item(), v_loss.item()], dtype=torch.float64)
+                             kl_ref.item(), v_loss.item(), mismatch.item(), known.sum().item()],
+                            dtype=torch.float64)
 
     # -------------------------------------------------------------------------------------------- weights
     def generation_model(self) -> nn.Module:
