@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from simulator.rules import tier
-from storage import lab_home
+from storage import code_version, lab_home
 from trainer import algorithms as A
 from trainer.checkpoints import clean_partial, load_checkpoint, save_checkpoint
 from trainer.config import ConfigError, TrainConfig
@@ -94,6 +94,10 @@ class RLTrainer:
                                                      lab_home() / "runs" / datetime.now().strftime("%Y%m%d-%H%M%S")))
         self.checkpoint_root = self.output_dir / "checkpoints"
         clean_partial(self.checkpoint_root)
+        self.profiles = resolve_personas(config, engine)  # before the (slow) model load: fail fast
+        if is_main():
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            config.to_yaml(self.output_dir / "train_config.yaml")
         resume = resume_from or (job.resume_from if job is not None else None)
         self.base_model = resolve_policy(config.model)
         policy_path = Path(resume) / "policy" if resume and not config.lora else self.base_model
@@ -106,7 +110,6 @@ class RLTrainer:
             self.start_step, self.last_checkpoint = int(state["step"]), str(resume)
             self._forget_steps_after(self.start_step)
             self._log(f"resumed from {resume} at step {self.start_step}")
-        self.profiles = resolve_personas(config, engine)
         self.policy_engine = self._make_policy_engine(policy_path)
         self.rollout = self._make_rollout()
         self.last_metrics: dict[str, float] = {}
@@ -262,7 +265,8 @@ class RLTrainer:
 
     def save(self, step: int) -> str:
         path = save_checkpoint(self.learner, self.checkpoint_root, step,
-                               extra={"metrics": self.last_metrics}, keep=self.config.keep_checkpoints)
+                               extra={"metrics": self.last_metrics, "code_version": code_version()},
+                               keep=self.config.keep_checkpoints)
         self.last_checkpoint = str(path)
         if is_main():
             if self.job is not None:
