@@ -125,7 +125,8 @@ class RLTrainer:
         if self.config.engine == "vllm":
             from trainer.engines.vllm_engine import VLLMEngine
 
-            engine = VLLMEngine(str(self.base_model))
+            engine = VLLMEngine(str(self.base_model), max_model_len=self.config.max_dialogue_tokens,
+                                seed=self.config.seed)
             engine.load_weights(self.learner.policy_state_dict())
             return engine
         from trainer.engines.hf_engine import HFEngine
