@@ -1,0 +1,41 @@
+"""LabContext: what every view needs (the store engine, settings) and the cross-view link to Transcripts."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sqlalchemy import Engine
+
+TRANSCRIPTS_TAB = "transcripts"
+
+
+@dataclass
+class LabContext:
+    """Built once per app by app.lab.build_app and handed to each view's `build(ctx)`.
+
+    `tabs` and `dialogue_link` are set by build_app before any view is built. To open a dialogue in the
+    Transcripts view from another view, make an event output `ctx.link_outputs` and return
+    `ctx.open_dialogue(dialogue_id)` from its handler, e.g.
+        btn.click(lambda i: ctx.open_dialogue(i), inputs=[id_box], outputs=ctx.link_outputs)
+    """
+
+    engine: Engine
+    engine_url: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    url: str = ""  # where the lab is served, once launched
+    tabs: Any = None  # gr.Tabs holding every view
+    dialogue_link: Any = None  # gr.State: {"id": dialogue_id, "at": nonce}; Transcripts listens to it
+
+    @property
+    def link_outputs(self) -> list:
+        return [self.tabs, self.dialogue_link]
+
+    def open_dialogue(self, dialogue_id: Optional[int]) -> tuple:
+        """Updates for `link_outputs`: switch to Transcripts and select `dialogue_id` (None: no change)."""
+        import gradio as gr
+
+        if dialogue_id in (None, ""):
+            return gr.update(), gr.update()
+        # The nonce makes opening the same dialogue twice still fire the State's change event.
+        return gr.Tabs(selected=TRANSCRIPTS_TAB), {"id": int(dialogue_id), "at": time.time()}

@@ -1,0 +1,101 @@
+"""The lab's Gradio Blocks: one tab per view, startup of the store, launch with optional login.
+
+Views are modules under app/views exposing `build(ctx: LabContext) -> None`, called inside their gr.Tab.
+A view module that is not present is left out; one that fails to build shows its error in its tab.
+
+Opening a dialogue from another view (Live rollout, Runs, Benchmark ...):
+  - in Python: `outputs=ctx.link_outputs`, handler returns `ctx.open_dialogue(dialogue_id)`
+    (switches to the Transcripts tab and selects the dialogue; see app.context.LabContext);
+  - by URL: `http://HOST:PORT/?dialogue=ID` opens the lab on that dialogue.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import traceback
+from typing import Any, Optional
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr
+from sqlalchemy import Engine
+
+from app.context import TRANSCRIPTS_TAB, LabContext
+from app.render import CSS, md
+
+log = logging.getLogger("rlver.app")
+
+# (tab id, label, module). Order is the tab order.
+VIEWS: list[tuple[str, str, str]] = [
+    ("personas", "Personas", "app.views.personas"),
+    ("live", "Live rollout", "app.views.live_rollout"),
+    ("training", "Training", "app.views.training"),
+    ("runs", "Runs", "app.views.runs"),
+    ("benchmark", "Benchmark", "app.views.benchmark"),
+    (TRANSCRIPTS_TAB, "Transcripts", "app.views.transcripts"),
+]
+
+
+def startup(engine: Engine) -> dict[str, Any]:
+    """Seed the built-in personas and mark jobs whose process died as interrupted. Returns what was done."""
+    done: dict[str, Any] = {}
+    from simulator.persona_service import seed_builtin
+
+    try:
+        done["seeded"] = seed_builtin(engine)
+    except ModuleNotFoundError as exc:  # a checkout without the built-in library still serves the lab
+        if exc.name != "simulator.builtin_personas":
+            raise
+        log.warning("no built-in persona library (simulator.builtin_personas); nothing seeded")
+        done["seeded"] = 0
+    try:
+        from trainer.jobs import mark_stale_jobs
+    except ImportError:  # the jobs module is optional for the personas/transcripts-only lab
+        mark_stale_jobs = None
+    if mark_stale_jobs is not None:
+        done["interrupted"] = mark_stale_jobs(engine)
+    return done
+
+
+def _build_view(module_name: str, ctx: LabContext) -> None:
+    try:
+        module = importlib.import_module(module_name)
+        module.build(ctx)
+    except Exception as exc:  # one broken view must not take the whole lab down
+        log.error("view %s failed to build:\n%s", module_name, traceback.format_exc())
+        gr.Markdown(f"**This view failed to load:** {md(type(exc).__name__)}: {md(exc)}")
+
+
+def available_views() -> list[tuple[str, str, str]]:
+    return [v for v in VIEWS if importlib.util.find_spec(v[2]) is not None]
+
+
+def build_app(ctx: LabContext) -> gr.Blocks:
+    """The Blocks of the lab. Call `launch()` on the result (see `launch` below for the settings)."""
+    with gr.Blocks(title="RLVER Lab", analytics_enabled=False) as demo:
+        gr.Markdown("## RLVER Lab · empathetic-dialogue RL with a simulated user")
+        ctx.dialogue_link = gr.State(None)
+        with gr.Tabs() as tabs:
+            ctx.tabs = tabs
+            for tab_id, label, module_name in available_views():
+                with gr.Tab(label, id=tab_id, elem_id=f"tab-{tab_id}"):
+                    _build_view(module_name, ctx)
+
+        def _from_query(request: gr.Request):
+            dialogue = (request.query_params.get("dialogue") or "").strip() if request else ""
+            return ctx.open_dialogue(int(dialogue)) if dialogue.isdigit() else (gr.update(), gr.update())
+
+        demo.load(_from_query, outputs=ctx.link_outputs)
+    return demo
+
+
+def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
+           auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False):
+    """Launch with the lab's settings: theme/css here (Gradio 6), no SSR, no outside connections."""
+    return demo.launch(
+        server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
+        theme=gr.themes.Soft(), css=CSS, ssr_mode=False, show_error=True, footer_links=["settings"],
+        auth_message="RLVER Lab: log in with the user and password given to --auth or RLVER_LAB_AUTH." if auth else None,
+    )

@@ -1,0 +1,103 @@
+"""Safe rendering of user-authored text (personas, transcripts, model output) for the views.
+
+Every string that came from a user, a file or a model goes through `text()` (HTML) or `md()` (Markdown)
+before it reaches the page, so `<script>` or `<img onerror=...>` shows as text and never runs.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any, Iterable, Optional
+
+from simulator.rules import tier
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def text(value: Any) -> str:
+    """HTML-escaped text with line breaks kept."""
+    return html.escape("" if value is None else str(value), quote=True).replace("\n", "<br>")
+
+
+def md(value: Any) -> str:
+    """Text for a gr.Markdown: HTML escaped and Markdown punctuation backslash-escaped (shows literally)."""
+    s = html.escape("" if value is None else str(value), quote=True)
+    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", "  \n")
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return text(json.dumps(value, ensure_ascii=False, indent=1))
+    return text(value)
+
+
+def details(summary: str, body_html: str, open_: bool = False, cls: str = "") -> str:
+    """A collapsible block; `summary` is plain text (escaped here), `body_html` is already safe HTML."""
+    return (f"<details class='{cls}'{' open' if open_ else ''}><summary>{text(summary)}</summary>"
+            f"<div class='details-body'>{body_html}</div></details>")
+
+
+def inner_html(inner: Optional[dict]) -> str:
+    """The simulated user's inner thoughts (analysis fields, planning, components) as a definition list."""
+    if not inner:
+        return "<em>no inner thoughts recorded</em>"
+    rows = "".join(f"<dt>{text(k)}</dt><dd>{_fmt_value(v)}</dd>" for k, v in inner.items() if v not in ("", None))
+    return f"<dl class='inner'>{rows}</dl>"
+
+
+def emotion_badge(emotion: Optional[float], delta: Optional[float]) -> str:
+    if emotion is None:
+        return ""
+    d = "" if delta is None else f" ({delta:+.0f})"
+    t = tier(float(emotion))
+    return f"<span class='emo tier-{t}' data-emotion='{float(emotion):.0f}'>emotion {float(emotion):.0f}{d} · {t}</span>"
+
+
+def turn_html(turn: dict) -> str:
+    """One message bubble: user turns with emotion and collapsible inner thoughts, assistant turns with the
+    collapsible think block. `turn` has the keys of storage Turn rows (role, text, think_text, emotion, ...)."""
+    role = turn.get("role", "")
+    who = "User" if role == "user" else "Policy"
+    parts = [f"<div class='turn turn-{text(role)}' data-index='{int(turn.get('index', 0))}'>",
+             f"<div class='turn-head'><b>{who}</b> {emotion_badge(turn.get('emotion'), turn.get('delta'))}</div>"]
+    if role == "assistant" and turn.get("think_text"):
+        parts.append(details("think", text(turn["think_text"]), cls="think"))
+    parts.append(f"<div class='turn-text'>{text(turn.get('text', ''))}</div>")
+    if turn.get("error"):
+        parts.append(f"<div class='turn-error'>error: {text(turn['error'])}</div>")
+    if role == "user" and turn.get("inner"):
+        parts.append(details("inner thoughts", inner_html(turn.get("inner")), cls="inner-thoughts"))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def dialogue_html(turns: Iterable[dict], header: str = "", footer: str = "") -> str:
+    """A whole dialogue as safe HTML. `header`/`footer` are plain text (escaped)."""
+    body = "".join(turn_html(t) for t in turns)
+    head = f"<div class='dlg-head'>{text(header)}</div>" if header else ""
+    foot = f"<div class='dlg-foot'>{text(footer)}</div>" if footer else ""
+    return f"<div class='dialogue'>{head}{body or '<em>no turns yet</em>'}{foot}</div>"
+
+
+def user_emotions(turns: Iterable[dict]) -> list[Optional[float]]:
+    """The emotion after each user turn, in order (the curve's y values)."""
+    return [t.get("emotion") for t in turns if t.get("role") == "user"]
+
+
+CSS = """
+.dialogue {display:flex; flex-direction:column; gap:8px; max-height:640px; overflow-y:auto; padding:4px;}
+.turn {border-radius:10px; padding:8px 12px; max-width:92%; line-height:1.45; font-size:14px;}
+.turn-user {background:var(--background-fill-secondary); align-self:flex-start; border:1px solid var(--border-color-primary);}
+.turn-assistant {background:var(--color-accent-soft); align-self:flex-end;}
+.turn-head {font-size:12px; opacity:.85; margin-bottom:2px;}
+.turn-error {color:#c62828; font-size:12px;}
+.emo {border-radius:6px; padding:1px 6px; margin-left:6px; font-weight:600;}
+.tier-S {background:#c8e6c9;} .tier-A {background:#dcedc8;} .tier-B {background:#fff9c4;}
+.tier-C {background:#ffe0b2;} .tier-F {background:#ffcdd2;}
+details.think, details.inner-thoughts {font-size:12px; margin:4px 0; opacity:.9;}
+dl.inner dt {font-weight:600;} dl.inner dd {margin:0 0 4px 12px; white-space:pre-wrap;}
+.dlg-head, .dlg-foot {font-size:12px; opacity:.8;}
+.field-error p {color:#c62828 !important; font-size:13px; margin:0;}
+.sim-note {font-size:12px;}
+"""

@@ -1,0 +1,207 @@
+"""Personas view: browse, search and filter the profiles; create / edit / duplicate / delete with the problem
+shown under the offending field; import and export JSONL files. Logic lives in simulator.persona_service."""
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import gradio as gr
+
+from app.context import LabContext
+from app.render import md
+from simulator import persona_service as ps
+from simulator.profiles import DIFFICULTIES, LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile, ProfileError
+
+# Form fields in display order: (field, label, kind, lines)
+FORM = [("id", "Id", "text", 1), ("name", "Name", "text", 1), ("language", "Language", "lang", 1),
+        ("difficulty", "Difficulty", "difficulty", 1), ("need_category", "Hidden-need category", "need", 1),
+        ("personality", "Personality type", "personality", 1), ("traits", "Traits (comma separated, at most 3)", "text", 1),
+        ("persona", "Persona: who they are, how they speak", "text", 4),
+        ("background", "Background: what happened; reactions to replies that fit or miss the need", "text", 6),
+        ("hidden_need", "Hidden need (never said outright)", "text", 2),
+        ("explicit_goal", "Explicit goal (empty: the default heart-to-heart goal)", "text", 2),
+        ("first_line", "First line (empty: generated)", "text", 2)]
+FIELDS = [f for f, *_ in FORM]
+NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
+PERSONALITY_CHOICES = [(key, key) for key in PERSONALITIES]
+HEADERS = ["id", "name", "need", "personality", "language", "source"]
+
+
+def _any(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [("any", "")] + choices
+
+
+def rows(engine, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
+    profiles = ps.list_profiles(engine, search or "", need or None, personality or None, language or None)
+    return [[p.id, p.name, p.need_category, p.personality, p.language, p.source] for p in profiles]
+
+
+def split_traits(value: str) -> list[str]:
+    return [t.strip() for t in re.split(r"[,，;\n]", value or "") if t.strip()]
+
+
+def form_profile(values: dict[str, Any], original: Optional[Profile]) -> Profile:
+    """The Profile the form describes; keeps what the form does not show (source, extra) from the original."""
+    data = {f: (values.get(f) or "") for f in FIELDS}
+    data["traits"] = split_traits(data["traits"])
+    data["source"] = original.source if original else "user"
+    data["extra"] = dict(original.extra) if original else {}
+    return Profile.from_dict(data)
+
+
+def _field_errors(errors: dict[str, str]) -> list:
+    """One update per form field: the problem under it, or hidden."""
+    return [gr.update(value=f"⚠ {md(errors[f])}", visible=True) if f in errors else gr.update(value="", visible=False)
+            for f in FIELDS]
+
+
+def _form_values(p: Optional[Profile]) -> list:
+    if p is None:
+        return ["", "", "en", "standard", None, None, "", "", "", "", "", ""]
+    return [p.id, p.name, p.language, p.difficulty, p.need_category or None, p.personality or None,
+            ", ".join(p.traits), p.persona, p.background, p.hidden_need, p.explicit_goal, p.first_line]
+
+
+def build(ctx: LabContext) -> None:
+    engine = ctx.engine
+    editing = gr.State(None)  # id of the profile in the form, None = a new one
+    with gr.Row():
+        with gr.Column(scale=5):
+            with gr.Row():
+                search = gr.Textbox(label="Search", placeholder="text in any field", scale=2, elem_id="persona-search")
+                f_need = gr.Dropdown(_any(NEED_CHOICES), value="", label="Hidden need", scale=2)
+                f_pers = gr.Dropdown(_any(PERSONALITY_CHOICES), value="", label="Personality", scale=1)
+                f_lang = gr.Dropdown(_any([(x, x) for x in LANGUAGES]), value="", label="Language", scale=1)
+            # Callable values are re-read on every page load: jobs and the CLI write to the same store.
+            table = gr.Dataframe(lambda: rows(engine), headers=HEADERS, datatype="str", type="array", interactive=False,
+                                 max_height=520, wrap=True, label="Profiles (click a row to edit)",
+                                 elem_id="persona-table")
+            count = gr.Markdown(lambda: f"{ps.count_profiles(engine)} profiles", elem_id="persona-count")
+            with gr.Accordion("Import / export", open=False):
+                up = gr.File(label="Profile file (RLVER/SAGE or lab JSONL)", file_types=[".jsonl", ".json", ".txt"],
+                             type="filepath", elem_id="persona-import-file")
+                keep_valid = gr.Checkbox(label="Keep the valid lines when some are bad", value=False)
+                replace = gr.Checkbox(label="Replace profiles whose id is already stored", value=False)
+                import_btn = gr.Button("Import", elem_id="persona-import")
+                import_report = gr.Markdown(elem_id="persona-import-report")
+                with gr.Row():
+                    fmt = gr.Radio([("lab JSONL", "lab"), ("RLVER/SAGE JSONL", "rlver")], value="lab",
+                                   label="Export format")
+                    export_btn = gr.Button("Export the listed profiles", elem_id="persona-export")
+                export_file = gr.File(label="Exported file", interactive=False, elem_id="persona-export-file")
+        with gr.Column(scale=6):
+            title = gr.Markdown("### New persona", elem_id="persona-form-title")
+            inputs, errs = [], []
+            for i, (name, label, kind, lines) in enumerate(FORM):
+                if i % 2 == 0 and i < 6:  # id/name, language/difficulty, need/personality side by side
+                    row = gr.Row()
+                    row.__enter__()
+                col = gr.Column(min_width=200)
+                col.__enter__()
+                eid = f"persona-{name.replace('_', '-')}"
+                if kind == "lang":
+                    comp = gr.Dropdown(list(LANGUAGES), value="en", label=label, elem_id=eid)
+                elif kind == "difficulty":
+                    comp = gr.Dropdown(list(DIFFICULTIES), value="standard", label=label, elem_id=eid)
+                elif kind == "need":
+                    comp = gr.Dropdown(NEED_CHOICES, value=None, label=label, elem_id=eid)
+                elif kind == "personality":
+                    comp = gr.Dropdown(PERSONALITY_CHOICES, value=None, label=label, elem_id=eid)
+                else:
+                    comp = gr.Textbox(label=label, lines=lines, max_lines=max(lines, 12), elem_id=eid)
+                inputs.append(comp)
+                errs.append(gr.Markdown(visible=False, elem_id=f"err-{name}", elem_classes=["field-error"]))
+                col.__exit__()
+                if i % 2 == 1 and i < 6:
+                    row.__exit__()
+            with gr.Row():
+                save_btn = gr.Button("Save", variant="primary", elem_id="persona-save")
+                new_btn = gr.Button("New", elem_id="persona-new")
+                dup_btn = gr.Button("Duplicate", elem_id="persona-duplicate")
+                del_btn = gr.Button("Delete", variant="stop", elem_id="persona-delete")
+            with gr.Row(visible=False) as confirm_row:
+                gr.Markdown("Delete this persona? Dialogues that used it keep their copy of the id.")
+                confirm_btn = gr.Button("Yes, delete", variant="stop", elem_id="persona-delete-confirm")
+                cancel_btn = gr.Button("Keep it")
+            status = gr.Markdown(elem_id="persona-status")
+
+    id_box = inputs[0]
+    filters = [search, f_need, f_pers, f_lang]
+
+    def refresh(s, n, p, l):
+        data = rows(engine, s, n, p, l)
+        total = ps.count_profiles(engine)
+        return data, f"{len(data)} of {total} profiles"
+
+    def load(profile_id: Optional[str]):
+        p = ps.get_profile(engine, profile_id) if profile_id else None
+        head = f"### Editing `{md(p.id)}`" if p else "### New persona"
+        return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + _field_errors({})
+
+    form_out = [editing, title, id_box] + inputs + errs
+
+    def on_select(evt: gr.SelectData):
+        row = evt.row_value or []
+        return load(row[0] if row else None) + [gr.update(visible=False), ""]
+
+    def on_save(editing_id, *values_and_filters):
+        values = dict(zip(FIELDS, values_and_filters[:len(FIELDS)]))
+        original = ps.get_profile(engine, editing_id) if editing_id else None
+        try:
+            profile = form_profile(values, original)
+            ps.save_profile(engine, profile, create=editing_id is None)
+        except ProfileError as exc:
+            others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
+            msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
+            return [gr.update()] * len(form_out) + [msg, gr.update(), gr.update()]
+        data, n = refresh(*values_and_filters[len(FIELDS):])
+        return load(profile.id) + [f"Saved `{md(profile.id)}` ({md(profile.name)}).", data, n]
+
+    def on_duplicate(editing_id, *flt):
+        if not editing_id:
+            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate.", gr.update(), gr.update()]
+        copy = ps.duplicate_profile(engine, editing_id)
+        return load(copy.id) + [f"Duplicated as `{md(copy.id)}`; edit and save.", *refresh(*flt)]
+
+    def on_delete(editing_id, *flt):
+        if not editing_id:
+            return load(None) + ["Nothing selected.", *refresh(*flt)]
+        ok = ps.delete_profile(engine, editing_id)
+        return load(None) + [f"Deleted `{md(editing_id)}`." if ok else f"`{md(editing_id)}` was already gone.",
+                             *refresh(*flt)]
+
+    def on_import(path, keep, repl, *flt):
+        if not path:
+            return "Choose a file first.", *refresh(*flt)
+        report = ps.import_file(engine, Path(path), keep_valid=bool(keep), replace=bool(repl))
+        lines = [f"**{report.stored} stored**, {len(report.profiles)} valid, {len(report.errors)} problem(s) "
+                 f"in {report.n_lines} line(s)."]
+        if report.errors and not keep:
+            lines.append("Nothing was stored because of the problems below (tick *Keep the valid lines* to store "
+                         "the rest).")
+        lines += [f"- {md(e)}" for e in report.errors]
+        return "\n".join(lines), *refresh(*flt)
+
+    def on_export(f, *flt):
+        ids = [r[0] for r in rows(engine, *flt)]
+        out = Path(tempfile.mkdtemp(prefix="rlver-export-")) / f"personas-{f}.jsonl"
+        ps.export_file(engine, out, fmt=f, ids=ids)
+        return str(out)
+
+    list_out = [table, count]
+    for comp in filters:
+        (comp.submit if comp is search else comp.change)(refresh, filters, list_out)
+    search.change(refresh, filters, list_out)
+    table.select(on_select, None, form_out + [confirm_row, status])
+    save_btn.click(on_save, [editing] + inputs + filters, form_out + [status] + list_out)
+    new_btn.click(lambda: load(None) + [""], None, form_out + [status])
+    dup_btn.click(on_duplicate, [editing] + filters, form_out + [status] + list_out)
+    del_btn.click(lambda e: (gr.update(visible=bool(e)), "" if e else "Pick a stored persona to delete."),
+                  [editing], [confirm_row, status])
+    cancel_btn.click(lambda: gr.update(visible=False), None, confirm_row)
+    confirm_btn.click(on_delete, [editing] + filters, form_out + [status] + list_out).then(
+        lambda: gr.update(visible=False), None, confirm_row)
+    import_btn.click(on_import, [up, keep_valid, replace] + filters, [import_report] + list_out)
+    export_btn.click(on_export, [fmt] + filters, export_file)
