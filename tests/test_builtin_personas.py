@@ -33,7 +33,8 @@ def test_profile_is_valid_english_builtin(profile: Profile) -> None:
 
 @pytest.mark.parametrize("profile", BUILTIN_PROFILES, ids=IDS)
 def test_profile_content_is_complete(profile: Profile) -> None:
-    for label in ("* Age:", "* Gender:", "* Job:", "* Hobbies:", "* Habits and behaviour:", "* Speaking style:"):
+    for label in ("* Age:", "* Gender:", "* Job:", "* Hobbies:", "* Habits and behaviour:",
+                  "* Speaking style:"):
         assert label in profile.persona, f"{profile.id}: persona lacks {label}"
     assert profile.name in profile.persona
     for label in ("How they react when their emotion is high",
@@ -113,6 +114,23 @@ def test_profiles_survive_json_round_trip() -> None:
         assert again == p
 
 
+@pytest.mark.parametrize("fmt", ["lab", "rlver"])
+def test_library_round_trips_through_jsonl_export(fmt: str) -> None:
+    from simulator.profile_io import dumps_profiles, import_profiles
+
+    report = import_profiles(dumps_profiles(BUILTIN_PROFILES, fmt).encode("utf-8"))
+    assert report.errors == [] and report.profiles == BUILTIN_PROFILES
+
+
+def test_seeded_store_holds_the_library_unchanged(engine) -> None:
+    from simulator.persona_service import get_profile, list_profiles, seed_builtin
+
+    assert seed_builtin(engine) == len(BUILTIN_PROFILES)
+    assert sorted(p.id for p in list_profiles(engine)) == sorted(BUILTIN_IDS)
+    for p in BUILTIN_PROFILES:
+        assert get_profile(engine, p.id) == p
+
+
 def test_fit_examples_address_the_hidden_need_better_than_miss_examples() -> None:
     """The offline simulator uses the examples as semantic prototypes: under all-MiniLM-L6-v2, each
     profile's fit examples must be closer to its hidden need than its (well-meant) miss examples."""
@@ -120,8 +138,10 @@ def test_fit_examples_address_the_hidden_need_better_than_miss_examples() -> Non
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(minilm.get_model_path()), device="cpu")
-    texts = [t for p in BUILTIN_PROFILES for t in [p.hidden_need, *p.extra["fit_examples"], *p.extra["miss_examples"]]]
-    vectors = model.encode(texts, batch_size=64, normalize_embeddings=True).reshape(len(BUILTIN_PROFILES), 5, -1)
+    texts = [t for p in BUILTIN_PROFILES
+             for t in [p.hidden_need, *p.extra["fit_examples"], *p.extra["miss_examples"]]]
+    vectors = model.encode(texts, batch_size=64, normalize_embeddings=True)
+    vectors = vectors.reshape(len(BUILTIN_PROFILES), 5, -1)  # need, fit, fit, miss, miss
     margins = {}
     for p, (need, fit1, fit2, miss1, miss2) in zip(BUILTIN_PROFILES, vectors):
         margins[p.id] = float((fit1 + fit2 - miss1 - miss2) @ need / 2)
