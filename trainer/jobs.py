@@ -121,7 +121,9 @@ def launch(engine_url: str, job_id: int) -> int:
         threading.Thread(target=proc.wait, daemon=True, name=f"reap-job-{job_id}").start()
         with session_scope(engine) as s:
             job = s.get(Job, job_id)
-            job.pid, job.log_path, job.heartbeat_at, job.error = proc.pid, str(log_path), utcnow(), ""
+            job.log_path = str(log_path)
+            if job.status == "queued" and job.pid in (None, proc.pid):  # the child may have got there first
+                job.pid, job.heartbeat_at = proc.pid, utcnow()
         return proc.pid
     finally:
         engine.dispose()
