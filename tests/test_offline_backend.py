@@ -136,3 +136,15 @@ def test_fingerprint_names_the_environment(backend, sim_profile):
 def test_garbled_ratio():
     assert garbled_ratio("That sounds hard, honestly.") < 0.1
     assert garbled_ratio("$$$ ### @@@") > 0.9
+
+
+def test_one_backend_shared_by_event_loops_in_threads(sim_profile):
+    """The app runs dialogues from several threads, each with its own event loop, on one backend."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend = OfflineBackend()
+    expected = [t.emotion for t in run(play(SentientAgent(sim_profile, backend, seed=1), TAILORED[:3]))]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: [t.emotion for t in run(play(SentientAgent(sim_profile, backend, seed=s),
+                                                                    TAILORED[:3]))], [1, 1, 1, 1]))
+    assert got == [expected] * 4

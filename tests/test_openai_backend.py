@@ -165,3 +165,21 @@ def test_bad_specs():
         make_backend("openai:")
     with pytest.raises(ValueError, match="unknown option"):
         make_backend("openai:m", colour="blue")
+
+
+def test_one_backend_shared_by_event_loops_in_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with start_server(latency_s=0.02) as server:
+        backend = backend_for(server)
+
+        def use(i):
+            async def go():
+                comps = [await backend.complete([{"role": "user", "content": f"{i}-{k}"}]) for k in range(3)]
+                await backend.aclose()
+                return comps
+            return asyncio.run(go())
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(use, range(4)))
+        assert all(c.text for comps in results for c in comps) and server.calls == 12

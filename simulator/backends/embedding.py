@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import OrderedDict
-from typing import Optional
 
 import numpy as np
 
@@ -58,28 +58,26 @@ def embed_sync(texts: list[str]) -> np.ndarray:
 
 
 class EmbedBatcher:
-    """Collects embed requests of one event loop and encodes them in one batch in a worker thread."""
+    """Collects embed requests made in one event-loop tick and encodes them in one batch in a worker
+    thread. Safe to share between event loops (each loop has its own queue)."""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[list[str], asyncio.Future]] = []
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._scheduled = False
+        self._queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list]" = weakref.WeakKeyDictionary()
         self.batches = 0  # encode calls made (for benchmarks)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            self._loop, self._pending, self._scheduled = loop, [], False
         fut: asyncio.Future = loop.create_future()
-        self._pending.append((texts, fut))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.create_task(self._flush())
+        queue = self._queues.get(loop)
+        if queue is None:  # no flush pending on this loop: start a queue and schedule its flush
+            queue = self._queues[loop] = []
+            loop.create_task(self._flush(loop))
+        queue.append((texts, fut))
         return await fut
 
-    async def _flush(self) -> None:
+    async def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         await asyncio.sleep(0)  # let every coroutine that is ready this tick add its texts
-        batch, self._pending, self._scheduled = self._pending, [], False
+        batch = self._queues.pop(loop, [])
         flat = [t for texts, _ in batch for t in texts]
         try:
             vecs = await asyncio.to_thread(embed_sync, flat)

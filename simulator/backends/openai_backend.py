@@ -12,6 +12,7 @@ import asyncio
 import os
 import random
 import time
+import weakref
 from typing import Any, Optional
 
 import openai
@@ -43,9 +44,8 @@ class OpenAIBackend(ChatBackend):
         self.timeout, self.max_retries, self.concurrency = timeout, max_retries, concurrency
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self._rng = random.Random(seed)
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._client: Optional[AsyncOpenAI] = None
-        self._sem: Optional[asyncio.Semaphore] = None
+        # one client and semaphore per event loop (an httpx client must not cross loops)
+        self._per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple]" = weakref.WeakKeyDictionary()
         self.calls = 0  # HTTP attempts made
         self.failures = 0  # attempts that failed
 
@@ -54,14 +54,20 @@ class OpenAIBackend(ChatBackend):
                 "sampling": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}}
 
     def _bind(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
-        """Client and semaphore belong to one event loop; make new ones when called from another loop."""
+        """The client and semaphore of the running event loop (the concurrency limit holds per loop)."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            self._loop = loop
-            self._client = AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url,
-                                       timeout=self.timeout, max_retries=0)
-            self._sem = asyncio.Semaphore(self.concurrency)
-        return self._client, self._sem
+        pair = self._per_loop.get(loop)
+        if pair is None:
+            pair = (AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url, timeout=self.timeout,
+                                max_retries=0), asyncio.Semaphore(self.concurrency))
+            self._per_loop[loop] = pair
+        return pair
+
+    async def aclose(self) -> None:
+        """Close the running loop's HTTP client (optional; it is also dropped with its loop)."""
+        pair = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if pair is not None:
+            await pair[0].close()
 
     async def complete(self, messages: list[dict[str, str]]) -> Completion:
         client, sem = self._bind()
