@@ -291,3 +291,14 @@ def test_benchmark_job_cancel(engine, db_url, slow_server):
         fp_hash = run.fingerprint_hash
     assert "running" not in statuses
     assert all(g["fingerprint_hash"] != fp_hash for g in bm.leaderboard(engine))  # unfinished: not ranked
+
+
+def test_a_training_checkpoint_folder_is_benchmarked_through_its_policy(engine, db_url, tiny_model_dir, tmp_path):
+    import shutil
+
+    ckpt = tmp_path / "checkpoints" / "step-000002"
+    shutil.copytree(tiny_model_dir, ckpt / "policy")
+    r = cli("--policy", str(ckpt), "--limit", "1", "--max-new-tokens", "8", "--db", db_url, "--json")
+    assert r.returncode == 0, r.stderr
+    run = bm.get_eval_run(engine, last_json(r.stdout)["eval_run_id"])
+    assert run["model_ref"] == str(ckpt / "policy") and run["config"]["policy"] == str(ckpt)

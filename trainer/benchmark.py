@@ -231,12 +231,22 @@ def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callab
     raise BenchmarkInputError(f"simulator: it cannot play any of the {len(profiles)} profile(s): {problem}")
 
 
+def policy_spec(spec: str) -> str:
+    """A training checkpoint folder (trainer.checkpoints layout) stands for the model in its policy/."""
+    prefix = "vllm:" if spec.startswith("vllm:") else ""
+    path = Path(spec[len(prefix):]).expanduser()
+    if not spec.startswith("openai:") and not (path / "config.json").exists() and \
+            (path / "policy" / "config.json").exists():
+        return prefix + str(path / "policy")
+    return spec
+
+
 def _policy(config: BenchmarkConfig) -> Any:
     from trainer.engines import make_engine as make_policy_engine
 
     kw = {"base_url": config.policy_base_url} if config.policy.startswith("openai:") and config.policy_base_url else {}
     try:
-        return make_policy_engine(config.policy, **kw)
+        return make_policy_engine(policy_spec(config.policy), **kw)
     except (OSError, ValueError) as e:
         raise BenchmarkInputError(f"policy: {e}") from None
 
