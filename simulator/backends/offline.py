@@ -167,7 +167,7 @@ class OfflineBackend:
             add("cliche", len(cliches), -min(4.0, 2.0 * len(cliches)), "stock phrases: " + ", ".join(cliches[:3]))
         brush = _count(DISMISSALS, text)
         if brush:
-            add("dismissal", len(brush), -min(6.0, 3.0 * len(brush)), "they brush my situation off")
+            add("dismissal", len(brush), -min(8.0, 5.0 * len(brush)), "they brush my situation off")
         if _count(DISCLAIMERS, text):
             add("disclaimer", 1, -6.0, "they talk like a machine reading a disclaimer")
         if _count(GOODBYES, text):

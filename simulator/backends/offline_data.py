@@ -117,6 +117,7 @@ REACTIONS: dict[str, list[str]] = {
     "disclaimer": ["Right. I forgot I was talking to a machine.", "I didn't ask for a disclaimer."],
     "length": ["That's a lot to take in.", "That's a whole essay. I just wanted to talk."],
     "cliche": ["People keep telling me that.", "That's what everyone says."],
+    "dismissal": ["It's not that simple.", "Easy for you to say.", "Wow. Okay, thanks for nothing."],
     "goodbye": ["Oh. You're leaving already?", "Wow, okay. I guess we're done, then."],
 }
 CLOSINGS: dict[str, list[str]] = {
