@@ -2,7 +2,8 @@
 
 Run directly (`python tests/test_deepspeed.py MODEL OUT.json`) this file is the worker each rank runs:
 it builds the Learner with the config's DeepSpeed settings, takes its share of a fixed batch of PPO
-dialogues and records the metrics of a few updates. Tolerance: 1e-4 relative (float32 all-reduce order).
+dialogues and records the metrics of a few updates. Tolerance: 1e-4 relative, 1e-6 absolute (float32
+all-reduce order; whitened PPO advantages make the policy loss itself ~0). Measured difference ~1e-6 relative.
 """
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_zero2_two_ranks_match_one_rank(tiny_model_dir: Path, tmp_path: Path):
     assert (one["world_size"], two["world_size"]) == (1, 2)
     for step, (a, b) in enumerate(zip(one["history"], two["history"])):
         for key in KEYS:
-            assert b[key] == pytest.approx(a[key], rel=TOLERANCE, abs=1e-7), (step, key, a[key], b[key])
+            assert b[key] == pytest.approx(a[key], rel=TOLERANCE, abs=1e-6), (step, key, a[key], b[key])
     # the updates did something: the policy moved (approx KL of later steps' minibatch is 0 with 1 update,
     # so compare the losses across steps instead)
     assert one["history"][0]["value_loss"] != one["history"][-1]["value_loss"]

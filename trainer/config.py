@@ -71,6 +71,8 @@ class TrainConfig:
     gamma: float = 1.0
     lam: float = 1.0
     adv_eps: float = 1e-6  # GRPO: (r - mean) / (std + eps)
+    whiten_advantages: bool = True  # PPO: normalise GAE advantages over the batch's policy tokens (as verl,
+    # the framework the paper trained with, does)
     # --- rollout
     temperature: float = 1.0
     top_p: float = 1.0

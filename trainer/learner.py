@@ -236,7 +236,10 @@ class Learner:
         c, mask = self.config, batch.action_mask
         if c.algorithm == "ppo":
             rewards = A.last_token_rewards(batch.scores, mask)
-            return A.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
+            adv, returns = A.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
+            if c.whiten_advantages:  # over the global batch (all ranks)
+                adv = A.masked_whiten(adv, mask, all_reduce=all_reduce_sum)
+            return adv, returns
         if c.algorithm == "reinforce_pp":
             rewards = A.last_token_rewards(batch.scores, mask)
             return A.reinforce_pp_advantages(rewards, mask, c.gamma, all_reduce=all_reduce_sum), None
