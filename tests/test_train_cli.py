@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 
 from storage import Checkpoint, Dialogue, Job, Metric, make_engine, read_scope
