@@ -69,7 +69,7 @@ def curves_figure(series: dict[str, Series], title: str = "", y_title: str = "",
         fig.add_vline(x=marker_step, line_dash="dot", line_color="gray")
     fig.update_layout(title=title, xaxis_title="step", yaxis_title=y_title or title, height=320,
                       margin=dict(l=50, r=20, t=40 if title else 20, b=40),
-                      legend=dict(orientation="h", y=-0.25))
+                      legend=dict(orientation="h", y=-0.25), template="plotly_white")
     if not any(series.values()):
         fig.add_annotation(text="no data yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     return fig

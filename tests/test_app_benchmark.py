@@ -1,6 +1,8 @@
 """Benchmark view helpers against a real store: eval runs scored by trainer.benchmark, grouped by fingerprint."""
 from __future__ import annotations
 
+import pytest
+
 from app.views import benchmark as bv
 from simulator.fingerprint import fingerprint_hash
 from simulator.published import PUBLISHED
@@ -87,3 +89,41 @@ def test_empty_leaderboard_shows_only_published(engine):
     assert len(bv.published_table(groups)) == len(PUBLISHED)
     assert bv.leaderboard_figure(bm.leaderboard(engine, include_published=False)).layout.annotations[0].text \
         == "no finished eval runs yet"
+
+
+def _shot(page, name):
+    """Save a screenshot when RLVER_SCREENSHOTS names a folder (docs/screenshots for the README)."""
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get("RLVER_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+@pytest.mark.browser
+def test_leaderboard_in_browser(lab_server, browser_page, grid_rows):
+    engine, page = lab_server.engine, browser_page
+    _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
+    strong, ids = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
+    _eval_run(engine, "remote", REMOTE, [10, 10, 10])
+    page.get_by_role("tab", name="Benchmark").click()
+    lab = page.locator("#bench-lab")
+    lab.get_by_text("strong", exact=True).wait_for()
+    rows = grid_rows(page, "bench-lab")
+    ranked = [(r[0].split(" · ")[0], r[1], r[3]) for r in rows]
+    assert ranked == [("openai:deepseek-v3 @ 127.0.0.1:8000", "1", "remote"),
+                      ("offline:minilm-prototypes", "1", "strong"), ("offline:minilm-prototypes", "2", "weak")]
+    published = page.locator("#bench-published")
+    published.get_by_text("GPT-4o-latest (published)").wait_for()
+    pub_rows = grid_rows(page, "bench-published")
+    assert len(pub_rows) == len(PUBLISHED) and {r[6] for r in pub_rows} == {"DeepSeek-V3 (published)"}
+    lab.locator("[role=gridcell]").filter(has_text="strong").first.click()
+    page.locator("#bench-need").get_by_text("Just listen to the venting").wait_for()
+    page.locator("#bench-run").get_by_text(f"Eval run #{strong}", exact=False).wait_for()
+    page.locator("#bench-chart .js-plotly-plot").wait_for()
+    _shot(page, "leaderboard.png")
+    page.locator("#bench-dialogues [role=gridcell]").filter(has_text="Chen").first.click()
+    page.get_by_role("tab", name="Transcripts", selected=True).wait_for()
+    assert page.dialogs == []

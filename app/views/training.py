@@ -19,18 +19,20 @@ POLL_S = 2.0
 
 def _widget(name: str, label: str, kind: str, value: Any) -> gr.components.Component:
     key = f"train-{name}"
+    label, _, hint = label.partition(" (")
+    info = hint.rstrip(")") or None
     if kind == "int":
-        return gr.Number(value=value, label=label, precision=0, elem_id=key)
+        return gr.Number(value=value, label=label, info=info, precision=0, elem_id=key)
     if kind == "float":
-        return gr.Number(value=value, label=label, elem_id=key)
+        return gr.Number(value=value, label=label, info=info, elem_id=key)
     if kind == "bool":
-        return gr.Checkbox(value=value, label=label, elem_id=key)
+        return gr.Checkbox(value=value, label=label, info=info, elem_id=key)
     if kind == "radio":
-        return gr.Radio(choices=list(ts.field_choices(name)), value=value, label=label, elem_id=key)
+        return gr.Radio(choices=list(ts.field_choices(name)), value=value, label=label, info=info, elem_id=key)
     if kind in ("choice", "choice+"):
-        return gr.Dropdown(choices=list(ts.field_choices(name)), value=value, label=label, elem_id=key,
+        return gr.Dropdown(choices=list(ts.field_choices(name)), value=value, label=label, info=info, elem_id=key,
                            allow_custom_value=kind == "choice+")
-    return gr.Textbox(value=value, label=label, elem_id=key)
+    return gr.Textbox(value=value, label=label, info=info, elem_id=key)
 
 
 def _job_id(value: Any) -> Optional[int]:
@@ -71,8 +73,9 @@ def build(ctx: LabContext) -> None:
             action_msg = gr.Markdown("", elem_id="train-action-msg")
             summary = gr.Markdown(ts.job_summary_md(None), elem_id="train-summary")
             with gr.Row():
-                reward_plot = gr.Plot(ts.reward_figure(None), label="reward", elem_id="train-reward")
-                emotion_plot = gr.Plot(ts.emotion_step_figure(None), label="final emotion", elem_id="train-emotion")
+                reward_plot = gr.Plot(ts.reward_figure(None), show_label=False, elem_id="train-reward")
+                emotion_plot = gr.Plot(ts.emotion_step_figure(None), show_label=False,
+                                       elem_id="train-emotion")
             checkpoints = gr.Dataframe(headers=ts.CHECKPOINT_HEADERS, value=[], interactive=False,
                                        label="checkpoints (click one to pick it)", elem_id="train-checkpoints")
             with gr.Row():
