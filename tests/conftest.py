@@ -152,3 +152,15 @@ def make_sim_profile(pid: str = "maya", language: str = "en", personality: str =
 @pytest.fixture
 def sim_profile():
     return make_sim_profile()
+
+
+@pytest.fixture
+def grid_rows():
+    """read(page, elem_id) -> the data rows of a gr.Dataframe as lists of cell texts (its virtual grid)."""
+    def read(page, elem_id: str) -> list[list[str]]:
+        return page.evaluate(
+            """(id) => Array.from(document.querySelectorAll(`#${id} [role=row]`))
+                 .filter(r => r.querySelector('[role=gridcell]'))
+                 .map(r => Array.from(r.querySelectorAll('[role=gridcell]')).map(c => c.innerText.trim()))""",
+            elem_id)
+    return read
