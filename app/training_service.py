@@ -70,7 +70,7 @@ def reward_names(metrics: dict[str, Any]) -> list[str]:
 def emotion_names(metrics: dict[str, Any]) -> list[str]:
     """Metrics on the emotion scale (0..100): names with 'emotion', rates and counts left out."""
     return sorted(n for n in metrics if "emotion" in n.lower()
-                  and not any(w in n.lower() for w in ("rate", "count", "frac", "delta", "std")))
+                  and not any(w in n.lower() for w in ("rate", "count", "frac", "delta", "std", "tier")))
 
 
 def reward_figure(detail: Optional[dict[str, Any]]) -> go.Figure:

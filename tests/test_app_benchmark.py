@@ -46,8 +46,10 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
     groups = bm.leaderboard(engine)
     rows = bv.lab_rows(groups)
     by_run = {r[2]: r for r in rows}
-    offline_label = bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE))
-    assert offline_label.startswith("offline:minilm-prototypes · rules standard · prompts v1 · fp ")
+    assert bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE)).startswith(
+        "offline:minilm-prototypes · rules standard · prompts v1 · fp ")
+    offline_label = bv.simulator_short(OFFLINE, fingerprint_hash(OFFLINE))
+    assert offline_label == f"offline:minilm-prototypes · fp {fingerprint_hash(OFFLINE)[:8]}"
     assert by_run[strong][:5] == [offline_label, 1, strong, "strong", "80.0"]
     assert by_run[weak][:2] == [offline_label, 2]
     assert by_run[remote][0].startswith("openai:deepseek-v3 @ 127.0.0.1:8000")
@@ -61,7 +63,7 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
     fig = bv.leaderboard_figure(groups)
     assert len(fig.data) == 3  # two lab groups and the published one, each its own panel
     panel = {t.name: t for t in fig.data}
-    offline_bars = panel[offline_label]
+    offline_bars = panel[bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE))]
     assert list(offline_bars.y) == [f"#{weak} weak", f"#{strong} strong"]  # best drawn at the top
     assert list(offline_bars.x) == [30.0, 80.0]
     assert fig.data[-1].marker.pattern.shape == "/"  # published bars are hatched

@@ -41,6 +41,12 @@ def simulator_label(fp: dict[str, Any], fp_hash: str = "") -> str:
     return " · ".join(parts)
 
 
+def simulator_short(fp: dict[str, Any], fp_hash: str = "") -> str:
+    """'offline:MODEL · fp 1a2b3c4d' for table cells (the chart and the run header show the full label)."""
+    parts = simulator_label(fp).split(" · ")[:1] + ([f"fp {fp_hash[:8]}"] if fp_hash else [])
+    return " · ".join(parts)
+
+
 def _num(x: Optional[float], digits: int = 1) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
@@ -56,7 +62,7 @@ def lab_rows(groups: list[dict[str, Any]]) -> list[list[Any]]:
     for g in groups:
         if g.get("published"):
             continue
-        label = simulator_label(g.get("simulator") or {}, g.get("fingerprint_hash", ""))
+        label = simulator_short(g.get("simulator") or {}, g.get("fingerprint_hash", ""))
         for r in g["rows"]:
             finished = r.get("finished_at")
             rows.append([label, r["rank"], r["id"], r.get("name") or r.get("model_ref", ""), _num(r.get("score")),
@@ -127,7 +133,9 @@ def run_title(run: Optional[dict[str, Any]]) -> str:
     return (f"**Eval run #{run['id']}** · {md(run.get('name') or run.get('model_ref', ''))} · score "
             f"**{_num(run.get('score'))}** · success {run.get('success')} · failure {run.get('failure')} · "
             f"n {run.get('n')} (errors {run.get('n_errors', 0)}) · seed {run.get('seed')} · "
-            f"code {md(run.get('code_version', ''))}")
+            f"code {md(run.get('code_version') or 'unknown')}\n\nsimulator: "
+            f"{md(simulator_label(run.get('simulator_fingerprint') or {}, run.get('fingerprint_hash', '')))} · "
+            f"policy: {md(run.get('model_ref', ''))}")
 
 
 # ------------------------------------------------------------------------------------------------ the view
@@ -190,8 +198,6 @@ def build(ctx: LabContext) -> None:
                   "limit": int(lim or 0), "mode": md_, "seed": int(sd or 0), "name": (nm or "").strip()}
         if base and base.strip():
             config["simulator_base_url"] = base.strip()
-        if not hasattr(bm, "start_benchmark_job"):
-            return "The benchmark runner cannot start jobs yet (trainer.benchmark.start_benchmark_job is missing)."
         try:
             job_id = bm.start_benchmark_job(engine, url, config)
         except (ValueError, OSError) as exc:

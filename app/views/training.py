@@ -145,10 +145,8 @@ def build(ctx: LabContext) -> None:
         jid = _job_id(jid)
         if not path or not path.strip():
             return "Pick a checkpoint in the table first."
-        try:
-            from trainer.benchmark import start_benchmark_job
-        except ImportError as exc:
-            return f"The benchmark runner is not available: {md(exc)}"
+        from trainer.benchmark import start_benchmark_job
+
         config = ts.benchmark_config_for(jobs.job_detail(engine, jid) if jid else None, path.strip())
         try:
             bench_id = start_benchmark_job(engine, url, config)
