@@ -64,6 +64,24 @@ def _form_values(p: Optional[Profile]) -> list:
             ", ".join(p.traits), p.persona, p.background, p.hidden_need, p.explicit_goal, p.first_line]
 
 
+def _field(name: str, label: str, kind: str, lines: int):
+    """A form input with its error line under it (hidden until save finds a problem in this field)."""
+    eid = f"persona-{name.replace('_', '-')}"
+    with gr.Column(min_width=200):
+        if kind == "lang":
+            comp = gr.Dropdown(list(LANGUAGES), value="en", label=label, elem_id=eid)
+        elif kind == "difficulty":
+            comp = gr.Dropdown(list(DIFFICULTIES), value="standard", label=label, elem_id=eid)
+        elif kind == "need":
+            comp = gr.Dropdown(NEED_CHOICES, value=None, label=label, elem_id=eid)
+        elif kind == "personality":
+            comp = gr.Dropdown(PERSONALITY_CHOICES, value=None, label=label, elem_id=eid)
+        else:
+            comp = gr.Textbox(label=label, lines=lines, max_lines=max(lines, 12), elem_id=eid)
+        err = gr.Markdown(visible=False, elem_id=f"err-{name}", elem_classes=["field-error"])
+    return comp, err
+
+
 def build(ctx: LabContext) -> None:
     engine = ctx.engine
     editing = gr.State(None)  # id of the profile in the form, None = a new one
@@ -94,28 +112,13 @@ def build(ctx: LabContext) -> None:
         with gr.Column(scale=6):
             title = gr.Markdown("### New persona", elem_id="persona-form-title")
             inputs, errs = [], []
-            for i, (name, label, kind, lines) in enumerate(FORM):
-                if i % 2 == 0 and i < 6:  # id/name, language/difficulty, need/personality side by side
-                    row = gr.Row()
-                    row.__enter__()
-                col = gr.Column(min_width=200)
-                col.__enter__()
-                eid = f"persona-{name.replace('_', '-')}"
-                if kind == "lang":
-                    comp = gr.Dropdown(list(LANGUAGES), value="en", label=label, elem_id=eid)
-                elif kind == "difficulty":
-                    comp = gr.Dropdown(list(DIFFICULTIES), value="standard", label=label, elem_id=eid)
-                elif kind == "need":
-                    comp = gr.Dropdown(NEED_CHOICES, value=None, label=label, elem_id=eid)
-                elif kind == "personality":
-                    comp = gr.Dropdown(PERSONALITY_CHOICES, value=None, label=label, elem_id=eid)
-                else:
-                    comp = gr.Textbox(label=label, lines=lines, max_lines=max(lines, 12), elem_id=eid)
-                inputs.append(comp)
-                errs.append(gr.Markdown(visible=False, elem_id=f"err-{name}", elem_classes=["field-error"]))
-                col.__exit__()
-                if i % 2 == 1 and i < 6:
-                    row.__exit__()
+            # id/name, language/difficulty, need/personality side by side; the long texts full width
+            for group in [FORM[0:2], FORM[2:4], FORM[4:6]] + [[f] for f in FORM[6:]]:
+                with gr.Row():
+                    for spec in group:
+                        comp, err = _field(*spec)
+                        inputs.append(comp)
+                        errs.append(err)
             with gr.Row():
                 save_btn = gr.Button("Save", variant="primary", elem_id="persona-save")
                 new_btn = gr.Button("New", elem_id="persona-new")
@@ -137,7 +140,7 @@ def build(ctx: LabContext) -> None:
 
     def load(profile_id: Optional[str]):
         p = ps.get_profile(engine, profile_id) if profile_id else None
-        head = f"### Editing `{md(p.id)}`" if p else "### New persona"
+        head = f"### Editing **{md(p.id)}**" if p else "### New persona"
         return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + _field_errors({})
 
     form_out = [editing, title, id_box] + inputs + errs
@@ -155,21 +158,21 @@ def build(ctx: LabContext) -> None:
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
             msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
-            return [gr.update()] * len(form_out) + [msg, gr.update(), gr.update()]
+            return [gr.update()] * (len(form_out) - len(errs)) + _field_errors(exc.errors) + [msg, gr.update(), gr.update()]
         data, n = refresh(*values_and_filters[len(FIELDS):])
-        return load(profile.id) + [f"Saved `{md(profile.id)}` ({md(profile.name)}).", data, n]
+        return load(profile.id) + [f"Saved **{md(profile.id)}** ({md(profile.name)}).", data, n]
 
     def on_duplicate(editing_id, *flt):
         if not editing_id:
             return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate.", gr.update(), gr.update()]
         copy = ps.duplicate_profile(engine, editing_id)
-        return load(copy.id) + [f"Duplicated as `{md(copy.id)}`; edit and save.", *refresh(*flt)]
+        return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
     def on_delete(editing_id, *flt):
         if not editing_id:
             return load(None) + ["Nothing selected.", *refresh(*flt)]
         ok = ps.delete_profile(engine, editing_id)
-        return load(None) + [f"Deleted `{md(editing_id)}`." if ok else f"`{md(editing_id)}` was already gone.",
+        return load(None) + [f"Deleted **{md(editing_id)}**." if ok else f"**{md(editing_id)}** was already gone.",
                              *refresh(*flt)]
 
     def on_import(path, keep, repl, *flt):

@@ -1,0 +1,210 @@
+"""Live rollout view: watch a policy talk with simulated users turn by turn.
+
+Start runs trainer.rollout.RolloutEngine.stream() (profiles x group size dialogues, written to the store as
+they happen) and streams each event into the page: the dialogues side by side, their emotion curves
+overlaid, every user turn's inner thoughts and every policy turn's think block (collapsible). Stop cancels
+the run: running dialogues end as "cancelled" with the reason stored; pressing it again does nothing.
+A finished dialogue opens in the Transcripts view.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import gradio as gr
+
+from app.context import LabContext
+from app.plots import emotion_figure
+from app.render import dialogue_html, md, user_emotions
+from simulator import persona_service as ps
+from simulator.rules import PRESETS
+
+OFFLINE_NOTE = ("**Offline simulator**: a deterministic development and demo environment. Its emotions are not "
+                "produced by an LLM, and its scores are **not comparable with the Sentient benchmark**; use "
+                "`openai:MODEL` for benchmark-grade numbers.")
+# Runs in progress, by browser session: Stop finds its run here.
+_RUNS: dict[str, Any] = {}
+_RUNS_LOCK = threading.Lock()
+
+
+@dataclass
+class LiveDialogue:
+    label: str
+    dialogue_id: Optional[int] = None
+    turns: list[dict] = field(default_factory=list)
+    status: str = "running"
+    outcome: str = ""
+    error: str = ""
+    final_emotion: Optional[float] = None
+
+
+def apply_event(live: dict[str, LiveDialogue], ev: Any) -> None:
+    """Fold one RolloutEvent into the per-dialogue state."""
+    d = live.get(ev.key)
+    if d is None:
+        n = sum(x.label.startswith(ev.profile_id) for x in live.values()) + 1
+        d = live[ev.key] = LiveDialogue(label=f"{ev.profile_id} #{n}")
+    d.dialogue_id = ev.dialogue_id if ev.dialogue_id is not None else d.dialogue_id
+    if ev.kind == "turn" and ev.turn:
+        d.turns.append(dict(ev.turn))
+    elif ev.kind == "finished" and ev.sample is not None:
+        s = ev.sample
+        d.status, d.outcome, d.error, d.final_emotion = s.status, s.outcome, s.error, s.final_emotion
+
+
+def columns_html(live: dict[str, LiveDialogue]) -> str:
+    """The dialogues side by side, each headed by its label, store id and state."""
+    cols = []
+    for d in live.values():
+        state = d.status if d.status == "running" else f"{d.outcome or d.status}"
+        final = "" if d.final_emotion is None else f" · final {d.final_emotion:.0f}"
+        head = f"{d.label} · dialogue {d.dialogue_id if d.dialogue_id is not None else '…'} · {state}{final}"
+        foot = f"error: {d.error}" if d.error and d.status != "running" else ""
+        cols.append(f"<div class='live-col'>{dialogue_html(d.turns, header=head, footer=foot)}</div>")
+    return f"<div class='live-row' data-dialogues='{len(cols)}'>{''.join(cols)}</div>"
+
+
+def figure(live: dict[str, LiveDialogue]):
+    return emotion_figure([(d.label, user_emotions(d.turns)) for d in live.values()], title="Emotion per turn (live)")
+
+
+def finished_choices(live: dict[str, LiveDialogue]) -> list[tuple[str, int]]:
+    return [(f"{d.label} · dialogue {d.dialogue_id} · {d.outcome or d.status}", d.dialogue_id)
+            for d in live.values() if d.status != "running" and d.dialogue_id is not None]
+
+
+def persona_choices(engine) -> list[tuple[str, str]]:
+    return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(engine)]
+
+
+def start_rollout(engine, request_key: str, persona_ids: list[str], policy: str, policy_url: str, simulator: str,
+                  simulator_url: str, rules: str, mode: str, group: int, max_turns: int, max_new_tokens: int,
+                  temperature: float, seed: int):
+    """Generator of (status markdown, figure, columns HTML, finished-dialogue choices)."""
+    from trainer.engines import make_engine as make_policy
+    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+    from trainer.rollout_cli import load_profiles
+
+    live: dict[str, LiveDialogue] = {}
+
+    def out(status: str):
+        return status, figure(live), columns_html(live), gr.update(choices=finished_choices(live))
+
+    if not persona_ids:
+        yield out("**Pick at least one persona.**")
+        return
+    with _RUNS_LOCK:
+        if request_key in _RUNS:
+            yield out("**A rollout is already running in this page**: stop it first.")
+            return
+        _RUNS[request_key] = None  # reserved; Stop before the run exists is a no-op
+    policy_engine = None
+    try:
+        try:
+            config = RolloutConfig(mode=mode, max_turns=int(max_turns), max_new_tokens=int(max_new_tokens),
+                                   temperature=float(temperature), seed=int(seed)).validate()
+            profiles = load_profiles(engine, list(persona_ids))
+            factory = make_simulator_factory(simulator.strip() or "offline", rules=rules,
+                                             base_url=simulator_url.strip() or None, seed=int(seed))
+        except (KeyError, ValueError, ImportError) as exc:
+            yield out(f"**Cannot start:** {md(exc.args[0] if exc.args else exc)}")
+            return
+        yield out(f"Loading policy {md(policy)} …")
+        kw = {"base_url": policy_url.strip()} if policy.startswith("openai:") and policy_url.strip() else {}
+        try:
+            policy_engine = make_policy(policy.strip(), **kw)
+        except (FileNotFoundError, ValueError, OSError) as exc:
+            yield out(f"**Cannot load the policy** {md(policy)}: {md(exc)}")
+            return
+        rollout = RolloutEngine(policy_engine, factory, store=engine, config=config)
+        with _RUNS_LOCK:
+            stopped_early = _RUNS.get(request_key) == "stop"
+            _RUNS[request_key] = rollout
+        if stopped_early:
+            rollout.cancel()
+        n = len(profiles) * int(group)
+        yield out(f"Running {n} dialogue(s)…")
+        try:
+            for ev in rollout.stream(profiles, group_size=int(group)):
+                apply_event(live, ev)
+                done = sum(d.status != "running" for d in live.values())
+                verb = "Stopping" if rollout.cancelled else "Running"
+                yield out(f"{verb}: {done} of {n} dialogue(s) ended.")
+        except Exception as exc:  # a run-level failure: shown, the lab keeps working
+            yield out(f"**The rollout stopped with an error:** {md(type(exc).__name__)}: {md(exc)}")
+            return
+        ended = [d.outcome or d.status for d in live.values()]
+        yield out(("Stopped. " if rollout.cancelled else "Done. ") + ", ".join(f"{ended.count(o)} {o}" for o in
+                                                                             dict.fromkeys(ended)) + ".")
+    finally:
+        with _RUNS_LOCK:
+            _RUNS.pop(request_key, None)
+        if policy_engine is not None:
+            policy_engine.close()
+
+
+def stop_rollout(request_key: str) -> str:
+    """Cancel this page's run; safe to call any number of times."""
+    with _RUNS_LOCK:
+        run = _RUNS.get(request_key)
+        if run is None and request_key in _RUNS:
+            _RUNS[request_key] = "stop"  # still loading: cancel as soon as it starts
+            return "Stopping…"
+    if run is None:
+        return "Nothing is running."
+    if run == "stop" or run.cancelled:
+        return "Already stopping…"
+    run.cancel()
+    return "Stopping…"
+
+
+def build(ctx: LabContext) -> None:
+    engine = ctx.engine
+    with gr.Row():
+        with gr.Column(scale=3, min_width=320):
+            choices = persona_choices(engine)
+            personas = gr.Dropdown(choices, value=[choices[0][1]] if choices else [], multiselect=True,
+                                   label="Persona(s)", elem_id="live-personas")
+            policy = gr.Textbox("default", label="Policy",
+                                info="default (SmolLM2-135M-Instruct) · a local model folder · vllm:PATH · openai:MODEL",
+                                elem_id="live-policy")
+            policy_url = gr.Textbox("", label="Policy base URL (openai: policies; else OPENAI_BASE_URL)")
+            simulator = gr.Textbox("offline", label="Simulator", info="offline · openai:MODEL (key from OPENAI_API_KEY)",
+                                   elem_id="live-simulator")
+            simulator_url = gr.Textbox("", label="Simulator base URL (else OPENAI_BASE_URL)")
+            sim_note = gr.Markdown(OFFLINE_NOTE, elem_classes=["sim-note"], elem_id="live-sim-note")
+            with gr.Row():
+                rules = gr.Dropdown(list(PRESETS), value="standard", label="Emotion rules", min_width=120)
+                mode = gr.Radio(["direct", "think"], value="direct", label="Mode", min_width=120)
+            with gr.Row():
+                group = gr.Slider(1, 8, value=2, step=1, label="Group size (per persona)", elem_id="live-group")
+                max_turns = gr.Slider(1, 20, value=4, step=1, label="Max turns", elem_id="live-max-turns")
+            with gr.Accordion("Sampling", open=False):
+                max_new_tokens = gr.Slider(8, 1024, value=96, step=8, label="Max new tokens per turn",
+                                           elem_id="live-max-new-tokens")
+                temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Temperature")
+                seed = gr.Number(0, precision=0, label="Seed")
+            with gr.Row():
+                start_btn = gr.Button("Start", variant="primary", elem_id="live-start")
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="live-stop")
+            status = gr.Markdown(elem_id="live-status")
+            with gr.Row():
+                finished = gr.Dropdown([], label="Finished dialogue", scale=3, elem_id="live-finished")
+                open_btn = gr.Button("Open in Transcripts", scale=1, elem_id="live-open")
+        with gr.Column(scale=7):
+            plot = gr.Plot(label="Emotion per turn", elem_id="live-plot")
+            chats = gr.HTML(columns_html({}), elem_id="live-chats")
+
+    def on_start(*args, request: gr.Request):
+        yield from start_rollout(engine, request.session_hash or "", *args)
+
+    start_btn.click(on_start, [personas, policy, policy_url, simulator, simulator_url, rules, mode, group, max_turns,
+                               max_new_tokens, temperature, seed], [status, plot, chats, finished])
+    stop_btn.click(_stop_handler, None, status, concurrency_limit=None)
+    simulator.change(lambda s: gr.update(visible=(s or "offline").strip() == "offline"), simulator, sim_note)
+    open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs)
+
+
+def _stop_handler(request: gr.Request) -> str:
+    return stop_rollout(request.session_hash or "")

@@ -1,0 +1,87 @@
+"""Live rollout view: the streaming handler against a real tiny model, the offline simulator and a real store;
+Stop (twice); bad input; and the view in a real browser (turns streamed, curve drawn, stop)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from app.views import live_rollout as live
+from simulator import persona_service as ps
+from storage import Dialogue, read_scope
+
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+
+
+def _args(personas, policy, group=2, max_turns=6, mode="direct"):
+    return dict(persona_ids=personas, policy=policy, policy_url="", simulator="offline", simulator_url="",
+                rules="standard", mode=mode, group=group, max_turns=max_turns, max_new_tokens=16,
+                temperature=1.0, seed=0)
+
+
+@pytest.fixture
+def seeded(engine):
+    ps.seed_builtin(engine)
+    return engine, [p.id for p in ps.list_profiles(engine)][:1]
+
+
+def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
+    engine, personas = seeded
+    assert live.stop_rollout("s1") == "Nothing is running."
+    gen = live.start_rollout(engine, "s1", **_args(personas, str(tiny_model_dir), group=2, max_turns=10))
+    outputs, stops = [], []
+    for out in gen:
+        outputs.append(out)
+        if not stops and out[2].count("turn-assistant") >= 2:
+            stops = [live.stop_rollout("s1"), live.stop_rollout("s1")]
+    assert stops == ["Stopping…", "Already stopping…"]
+    status, fig, html, finished = outputs[-1]
+    assert status.startswith("Stopped.") or status.startswith("Done.")
+    assert "data-dialogues='2'" in html
+    assert len(fig.data) == 2 and all(len(t.y) >= 1 for t in fig.data)
+    assert len(finished["choices"]) == 2
+    with read_scope(engine) as s:
+        rows = s.execute(select(Dialogue.status, Dialogue.outcome, Dialogue.error)).all()
+    assert len(rows) == 2 and all(st in ("finished", "failed", "cancelled") for st, _, _ in rows)
+    assert any(o == "cancelled" and e for _, o, e in rows) or status.startswith("Done.")
+    assert live.stop_rollout("s1") == "Nothing is running."
+
+
+def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
+    engine, personas = seeded
+    out = list(live.start_rollout(engine, "s2", **_args(["no-such-persona"], "default")))
+    status = out[-1][0].replace("\\", "")  # Markdown escapes removed
+    assert "Cannot start" in status and "persona(s) not in the store: no-such-persona" in status
+    out = list(live.start_rollout(engine, "s2", **_args(personas, str(tmp_path / "missing-model"))))
+    assert "Cannot load the policy" in out[-1][0]
+    out = list(live.start_rollout(engine, "s2", **_args([], "default")))
+    assert "Pick at least one persona" in out[-1][0]
+    with read_scope(engine) as s:
+        assert s.scalars(select(Dialogue)).all() == []
+
+
+@pytest.mark.browser
+def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_dir):
+    page = browser_page
+    page.get_by_role("tab", name="Live rollout").click()
+    expect(page.locator("#live-sim-note")).to_contain_text("not comparable with the Sentient benchmark")
+    page.locator("#live-policy textarea").fill(str(tiny_model_dir))
+    page.locator("#live-max-turns input[type=number]").fill("10")
+    page.locator("#live-max-turns input[type=number]").press("Enter")
+    page.click("#live-start")
+    chats = page.locator("#live-chats")
+    expect(chats.locator(".live-col")).to_have_count(2, timeout=60_000)
+    expect(chats.locator(".live-col").first.locator(".turn-assistant")).to_have_count(2, timeout=60_000)
+    expect(page.locator("#live-plot .scatterlayer .trace")).to_have_count(2)
+    page.screenshot(path=str(SCREENSHOTS / "live.png"))
+    page.click("#live-stop")
+    page.click("#live-stop")
+    expect(page.locator("#live-status")).to_contain_text("Stopped", timeout=60_000)
+    assert page.dialogs == []
+    page.locator("#live-finished input").click()
+    page.get_by_role("option").first.click()
+    page.click("#live-open")
+    expect(page.get_by_role("tab", name="Transcripts")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#transcript-turns .turn-assistant").first).to_be_visible()

@@ -1,0 +1,133 @@
+"""Personas view in a real browser: create through the form, field errors, user text shown as text, import."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from simulator import persona_service as ps
+
+pytestmark = pytest.mark.browser
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+
+
+def fill(page, elem_id: str, text: str) -> None:
+    page.locator(f"#{elem_id} textarea").fill(text)
+
+
+def choose(page, elem_id: str, option: str) -> None:
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option).click()
+
+
+def new_form(page) -> None:
+    page.click("#persona-new")
+    expect(page.locator("#persona-form-title")).to_contain_text("New persona")
+
+
+def test_create_persona_through_the_form(browser_page, lab_server):
+    page = browser_page
+    new_form(page)
+    fill(page, "persona-id", "ui-night-nurse")
+    fill(page, "persona-name", "Mara, night nurse")
+    choose(page, "persona-need-category", "Just listen to the venting (just_listen)")
+    choose(page, "persona-personality", "avoidant")
+    fill(page, "persona-traits", "tired, proud, guarded")
+    fill(page, "persona-persona", "Mara, 41, a night-shift nurse who jokes to deflect and talks in short bursts.")
+    fill(page, "persona-background", "Her ward lost a patient last night. Replies that let her vent calm her; "
+                                     "advice or silver linings make her shut down.")
+    fill(page, "persona-hidden-need", "To be heard without being fixed.")
+    fill(page, "persona-first-line", "Long night. Don't ask.")
+    page.click("#persona-save")
+    expect(page.locator("#persona-status")).to_contain_text("Saved ui-night-nurse")
+    stored = ps.get_profile(lab_server.engine, "ui-night-nurse")
+    assert stored is not None
+    assert (stored.need_category, stored.personality, stored.traits) == ("just_listen", "avoidant",
+                                                                          ["tired", "proud", "guarded"])
+    assert stored.first_line == "Don't ask." or stored.first_line == "Long night. Don't ask."
+    # The id is locked while editing; the list shows the new profile when searched.
+    expect(page.locator("#persona-id textarea")).to_be_disabled()
+    page.locator("#persona-search textarea").fill("night-nurse")
+    page.locator("#persona-search textarea").press("Enter")
+    expect(page.locator("#persona-table")).to_contain_text("Mara, night nurse")
+    expect(page.locator("#persona-count")).to_contain_text("1 of")
+    page.screenshot(path=str(SCREENSHOTS / "personas.png"))
+
+
+def test_bad_persona_shows_the_field_error_and_is_not_stored(browser_page, lab_server):
+    page = browser_page
+    new_form(page)
+    fill(page, "persona-id", "ui-incomplete")
+    fill(page, "persona-name", "Incomplete")
+    fill(page, "persona-background", "Something happened.")
+    fill(page, "persona-traits", "a, b, c, d")
+    page.click("#persona-save")
+    expect(page.locator("#persona-status")).to_contain_text("Not saved")
+    expect(page.locator("#err-persona")).to_contain_text("is required")
+    expect(page.locator("#err-hidden_need")).to_contain_text("is required")
+    expect(page.locator("#err-need_category")).to_contain_text("unknown category")
+    expect(page.locator("#err-traits")).to_contain_text("at most 3")
+    expect(page.locator("#err-background")).to_be_hidden()
+    assert ps.get_profile(lab_server.engine, "ui-incomplete") is None
+    # An id that is taken is reported under the id field.
+    fill(page, "persona-id", "ui-night-nurse")
+    fill(page, "persona-persona", "Someone.")
+    fill(page, "persona-hidden-need", "Something.")
+    fill(page, "persona-traits", "a")
+    choose(page, "persona-need-category", "Deep empathy rather than simple comfort (deep_empathy)")
+    choose(page, "persona-personality", "negative")
+    page.click("#persona-save")
+    expect(page.locator("#err-id")).to_contain_text("already exists")
+    expect(page.locator("#err-persona")).to_be_hidden()
+    assert ps.get_profile(lab_server.engine, "ui-night-nurse").name == "Mara, night nurse"
+
+
+def test_user_text_is_shown_as_text_and_runs_nothing(browser_page, lab_server):
+    page = browser_page
+    script, img = "<script>alert(1)</script>", "<img src=x onerror=alert(1)>"
+    new_form(page)
+    fill(page, "persona-id", "ui-xss")
+    fill(page, "persona-name", f"{script} {img}")
+    choose(page, "persona-need-category", "Sincere praise of concrete actions (sincere_praise)")
+    choose(page, "persona-personality", "passive")
+    fill(page, "persona-persona", img)
+    fill(page, "persona-background", script)
+    fill(page, "persona-hidden-need", img)
+    page.click("#persona-save")
+    expect(page.locator("#persona-status")).to_contain_text("Saved ui-xss")
+    expect(page.locator("#persona-status")).to_contain_text(script)
+    page.reload()
+    page.locator("#persona-search textarea").fill("ui-xss")
+    page.locator("#persona-search textarea").press("Enter")
+    expect(page.locator("#persona-table")).to_contain_text(img)
+    page.locator("#persona-table td:visible", has_text="ui-xss").first.click()
+    expect(page.locator("#persona-form-title")).to_contain_text("ui-xss")
+    expect(page.locator("#persona-persona textarea")).to_have_value(img)
+    page.wait_for_timeout(500)
+    assert page.dialogs == []
+    assert page.locator("img[src='x']").count() == 0
+    assert ps.get_profile(lab_server.engine, "ui-xss").name == f"{script} {img}"
+
+
+def test_import_reports_every_bad_line_and_keep_valid(browser_page, lab_server, tmp_path):
+    page = browser_page
+    good = {"id": "ui-imported", "name": "Imported", "persona": "p", "background": "b", "hidden_need": "h",
+            "need_category": "useful_advice", "personality": "negative", "traits": ["x"]}
+    bad = dict(good, id="ui-imported-bad", need_category="telepathy")
+    path = tmp_path / "profiles.jsonl"
+    path.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    page.get_by_text("Import / export").click()
+    page.locator("#persona-import-file input[type=file]").set_input_files(str(path))
+    page.click("#persona-import")
+    report = page.locator("#persona-import-report")
+    expect(report).to_contain_text("0 stored")
+    expect(report).to_contain_text("line 2")
+    expect(report).to_contain_text("line 3: need_category")
+    assert ps.get_profile(lab_server.engine, "ui-imported") is None
+    page.get_by_label("Keep the valid lines when some are bad").check()
+    page.click("#persona-import")
+    expect(report).to_contain_text("1 stored")
+    assert ps.get_profile(lab_server.engine, "ui-imported").need_category == "useful_advice"
+    assert ps.get_profile(lab_server.engine, "ui-imported-bad") is None

@@ -1,0 +1,93 @@
+"""Transcripts view: collections from imports and from the store's own dialogues, the rendered turns, and a
+real browser reading the published GPT-4.1 transcript (curve drawn, 68.2)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from app.plots import emotion_figure, tier_bands
+from app.render import dialogue_html, md
+from app.views import transcripts as view
+from simulator import transcripts as tr
+from storage.dialogues import add_turn, finish_dialogue, start_dialogue
+
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+
+
+def test_emotion_figure_has_tier_bands_and_one_line_per_series():
+    fig = emotion_figure([("a", [40, 50, None, 70]), ("b", [40, 30])])
+    assert [t.name for t in fig.data] == ["a", "b"]
+    assert list(fig.data[0].y) == [40.0, 50.0, None, 70.0]
+    assert [(n, lo) for n, lo, _ in tier_bands()] == [("S", 100.0), ("A", 70.0), ("B", 40.0), ("C", 10.0), ("F", 0.0)]
+    assert sorted(a.text for a in fig.layout.annotations) == ["A", "B", "C", "F", "S"]
+
+
+def test_user_text_is_escaped_in_turns_and_markdown():
+    evil = "<img src=x onerror=alert(1)> <script>alert(1)</script>"
+    html = dialogue_html([{"role": "user", "index": 0, "text": evil, "emotion": 40, "inner": {"analysis": evil}},
+                          {"role": "assistant", "index": 1, "text": "ok", "think_text": evil}])
+    assert "<img" not in html and "<script" not in html
+    assert html.count("&lt;img src=x onerror=alert(1)&gt;") == 3
+    assert "<" not in md(evil).replace("\\", "")
+
+
+def test_collections_cover_imports_and_store_dialogues(engine, tmp_path):
+    path = tmp_path / "mini_result.jsonl"
+    path.write_text('{"id": "r1", "emo_point": 100, "history": [{"role": "user", "content": "hi", "emotion-point": 40},'
+                    ' {"role": "assistant", "content": "hello"}, {"role": "user", "content": "thanks",'
+                    ' "emotion-point": 100, "planning": {"change": 10}}]}\n'
+                    '{"id": "r2", "emo_point": 5, "history": []}\n', encoding="utf-8")
+    rep = tr.import_file(engine, path)
+    assert len(rep.dialogue_ids) == 2
+    live = start_dialogue(engine, persona_id="p", source="rollout", policy_ref="default")
+    add_turn(engine, live, 0, "user", "hey", emotion=40.0)
+    finish_dialogue(engine, live, "finished", 60.0, outcome="max_turns")
+    keys = [k for _, k in view.collections(engine)]
+    assert keys == ["import:mini_result.jsonl", "source:rollout"]
+    assert [i for _, i in view.dialogues(engine, "import:mini_result.jsonl")] == rep.dialogue_ids
+    assert [i for _, i in view.dialogues(engine, "source:rollout")] == [live]
+    assert view.summary_md(engine, "import:mini_result.jsonl").startswith("**Score 52.5**")
+    assert "success 1 · failure 1 · n 2" in view.summary_md(engine, "import:mini_result.jsonl")
+    meta, fig, html = view.dialogue_view(engine, rep.dialogue_ids[0])
+    assert list(fig.data[0].y) == [40.0, 100.0]
+    assert "data-emotion='100'" in html and "inner thoughts" in html
+    assert "does not exist" in view.dialogue_view(engine, 999_999)[0]
+
+
+@pytest.mark.browser
+def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_data):
+    page = browser_page
+    page.get_by_role("tab", name="Transcripts").click()
+    page.locator("#transcript-file input[type=file]").set_input_files(str(shared_data / "sage" / "gpt-4.1_result.jsonl"))
+    page.click("#transcript-import")
+    expect(page.locator("#transcript-import-report")).to_contain_text("100 dialogue(s) imported", timeout=60_000)
+    summary = page.locator("#transcript-summary")
+    expect(summary).to_contain_text("Score 68.2")
+    expect(summary).to_contain_text("success 35 · failure 13 · n 100")
+    page.locator("#transcript-dialogue input").click()
+    page.get_by_role("option").nth(1).click()
+    turns = page.locator("#transcript-turns")
+    expect(turns.locator(".turn-user").first).to_be_visible()
+    n_user = turns.locator(".turn-user").count()
+    assert n_user >= 2
+    assert turns.locator("details.inner-thoughts").count() >= n_user - 1
+    expect(page.locator("#transcript-plot .js-plotly-plot")).to_be_visible()
+    points = page.locator("#transcript-plot .scatterlayer .trace .points path")
+    expect(points).to_have_count(n_user)
+    turns.locator("details.inner-thoughts summary").nth(1).click()
+    expect(turns.locator("details.inner-thoughts").nth(1).locator("dl.inner")).to_be_visible()
+    page.screenshot(path=str(SCREENSHOTS / "transcripts.png"))
+
+
+@pytest.mark.browser
+def test_dialogue_opens_from_the_url(browser_page, lab_server):
+    d = start_dialogue(lab_server.engine, persona_id="linked", source="rollout", policy_ref="default")
+    add_turn(lab_server.engine, d, 0, "user", "opened by link", emotion=40.0)
+    finish_dialogue(lab_server.engine, d, "finished", 40.0, outcome="max_turns")
+    page = browser_page
+    page.goto(f"{lab_server.url}?dialogue={d}")
+    expect(page.get_by_role("tab", name="Transcripts")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#transcript-meta")).to_contain_text(f"#{d}")
+    expect(page.locator("#transcript-turns")).to_contain_text("opened by link")
