@@ -102,7 +102,7 @@ def test_user_text_is_shown_as_text_and_runs_nothing(browser_page, lab_server):
     page.locator("#persona-search textarea").fill("ui-xss")
     page.locator("#persona-search textarea").press("Enter")
     expect(page.locator("#persona-table")).to_contain_text(img)
-    page.locator("#persona-table td:visible", has_text="ui-xss").first.click()
+    page.locator("#persona-table [role=gridcell]", has_text="ui-xss").first.click()
     expect(page.locator("#persona-form-title")).to_contain_text("ui-xss")
     expect(page.locator("#persona-persona textarea")).to_have_value(img)
     page.wait_for_timeout(500)
