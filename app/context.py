@@ -26,6 +26,15 @@ class LabContext:
     url: str = ""  # where the lab is served, once launched
     tabs: Any = None  # gr.Tabs holding every view
     dialogue_link: Any = None  # gr.State: {"id": dialogue_id, "at": nonce}; Transcripts listens to it
+    current_tab: Any = None  # the gr.Tab whose view is being built
+    load_hooks: list = field(default_factory=list)  # (fn, inputs, outputs) run on every page load
+
+    def refresh_on_show(self, fn: Any, inputs: Any, outputs: Any) -> None:
+        """Run `fn` when the page loads and whenever the current view's tab is opened (for lists that other
+        views, jobs or the CLI change: personas, collections, ...). Call inside a view's build()."""
+        self.load_hooks.append((fn, inputs, outputs))
+        if self.current_tab is not None:
+            self.current_tab.select(fn, inputs, outputs)
 
     @property
     def link_outputs(self) -> list:

@@ -80,8 +80,12 @@ def build_app(ctx: LabContext) -> gr.Blocks:
         with gr.Tabs() as tabs:
             ctx.tabs = tabs
             for tab_id, label, module_name in available_views():
-                with gr.Tab(label, id=tab_id, elem_id=f"tab-{tab_id}"):
+                with gr.Tab(label, id=tab_id, elem_id=f"tab-{tab_id}") as tab:
+                    ctx.current_tab = tab
                     _build_view(module_name, ctx)
+            ctx.current_tab = None
+        for fn, inputs, outputs in ctx.load_hooks:
+            demo.load(fn, inputs, outputs)
 
         def _from_query(request: gr.Request):
             dialogue = (request.query_params.get("dialogue") or "").strip() if request else ""

@@ -203,6 +203,7 @@ def build(ctx: LabContext) -> None:
                                max_new_tokens, temperature, seed], [status, plot, chats, finished])
     stop_btn.click(_stop_handler, None, status, concurrency_limit=None)
     simulator.change(lambda s: gr.update(visible=(s or "offline").strip() == "offline"), simulator, sim_note)
+    ctx.refresh_on_show(lambda: gr.update(choices=persona_choices(engine)), None, personas)
     open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs)
 
 

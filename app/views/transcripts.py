@@ -173,4 +173,5 @@ def build(ctx: LabContext) -> None:
     coll.input(on_collection, coll, [summary, pick])
     refresh_btn.click(lambda k: (gr.update(choices=collections(engine)), *on_collection(k)), coll, [coll, summary, pick])
     pick.input(lambda i: dialogue_view(engine, i), pick, [meta, plot, turns])
+    ctx.refresh_on_show(lambda: gr.update(choices=collections(engine)), None, coll)
     ctx.dialogue_link.change(on_link, ctx.dialogue_link, [coll, summary, pick, meta, plot, turns])
