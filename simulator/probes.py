@@ -102,13 +102,13 @@ def format_table(results: dict[str, dict[str, dict[str, Any]]]) -> str:
     behaviours = list(next(iter(results.values())).keys()) if results else []
     wins = tailored_wins(results)
     width = max([len(p) for p in results] + [7])
-    head = f"{'persona':<{width}} " + " ".join(f"{b[:14]:>14}" for b in behaviours) + "  tailored>hacks"
+    head = f"{'persona':<{width}} " + " ".join(f"{b[:15]:>15}" for b in behaviours) + "  tailored>hacks"
     lines = [head, "-" * len(head)]
     for pid, row in results.items():
-        cells = " ".join(f"{row[b]['final_emotion']:>14.0f}" if not row[b]["error"] else f"{'error':>14}"
+        cells = " ".join(f"{row[b]['final_emotion']:>15.0f}" if not row[b]["error"] else f"{'error':>15}"
                          for b in behaviours)
         lines.append(f"{pid:<{width}} {cells}  {'yes' if wins.get(pid) else 'NO':>14}")
-    means = " ".join(f"{sum(r[b]['final_emotion'] for r in results.values()) / len(results):>14.1f}"
+    means = " ".join(f"{sum(r[b]['final_emotion'] for r in results.values()) / len(results):>15.1f}"
                      for b in behaviours)
     score = f"{sum(wins.values())}/{len(wins)}"
     lines += ["-" * len(head), f"{'mean':<{width}} {means}  {score:>14}"]
