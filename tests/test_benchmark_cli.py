@@ -226,6 +226,22 @@ def test_resume_after_kill_skips_finished_profiles(engine, db_url, slow_server, 
     assert r.returncode == 2 and "already finished" in r.stderr
 
 
+def test_ctrl_c_stops_cleanly_and_the_run_resumes(engine, db_url, slow_server):
+    p = start_cli("--policy", "openai:scripted", "--policy-base-url", slow_server.base_url, "--simulator",
+                  "openai:scripted", "--simulator-base-url", slow_server.base_url, "--db", db_url,
+                  "--profiles", "builtin", "--limit", "4", "--concurrency", "1")
+    wait_for(lambda: any(st == "finished" for _, _, st in run_dialogues(engine, 1)))
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 1 and "--resume 1" in out and "(cancelled)" in out
+    run = bm.get_eval_run(engine, 1)
+    statuses = [st for _, _, st in run_dialogues(engine, 1)]
+    assert run["status"] == "cancelled" and "running" not in statuses and 1 <= run["n"] < 4
+    r = cli("--resume", "1", "--db", db_url, "--json")
+    assert r.returncode == 0, r.stderr
+    assert last_json(r.stdout)["n"] == 4 and bm.get_eval_run(engine, 1)["status"] == "succeeded"
+
+
 # ------------------------------------------------------------------------------------------------- jobs
 def test_benchmark_job_runs_in_the_background_and_records_everything(engine, db_url, server):
     config = {"policy": "openai:scripted", "policy_base_url": server.base_url, "simulator": "openai:scripted",

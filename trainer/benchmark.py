@@ -14,6 +14,7 @@ errors) stay in n as errors, never dropped.
 from __future__ import annotations
 
 import hashlib
+import signal
 import threading
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields
@@ -328,6 +329,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
     if job is not None:  # Cancel of the job -> stop the dialogues in flight
         job.progress(n_done, total)
         threading.Thread(target=_watch, args=(job, rollout, stop), daemon=True, name="benchmark-cancel").start()
+    restore_signals = _stop_on_signals(rollout, eval_run_id, log) if job is None else (lambda: None)
     status = "succeeded"
     try:
         for i in range(0, len(todo), config.concurrency):
@@ -344,6 +346,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         raise
     finally:
         stop.set()
+        restore_signals()
         policy.close()
     summary = finish_eval_run(engine, eval_run_id, status)
     ids = [d["id"] for d in scored_dialogues(engine, eval_run_id)]
@@ -351,6 +354,28 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         job.log_metrics(summary.n, {"score": summary.score, "success": summary.success, "failure": summary.failure,
                                     "n_errors": summary.n_errors, "ci_low": summary.ci_low, "ci_high": summary.ci_high})
     return BenchmarkResult(eval_run_id, status, summary, ids, total - len(todo))
+
+
+def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None]) -> Callable[[], None]:
+    """Ctrl-C / SIGTERM in a command-line run: the dialogues in flight end as cancelled and the run is
+    recorded as cancelled (resumable); a second Ctrl-C quits at once. Returns the undo function."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if rollout.cancelled:
+            raise KeyboardInterrupt
+        log(f"stopping: dialogues in flight end as cancelled; continue later with --resume {eval_run_id}")
+        rollout.cancel()
+
+    def restore() -> None:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+    for sig in old:
+        signal.signal(sig, handler)
+    return restore
 
 
 def _watch(job: Any, rollout: Any, stop: threading.Event) -> None:
