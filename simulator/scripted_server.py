@@ -67,6 +67,11 @@ def score_reply(reply: str) -> int:
     return max(-10, min(10, change))
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # listen() backlog, read when binding: a rollout connects 32+ clients at once
+
+
 class ScriptedServer:
     def __init__(self, latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
                  faults: Sequence[str] = FAULTS, hang_s: float = 30.0, api_key: Optional[str] = None,
@@ -87,9 +92,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0  # most requests handled at the same time
         self.requests: list[dict] = []  # the most recent request bodies (up to 500)
-        self.httpd = ThreadingHTTPServer((host, port), _make_handler(self))
-        self.httpd.daemon_threads = True
-        self.httpd.request_queue_size = 256
+        self.httpd = _HTTPServer((host, port), _make_handler(self))
         self._thread: Optional[threading.Thread] = None
 
     @property
