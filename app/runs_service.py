@@ -70,6 +70,9 @@ def curves_figure(series: dict[str, Series], title: str = "", y_title: str = "",
     fig.update_layout(title=title, xaxis_title="step", yaxis_title=y_title or title, height=320,
                       margin=dict(l=50, r=20, t=40 if title else 20, b=40),
                       legend=dict(orientation="h", y=-0.25), template="plotly_white")
+    steps = [p[0] for points in series.values() for p in points]
+    if steps and max(steps) - min(steps) <= 20:
+        fig.update_xaxes(dtick=1)  # steps are whole numbers: no 1.5 ticks on a short run
     if not any(series.values()):
         fig.add_annotation(text="no data yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     return fig

@@ -1,6 +1,8 @@
 """Runs view helpers against a real SQLite store filled with Job, Metric and Dialogue rows."""
 from __future__ import annotations
 
+import pytest
+
 from app import runs_service as rs
 from storage import Job, Metric, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
@@ -84,3 +86,43 @@ def test_parse_ids():
     assert rs.parse_job_ids(["#3 ppo", 4, "#3 again", "junk"]) == [3, 4]
     assert rs.dialogue_id_from_cell("") is None
     assert rs.dialogue_id_from_cell(17) == 17
+
+
+@pytest.mark.browser
+def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_rows):
+    import os
+    from pathlib import Path
+
+    engine, page = lab_server.engine, browser_page
+    a = _job(engine, "ppo-run", {"algorithm": "ppo", "actor_lr": 1e-6}, [0.1, 0.2, 0.4])
+    b = _job(engine, "grpo-run", {"algorithm": "grpo", "actor_lr": 1e-6}, [0.3, 0.5, 0.6])
+    for g in ("g0", "g1"):
+        for emo in (20.0, 60.0):
+            d = start_dialogue(engine, job_id=b, step=1, group_id=f"1-{g}", persona_id=f"p-{g}",
+                               persona_snapshot={"name": f"Ana {g}"}, source="train")
+            finish_dialogue(engine, d, "finished", emo, outcome="max_turns")
+    page.get_by_role("tab", name="Runs").click()
+    page.locator("#runs-refresh").click()
+    picker = page.locator("#runs-pick input")
+    for label in (f"#{a} ppo-run (ppo)", f"#{b} grpo-run (grpo)"):
+        picker.click()
+        page.get_by_role("option", name=label).click()
+    page.keyboard.press("Escape")
+    page.wait_for_function("""() => { const p = document.querySelector('#runs-plot .js-plotly-plot');
+        return p && p.data && p.data.length === 2; }""")
+    names = page.evaluate("() => document.querySelector('#runs-plot .js-plotly-plot').data.map(t => t.name)")
+    assert names == [f"#{a} ppo-run (ppo)", f"#{b} grpo-run (grpo)"]
+    page.locator("#runs-diff [role=gridcell]").filter(has_text="grpo").first.wait_for()
+    assert grid_rows(page, "runs-diff") == [["algorithm", "ppo", "grpo"]]  # only what differs
+    page.locator("#runs-step-job input").click()
+    page.get_by_role("option", name=f"#{b} grpo-run (grpo)").click()
+    page.locator("#runs-groups [role=gridcell]").filter(has_text="1-g1").first.wait_for()
+    rows = grid_rows(page, "runs-groups")
+    assert [r[:2] for r in rows] == [["1-g0", "40.0"], ["1-g1", "40.0"]] and len(rows[0]) == 4
+    folder = os.environ.get("RLVER_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / "runs.png"), full_page=True)
+    page.locator("#runs-groups [role=gridcell]").filter(has_text="Ana g1 · 60").first.click()
+    page.get_by_role("tab", name="Transcripts", selected=True).wait_for()
+    assert page.dialogs == []

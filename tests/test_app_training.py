@@ -13,12 +13,13 @@ def _fill(engine, job_id, steps):
         job = s.get(Job, job_id)
         job.status, job.step, job.total_steps, job.progress = "running", steps, 4, steps / 4
         for step in range(steps):
-            s.add(Metric(job_id=job_id, step=step, name="reward/mean", value=0.3 + 0.1 * step))
-            s.add(Metric(job_id=job_id, step=step, name="reward/std", value=0.05))
-            s.add(Metric(job_id=job_id, step=step, name="final_emotion/mean", value=30.0 + 10 * step))
+            s.add(Metric(job_id=job_id, step=step, name="reward_mean", value=0.3 + 0.1 * step))
+            s.add(Metric(job_id=job_id, step=step, name="reward_std", value=0.05))
+            s.add(Metric(job_id=job_id, step=step, name="final_emotion_mean", value=30.0 + 10 * step))
             s.add(Metric(job_id=job_id, step=step, name="success_rate", value=0.1 * step))
-        s.add(Checkpoint(job_id=job_id, step=1, path="/ck/step-1", metrics={"reward/mean": 0.4}))
-        s.add(Checkpoint(job_id=job_id, step=2, path="/ck/step-2", metrics={"reward/mean": 0.5}))
+            s.add(Metric(job_id=job_id, step=step, name="emotion_tier_A", value=0.5))
+        s.add(Checkpoint(job_id=job_id, step=1, path="/ck/step-1", metrics={"reward_mean": 0.4}))
+        s.add(Checkpoint(job_id=job_id, step=2, path="/ck/step-2", metrics={"reward_mean": 0.5}))
 
 
 def test_jobs_rows_show_status_progress_and_queue(engine):
@@ -40,16 +41,16 @@ def test_detail_figures_and_checkpoints(engine):
     _fill(engine, job_id, 3)
     detail = jobs.job_detail(engine, job_id)
     reward = ts.reward_figure(detail)
-    assert [t.name for t in reward.data] == ["reward/mean", "reward/std"]
+    assert [t.name for t in reward.data] == ["reward_mean", "reward_std"]
     assert list(reward.data[0].x) == [0, 1, 2]
     assert list(reward.data[0].y) == pytest.approx([0.3, 0.4, 0.5])
     emotion = ts.emotion_step_figure(detail)
-    assert [t.name for t in emotion.data] == ["final_emotion/mean"]  # rates are not on the emotion scale
+    assert [t.name for t in emotion.data] == ["final_emotion_mean"]  # rates and tier shares are not on the emotion scale
     assert list(emotion.data[0].y) == [30.0, 40.0, 50.0]
     assert len(emotion.layout.shapes) == 5  # the S/A/B/C/F bands
     rows = ts.checkpoint_rows(detail)
     assert [r[:2] for r in rows] == [[2, "/ck/step-2"], [1, "/ck/step-1"]]
-    assert rows[0][2] == "reward/mean=0.5"
+    assert rows[0][2] == "reward_mean=0.5"
     summary = ts.job_summary_md(detail)
     assert f"Job #{job_id}" in summary and "step 3/4" in summary and "model: **tiny**" in summary
     assert "<b>" not in summary  # the job name is shown as text, never as HTML
@@ -108,3 +109,68 @@ def test_form_other_settings_box_errors():
     _, errors = ts.config_from_form(_form(), "clip_eps: 2.0", check_paths=False)
     per_field, other = ts.error_updates(errors)
     assert "clip\\_eps" in other and not any(per_field)
+
+
+def _screenshot(page, name):
+    """Save a screenshot when RLVER_SCREENSHOTS names a folder (docs/screenshots for the README)."""
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get("RLVER_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def _set(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def _points(page, elem_id):
+    """Points of the first curve of a gr.Plot in the page (0 when nothing is drawn yet)."""
+    return page.evaluate("""(id) => { const p = document.querySelector(`#${id} .js-plotly-plot`);
+        return p && p.data && p.data.length && p.data[0].x ? p.data[0].x.length : 0; }""", elem_id)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page, tiny_model_dir):
+    page = browser_page
+    page.get_by_role("tab", name="Training").click()
+    for elem, value in (("train-name", "tiny-ppo"), ("train-model", tiny_model_dir), ("train-steps", 3),
+                        ("train-dialogues_per_step", 2), ("train-minibatch_size", 2), ("train-micro_batch_size", 2),
+                        ("train-max_turns", 1), ("train-max_new_tokens", 8), ("train-save_every", 1),
+                        ("train-actor_lr", -1)):
+        _set(page, elem, value)
+    _set(page, "train-extra", "critic_lr: 0.0001\nmax_dialogue_tokens: 512")
+    page.locator("#train-launch").click()
+    page.locator("#err-actor_lr").get_by_text("must be positive", exact=False).wait_for()
+    assert jobs.list_jobs(lab_server.engine) == []  # nothing half-launched
+    _set(page, "train-actor_lr", 0.0001)
+    page.locator("#train-launch").click()
+    page.locator("#train-launch-msg").get_by_text("Launched job #", exact=False).wait_for()
+    assert page.locator("#err-actor_lr").inner_text().strip() == ""
+    job_id = jobs.list_jobs(lab_server.engine)[0]["id"]
+    try:
+        seen = []
+        for _ in range(240):  # the timer polls the store every 2 s
+            n = _points(page, "train-reward")
+            if not seen or n != seen[-1]:
+                seen.append(n)
+                if 0 < n < 3:
+                    _screenshot(page, "training.png")  # a running job, its curve part-drawn
+            if n >= 3:
+                break
+            if jobs.job_detail(lab_server.engine, job_id)["status"] in ("failed", "cancelled", "interrupted"):
+                break
+            page.wait_for_timeout(500)
+        detail = jobs.job_detail(lab_server.engine, job_id)
+        assert seen[-1] == 3, (seen, detail["status"], detail["error"], detail["log_tail"][-2000:])
+        assert any(0 < n < 3 for n in seen), seen  # drawn while the job was still running
+        page.locator("#train-summary").get_by_text("succeeded").wait_for(timeout=120_000)
+        assert len(page.locator("#train-checkpoints [role=gridcell]").all()) >= 4  # at least one row
+    finally:
+        jobs.cancel(lab_server.engine, job_id, force=True)
+    assert page.dialogs == []

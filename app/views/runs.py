@@ -25,14 +25,14 @@ def build(ctx: LabContext) -> None:
         runs = gr.Dropdown(choices=job_choices(ctx), multiselect=True, max_choices=rs.MAX_COMPARE,
                            label="runs (2-4)", scale=4, elem_id="runs-pick")
         metric = gr.Dropdown(choices=[], label="metric", scale=2, elem_id="runs-metric")
-        refresh = gr.Button("Refresh", scale=1)
+        refresh = gr.Button("Refresh", scale=1, elem_id="runs-refresh")
     plot = gr.Plot(label="curves", elem_id="runs-plot")
     with gr.Accordion("Config diff", open=True):
         show_all = gr.Checkbox(value=False, label="show settings that are the same too")
         diff = gr.Dataframe(headers=["setting"], value=[], interactive=False, wrap=True, elem_id="runs-diff")
     gr.Markdown("### Dialogues of a step")
     with gr.Row():
-        step_job = gr.Dropdown(choices=[], label="run", scale=3)
+        step_job = gr.Dropdown(choices=[], label="run", scale=3, elem_id="runs-step-job")
         step = gr.Dropdown(choices=[], label="step", scale=1, elem_id="runs-step")
     groups = gr.Dataframe(headers=["group"], value=[], interactive=False, wrap=True, elem_id="runs-groups",
                           label="groups (rollouts of the same prompt side by side) · click a dialogue to open it")

@@ -120,8 +120,9 @@ def build(ctx: LabContext) -> None:
         except (jobs.JobError, OSError) as exc:
             return [*per_field, other, f"Job #{new_id} was recorded but could not start: {md(exc)}",
                     ts.jobs_rows(jobs.list_jobs(engine)), new_id]
-        return [*per_field, other, f"Launched job #{new_id}; it waits in the queue while another job runs.",
-                ts.jobs_rows(jobs.list_jobs(engine)), new_id]
+        ahead = [j["id"] for j in jobs.list_jobs(engine) if j["status"] in ts.LIVE_STATUSES and j["id"] < new_id]
+        queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
+        return [*per_field, other, f"Launched job #{new_id}{queue}.", ts.jobs_rows(jobs.list_jobs(engine)), new_id]
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
