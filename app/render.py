@@ -100,4 +100,6 @@ dl.inner dt {font-weight:600;} dl.inner dd {margin:0 0 4px 12px; white-space:pre
 .dlg-head, .dlg-foot {font-size:12px; opacity:.8;}
 .field-error p {color:#c62828 !important; font-size:13px; margin:0;}
 .sim-note {font-size:12px;}
+.live-row {display:flex; gap:10px; align-items:flex-start; overflow-x:auto;}
+.live-col {flex:1 1 0; min-width:280px;}
 """

@@ -49,11 +49,11 @@ def test_create_persona_through_the_form(browser_page, lab_server):
     assert stored.first_line == "Don't ask." or stored.first_line == "Long night. Don't ask."
     # The id is locked while editing; the list shows the new profile when searched.
     expect(page.locator("#persona-id textarea")).to_be_disabled()
+    page.screenshot(path=str(SCREENSHOTS / "personas.png"))
     page.locator("#persona-search textarea").fill("night-nurse")
     page.locator("#persona-search textarea").press("Enter")
     expect(page.locator("#persona-table")).to_contain_text("Mara, night nurse")
     expect(page.locator("#persona-count")).to_contain_text("1 of")
-    page.screenshot(path=str(SCREENSHOTS / "personas.png"))
 
 
 def test_bad_persona_shows_the_field_error_and_is_not_stored(browser_page, lab_server):

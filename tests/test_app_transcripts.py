@@ -78,6 +78,7 @@ def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_da
     expect(points).to_have_count(n_user)
     turns.locator("details.inner-thoughts summary").nth(1).click()
     expect(turns.locator("details.inner-thoughts").nth(1).locator("dl.inner")).to_be_visible()
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(SCREENSHOTS / "transcripts.png"))
 
 

@@ -196,8 +196,11 @@ def build(ctx: LabContext) -> None:
             plot = gr.Plot(label="Emotion per turn", elem_id="live-plot")
             chats = gr.HTML(columns_html({}), elem_id="live-chats")
 
-    def on_start(*args, request: gr.Request):
-        yield from start_rollout(engine, request.session_hash or "", *args)
+    def on_start(persona_ids, policy_, policy_url_, simulator_, simulator_url_, rules_, mode_, group_, max_turns_,
+                 max_new_tokens_, temperature_, seed_, request: gr.Request):
+        yield from start_rollout(engine, request.session_hash or "", persona_ids, policy_, policy_url_, simulator_,
+                                 simulator_url_, rules_, mode_, group_, max_turns_, max_new_tokens_, temperature_,
+                                 seed_)
 
     start_btn.click(on_start, [personas, policy, policy_url, simulator, simulator_url, rules, mode, group, max_turns,
                                max_new_tokens, temperature, seed], [status, plot, chats, finished])
