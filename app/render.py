@@ -91,6 +91,7 @@ CSS = """
 .turn-user {background:var(--background-fill-secondary); align-self:flex-start; border:1px solid var(--border-color-primary);}
 .turn-assistant {background:var(--color-accent-soft); align-self:flex-end;}
 .turn-head {font-size:12px; opacity:.85; margin-bottom:2px;}
+.turn-text {overflow-wrap:anywhere;}
 .turn-error {color:#c62828; font-size:12px;}
 .emo {border-radius:6px; padding:1px 6px; margin-left:6px; font-weight:600;}
 .tier-S {background:#c8e6c9;} .tier-A {background:#dcedc8;} .tier-B {background:#fff9c4;}

@@ -75,6 +75,7 @@ def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_
     expect(chats.locator(".live-col")).to_have_count(2, timeout=60_000)
     expect(chats.locator(".live-col").first.locator(".turn-assistant")).to_have_count(2, timeout=60_000)
     expect(page.locator("#live-plot .scatterlayer .trace")).to_have_count(2)
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(SCREENSHOTS / "live.png"))
     page.click("#live-stop")
     page.click("#live-stop")
