@@ -304,7 +304,13 @@ class RolloutEngine:
         """Run one step coroutine per dialogue concurrently; Stop cancels those still running."""
         if not steps:
             return
-        tasks = {asyncio.ensure_future(step): key for key, step in steps.items()}
+        tasks = {}
+        for key, step in steps.items():
+            tasks[asyncio.ensure_future(step)] = key
+            # Let each step run up to its first request before starting the next: HTTP clients send the
+            # body from a callback queued behind every task already ready, so 32 tasks started at once
+            # would all build their requests before the first one leaves and the round waits that long.
+            await asyncio.sleep(0)
         watcher = asyncio.ensure_future(self._wait_cancel())
         pending = set(tasks)
         while pending:
