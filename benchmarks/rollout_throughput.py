@@ -42,9 +42,7 @@ def _timed(engine):
 
 _SERVER = """
 import sys
-from http.server import ThreadingHTTPServer
 from simulator.scripted_server import start_server
-ThreadingHTTPServer.request_queue_size = 256  # listen() backlog: 32 clients connect at once
 server = start_server(latency_s=float(sys.argv[1]))
 print(server.base_url, flush=True)
 sys.stdin.read()  # serve until the parent closes our stdin
