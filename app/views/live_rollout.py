@@ -189,6 +189,7 @@ def build(ctx: LabContext) -> None:
                 start_btn = gr.Button("Start", variant="primary", elem_id="live-start")
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="live-stop")
             status = gr.Markdown(elem_id="live-status")
+            stop_msg = gr.Markdown(elem_id="live-stop-status")  # separate: Stop must not overwrite the run's end
             with gr.Row():
                 finished = gr.Dropdown([], label="Finished dialogue", scale=3, elem_id="live-finished")
                 open_btn = gr.Button("Open in Transcripts", scale=1, elem_id="live-open")
@@ -204,7 +205,7 @@ def build(ctx: LabContext) -> None:
 
     start_btn.click(on_start, [personas, policy, policy_url, simulator, simulator_url, rules, mode, group, max_turns,
                                max_new_tokens, temperature, seed], [status, plot, chats, finished])
-    stop_btn.click(_stop_handler, None, status, concurrency_limit=None)
+    stop_btn.click(_stop_handler, None, stop_msg, concurrency_limit=None)
     simulator.change(lambda s: gr.update(visible=(s or "offline").strip() == "offline"), simulator, sim_note)
     ctx.refresh_on_show(lambda: gr.update(choices=persona_choices(engine)), None, personas)
     open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs)
