@@ -164,14 +164,12 @@ def build(ctx: LabContext) -> None:
                                   elem_id="bench-jobs")
     gr.Markdown("### Leaderboard\nRuns are ranked only against runs scored by the same simulator "
                 "(fingerprint) on the same profile set. Published rows used their own simulator.")
-    with gr.Row():
-        with gr.Column(scale=3):
-            lab_table = gr.Dataframe(headers=LAB_HEADERS, value=[], interactive=False, wrap=True,
-                                     label="lab eval runs (click a row)", elem_id="bench-lab")
-        with gr.Column(scale=2):
-            pub_table = gr.Dataframe(headers=PUBLISHED_HEADERS, value=[], interactive=False, wrap=True,
-                                     label="published reference (not comparable unless the simulator matches)",
-                                     elem_id="bench-published")
+    # Full width, one above the other: side by side, the narrower table hides its score column.
+    lab_table = gr.Dataframe(headers=LAB_HEADERS, value=[], interactive=False, wrap=True,
+                             label="lab eval runs (click a row)", elem_id="bench-lab")
+    pub_table = gr.Dataframe(headers=PUBLISHED_HEADERS, value=[], interactive=False, wrap=True,
+                             label="published reference (not comparable unless the simulator matches)",
+                             elem_id="bench-published")
     chart = gr.Plot(label="scores by simulator", elem_id="bench-chart")
     run_md = gr.Markdown(run_title(None), elem_id="bench-run")
     with gr.Row():
