@@ -164,3 +164,17 @@ def grid_rows():
                  .map(r => Array.from(r.querySelectorAll('[role=gridcell]')).map(c => c.innerText.trim()))""",
             elem_id)
     return read
+
+
+@pytest.fixture
+def screenshot():
+    """`screenshot(page, "name.png")` saves a full-page PNG when RLVER_SCREENSHOTS names a folder
+    (`RLVER_SCREENSHOTS=docs/screenshots make test` refreshes the README's pictures); otherwise nothing."""
+
+    def save(page, name: str, full_page: bool = True) -> None:
+        folder = os.environ.get("RLVER_SCREENSHOTS")
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(folder) / name), full_page=full_page)
+
+    return save

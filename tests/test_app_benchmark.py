@@ -93,19 +93,9 @@ def test_empty_leaderboard_shows_only_published(engine):
         == "no finished eval runs yet"
 
 
-def _shot(page, name):
-    """Save a screenshot when RLVER_SCREENSHOTS names a folder (docs/screenshots for the README)."""
-    import os
-    from pathlib import Path
-
-    folder = os.environ.get("RLVER_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
-
 
 @pytest.mark.browser
-def test_leaderboard_in_browser(lab_server, browser_page, grid_rows):
+def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot):
     engine, page = lab_server.engine, browser_page
     _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
     strong, ids = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
@@ -125,7 +115,7 @@ def test_leaderboard_in_browser(lab_server, browser_page, grid_rows):
     page.locator("#bench-need").get_by_text("Just listen to the venting").wait_for()
     page.locator("#bench-run").get_by_text(f"Eval run #{strong}", exact=False).wait_for()
     page.locator("#bench-chart .js-plotly-plot").wait_for()
-    _shot(page, "leaderboard.png")
+    screenshot(page, "leaderboard.png")
     page.locator("#bench-dialogues [role=gridcell]").filter(has_text="Chen").first.click()
     page.get_by_role("tab", name="Transcripts", selected=True).wait_for()
     assert page.dialogs == []

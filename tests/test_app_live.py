@@ -2,7 +2,8 @@
 Stop (twice); bad input; and the view in a real browser (turns streamed, curve drawn, stop)."""
 from __future__ import annotations
 
-from pathlib import Path
+import re
+
 
 import pytest
 from playwright.sync_api import expect
@@ -12,7 +13,6 @@ from app.views import live_rollout as live
 from simulator import persona_service as ps
 from storage import Dialogue, read_scope
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 
 def _args(personas, policy, group=2, max_turns=6, mode="direct"):
@@ -63,23 +63,25 @@ def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
 
 
 @pytest.mark.browser
-def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_dir):
+def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_dir, screenshot):
     page = browser_page
     page.get_by_role("tab", name="Live rollout").click()
     expect(page.locator("#live-sim-note")).to_contain_text("not comparable with the Sentient benchmark")
     page.locator("#live-policy textarea").fill(str(tiny_model_dir))
-    page.locator("#live-max-turns input[type=number]").fill("10")
+    page.locator("#live-max-turns input[type=number]").fill("20")
     page.locator("#live-max-turns input[type=number]").press("Enter")
     page.click("#live-start")
     chats = page.locator("#live-chats")
     expect(chats.locator(".live-col")).to_have_count(2, timeout=60_000)
-    expect(chats.locator(".live-col").first.locator(".turn-assistant")).to_have_count(2, timeout=60_000)
+    # At least two policy turns streamed (turns can arrive faster than the page is polled).
+    expect(chats.locator(".live-col").first.locator(".turn-assistant").nth(1)).to_be_attached(timeout=60_000)
     expect(page.locator("#live-plot .scatterlayer .trace")).to_have_count(2)
     page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(SCREENSHOTS / "live.png"))
+    screenshot(page, "live.png", full_page=False)
     page.click("#live-stop")
     page.click("#live-stop")
-    expect(page.locator("#live-status")).to_contain_text("Stopped", timeout=60_000)
+    # "Done." only when every dialogue had already ended before Stop reached the run (a fast machine).
+    expect(page.locator("#live-status")).to_contain_text(re.compile(r"Stopped|Done"), timeout=60_000)
     assert page.dialogs == []
     page.locator("#live-finished input").click()
     page.get_by_role("option").first.click()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -10,7 +9,6 @@ from playwright.sync_api import expect
 from simulator import persona_service as ps
 
 pytestmark = pytest.mark.browser
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 
 def fill(page, elem_id: str, text: str) -> None:
@@ -27,7 +25,7 @@ def new_form(page) -> None:
     expect(page.locator("#persona-form-title")).to_contain_text("New persona")
 
 
-def test_create_persona_through_the_form(browser_page, lab_server):
+def test_create_persona_through_the_form(browser_page, lab_server, screenshot):
     page = browser_page
     new_form(page)
     fill(page, "persona-id", "ui-night-nurse")
@@ -49,7 +47,7 @@ def test_create_persona_through_the_form(browser_page, lab_server):
     assert stored.first_line == "Don't ask." or stored.first_line == "Long night. Don't ask."
     # The id is locked while editing; the list shows the new profile when searched.
     expect(page.locator("#persona-id textarea")).to_be_disabled()
-    page.screenshot(path=str(SCREENSHOTS / "personas.png"))
+    screenshot(page, "personas.png", full_page=False)
     page.locator("#persona-search textarea").fill("night-nurse")
     page.locator("#persona-search textarea").press("Enter")
     expect(page.locator("#persona-table")).to_contain_text("Mara, night nurse")

@@ -89,10 +89,7 @@ def test_parse_ids():
 
 
 @pytest.mark.browser
-def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_rows):
-    import os
-    from pathlib import Path
-
+def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_rows, screenshot):
     engine, page = lab_server.engine, browser_page
     a = _job(engine, "ppo-run", {"algorithm": "ppo", "actor_lr": 1e-6}, [0.1, 0.2, 0.4])
     b = _job(engine, "grpo-run", {"algorithm": "grpo", "actor_lr": 1e-6}, [0.3, 0.5, 0.6])
@@ -119,10 +116,7 @@ def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_r
     page.locator("#runs-groups [role=gridcell]").filter(has_text="1-g1").first.wait_for()
     rows = grid_rows(page, "runs-groups")
     assert [r[:2] for r in rows] == [["1-g0", "40.0"], ["1-g1", "40.0"]] and len(rows[0]) == 4
-    folder = os.environ.get("RLVER_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / "runs.png"), full_page=True)
+    screenshot(page, "runs.png")
     page.locator("#runs-groups [role=gridcell]").filter(has_text="Ana g1 · 60").first.click()
     page.get_by_role("tab", name="Transcripts", selected=True).wait_for()
     assert page.dialogs == []

@@ -111,16 +111,6 @@ def test_form_other_settings_box_errors():
     assert "clip\\_eps" in other and not any(per_field)
 
 
-def _screenshot(page, name):
-    """Save a screenshot when RLVER_SCREENSHOTS names a folder (docs/screenshots for the README)."""
-    import os
-    from pathlib import Path
-
-    folder = os.environ.get("RLVER_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / name), full_page=True)
-
 
 def _set(page, elem_id, value):
     box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
@@ -136,7 +126,7 @@ def _points(page, elem_id):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page, tiny_model_dir):
+def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page, tiny_model_dir, screenshot):
     page = browser_page
     page.get_by_role("tab", name="Training").click()
     for elem, value in (("train-name", "tiny-ppo"), ("train-model", tiny_model_dir), ("train-steps", 3),
@@ -160,7 +150,7 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
             if not seen or n != seen[-1]:
                 seen.append(n)
                 if 0 < n < 3:
-                    _screenshot(page, "training.png")  # a running job, its curve part-drawn
+                    screenshot(page, "training.png")  # a running job, its curve part-drawn
             if n >= 3:
                 break
             if jobs.job_detail(lab_server.engine, job_id)["status"] in ("failed", "cancelled", "interrupted"):

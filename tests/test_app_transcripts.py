@@ -2,7 +2,6 @@
 real browser reading the published GPT-4.1 transcript (curve drawn, 68.2)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -13,7 +12,6 @@ from app.views import transcripts as view
 from simulator import transcripts as tr
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 
 def test_emotion_figure_has_tier_bands_and_one_line_per_series():
@@ -57,7 +55,7 @@ def test_collections_cover_imports_and_store_dialogues(engine, tmp_path):
 
 
 @pytest.mark.browser
-def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_data):
+def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_data, screenshot):
     page = browser_page
     page.get_by_role("tab", name="Transcripts").click()
     page.locator("#transcript-file input[type=file]").set_input_files(str(shared_data / "sage" / "gpt-4.1_result.jsonl"))
@@ -79,7 +77,7 @@ def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_da
     turns.locator("details.inner-thoughts summary").nth(1).click()
     expect(turns.locator("details.inner-thoughts").nth(1).locator("dl.inner")).to_be_visible()
     page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(SCREENSHOTS / "transcripts.png"))
+    screenshot(page, "transcripts.png", full_page=False)
 
 
 @pytest.mark.browser
