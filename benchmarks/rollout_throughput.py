@@ -87,7 +87,6 @@ def orchestration(n_dialogues: int, turns: int, latency: float, sequential_sampl
         rounds, policy_s = stats["calls"], stats["seconds"]
         ideal = policy_s + rounds * 2 * latency
 
-        seq_stats = _timed(policy)
         t0 = time.perf_counter()
         for p in profiles[:sequential_sample]:  # one dialogue at a time; inside it one call at a time
             RolloutEngine(policy, factory, config=config).run([p], group_size=1)

@@ -19,7 +19,7 @@ import pytest
 
 from storage import Job, read_scope
 from trainer import jobs
-from trainer.jobs import JobCancelled, JobContext, JobError
+from trainer.jobs import JobContext, JobError
 
 REPO = Path(__file__).resolve().parent.parent
 

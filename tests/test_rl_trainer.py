@@ -152,7 +152,7 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
 
     cfg = _loop_config(tiny_model_dir, tmp_path)
     job_id, ctx = _job(engine, cfg)
-    real_save, calls = torch.save, {"n": 0}
+    real_save = torch.save
 
     def disk_full_at_step_2(obj, path, *a, **kw):
         if "step-000002" in str(path):

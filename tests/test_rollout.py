@@ -11,7 +11,7 @@ import torch
 
 from simulator.profiles import Profile
 from storage.dialogues import load_dialogue
-from trainer.engines.base import Generation, SamplingConfig
+from trainer.engines.base import Generation
 from trainer.engines.hf_engine import HFEngine
 from trainer.rollout import RolloutConfig, RolloutEngine
 

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import traceback
 from datetime import datetime, timedelta
 from pathlib import Path
