@@ -11,10 +11,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_for as _wait_for
 
 from simulator.profile_io import dumps_profiles
 from simulator.scripted_server import ScriptedServer
@@ -45,13 +45,7 @@ def last_json(out: str) -> dict:
 
 
 def wait_for(cond, timeout=180.0, every=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not reached in time")
+    return _wait_for(cond, timeout, every)
 
 
 def run_dialogues(engine, eval_run_id):

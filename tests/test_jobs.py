@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 
 from storage import Job, read_scope
 from trainer import jobs
@@ -62,14 +63,6 @@ def worker(tmp_path, db_url):
         p.wait()
 
 
-def wait_for(cond, timeout=60.0, every=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not reached in time")
 
 
 def status(engine, job_id):

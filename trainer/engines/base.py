@@ -110,3 +110,11 @@ def check_messages(messages: Any) -> None:
             raise ValueError(f"message {i}: role must be system, user or assistant, got {m!r:.80}")
         if not isinstance(m.get("content"), str):
             raise ValueError(f"message {i}: content must be text")
+
+
+def check_prompt_ids(prompt_ids: list[list[int]], params: SamplingConfig) -> bool:
+    """Validate a generate_ids call; False when there is nothing to generate."""
+    params.validate()
+    if any(not ids for ids in prompt_ids):
+        raise ValueError("every prompt needs at least one token")
+    return bool(prompt_ids)

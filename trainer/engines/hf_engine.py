@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from trainer.engines.base import Generation, PolicyEngine, SamplingConfig
+from trainer.engines.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 
 
 class HFEngine(PolicyEngine):
@@ -44,11 +44,8 @@ class HFEngine(PolicyEngine):
         import torch
         from transformers import StoppingCriteriaList
 
-        params.validate()
-        if not prompt_ids:
+        if not check_prompt_ids(prompt_ids, params):
             return []
-        if any(not ids for ids in prompt_ids):
-            raise ValueError("every prompt needs at least one token")
         pad = self.tokenizer.pad_token_id
         width = max(len(ids) for ids in prompt_ids)
         input_ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from trainer.engines.base import Generation, PolicyEngine, SamplingConfig
+from trainer.engines.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 
 
 class VLLMEngine(PolicyEngine):
@@ -44,11 +44,8 @@ class VLLMEngine(PolicyEngine):
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
         from vllm import SamplingParams
 
-        params.validate()
-        if not prompt_ids:
+        if not check_prompt_ids(prompt_ids, params):
             return []
-        if any(not ids for ids in prompt_ids):
-            raise ValueError("every prompt needs at least one token")
         too_long = [len(ids) for ids in prompt_ids if len(ids) >= self.max_model_len]
         if too_long:
             raise ValueError(f"a prompt of {too_long[0]} tokens does not fit max_model_len={self.max_model_len}")

@@ -1,0 +1,16 @@
+"""Small helpers shared by test modules (import as `from helpers import ...`; tests/ is on sys.path)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
+    """Poll `cond` until it returns something truthy (returned) or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not reached in time")
