@@ -37,6 +37,15 @@ FIVE_QUESTIONS = ("What happened exactly? How did that make you feel? Why do you
                   "What do you want to do now? Who else have you told?")
 GOODBYE = "Okay, I have to go now. Talk later, bye!"
 GARBLED = "#@!% ~~ $$ &&& ^^ ::: ||| ### @@ %%% ** ]][[ >>><<<"
+# First person -> second person, for the echo probe.
+_SWAP = {"i": "you", "me": "you", "my": "your", "mine": "yours", "myself": "yourself", "i'm": "you're",
+         "i've": "you've", "i'd": "you'd", "i'll": "you'll", "am": "are"}
+
+
+def echo_reply(profile: Profile, turn: int, last_user: str) -> str:
+    """The user's own last message with I/my turned into you/your: no understanding, only overlap.
+    It probes how much of the offline score comes from surface similarity to the user's words."""
+    return re.sub(r"[A-Za-z']+", lambda m: _SWAP.get(m.group(0).lower(), m.group(0)), last_user)
 
 
 def tailored_reply(profile: Profile, turn: int, last_user: str) -> str:
@@ -60,6 +69,7 @@ BEHAVIOURS: dict[str, Callable[[Profile, int, str], str]] = {
     "five_questions": lambda p, k, u: FIVE_QUESTIONS,
     "early_goodbye": lambda p, k, u: GOODBYE,
     "garbled": lambda p, k, u: GARBLED,
+    "echo": echo_reply,
     "tailored": tailored_reply,
 }
 HACKS = [b for b in BEHAVIOURS if b != "tailored"]
