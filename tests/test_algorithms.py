@@ -111,10 +111,12 @@ def test_ppo_policy_loss_gradient_is_zero_where_clipped():
 
 
 def test_loss_denominator_makes_shards_add_up():
-    logp = torch.randn(4, 5)
-    old = logp + 0.1 * torch.randn(4, 5)
-    adv = torch.randn(4, 5)
-    mask = (torch.rand(4, 5) > 0.3).int()
+    # float64 and a fixed seed: the identity is exact, float32 summation order would blur it at ~1e-5.
+    g = torch.Generator().manual_seed(0)
+    logp = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    old = logp + 0.1 * torch.randn(4, 5, generator=g, dtype=torch.float64)
+    adv = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    mask = (torch.rand(4, 5, generator=g) > 0.3).int()
     full, _, _ = A.ppo_policy_loss(logp, old, adv, mask)
     n = mask.sum()
     half1, _, _ = A.ppo_policy_loss(logp[:2], old[:2], adv[:2], mask[:2], denom=n)

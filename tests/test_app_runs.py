@@ -103,7 +103,7 @@ def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_r
     picker = page.locator("#runs-pick input")
     for label in (f"#{a} ppo-run (ppo)", f"#{b} grpo-run (grpo)"):
         picker.click()
-        page.get_by_role("option", name=label).click()
+        page.locator("#runs-pick").get_by_role("option", name=label).click()
     page.keyboard.press("Escape")
     page.wait_for_function("""() => { const p = document.querySelector('#runs-plot .js-plotly-plot');
         return p && p.data && p.data.length === 2; }""")
@@ -112,7 +112,8 @@ def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_r
     page.locator("#runs-diff [role=gridcell]").filter(has_text="grpo").first.wait_for()
     assert grid_rows(page, "runs-diff") == [["algorithm", "ppo", "grpo"]]  # only what differs
     page.locator("#runs-step-job input").click()
-    page.get_by_role("option", name=f"#{b} grpo-run (grpo)").click()
+    # Scoped to this dropdown: the run picker above lists the same label.
+    page.locator("#runs-step-job").get_by_role("option", name=f"#{b} grpo-run (grpo)").click()
     page.locator("#runs-groups [role=gridcell]").filter(has_text="1-g1").first.wait_for()
     rows = grid_rows(page, "runs-groups")
     assert [r[:2] for r in rows] == [["1-g0", "40.0"], ["1-g1", "40.0"]] and len(rows[0]) == 4
