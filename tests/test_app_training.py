@@ -124,12 +124,15 @@ def _points(page, elem_id):
         return p && p.data && p.data.length && p.data[0].x ? p.data[0].x.length : 0; }""", elem_id)
 
 
+STEPS = 10  # enough steps that the 2 s poll sees the curve part-drawn even on a fast machine
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page, tiny_model_dir, screenshot):
     page = browser_page
     page.get_by_role("tab", name="Training").click()
-    for elem, value in (("train-name", "tiny-ppo"), ("train-model", tiny_model_dir), ("train-steps", 3),
+    for elem, value in (("train-name", "tiny-ppo"), ("train-model", tiny_model_dir), ("train-steps", STEPS),
                         ("train-dialogues_per_step", 2), ("train-minibatch_size", 2), ("train-micro_batch_size", 2),
                         ("train-max_turns", 1), ("train-max_new_tokens", 8), ("train-save_every", 1),
                         ("train-actor_lr", -1)):
@@ -149,16 +152,16 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
             n = _points(page, "train-reward")
             if not seen or n != seen[-1]:
                 seen.append(n)
-                if 0 < n < 3:
+                if 0 < n < STEPS:
                     screenshot(page, "training.png")  # a running job, its curve part-drawn
-            if n >= 3:
+            if n >= STEPS:
                 break
             if jobs.job_detail(lab_server.engine, job_id)["status"] in ("failed", "cancelled", "interrupted"):
                 break
             page.wait_for_timeout(500)
         detail = jobs.job_detail(lab_server.engine, job_id)
-        assert seen[-1] == 3, (seen, detail["status"], detail["error"], detail["log_tail"][-2000:])
-        assert any(0 < n < 3 for n in seen), seen  # drawn while the job was still running
+        assert seen[-1] == STEPS, (seen, detail["status"], detail["error"], detail["log_tail"][-2000:])
+        assert any(0 < n < STEPS for n in seen), seen  # drawn while the job was still running
         page.locator("#train-summary").get_by_text("succeeded").wait_for(timeout=120_000)
         assert len(page.locator("#train-checkpoints [role=gridcell]").all()) >= 4  # at least one row
     finally:
