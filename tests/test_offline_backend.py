@@ -6,7 +6,7 @@ import pytest
 from conftest import make_sim_profile
 from simulator.agent import SentientAgent
 from simulator.backends import make_backend
-from simulator.backends.offline import NOTICE, OfflineBackend, garbled_ratio
+from simulator.backends.offline import NOTICE, OfflineBackend, garbled_ratio, parroted_share
 from simulator.rules import EmotionRules, get_preset
 
 TAILORED = ["Covering forty extra shifts while training the person who then got promoted over you is a huge contribution.",
@@ -86,6 +86,43 @@ def test_repeating_oneself_is_penalised(backend, sim_profile):
     assert "repetition" not in turns[0].inner["components"]
     assert turns[1].inner["components"]["repetition"]["points"] < 0
     assert turns[1].delta < turns[0].delta
+
+
+def test_parroting_the_user_is_penalised_and_earns_no_engagement(backend, sim_profile):
+    agent = SentientAgent(sim_profile, backend)
+    opening = run(agent.opening())
+    swapped = opening.text.replace("I ", "you ").replace("my ", "your ").replace("I'm", "you're")
+    turn = run(agent.respond([{"role": "user", "content": opening.text}], swapped))
+    comps = turn.inner["components"]
+    assert comps["parroting"]["points"] <= -1 and comps["engagement"]["points"] <= 0, comps
+    assert "my own words" in comps["parroting"]["why"]
+    # a short quote inside a reply of one's own is listening, not parroting
+    quote = " ".join(opening.text.split()[:6])
+    own = run(SentientAgent(sim_profile, backend).respond(
+        [{"role": "user", "content": opening.text}],
+        f'"{quote}" - that stays with me. ' + TAILORED[0]))
+    assert "parroting" not in own.inner["components"]
+
+
+def test_parroted_share_folds_pronouns():
+    said = ["My sister took the car again and I had to walk to work in the rain."]
+    assert parroted_share("Your sister took the car again and you had to walk to work in the rain.", said) == 1.0
+    assert parroted_share("That is so unfair, after everything you do for her.", said) == 0.0
+    assert parroted_share("", said) == 0.0 and parroted_share("walk to work", []) == 0.0
+
+
+def test_engagement_credits_only_what_the_user_has_told(backend, sim_profile):
+    """A reply about a detail the user has not told yet gets no credit for it: the policy cannot know it."""
+    agent = SentientAgent(sim_profile, backend)
+    opening = run(agent.opening())
+    untold = [e for e in sim_profile.extra["events"] if e not in opening.text][-1]
+    history = [{"role": "user", "content": opening.text}]
+    about_untold = run(agent.respond(history, untold.replace("I ", "you ").replace("my ", "your ")))
+    told_history = history + [{"role": "assistant", "content": "Tell me more."}, {"role": "user", "content": untold},
+                              {"role": "assistant", "content": "I'm listening."}, {"role": "user", "content": "Yeah."}]
+    about_told = run(SentientAgent(sim_profile, backend).respond(told_history,
+                                                                 untold.replace("I ", "you ").replace("my ", "your ")))
+    assert about_told.inner["components"]["engagement"]["measure"] > about_untold.inner["components"]["engagement"]["measure"]
 
 
 def test_user_speaks_from_the_persona_material_and_says_goodbye(backend, sim_profile):

@@ -28,7 +28,7 @@ def test_tailored_beats_every_hack_on_every_persona(results):
 def test_hacks_do_not_pay(results):
     start = 40
     for row in results.values():
-        for hack in ("empty", "garbled", "five_questions", "early_goodbye", "generic_empathy", "very_long"):
+        for hack in ("empty", "garbled", "five_questions", "early_goodbye", "generic_empathy", "very_long", "echo"):
             assert row[hack]["final_emotion"] < start, (hack, row[hack])
         assert row["tailored"]["final_emotion"] > start
 

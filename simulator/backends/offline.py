@@ -9,7 +9,9 @@ measure, its points and a reason:
                (the category's prototypes and the profile's extra["fit_examples"])
   warmth       closest supportive prototype minus closest dismissive / need-missing prototype
   persona_fit  closest of the profile's fit_examples minus closest of its miss_examples (when present)
-  engagement   cosine of the reply to the user's last message and to the user's own story
+  engagement   cosine of the reply to the user's last message and to the story they have told so far
+  parroting    the share of the reply's word triples (pronouns folded) taken from the user's own messages:
+               handing someone their words back is not listening, and it voids the engagement points
   penalties    garbled or empty text, excess length, more than two questions, repeating an earlier reply,
                clichés, brushing the situation off ("just get over it"), "as an AI" disclaimers, leaving the
                conversation early
@@ -27,17 +29,21 @@ import numpy as np
 from simulator.backends.embedding import EmbedBatcher
 from simulator.backends.offline_data import (CLICHES, DISCLAIMERS, DISMISSALS, DISMISSIVE, GOODBYES, NEED_FIT,
                                              NEED_MISS, SUPPORTIVE)
-from simulator.backends.offline_voice import compose_opening, compose_reply, persona_material
+from simulator.backends.offline_voice import compose_opening, compose_reply
 from simulator.profiles import Profile
 from simulator.rules import EmotionRules
 
-OFFLINE_VERSION = "offline-v1"
+OFFLINE_VERSION = "offline-v2"  # v2: parroting check; engagement with the told story only
 NOTICE = ("offline simulator: a development and demo environment; its scores are not comparable with the "
           "Sentient benchmark")
 NEED_THRESHOLD = 0.35  # need fit above this earns points (standard)
 STRICT_NEED_THRESHOLD = 0.42  # challenging rules (strict_need)
 MAX_WORDS = 120  # longer replies lose points
 GARBLED_POINTS = -12.0
+PARROT_THRESHOLD = 0.5  # more than half of the reply's word triples come from the user's own messages
+# I/you, my/your ... folded into one token, so "my mom" and "your mom" count as the same words
+_PERSON = {w: "·" for w in ("i", "me", "my", "mine", "myself", "you", "your", "yours", "yourself", "i'm",
+                             "you're", "i've", "you've", "i'd", "you'd", "i'll", "you'll", "am", "are")}
 
 
 def _clip(x: float, lo: float, hi: float) -> float:
@@ -57,6 +63,23 @@ def garbled_ratio(text: str) -> float:
     words = re.findall(r"[A-Za-z]{2,}", text)
     vowel_less = sum(1 for w in words if not re.search(r"[aeiouyAEIOUY]", w))
     return max(odd / len(chars), vowel_less / max(1, len(words)) if len(words) >= 3 else 0.0)
+
+
+def _triples(text: str) -> set[tuple[str, ...]]:
+    words = [_PERSON.get(w, w) for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))]
+    return {tuple(words[i:i + 3]) for i in range(len(words) - 2)}
+
+
+def parroted_share(reply: str, user_messages: list[str]) -> float:
+    """Share of the reply's word triples (pronouns folded, so I->you swaps still count) that occur in the
+    user's own messages. A short quote inside a real reply stays well under half; an echo is near 1."""
+    mine = _triples(reply)
+    if not mine:
+        return 0.0
+    theirs: set[tuple[str, ...]] = set()
+    for m in user_messages:
+        theirs |= _triples(m)
+    return len(mine & theirs) / len(mine)
 
 
 class OfflineBackend:
@@ -88,7 +111,7 @@ class OfflineBackend:
         """Analysis fields (content, TargetCompletion, activity, analyse, change, fit) and `components`."""
         text = reply.strip()
         earlier = [m["content"] for m in history if m.get("role") == "assistant" and m.get("content")]
-        last_user = next((m["content"] for m in reversed(history) if m.get("role") == "user"), "")
+        said = [m["content"] for m in history if m.get("role") == "user" and m.get("content")]
         comps: dict[str, dict[str, Any]] = {}
 
         def add(name: str, measure: float, points: float, why: str) -> None:
@@ -100,7 +123,7 @@ class OfflineBackend:
         elif garble > 0.3:
             add("garbled", garble, GARBLED_POINTS, f"{garble:.0%} of the reply is not natural language")
         else:
-            await self._semantic(profile, rules, text, earlier, last_user, add)
+            await self._semantic(profile, rules, text, earlier, said, add)
             self._penalties(text, add)
         raw = sum(c["points"] for c in comps.values())
         if profile.personality == "negative" and raw > 0:
@@ -109,16 +132,19 @@ class OfflineBackend:
         change = float(round(raw))
         return self._describe(profile, text, comps, change, rules)
 
-    async def _semantic(self, profile: Profile, rules: EmotionRules, text: str, earlier: list[str], last_user: str,
+    async def _semantic(self, profile: Profile, rules: EmotionRules, text: str, earlier: list[str], said: list[str],
                         add) -> None:
         cat = profile.need_category
         fit_ex = [s for s in profile.extra.get("fit_examples", []) if isinstance(s, str) and s.strip()]
         miss_ex = [s for s in profile.extra.get("miss_examples", []) if isinstance(s, str) and s.strip()]
         need = [profile.hidden_need] + NEED_FIT.get(cat, []) + fit_ex
         dismiss = DISMISSIVE + NEED_MISS.get(cat, [])
-        story = persona_material(profile)[:12]
-        # the user's last message by sentence: its pieces (reactions, story sentences) recur, so they are cached
-        user_parts = [x for x in re.split(r"(?<=[.!?])\s+", last_user.strip()) if len(x.split()) >= 3][:6]
+        # what the user has told so far and their last message, by sentence (pieces recur, so they are cached);
+        # never the untold rest of the story: a reply cannot be credited for things it could not know
+        def sentences(t: str) -> list[str]:
+            return [x for x in re.split(r"(?<=[.!?])\s+", t.strip()) if len(x.split()) >= 3]
+        user_parts = sentences(said[-1])[:6] if said else []
+        story = [x for m in said[:-1] for x in sentences(m)][-12:]
         groups = [[text], need, SUPPORTIVE, dismiss, fit_ex, miss_ex, story, user_parts, earlier]
         vecs = await self.batcher.embed([t for g in groups for t in g])
         parts, i = [], 0
@@ -142,11 +168,18 @@ class OfflineBackend:
                 f"closer to what would help me ({fit_s.max():.2f}) than to what would not ({miss_s.max():.2f})"
                 if own >= 0 else f"closer to what would not help me ({miss_s.max():.2f}) than to what would "
                                  f"({fit_s.max():.2f})")
-        s_story = float(story_s.max()) if len(story_s) else 0.0
-        s_user = float(user_s.max()) if len(user_s) else s_story
+        s_user = float(user_s.max()) if len(user_s) else 0.0
+        s_story = max(float(story_s.max()), s_user) if len(story_s) else s_user
         s_eng = 0.5 * s_user + 0.5 * s_story
-        add("engagement", s_eng, _clip((s_eng - 0.2) * 10, -2, 2.5),
-            f"connection to what I said ({s_user:.2f}) and to my situation ({s_story:.2f})")
+        eng_pts = _clip((s_eng - 0.2) * 10, -2, 2.5)
+        parrot = parroted_share(text, said)
+        if parrot > PARROT_THRESHOLD:
+            add("parroting", parrot, -_clip((parrot - PARROT_THRESHOLD) * 20, 1, 8),
+                f"{parrot:.0%} of it is my own words handed back to me")
+            eng_pts = min(eng_pts, 0.0)
+        add("engagement", s_eng, eng_pts, f"connection to what I just said ({s_user:.2f}) and to what I have told "
+                                          f"so far ({s_story:.2f})" + (" — but only by repeating it" if parrot >
+                                                                       PARROT_THRESHOLD else ""))
         sims = [None, None, None, None, earlier_s]
         if len(sims[4]):
             s_rep = float(sims[4].max())
