@@ -14,3 +14,16 @@ def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1)
             return value
         time.sleep(every)
     raise AssertionError("condition not reached in time")
+
+
+async def play_dialogue(agent: Any, replies: list[str]) -> list[Any]:
+    """The agent's opening, then one user turn per policy reply until the dialogue ends: [opening, *turns]."""
+    first = await agent.opening()
+    history, turns = [{"role": "user", "content": first.text}], [first]
+    for reply in replies:
+        turn = await agent.respond(history, reply)
+        turns.append(turn)
+        history += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn.text}]
+        if turn.done:
+            break
+    return turns

@@ -4,6 +4,7 @@ import asyncio
 import pytest
 
 from conftest import make_sim_profile
+from helpers import play_dialogue as dialogue
 from simulator.agent import MAX_REPLY_CHARS, SentientAgent, UserTurn
 from simulator.backends import make_backend
 from simulator.fingerprint import fingerprint_hash
@@ -22,18 +23,6 @@ def server():
 
 def chat_backend(server):
     return make_backend("openai:sim", base_url=server.base_url, api_key="k", timeout=5, max_retries=1, backoff_s=0.01)
-
-
-async def dialogue(agent, replies):
-    first = await agent.opening()
-    history, turns = [{"role": "user", "content": first.text}], [first]
-    for reply in replies:
-        turn = await agent.respond(history, reply)
-        turns.append(turn)
-        history += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn.text}]
-        if turn.done:
-            break
-    return turns
 
 
 def test_english_dialogue_through_an_llm_endpoint(server):

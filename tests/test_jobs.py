@@ -216,13 +216,19 @@ def test_cancel_signals_the_process_group_and_job_ends_cancelled(engine, worker)
     assert steps == list(range(1, len(steps) + 1))  # the last unit was completed, none half-written
 
 
-def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
+def queue_behind_a_running_job(engine, worker):
+    """A long job running and a short second one whose process is waiting in the queue behind it."""
     first = jobs.create_job(engine, "train", {})
     second = jobs.create_job(engine, "train", {})
     p1 = worker(first, 10_000)
     wait_for(lambda: status(engine, first) == "running")
     p2 = worker(second, 2)
     wait_for(lambda: jobs.job_detail(engine, second)["pid"] == p2.pid)
+    return first, second, p1, p2
+
+
+def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
+    first, second, p1, p2 = queue_behind_a_running_job(engine, worker)
     time.sleep(2.0)  # several queue polls
     assert status(engine, second) == "queued" and metric_steps(engine, second) == []
     jobs.cancel(engine, first)
@@ -247,12 +253,7 @@ def test_dead_running_job_does_not_block_the_queue(engine, worker):
 
 
 def test_cancel_while_queued(engine, worker):
-    first = jobs.create_job(engine, "train", {})
-    second = jobs.create_job(engine, "train", {})
-    p1 = worker(first, 10_000)
-    wait_for(lambda: status(engine, first) == "running")
-    p2 = worker(second, 2)
-    wait_for(lambda: jobs.job_detail(engine, second)["pid"] == p2.pid)
+    first, second, p1, p2 = queue_behind_a_running_job(engine, worker)
     assert jobs.cancel(engine, second) == "cancelled"
     assert p2.wait(timeout=60) != 0  # ended without running
     assert status(engine, second) == "cancelled" and metric_steps(engine, second) == []

@@ -4,6 +4,7 @@ import asyncio
 import pytest
 
 from conftest import make_sim_profile
+from helpers import play_dialogue
 from simulator.agent import SentientAgent
 from simulator.backends import make_backend
 from simulator.backends.offline import NOTICE, OfflineBackend, garbled_ratio, parroted_share
@@ -17,15 +18,8 @@ TAILORED = ["Covering forty extra shifts while training the person who then got 
 
 
 async def play(agent: SentientAgent, replies: list[str]):
-    opening = await agent.opening()
-    history, turns = [{"role": "user", "content": opening.text}], []
-    for reply in replies:
-        turn = await agent.respond(history, reply)
-        turns.append(turn)
-        history += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn.text}]
-        if turn.done:
-            break
-    return turns
+    """The user turns after each reply (the opening left out)."""
+    return (await play_dialogue(agent, replies))[1:]
 
 
 def run(coro):
