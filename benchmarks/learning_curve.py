@@ -91,21 +91,25 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--stop-at-gain", type=float, default=0.0, help="stop once held-out gains this much (0: never)")
     p.add_argument("--model", default="default")
     p.add_argument("--mode", default="direct", choices=("direct", "think"))
-    p.add_argument("--profiles-per-step", type=int, default=2)
+    p.add_argument("--profiles-per-step", type=int, default=8)
     p.add_argument("--group", type=int, default=4)
-    p.add_argument("--max-turns", type=int, default=3, help="policy turns per training dialogue")
+    p.add_argument("--max-turns", type=int, default=1, help="policy turns per training dialogue")
     p.add_argument("--eval-turns", type=int, default=3, help="policy turns per held-out dialogue")
-    p.add_argument("--eval-samples", type=int, default=2, help="dialogues per held-out persona")
+    p.add_argument("--eval-samples", type=int, default=4, help="dialogues per held-out persona")
     p.add_argument("--eval-preset", default="standard")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature in training")
+    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature in training")
     p.add_argument("--eval-temperature", type=float, default=None, help="held-out sampling (default: --temperature)")
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--max-tokens", type=int, default=2048, help="tokens per dialogue")
-    p.add_argument("--lr", type=float, default=1e-5, help="actor learning rate (paper: 1e-6 at 7B)")
-    p.add_argument("--lora", action="store_true", help="train LoRA adapters (peft) instead of every weight")
+    p.add_argument("--lr", type=float, default=1e-3, help="actor learning rate (paper: 1e-6 at 7B, full)")
+    p.add_argument("--lora", action=argparse.BooleanOptionalAction, default=True,
+                   help="train LoRA adapters (peft); --no-lora trains every weight")
     p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj", help="modules LoRA adapts")
-    p.add_argument("--epochs", type=int, default=1, help="updates per batch (ppo_epochs; 1 = on-policy)")
+    p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+                   help="modules LoRA adapts")
+    p.add_argument("--epochs", type=int, default=1, help="passes over each batch (ppo_epochs)")
+    p.add_argument("--minibatch", type=int, default=8,
+                   help="dialogues per optimizer step (0: the whole batch, one optimizer step per rollout)")
     p.add_argument("--entropy-coef", type=float, default=0.001)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -128,7 +132,8 @@ def settings_lines(args, cfg, base_model: str) -> list[str]:
              f"{PAPER['max_turns']} / {PAPER['eval_turns']}"),
             ("max new tokens / turn", str(cfg.max_new_tokens), "long"),
             ("temperature (train / held-out)", f"{cfg.temperature:g} / {args.eval_temperature:g}", "1"),
-            ("updates per batch", str(cfg.ppo_epochs), "1"),
+            ("passes x optimizer steps per batch",
+             f"{cfg.ppo_epochs} x {cfg.dialogues_per_step // cfg.minibatch_size}", "1 x mini-batches"),
             ("entropy bonus", f"{cfg.entropy_coef:g}", "-"),
             ("simulator rules (train / held-out)", f"{cfg.simulator_preset} / {args.eval_preset}", "training / standard"),
             ("reward", "max(final / 100, 0), no shaping", "same"),
@@ -150,7 +155,7 @@ def main() -> None:
     n = args.profiles_per_step * args.group
     cfg = TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
                       simulator="offline", simulator_preset="training", group_size=args.group,
-                      dialogues_per_step=n, minibatch_size=n, micro_batch_size=min(n, 4), steps=100_000,
+                      dialogues_per_step=n, minibatch_size=args.minibatch or n, micro_batch_size=min(args.minibatch or n, 4), steps=100_000,
                       actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                       max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
                       lora_r=args.lora_r, lora_alpha=2 * args.lora_r,

@@ -96,7 +96,7 @@ def test_unknown_keys_and_wrong_types_are_rejected(tmp_path: Path):
 
 
 @pytest.mark.parametrize("name", ["smoke-cpu.yaml", "tiny-test.yaml", "paper-ppo-qwen2.5-7b.yaml",
-                                  "paper-grpo-qwen2.5-7b.yaml"])
+                                  "paper-grpo-qwen2.5-7b.yaml", "learning-curve-cpu.yaml"])
 def test_example_configs_parse_and_validate(name: str):
     c = TrainConfig.from_yaml(REPO / "configs" / name)
     c.validate(check_paths=False)
@@ -110,3 +110,20 @@ def test_paper_configs_carry_the_paper_settings():
         assert (c.actor_lr, c.clip_eps, c.entropy_coef, c.kl_coef, c.profiles_per_step) == (1e-6, 0.2, 0.001, 0.0, 32)
         assert c.steps == 1000 and c.max_turns == 8 and c.zero_stage in (2, 3) and c.engine == "vllm"
     assert ppo.critic_lr == 5e-6 and grpo.group_size == 4 and grpo.profiles_per_step == 32
+
+
+def test_learning_curve_config_matches_the_benchmark_defaults(monkeypatch):
+    """configs/learning-curve-cpu.yaml is the job form of `python benchmarks/learning_curve.py`: no drift."""
+    import sys
+
+    from benchmarks import learning_curve
+
+    monkeypatch.setattr(sys, "argv", ["learning_curve.py"])
+    a = learning_curve.parse_args()
+    c = TrainConfig.from_yaml(REPO / "configs" / "learning-curve-cpu.yaml")
+    assert (c.actor_lr, c.lora, c.lora_r, ",".join(c.lora_target_modules)) == (a.lr, a.lora, a.lora_r, a.lora_targets)
+    assert (c.profiles_per_step, c.group_size, c.minibatch_size) == (a.profiles_per_step, a.group, a.minibatch)
+    assert (c.max_turns, c.max_new_tokens, c.temperature, c.ppo_epochs) == (a.max_turns, a.max_new_tokens,
+                                                                           a.temperature, a.epochs)
+    assert (c.algorithm, c.simulator, c.simulator_preset, c.persona_set) == ("grpo", "offline", "training",
+                                                                             "builtin:train")
