@@ -8,7 +8,7 @@ from simulator.fingerprint import fingerprint_hash
 from simulator.published import PUBLISHED
 from storage import EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
-from trainer import benchmark as bm
+from trainer import eval_runs
 
 OFFLINE = {"backend": "offline", "model": "minilm-prototypes", "endpoint": "", "prompt_version": "v1",
            "rules": {"name": "standard", "start": 40.0}}
@@ -35,7 +35,7 @@ def _eval_run(engine, name, fp, finals, errors=()):
         else:
             finish_dialogue(engine, d, "finished", final, outcome="success" if final >= 100 else "max_turns")
         ids.append(d)
-    bm.finish_eval_run(engine, run_id, "succeeded")
+    eval_runs.finish_eval_run(engine, run_id, "succeeded")
     return run_id, ids
 
 
@@ -43,7 +43,7 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
     weak, _ = _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
     strong, _ = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
     remote, _ = _eval_run(engine, "remote", REMOTE, [10, 10, 10])
-    groups = bm.leaderboard(engine)
+    groups = eval_runs.leaderboard(engine)
     rows = bv.lab_rows(groups)
     by_run = {r[2]: r for r in rows}
     assert bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE)).startswith(
@@ -71,25 +71,25 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
 
 def test_breakdown_and_dialogues_count_errors(engine):
     run_id, ids = _eval_run(engine, "mixed", OFFLINE, [100, 50, 0], errors=("p3",))
-    need, personality = bv.breakdown_tables(bm.breakdown(engine, run_id))
+    need, personality = bv.breakdown_tables(eval_runs.breakdown(engine, run_id))
     assert [r[0] for r in need] == ["Just listen to the venting", "Give genuinely useful advice"]
     listen = need[0]
     assert listen[1:6] == ["75.0", 1, 0, 2, 0]
     advice = need[1]
     assert advice[1:6] == ["0.0", 0, 1, 1, 1]  # the failed dialogue stays in n, counted as an error
     assert [r[0] for r in personality] == ["Negative", "Passive"]
-    rows = bv.dialogue_rows(bm.eval_run_dialogues(engine, run_id))
+    rows = bv.dialogue_rows(eval_runs.eval_run_dialogues(engine, run_id))
     assert [r[0] for r in rows] == ids
     assert rows[2][4:] == ["—", "error", 0, "simulator: HTTP 503"]
-    title = bv.run_title(bm.get_eval_run(engine, run_id))
+    title = bv.run_title(eval_runs.get_eval_run(engine, run_id))
     assert f"Eval run #{run_id}" in title and "errors 1" in title
 
 
 def test_empty_leaderboard_shows_only_published(engine):
-    groups = bm.leaderboard(engine)
+    groups = eval_runs.leaderboard(engine)
     assert bv.lab_rows(groups) == []
     assert len(bv.published_table(groups)) == len(PUBLISHED)
-    assert bv.leaderboard_figure(bm.leaderboard(engine, include_published=False)).layout.annotations[0].text \
+    assert bv.leaderboard_figure(eval_runs.leaderboard(engine, include_published=False)).layout.annotations[0].text \
         == "no finished eval runs yet"
 
 

@@ -21,6 +21,7 @@ from simulator.scripted_server import ScriptedServer
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from trainer import benchmark as bm
+from trainer import eval_runs
 from trainer import jobs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,7 +90,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
         assert first["emotion"] == 40.0
         assert d["n_turns"] == 10 and sum(t["role"] == "assistant" for t in d["turns"]) == 10
         assert [t["emotion"] for t in d["turns"] if t["role"] == "user"] == [40.0 + 3 * k for k in range(11)]
-    run = bm.get_eval_run(engine, res["eval_run_id"])
+    run = eval_runs.get_eval_run(engine, res["eval_run_id"])
     assert run["status"] == "succeeded" and run["model_ref"].startswith("openai:scripted@")
     assert run["protocol"]["start"] == 40.0 and run["protocol"]["max_delta"] == 10.0
     assert run["protocol"]["max_turns"] == 10 and run["protocol"]["first_line"] == "scripted"
@@ -152,11 +153,11 @@ def test_failing_dialogues_are_recorded_and_counted(engine, db_url, tiny_model_d
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert res["n"] == 3 and res["n_errors"] == 1
-    rows = bm.eval_run_dialogues(engine, res["eval_run_id"])
+    rows = eval_runs.eval_run_dialogues(engine, res["eval_run_id"])
     failed = [d for d in rows if d["status"] == "failed"]
     assert [d["persona_id"] for d in failed] == ["zh-user"]
     assert "English profiles only" in failed[0]["error"] and failed[0]["final_emotion"] is None
-    assert bm.get_eval_run(engine, res["eval_run_id"])["n_errors"] == 1
+    assert eval_runs.get_eval_run(engine, res["eval_run_id"])["n_errors"] == 1
 
 
 def test_policy_outage_fails_every_dialogue_but_none_is_dropped(engine, db_url, tmp_path):
@@ -170,7 +171,7 @@ def test_policy_outage_fails_every_dialogue_but_none_is_dropped(engine, db_url, 
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert (res["n"], res["n_errors"], res["score"], res["failure"]) == (2, 2, 0.0, 2)
-    assert all("policy" in d["error"] for d in bm.eval_run_dialogues(engine, res["eval_run_id"]))
+    assert all("policy" in d["error"] for d in eval_runs.eval_run_dialogues(engine, res["eval_run_id"]))
 
 
 @pytest.mark.parametrize("content, expected", [(b"", "is empty"), (b"{oops\n", "malformed JSON")])
@@ -204,7 +205,7 @@ def test_resume_after_kill_skips_finished_profiles(engine, db_url, slow_server, 
     before = run_dialogues(engine, 1)
     finished_before = {pid for _, pid, st in before if st == "finished"}
     assert 1 <= len(with_done) <= len(finished_before) < 4
-    assert bm.get_eval_run(engine, 1)["status"] == "running"
+    assert eval_runs.get_eval_run(engine, 1)["status"] == "running"
 
     r = cli("--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
@@ -228,12 +229,12 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(engine, db_url, slow_server):
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 1 and "--resume 1" in out and "(cancelled)" in out
-    run = bm.get_eval_run(engine, 1)
+    run = eval_runs.get_eval_run(engine, 1)
     statuses = [st for _, _, st in run_dialogues(engine, 1)]
     assert run["status"] == "cancelled" and "running" not in statuses and 1 <= run["n"] < 4
     r = cli("--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
-    assert last_json(r.stdout)["n"] == 4 and bm.get_eval_run(engine, 1)["status"] == "succeeded"
+    assert last_json(r.stdout)["n"] == 4 and eval_runs.get_eval_run(engine, 1)["status"] == "succeeded"
 
 
 # ------------------------------------------------------------------------------------------------- jobs
@@ -251,7 +252,7 @@ def test_benchmark_job_runs_in_the_background_and_records_everything(engine, db_
         run = s.query(EvalRun).filter(EvalRun.job_id == job_id).one()
         assert run.status == "succeeded" and run.n == 2 and run.name == "scripted"
         run_id = run.id
-    groups = bm.leaderboard(engine)
+    groups = eval_runs.leaderboard(engine)
     assert groups[0]["rows"][0]["id"] == run_id and not groups[0]["published"]
 
 
@@ -300,7 +301,7 @@ def test_benchmark_job_cancel(engine, db_url, slow_server):
         statuses = {d.status for d in s.query(Dialogue).filter(Dialogue.eval_run_id == run.id)}
         fp_hash = run.fingerprint_hash
     assert "running" not in statuses
-    assert all(g["fingerprint_hash"] != fp_hash for g in bm.leaderboard(engine))  # unfinished: not ranked
+    assert all(g["fingerprint_hash"] != fp_hash for g in eval_runs.leaderboard(engine))  # unfinished: not ranked
 
 
 def test_a_training_checkpoint_folder_is_benchmarked_through_its_policy(engine, db_url, tiny_model_dir, tmp_path):
@@ -310,5 +311,5 @@ def test_a_training_checkpoint_folder_is_benchmarked_through_its_policy(engine, 
     shutil.copytree(tiny_model_dir, ckpt / "policy")
     r = cli("--policy", str(ckpt), "--limit", "1", "--max-new-tokens", "8", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
-    run = bm.get_eval_run(engine, last_json(r.stdout)["eval_run_id"])
+    run = eval_runs.get_eval_run(engine, last_json(r.stdout)["eval_run_id"])
     assert run["model_ref"] == str(ckpt / "policy") and run["config"]["policy"] == str(ckpt)

@@ -8,6 +8,8 @@ Each round (as in the paper's multi-turn PPO, without the reference code's bugs)
      position in a shrinking list, so each reply always goes to its own simulated user.
 Turns are written to the store as they happen (storage.dialogues), and events go to `on_event`.
 
+The data classes live in trainer/rollout_types.py.
+
 Token bookkeeping. A turn's prompt is built from token ids, never by re-tokenising earlier output:
 prompt[t+1] = prompt[t] + kept[t] + ids(template text between the reply and the next assistant header).
 Direct mode: kept[t] = the sampled ids, so the whole dialogue is one causal sequence in which every
@@ -32,86 +34,11 @@ from typing import Any, Callable, Iterator, Optional
 from simulator.profiles import Profile
 from storage import dialogues as store_dialogues
 from trainer.engines.base import Generation, PolicyEngine, SamplingConfig
-from trainer.templates import BAD_THINK_POLICIES, MODES, system_prompt, visible_reply
+from trainer.rollout_types import RolloutConfig, RolloutEvent, RolloutSample
+from trainer.templates import system_prompt, visible_reply
 
 log = logging.getLogger(__name__)
-TRUNCATED_POLICIES = ("keep", "fail")
 _PLACEHOLDER = "\x00REPLY\x00"
-
-
-@dataclass
-class RolloutConfig:
-    mode: str = "direct"  # think | direct
-    max_turns: int = 8  # policy turns per dialogue
-    max_new_tokens: int = 256  # per policy turn
-    max_tokens: int = 4096  # per dialogue: the prompt a turn is sampled from plus its reply
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int = 0
-    bad_think: str = "penalize"  # see trainer.templates
-    bad_think_penalty: float = 0.0  # subtracted from the reward of a dialogue with a badly formed turn
-    truncated: str = "keep"  # a reply that hit max_new_tokens: keep it (flagged) or fail the dialogue
-    source: str = "rollout"
-    job_id: Optional[int] = None
-    step: Optional[int] = None
-    eval_run_id: Optional[int] = None  # set by the benchmark runner: its dialogues belong to an eval run
-
-    def validate(self) -> "RolloutConfig":
-        errs = []
-        if self.mode not in MODES:
-            errs.append(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for name in ("max_turns", "max_new_tokens", "max_tokens"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                errs.append(f"{name} must be a positive integer, got {v!r}")
-        if self.bad_think not in BAD_THINK_POLICIES:
-            errs.append(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {self.bad_think!r}")
-        if self.truncated not in TRUNCATED_POLICIES:
-            errs.append(f"truncated must be one of {', '.join(TRUNCATED_POLICIES)}, got {self.truncated!r}")
-        if errs:
-            raise ValueError("; ".join(errs))
-        SamplingConfig(self.temperature, self.top_p, self.max_new_tokens, self.seed).validate()
-        return self
-
-
-@dataclass
-class RolloutSample:
-    """One finished dialogue as training data (see the module docstring for the token layout)."""
-
-    key: str
-    dialogue_id: Optional[int]
-    profile_id: str
-    group_id: str
-    input_ids: list[int] = field(default_factory=list)
-    action_mask: list[int] = field(default_factory=list)  # 1 on policy-sampled ids only
-    old_logprobs: list[float] = field(default_factory=list)  # aligned with input_ids; 0 where mask is 0
-    turn_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each turn's sampled ids
-    segments: list[tuple[int, int]] = field(default_factory=list)  # [start, end) causal sequences
-    emotions: list[float] = field(default_factory=list)  # after the opening, then after each policy turn
-    final_emotion: Optional[float] = None
-    outcome: str = ""
-    error: str = ""
-    status: str = "running"  # finished | failed | cancelled
-    reward: float = 0.0
-    n_turns: int = 0
-    format_ok: bool = True
-    messages: list[dict] = field(default_factory=list)  # the visible transcript
-    thoughts: list[str] = field(default_factory=list)  # per policy turn ("" in direct mode)
-
-    def rows(self) -> list[tuple[list[int], list[int], list[float]]]:
-        """(input_ids, action_mask, old_logprobs) per causal segment, for log-prob recomputation."""
-        return [(self.input_ids[a:b], self.action_mask[a:b], self.old_logprobs[a:b]) for a, b in self.segments]
-
-
-@dataclass
-class RolloutEvent:
-    kind: str  # started | turn | finished
-    key: str
-    dialogue_id: Optional[int]
-    profile_id: str
-    group_id: str
-    turn: Optional[dict] = None  # role, index, text, think, emotion, delta, inner, error
-    sample: Optional[RolloutSample] = None  # on finished
 
 
 @dataclass

@@ -2,7 +2,7 @@
 within each simulator fingerprint (never across), the published reference rows beside them, a bar chart,
 a run's breakdown by hidden need and personality, and its dialogues (a click opens one in Transcripts).
 
-The plain functions at the top build the tables and the chart from trainer.benchmark's data (tested in
+The plain functions at the top build the tables and the chart from trainer.eval_runs' data (tested in
 tests/test_app_benchmark.py); `build` only wires them to components.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
 
 
 def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[Any]], list[list[Any]]]:
-    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.benchmark.breakdown."""
+    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.eval_runs.breakdown."""
     def rows(items: list[dict[str, Any]]) -> list[list[Any]]:
         return [[i.get("label") or i.get("key"), _num(i.get("score")), i.get("success"), i.get("failure"), i.get("n"),
                  i.get("n_errors", 0), _ci(i)] for i in items]
@@ -140,7 +140,7 @@ def run_title(run: Optional[dict[str, Any]]) -> str:
 
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
-    from trainer import benchmark as bm
+    from trainer import benchmark as bm, eval_runs
     from trainer import jobs
 
     engine, url = ctx.engine, ctx.engine_url
@@ -185,7 +185,7 @@ def build(ctx: LabContext) -> None:
     def refresh(sig: Any):
         jobs.mark_stale_jobs(engine)
         job_rows = ts.jobs_rows(jobs.list_jobs(engine, kind="benchmark", limit=20))
-        groups = bm.leaderboard(engine)
+        groups = eval_runs.leaderboard(engine)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
         if sig == new_sig:
             return job_rows, gr.skip(), gr.skip(), gr.skip(), sig
@@ -206,9 +206,9 @@ def build(ctx: LabContext) -> None:
         run_id = evt.row_value[2] if evt.row_value else None
         if run_id in (None, ""):
             return [gr.skip()] * 4
-        run = bm.get_eval_run(engine, int(run_id))
-        need, pers = breakdown_tables(bm.breakdown(engine, int(run_id)))
-        return run_title(run), need, pers, dialogue_rows(bm.eval_run_dialogues(engine, int(run_id)))
+        run = eval_runs.get_eval_run(engine, int(run_id))
+        need, pers = breakdown_tables(eval_runs.breakdown(engine, int(run_id)))
+        return run_title(run), need, pers, dialogue_rows(eval_runs.eval_run_dialogues(engine, int(run_id)))
 
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)

@@ -1,0 +1,135 @@
+"""Eval runs in the store: reading, resuming and closing them, and what the app shows of them (the
+breakdown by need and personality, the leaderboard grouped by simulator fingerprint and profile set).
+The runner that fills them is trainer/benchmark.py."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional
+
+from sqlalchemy import Engine, select
+
+from simulator.profiles import NEED_CATEGORIES, PERSONALITIES
+from simulator.published import PUBLISHED_FINGERPRINT, published_rows
+from simulator.scoring import BenchmarkSummary, sentient_summary
+from storage import Dialogue, EvalRun, read_scope, session_scope
+from storage.models import utcnow
+
+SCORED_STATUSES = ("finished", "failed")  # a dialogue in one of these is done; "failed" = an error
+
+
+# ---------------------------------------------------------------------------------------- eval run rows
+def _run_dict(r: EvalRun) -> dict[str, Any]:
+    return {c: getattr(r, c) for c in EvalRun.__table__.columns.keys()}
+
+
+def get_eval_run(engine: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
+    with read_scope(engine) as s:
+        r = s.get(EvalRun, eval_run_id)
+        return None if r is None else _run_dict(r)
+
+
+def done_profile_ids(engine: Engine, eval_run_id: int) -> set[str]:
+    """Profiles of the eval run whose dialogue is finished or failed (skipped on resume)."""
+    with read_scope(engine) as s:
+        return set(s.scalars(select(Dialogue.persona_id).where(Dialogue.eval_run_id == eval_run_id,
+                                                               Dialogue.status.in_(SCORED_STATUSES))))
+
+
+def close_cut_off_dialogues(engine: Engine, eval_run_id: int) -> int:
+    """Dialogues left "running" by a killed process: marked cancelled (kept, never scored). Returns how many."""
+    with session_scope(engine) as s:
+        rows = list(s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                     Dialogue.status == "running")))
+        for d in rows:
+            d.status, d.outcome, d.finished_at = "cancelled", "cancelled", utcnow()
+            d.error = "cut off (the benchmark process ended); played again on resume"
+        return len(rows)
+
+
+def scored_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+    """One row per scored dialogue of the run: id, profile, need, personality, final emotion (None =
+    error), status, outcome, error, turns."""
+    with read_scope(engine) as s:
+        rows = s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                Dialogue.status.in_(SCORED_STATUSES)).order_by(Dialogue.id))
+        out = []
+        for d in rows:
+            snap = d.persona_snapshot or {}
+            out.append({"id": d.id, "persona_id": d.persona_id, "name": snap.get("name", ""),
+                        "need_category": snap.get("need_category", ""), "personality": snap.get("personality", ""),
+                        "final_emotion": None if d.status == "failed" else d.final_emotion, "status": d.status,
+                        "outcome": d.outcome, "error": d.error, "n_turns": d.n_turns})
+        return out
+
+
+def summarize_run(engine: Engine, eval_run_id: int) -> Optional[BenchmarkSummary]:
+    """The run's summary in dialogue order with the scorer's default bootstrap (seed 0), so the exported
+    SAGE file scores to the same numbers with `python -m simulator score`."""
+    finals = [d["final_emotion"] for d in scored_dialogues(engine, eval_run_id)]
+    return sentient_summary(finals) if finals else None
+
+
+def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[BenchmarkSummary]:
+    """Score the run's dialogues and record the summary with the final status."""
+    summary = summarize_run(engine, eval_run_id)
+    with session_scope(engine) as s:
+        r = s.get(EvalRun, eval_run_id)
+        r.status, r.finished_at = status, utcnow()
+        if summary is not None:
+            r.score, r.success, r.failure, r.n = summary.score, summary.success, summary.failure, summary.n
+            r.n_errors, r.ci_low, r.ci_high = summary.n_errors, summary.ci_low, summary.ci_high
+    return summary
+
+
+
+# ------------------------------------------------------------------------------------ for the app
+def eval_run_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+    """The run's scored dialogues (see scored_dialogues), for a table that opens them in Transcripts."""
+    return scored_dialogues(engine, eval_run_id)
+
+
+def breakdown(engine: Engine, eval_run_id: int) -> dict[str, list[dict[str, Any]]]:
+    """Score / success / failure / n / errors per hidden-need category and per personality type."""
+    rows = scored_dialogues(engine, eval_run_id)
+    labels = {"need_category": {k: v[0] for k, v in NEED_CATEGORIES.items()},
+              "personality": {k: k.capitalize() for k in PERSONALITIES}}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, name in (("need_category", "need"), ("personality", "personality")):
+        groups: dict[str, list[Optional[float]]] = defaultdict(list)
+        for d in rows:
+            groups[d[key] or "unknown"].append(d["final_emotion"])
+        out[name] = [{"key": k, "label": labels[key].get(k, k), **_summary_fields(sentient_summary(v, n_boot=500))}
+                     for k, v in sorted(groups.items())]
+    return out
+
+
+def _summary_fields(s: BenchmarkSummary) -> dict[str, Any]:
+    return {"score": s.score, "success": s.success, "failure": s.failure, "n": s.n, "n_errors": s.n_errors,
+            "ci_low": s.ci_low, "ci_high": s.ci_high}
+
+
+def leaderboard(engine: Engine, include_published: bool = True) -> list[dict[str, Any]]:
+    """Finished eval runs grouped by simulator fingerprint hash and profile set: each group is ranked on
+    its own, never mixed with another fingerprint. Group: fingerprint_hash, profile_set_hash, simulator
+    (the fingerprint dict), published (bool), rows (rank, eval run columns), newest group first. The
+    published reference rows (their own simulator, DeepSeek-V3) come last as a group of their own."""
+    with read_scope(engine) as s:
+        runs = [_run_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
+                                                                      EvalRun.n > 0))]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        groups[(r["fingerprint_hash"], r["profile_set_hash"])].append(r)
+    out = []
+    for (fp_hash, ps_hash), rows in groups.items():
+        rows.sort(key=lambda r: (-(r["score"] or 0.0), r["id"]))
+        out.append({"fingerprint_hash": fp_hash, "profile_set_hash": ps_hash, "published": False,
+                    "simulator": rows[0]["simulator_fingerprint"],
+                    "rows": [dict(r, rank=i + 1, published=False) for i, r in enumerate(rows)],
+                    "_latest": max(r["finished_at"] or r["created_at"] for r in rows)})
+    out.sort(key=lambda g: g.pop("_latest"), reverse=True)
+    if include_published:
+        pub = published_rows()
+        out.append({"fingerprint_hash": PUBLISHED_FINGERPRINT, "profile_set_hash": "published", "published": True,
+                    "simulator": {"backend": "openai", "model": pub[0]["simulator"]},
+                    "rows": [dict(r, rank=i + 1) for i, r in enumerate(pub)]})
+    return out
