@@ -37,6 +37,10 @@ it repeats the topic words of the user's opening ("The turning point in a signif
 significant change in a new course...") because the offline scorer's need-fit and engagement terms are
 embedding similarities, which keyword-dense text raises; fluency is not scored. With 1 dialogue per
 persona (--eval-samples 1) a single step can move the held-out mean by 5 points: use >= 4.
+For scale, fixed replies under the same held-out rules (no model): one generic warm sentence per turn
+37.5, a supportive prototype 42.8, reflecting the user's longest sentence plus a validation 55.2, the need
+category's prototypes 56.0, the persona's own fit examples 60.5: +15 asks a 135M policy to write replies
+about as well matched to an unseen persona's hidden need as its hand-written fit examples.
 Earlier settings, same machine, 16 held-out dialogues, 3-turn training dialogues, one optimizer step per
 rollout unless said: with the offline-v1 scorer, temperature 1.0, full fine-tune lr 3e-5: +3.3 in 12.7
 min; LoRA lr 1e-3, 20 steps in 26 min: -0.3 (entropy rising). With offline-v2, temperature 0.7, 16
@@ -164,9 +168,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     heldout = [q for q in BUILTIN_PROFILES if q.extra.get("split") == "heldout"]
     n = args.profiles_per_step * args.group
+    minibatch = args.minibatch or n
     cfg = TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
                       simulator="offline", simulator_preset="training", group_size=args.group,
-                      dialogues_per_step=n, minibatch_size=args.minibatch or n, micro_batch_size=min(args.minibatch or n, 4), steps=100_000,
+                      dialogues_per_step=n, minibatch_size=minibatch, micro_batch_size=min(minibatch, 4), steps=100_000,
                       actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                       max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
                       lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
