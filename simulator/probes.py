@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 from simulator.agent import SentientAgent
 from simulator.backends import make_backend
 from simulator.backends.offline_data import NEED_FIT
+from simulator.backends.offline_voice import sentences
 from simulator.profiles import Profile
 from simulator.rules import PRESETS, EmotionRules
 
@@ -55,8 +56,8 @@ def tailored_reply(profile: Profile, turn: int, last_user: str) -> str:
     if turn < len(fits):
         return fits[turn]
     options = NEED_FIT.get(profile.need_category) or [profile.hidden_need]
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", last_user) if len(s.split()) >= 4]
-    detail = max(sentences, key=len) if sentences else ""
+    told = sentences(last_user, min_words=4)
+    detail = max(told, key=len) if told else ""
     lead = f'When you say "{detail[:140]}", that stays with me. ' if detail else ""
     return lead + options[(turn - len(fits)) % len(options)]
 

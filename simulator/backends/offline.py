@@ -29,7 +29,7 @@ import numpy as np
 from simulator.backends.embedding import EmbedBatcher
 from simulator.backends.offline_data import (CLICHES, DISCLAIMERS, DISMISSALS, DISMISSIVE, GOODBYES, NEED_FIT,
                                              NEED_MISS, SUPPORTIVE)
-from simulator.backends.offline_voice import compose_opening, compose_reply
+from simulator.backends.offline_voice import compose_opening, compose_reply, sentences
 from simulator.profiles import Profile
 from simulator.rules import EmotionRules
 
@@ -141,10 +141,8 @@ class OfflineBackend:
         dismiss = DISMISSIVE + NEED_MISS.get(cat, [])
         # what the user has told so far and their last message, by sentence (pieces recur, so they are cached);
         # never the untold rest of the story: a reply cannot be credited for things it could not know
-        def sentences(t: str) -> list[str]:
-            return [x for x in re.split(r"(?<=[.!?])\s+", t.strip()) if len(x.split()) >= 3]
-        user_parts = sentences(said[-1])[:6] if said else []
-        story = [x for m in said[:-1] for x in sentences(m)][-12:]
+        user_parts = sentences(said[-1], min_words=3)[:6] if said else []
+        story = [x for m in said[:-1] for x in sentences(m, min_words=3)][-12:]
         groups = [[text], need, SUPPORTIVE, dismiss, fit_ex, miss_ex, story, user_parts, earlier]
         vecs = await self.batcher.embed([t for g in groups for t in g])
         parts, i = [], 0
@@ -172,17 +170,15 @@ class OfflineBackend:
         s_story = max(float(story_s.max()), s_user) if len(story_s) else s_user
         s_eng = 0.5 * s_user + 0.5 * s_story
         eng_pts = _clip((s_eng - 0.2) * 10, -2, 2.5)
+        eng_why = f"connection to what I just said ({s_user:.2f}) and to what I have told so far ({s_story:.2f})"
         parrot = parroted_share(text, said)
         if parrot > PARROT_THRESHOLD:
             add("parroting", parrot, -_clip((parrot - PARROT_THRESHOLD) * 20, 1, 8),
                 f"{parrot:.0%} of it is my own words handed back to me")
-            eng_pts = min(eng_pts, 0.0)
-        add("engagement", s_eng, eng_pts, f"connection to what I just said ({s_user:.2f}) and to what I have told "
-                                          f"so far ({s_story:.2f})" + (" — but only by repeating it" if parrot >
-                                                                       PARROT_THRESHOLD else ""))
-        sims = [None, None, None, None, earlier_s]
-        if len(sims[4]):
-            s_rep = float(sims[4].max())
+            eng_pts, eng_why = min(eng_pts, 0.0), eng_why + " — but only by repeating it"
+        add("engagement", s_eng, eng_pts, eng_why)
+        if len(earlier_s):
+            s_rep = float(earlier_s.max())
             if s_rep > 0.85:
                 add("repetition", s_rep, -6.0 if s_rep > 0.95 else -3.0,
                     f"nearly the same as something they already said ({s_rep:.2f})")

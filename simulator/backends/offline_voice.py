@@ -17,13 +17,17 @@ from simulator.rules import EmotionRules, tier
 QUESTIONS = ["Does that make sense?", "What would you do?", "Is that weird?", "Am I overthinking it?"]
 
 
+def sentences(text: str, min_words: int = 1) -> list[str]:
+    """`text` split after . ! or ?, each piece stripped, pieces of fewer than `min_words` words dropped."""
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= min_words]
+
+
 def persona_material(profile: Profile) -> list[str]:
     """The sentences the user can tell about their situation, in order."""
     events = [e.strip() for e in profile.extra.get("events", []) if isinstance(e, str) and e.strip()]
     if events:
         return events
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", profile.background) if s.strip()]
-    mine = [s for s in sentences if re.search(r"\b(I|my|me|I'm|I've)\b", s) and len(s) < 240]
+    mine = [s for s in sentences(profile.background) if re.search(r"\b(I|my|me|I'm|I've)\b", s) and len(s) < 240]
     return mine or list(FILLERS)
 
 
