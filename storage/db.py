@@ -6,7 +6,9 @@ waits (busy_timeout) instead of failing with "database is locked".
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
+import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -35,11 +37,29 @@ def default_url() -> str:
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    _enable_wal(cur)
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cur.close()
+
+
+def _enable_wal(cur) -> None:
+    """Switch the file to WAL once. Several processes opening a fresh file at the same moment race for
+    this switch, and SQLite answers the loser "database is locked" at once (the busy handler is not
+    consulted for a journal-mode change), so the loser retries until the winner is done."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
 
 def _sqlite_begin(conn) -> None:
