@@ -1,6 +1,6 @@
 """Learning curve: GRPO on SmolLM2-135M-Instruct vs the offline simulator, held-out personas before/after.
 
-    python benchmarks/learning_curve.py [--minutes 60] [--eval-every 10] [--threads 2] [--lr 1e-3] ...
+    python benchmarks/learning_curve.py [--minutes 60] [--eval-every 10] [--threads 2] [--lr 5e-4] ...
 
 Trains on the built-in personas of the train split (extra["split"] == "train") with the training
 simulator preset ("training": start 30, unclamped changes) for a wall-clock budget of training time
@@ -15,7 +15,7 @@ The offline simulator is a development environment: its scores are not Sentient-
 
 Deviations from the paper (RLVER trains Qwen2.5-7B, full fine-tune, lr 1e-6, 8 turns, temperature 1.0),
 all for a 2-core CPU budget and printed by the script: a 135M model; LoRA r=16 on every linear layer with
-lr 1e-3; ONE policy turn per training dialogue (the persona's opening line and one reply: 32 replies per
+lr 5e-4; ONE policy turn per training dialogue (the persona's opening line and one reply: 32 replies per
 step in ~45 s, where 3-turn dialogues gave 8-16 per ~70 s); 4 optimizer steps per rollout (mini-batches of
 8 dialogues, PPO-clipped); sampling at 0.7 (SmolLM2 at 1.0 writes mostly incoherent text); at most 48
 new tokens; the held-out score after 3 turns instead of the protocol's 10. The reward is the paper's,
@@ -25,18 +25,22 @@ configs/learning-curve-cpu.yaml is the same training as a job (`python -m traine
 Threads: on a loaded 2-core machine one torch thread is much faster than two (a SmolLM2 forward pass
 measured 0.87 s with 2 threads vs 0.02 s with 1 while the other core was busy); --threads sets it.
 
-Measured 2026-11-22, offline simulator v2 (parroting check), 2-core CPU, --threads 2, defaults
+Measured 2026-11-22, offline simulator v2 (parroting check), idle 2-core CPU, --threads 2, defaults
 (`python benchmarks/learning_curve.py --threads 2`), held-out 8 personas x 4 dialogues, 3 turns:
-  step (training min):  0 (0)  14 (10.3)  28 (20.4)  42 (30.4)  56 (40.6)  68 (50.5)  78 (60.3)
-  held-out mean:        40.5   43.7       46.5       46.6       45.2       46.5       44.9
-  change:               -      +3.2       +6.0       +6.1       +4.7       +5.9       +4.4
-Train reward (one reply, training rules) rose 0.285 -> 0.32..0.33; entropy fell 1.6 -> 0.8 nats per
-token after step ~60. The +15 target is NOT reached: the held-out gain plateaus at about +6 after 20
-minutes (standard error of a change about 2 points). What the policy learned is visible in its replies:
-it repeats the topic words of the user's opening ("The turning point in a significant change on a
-significant change in a new course...") because the offline scorer's need-fit and engagement terms are
-embedding similarities, which keyword-dense text raises; fluency is not scored. With 1 dialogue per
-persona (--eval-samples 1) a single step can move the held-out mean by 5 points: use >= 4.
+  step (training min):  0 (0)  15 (10.1)  30 (20.3)  45 (30.5)  59 (40.1)  74 (50.3)  89 (60.5)
+  held-out mean:        40.5   48.8       50.1       49.8       49.7       51.7       51.3
+  change:               -      +8.3       +9.6       +9.3       +9.2       +11.2      +10.8
+89 steps in 60.5 training minutes (~41 s a step: ~19 s rollout, ~22 s update); train reward (one reply,
+training rules) 0.285 -> 0.33, entropy 1.6 -> 1.2 nats per token; every held-out persona gained (+6.5 to
++19.5). What moved, in mean points per held-out reply: persona_fit +1.2, warmth +1.1, engagement +1.0,
+need_fit +0.3. The +15 target is NOT reached: most of the gain comes in the first 10 minutes, then it
+creeps (+9.6 at 20 min, +11.2 at 50; standard error of a change about 2 points). The same settings with
+lr 1e-3 (the previous default) plateaued lower, +6.0 at 20 min and +4.4 at 60 (78 steps), with the entropy
+collapsing to 0.8. At both rates the replies drift towards restating the user's story in the second
+person with its topic words ("Your parents changed your course and your family was not yet prepared..."):
+the offline scorer's need-fit and engagement terms are embedding similarities, which such text raises,
+and fluency is not scored. With 1 dialogue per persona (--eval-samples 1) a single step can move the
+held-out mean by 5 points: use >= 4.
 For scale, fixed replies under the same held-out rules (no model): one generic warm sentence per turn
 37.5, a supportive prototype 42.8, reflecting the user's longest sentence plus a validation 55.2, the need
 category's prototypes 56.0, the persona's own fit examples 60.5: +15 asks a 135M policy to write replies
@@ -45,8 +49,8 @@ Earlier settings, same machine, 16 held-out dialogues, 3-turn training dialogues
 rollout unless said: with the offline-v1 scorer, temperature 1.0, full fine-tune lr 3e-5: +3.3 in 12.7
 min; LoRA lr 1e-3, 20 steps in 26 min: -0.3 (entropy rising). With offline-v2, temperature 0.7, 16
 dialogues per step, LoRA lr 5e-4: -1.1 after 10 minutes; the same with 4 optimizer steps per rollout:
--1.9 after 5 minutes. Single-reply training (as now) at lr 5e-4: +4.3 after 10 minutes; at lr 1.5e-3:
-+3.4 after 6.7 minutes.
+-1.9 after 5 minutes. Single-reply training (as now), 16 held-out dialogues: lr 5e-4: +4.3 after 10
+minutes; lr 1.5e-3: +3.4 after 6.7 minutes.
 """
 from __future__ import annotations
 
@@ -116,7 +120,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-temperature", type=float, default=None, help="held-out sampling (default: --temperature)")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--max-tokens", type=int, default=2048, help="tokens per dialogue")
-    p.add_argument("--lr", type=float, default=1e-3, help="actor learning rate (paper: 1e-6 at 7B, full)")
+    p.add_argument("--lr", type=float, default=5e-4, help="actor learning rate (paper: 1e-6 at 7B, full)")
     p.add_argument("--lora", action=argparse.BooleanOptionalAction, default=True,
                    help="train LoRA adapters (peft); --no-lora trains every weight")
     p.add_argument("--lora-r", type=int, default=16)
