@@ -16,7 +16,7 @@ The offline simulator is a development environment: its scores are not Sentient-
 Deviations from the paper (RLVER trains Qwen2.5-7B, full fine-tune, lr 1e-6, 8 turns, temperature 1.0),
 all for a 2-core CPU budget and printed by the script: a 135M model; LoRA r=16 on every linear layer with
 lr 5e-4; ONE policy turn per training dialogue (the persona's opening line and one reply: 32 replies per
-step in ~45 s, where 3-turn dialogues gave 8-16 per ~70 s); 4 optimizer steps per rollout (mini-batches of
+step in ~41-46 s, where 3-turn dialogues gave 8-16 per ~70 s); 4 optimizer steps per rollout (mini-batches of
 8 dialogues, PPO-clipped); sampling at 0.7 (SmolLM2 at 1.0 writes mostly incoherent text); at most 48
 new tokens; the held-out score after 3 turns instead of the protocol's 10. The reward is the paper's,
 max(final emotion / 100, 0), with no shaping, and the simulator's scoring is untouched.
