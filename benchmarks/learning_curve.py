@@ -11,6 +11,10 @@ training, and after, always with the same seeds, under the evaluation rules (--e
 personas within 60 minutes on 2 CPU cores. --stop-at-gain ends training at the first evaluation that
 reaches the given gain (the reported "after" is then that evaluation; a threshold crossed by a noisy
 evaluation overstates the gain a little, so the per-evaluation curve is printed too).
+Before and after, the held-out personas are also scored over --protocol-turns policy turns (default 10, the
+Sentient benchmark's cap; the same seeds), with the mean emotion change of every turn: the 3-turn curve is
+cheap enough to repeat during training, the 10-turn score shows whether the policy holds up over a whole
+conversation (a policy that repeats itself loses points turn after turn).
 The offline simulator is a development environment: its scores are not Sentient-benchmark scores.
 
 Deviations from the paper (RLVER trains Qwen2.5-7B, full fine-tune, lr 1e-6, 8 turns, temperature 1.0),
@@ -73,8 +77,9 @@ PAPER = {"model": "Qwen2.5-7B-Instruct", "lr": 1e-6, "lora": False, "max_turns":
          "temperature": 1.0}
 
 
-def evaluate(trainer, profiles, args) -> dict:
-    """Final emotions of the held-out personas (args.eval_samples dialogues each, fixed seeds)."""
+def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
+    """Final emotions of the held-out personas (args.eval_samples dialogues each, fixed seeds) after `turns`
+    policy turns (default args.eval_turns)."""
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
 
     t0 = time.monotonic()
@@ -86,7 +91,7 @@ def evaluate(trainer, profiles, args) -> dict:
             points.setdefault(name, []).append(c["points"])
 
     rollout = RolloutEngine(trainer.policy_engine, make_simulator_factory("offline", args.eval_preset, seed=0),
-                            config=RolloutConfig(mode=args.mode, max_turns=args.eval_turns,
+                            config=RolloutConfig(mode=args.mode, max_turns=turns or args.eval_turns,
                                                  max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                                                  temperature=args.eval_temperature, seed=12345,
                                                  source="benchmark"), on_event=collect)
@@ -100,6 +105,9 @@ def evaluate(trainer, profiles, args) -> dict:
             "per": {k: statistics.fmean(v) if v else float("nan") for k, v in per.items()},
             "success": sum(s.outcome == "success" for s in samples),
             "failure": sum(s.outcome == "failure" for s in samples), "seconds": time.monotonic() - t0,
+            "per_turn": [statistics.fmean(d) if d else float("nan") for d in
+                         ([s.emotions[i + 1] - s.emotions[i] for s in samples if len(s.emotions) > i + 1]
+                          for i in range(turns or args.eval_turns))],
             "example": next((s.messages[1]["content"] for s in samples if len(s.messages) > 1), ""),
             # mean points per reply (0 where a component did not apply), so the components add up to the change
             "components": {k: sum(v) / n_replies for k, v in points.items()}}
@@ -117,6 +125,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-turns", type=int, default=1, help="policy turns per training dialogue")
     p.add_argument("--eval-turns", type=int, default=3, help="policy turns per held-out dialogue")
     p.add_argument("--eval-samples", type=int, default=4, help="dialogues per held-out persona")
+    p.add_argument("--protocol-turns", type=int, default=10,
+                   help="also score the held-out personas before and after with this many turns (the benchmark "
+                        "protocol's 10; 0: skip)")
     p.add_argument("--eval-preset", default="standard")
     p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature in training")
     p.add_argument("--eval-temperature", type=float, default=None, help="held-out sampling (default: --temperature)")
@@ -190,6 +201,10 @@ def main() -> None:
     before = evaluate(trainer, heldout, args)
     print(f"held-out before: {before['mean']:.1f} (sd {before['sd']:.1f}) over {before['n']} dialogues "
           f"({before['seconds']:.0f} s); e.g. {before['example'][:160]!r}", flush=True)
+    long_before = evaluate(trainer, heldout, args, args.protocol_turns) if args.protocol_turns else None
+    if long_before:
+        print(f"held-out before, {args.protocol_turns} turns: {long_before['mean']:.1f} ({long_before['seconds']:.0f} s)",
+              flush=True)
     curve = [(0, 0.0, before["mean"])]
     print("| step | train min | train reward | reward sd | train final emotion | entropy | grad norm | rollout s | update s |")
     print("|-----:|----------:|-------------:|----------:|--------------------:|--------:|----------:|----------:|---------:|")
@@ -211,7 +226,22 @@ def main() -> None:
                   f"e.g. {after['example'][:160]!r}", flush=True)
             if args.stop_at_gain and after["mean"] - before["mean"] >= args.stop_at_gain:
                 break
+    long_after = evaluate(trainer, heldout, args, args.protocol_turns) if args.protocol_turns else None
     report(args, trainer, heldout, before, after, curve, step, train_s, n)
+    if long_before and long_after:
+        report_protocol(args, long_before, long_after)
+
+
+def report_protocol(args, before: dict, after: dict) -> None:
+    """The same held-out personas and seeds over the benchmark protocol's turn count."""
+    print()
+    print(f"Held-out over {args.protocol_turns} turns (--protocol-turns; the Sentient benchmark allows up to 10), same personas and seeds:")
+    print("| | mean final emotion (sd) | success / failure | mean change per turn, turn 1..N |")
+    print("|---|---:|---:|---|")
+    for name, r in (("before", before), ("after", after)):
+        print(f"| {name} | {r['mean']:.1f} ({r['sd']:.1f}) | {r['success']} / {r['failure']} | "
+              + " ".join(f"{x:+.1f}" for x in r["per_turn"]) + " |")
+    print(f"change over {args.protocol_turns} turns: {after['mean'] - before['mean']:+.1f} points")
 
 
 def report(args, trainer, heldout, before, after, curve, step, train_s, n) -> None:
