@@ -85,6 +85,7 @@ PAPER = {"model": "Qwen2.5-7B-Instruct", "lr": 1e-6, "lora": False, "max_turns":
 def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
     """Final emotions of the held-out personas (args.eval_samples dialogues each, fixed seeds) after `turns`
     policy turns (default args.eval_turns)."""
+    turns = turns or args.eval_turns
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
 
     t0 = time.monotonic()
@@ -96,7 +97,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
             points.setdefault(name, []).append(c["points"])
 
     rollout = RolloutEngine(trainer.policy_engine, make_simulator_factory("offline", args.eval_preset, seed=0),
-                            config=RolloutConfig(mode=args.mode, max_turns=turns or args.eval_turns,
+                            config=RolloutConfig(mode=args.mode, max_turns=turns,
                                                  max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                                                  temperature=args.eval_temperature, seed=12345,
                                                  source="benchmark"), on_event=collect)
@@ -112,7 +113,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
             "failure": sum(s.outcome == "failure" for s in samples), "seconds": time.monotonic() - t0,
             "per_turn": [statistics.fmean(d) if d else float("nan") for d in
                          ([s.emotions[i + 1] - s.emotions[i] for s in samples if len(s.emotions) > i + 1]
-                          for i in range(turns or args.eval_turns))],
+                          for i in range(turns))],
             "example": next((s.messages[1]["content"] for s in samples if len(s.messages) > 1), ""),
             # mean points per reply (0 where a component did not apply), so the components add up to the change
             "components": {k: sum(v) / n_replies for k, v in points.items()}}
