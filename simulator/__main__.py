@@ -7,6 +7,7 @@
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
+    python -m simulator prompt render < REQUEST.json   (simulator.prompt_cli)
 
 A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason").
 """
@@ -21,7 +22,8 @@ from typing import Optional, Sequence
 # Subcommands living in their own modules, imported only when called: each module exposes
 # add_arguments(parser) and run(args) -> int.
 PLUGINS = {"probe": ("simulator.probes", "probe the simulated user with scripted replies"),
-           "chat": ("simulator.chat_cli", "chat with a simulated user in the terminal")}
+           "chat": ("simulator.chat_cli", "chat with a simulated user in the terminal"),
+           "prompt": ("simulator.prompt_cli", "render the exact messages of a simulator step (prompt packs)")}
 
 
 def _fail(lines: Sequence[str], code: int = 1) -> int:

@@ -21,7 +21,7 @@ from simulator.fingerprint import fingerprint_hash
 from simulator.parsing import ParseError, parse_emotion, parse_reply
 from simulator.profiles import PERSONALITIES, Profile
 from simulator.prompts import DEFAULT_VERSION, load_templates, prompt_hash, render, split_messages
-from simulator.rules import EmotionRules, tier
+from simulator.rules import EmotionRules, says_goodbye, tier
 
 MAX_REPLY_CHARS = 20_000  # a policy reply longer than this is refused (the turn ends with an error)
 HISTORY_CHARS = 12_000  # the dialogue shown to the simulator LLM keeps its most recent part
@@ -47,9 +47,11 @@ class SentientAgent:
     """Simulated user for one dialogue. `seed` makes native backends deterministic."""
 
     def __init__(self, profile: Profile, backend: Any, rules: EmotionRules = EmotionRules(), seed: int = 0,
-                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2):
+                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2, pack: Any = None):
+        """`pack`: a reference prompt pack (simulator.sage_pack, e.g. `sage:DIR`) used by chat backends in
+        place of the lab's own templates; None = the lab's own prompts (`prompt_version`)."""
         self.profile, self.backend, self.rules, self.seed = profile, backend, rules, seed
-        self.prompt_version, self.max_repairs = prompt_version, max_repairs
+        self.prompt_version, self.max_repairs, self.pack = prompt_version, max_repairs, pack
         if hasattr(backend, "check_profile"):
             backend.check_profile(profile)
         self.templates = load_templates(profile.language, prompt_version)
@@ -62,8 +64,11 @@ class SentientAgent:
     # ------------------------------------------------------------------ public API
     def fingerprint(self) -> dict[str, Any]:
         fp = dict(self.backend.fingerprint())
-        fp.update({"prompt_version": self.prompt_version, "prompt_hash": prompt_hash(self.prompt_version),
-                   "rules": self.rules.to_dict()})
+        if self.pack is not None and not self.backend.native_steps:
+            fp["prompt_pack"] = self.pack.fingerprint()
+        else:
+            fp.update({"prompt_version": self.prompt_version, "prompt_hash": prompt_hash(self.prompt_version)})
+        fp["rules"] = self.rules.to_dict()
         return fp
 
     def fingerprint_hash(self) -> str:
@@ -79,6 +84,9 @@ class SentientAgent:
             if self.backend.native_steps:
                 out, n_tok = await self.backend.opening(self.profile, self.rules, self.state), 0
                 raw = ""
+            elif self.pack is not None:
+                msgs = self.pack.reply_messages(self._reference_profile(), self.emotion, [], None)
+                out, raw, n_tok = await self._ask(msgs, self.pack.parse_reply, "")
             else:
                 msgs = split_messages(render(self.templates["opening"], **self._common()))
                 out, raw, n_tok = await self._ask(msgs, parse_reply, "str:opening_format")
@@ -114,7 +122,7 @@ class SentientAgent:
         except Exception as exc:  # a bug must not take the other dialogues down: record it on this one
             return self._fail(f"simulator error: {type(exc).__name__}: {exc}", start)
         outcome = self.rules.end_outcome(self.emotion, self.turns)
-        if not outcome and out.get("leave") and self.rules.end_on_goodbye:
+        if not outcome and self.rules.end_on_goodbye and says_goodbye(out["reply"]):
             outcome = "goodbye"
         inner = {k: v for k, v in analysis.items() if k != "change"}
         inner.update({"raw_change": analysis["change"], "tier": tier(self.emotion),
@@ -130,6 +138,10 @@ class SentientAgent:
         if self.backend.native_steps:
             out = await self.backend.emotion_step(self.profile, self.rules, self.emotion, history, reply, self.state)
             return out, "", 0
+        if self.pack is not None:
+            seen = history + [{"role": "assistant", "content": reply}]
+            msgs = self.pack.emotion_messages(self._reference_profile(), self.emotion, seen)
+            return await self._ask(msgs, self.pack.parse_emotion, "")
         s = self.templates
         change_rule = (render(s["str:change_clamped"], max_drop=_num(self._max_drop()), max_delta=_num(self.rules.max_delta))
                        if self.rules.max_delta is not None else s["str:change_free"])
@@ -145,6 +157,9 @@ class SentientAgent:
                                                 history, analysis, self.state)
             return out, "", 0
         seen = history + [{"role": "assistant", "content": reply}]
+        if self.pack is not None:
+            msgs = self.pack.reply_messages(self._reference_profile(), self.emotion, seen, analysis)
+            return await self._ask(msgs, self.pack.parse_reply, "")
         text = render(self.templates["reply"], **self._common(), dialogue=self._render_history(seen),
                       delta=f"{delta:+g}", target=analysis.get("TargetCompletion", ""),
                       activity=analysis.get("activity", ""), analyse=analysis.get("analyse", ""))
@@ -161,12 +176,20 @@ class SentientAgent:
                 return parse(comp.text), comp.text, n_tokens
             except ParseError as exc:
                 problem = str(exc)
+                if self.pack is not None and not self.pack.repairs:
+                    continue  # the reference code asks the same prompt again
                 repair = render(self.templates["repair"], problem=problem, format=self.templates[fmt_key])
                 messages = messages + [{"role": "assistant", "content": comp.text[:4000]},
                                        {"role": "user", "content": repair}]
         raise ParseError(f"unreadable simulator output after {self.max_repairs + 1} attempts: {problem}")
 
     # ------------------------------------------------------------------ helpers
+    def _reference_profile(self) -> dict[str, Any]:
+        """The profile as the reference code reads it (RLVER/SAGE keys: player, scene, ...)."""
+        from simulator.profile_io import profile_to_rlver
+
+        return profile_to_rlver(self.profile)
+
     def _common(self) -> dict[str, Any]:
         p, s = self.profile, self.templates
         persona_block = render(s["persona"], persona=p.persona, background=p.background, goal=p.goal,

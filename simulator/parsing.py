@@ -190,6 +190,23 @@ def parse_plan(text: str) -> dict[str, str]:
     return out
 
 
+def _as_said(text: str, found: str) -> str:
+    """The part of the raw `text` that `found` (a section of its normalised copy) came from, so the stored
+    message keeps its own punctuation (full-width ，？！ stay as written). The message section is the
+    last one of the format: the shortest raw suffix whose normalised form is `found`; else `found`."""
+    want = found.strip()
+    if not want:
+        return found
+    raw = text.rstrip()
+    for start in range(len(raw) - 1, -1, -1):
+        piece = normalize(raw[start:]).strip()
+        if piece == want:
+            return raw[start:].strip()
+        if len(piece) > len(want) + 8:
+            break
+    return found
+
+
 def _clean_message(text: str) -> str:
     """Drop wrapping quotes and a speaker prefix ("You:", "我：") around the message."""
     t = text.strip()
@@ -212,7 +229,7 @@ def parse_reply(text: str) -> dict[str, Any]:
         plain = normalize(text).strip()
         if len(plain) <= 800 and "[" not in plain:
             reply = plain
-    reply = _clean_message(reply)
+    reply = _clean_message(_as_said(text, reply))
     if not reply:
         raise ParseError("no message found: expected a section '[Reply]' with the user's next message")
     planning = sections.get("plan", "")

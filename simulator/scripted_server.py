@@ -7,7 +7,9 @@ both sides of a dialogue:
     (reply step), "[Opening]" / "[开场白]" (opening). Emotion answers score the partner's reply found
     between the prompt's <<< >>> markers with a few transparent word rules and come in SAGE's bracketed
     format, with the format drift real models show (markdown, full-width colons, "5分"); reply answers
-    follow the tier named in the prompt and say goodbye at S and F;
+    follow the tier named in the prompt and say goodbye at S and F. Prompts in SAGE's own format (one user
+    message asking for "Content: ... Change:" or "Thinking: ... Response:", as the `sage:DIR` pack sends)
+    get answers in that format: the change scores the last message of the prompt's JSON history;
   * the policy: any other request gets a short assistant reply (with a <think> block when the system
     prompt mentions <think>).
 Latency per call, an API key check, a model allow-list and fault injection (HTTP 429 / 500, hangs past
@@ -43,8 +45,13 @@ _POLICY = ["That sounds really hard. What happened next?", "I'm here and listeni
 
 
 def classify_request(messages: Sequence[dict]) -> str:
-    """'emotion' | 'reply' | 'opening' | 'policy' from the sections the messages ask for."""
+    """'emotion' | 'reply' | 'opening' | 'sage_emotion' | 'sage_reply' | 'policy' from the sections the
+    messages ask for."""
     text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+    if len(messages) == 1 and "TargetCompletion:\n" in text and "Change:\n" in text:
+        return "sage_emotion"
+    if len(messages) == 1 and "Thinking:\n" in text and "Response:\n" in text:
+        return "sage_reply"
     if "[Emotion change]" in text or "[情绪变化]" in text:
         return "emotion"
     if "[Plan]" in text or "[回复规划]" in text:
@@ -183,6 +190,21 @@ class ScriptedServer:
         if role == "reply":
             m = re.search(r"(?:tier|等级)\s*([SABCF])", text)
             return _reply_text(m.group(1) if m else "B", zh, rng)
+        if role == "sage_emotion":
+            start = text.rfind("[\n  {")
+            try:
+                last = json.loads(text[start:].strip())[-1]["content"] if start >= 0 else ""
+            except (ValueError, IndexError, KeyError, TypeError):
+                last = ""
+            change = score_reply(last)
+            return (f"Content:\n[对方的意思]\nTargetCompletion:\n[{'贴合' if change > 3 else '没有贴合'}]\n"
+                    f"Activity:\n[我在琢磨对方的话。]\nAnalyse:\n[说不上来。]\nChange:\n{change:+d}")
+        if role == "sage_reply":
+            found = re.findall(r"Emotion-([SABCF])", text)
+            t = found[-1] if found else "B"
+            msg = ("谢谢你，真的好多了。再见。" if t == "S" else "算了，不聊了。再见。" if t == "F"
+                   else rng.choice(_REPLIES_ZH[t]))
+            return f"Thinking:\n[态度：{t}]\nOrigin:\n[{msg}]\nChange:\n[更口语]\nResponse:\n{msg}"
         if role == "opening":
             return "[开场白]\n最近有件事一直压在我心里……" if zh else "[Opening]\nHey. Got a minute? Something's been bugging me."
         reply = rng.choice(_POLICY)

@@ -125,6 +125,25 @@ def summarize_file(source: Source, n_boot: int = 2000, seed: int = 0) -> Benchma
     return sentient_summary([final_or_none(r) for _, r in records], n_boot=n_boot, seed=seed)
 
 
+def is_transcript_file(source: Source) -> bool:
+    """True when the first record of a JSONL file is a SAGE transcript (it carries a history)."""
+    records, _, _ = read_jsonl(source)
+    return bool(records) and isinstance(records[0][1].get("history"), list)
+
+
+def profiles_from_transcripts(source: Source) -> list[Profile]:
+    """The profiles a SAGE result file was played with (first line = the first recorded user message).
+    Raises BadFileError naming every bad line."""
+    records, errors, _ = read_transcripts(source)
+    if errors:
+        raise BadFileError(errors)
+    out = []
+    for _, r in records:
+        first = next((m["content"] for m in r["history"] if m["role"] == "user"), "")
+        out.append(Profile.from_dict(_snapshot(r, first)))
+    return out
+
+
 # ---------------------------------------------------------------- records <-> store rows
 def _snapshot(record: dict[str, Any], first_line: str) -> dict[str, Any]:
     """The profile as the transcript used it (not validated: a transcript is kept even if its profile

@@ -28,6 +28,15 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
+def shared_reference() -> Path:
+    """SAGE's and RLVER's own code (MIT): RLVER_SHARED_REFERENCE, default ../shared/reference."""
+    path = Path(os.environ.get("RLVER_SHARED_REFERENCE", REPO.parent / "shared" / "reference"))
+    if not (path / "sage" / "simulator_response.py").is_file():
+        pytest.skip(f"SAGE reference code not found under {path} (set RLVER_SHARED_REFERENCE)")
+    return path
+
+
+@pytest.fixture
 def db_url(tmp_path: Path) -> str:
     """A fresh real SQLite file per test."""
     return f"sqlite:///{tmp_path / 'lab.db'}"

@@ -85,23 +85,28 @@ def test_ends_success_failure_and_turn_cap(server):
     assert late.outcome == "error" and "already ended (max_turns)" in late.error and agent.outcome == "max_turns"
 
 
-def test_goodbye_from_the_reply_step_ends_the_dialogue(server):
-    class Leaving:  # the reply step of a real model may decide to leave at any tier
-        name, native_steps, model = "leaving", False, "x"
+def test_an_end_word_in_the_users_message_ends_the_dialogue_not_a_flag(server):
+    """SAGE ends when the user's message contains an end word; a model's own "leave" flag does not."""
+    class Rewriting:
+        name, native_steps, model = "rewriting", False, "x"
 
-        def __init__(self, inner):
-            self.inner = inner
+        def __init__(self, inner, old, new):
+            self.inner, self.old, self.new = inner, old, new
 
         def fingerprint(self):
             return self.inner.fingerprint()
 
         async def complete(self, messages):
             comp = await self.inner.complete(messages)
-            comp.text = comp.text.replace("[Leave]\nno", "[Leave]\nyes")
+            comp.text = comp.text.replace(self.old, self.new)
             return comp
 
-    turn = asyncio.run(SentientAgent(make_sim_profile(), Leaving(chat_backend(server))).respond([], "Okay."))
-    assert turn.outcome == "goodbye" and turn.done
+    flagged = Rewriting(chat_backend(server), "[Leave]\nno", "[Leave]\nyes")
+    turn = asyncio.run(SentientAgent(make_sim_profile(), flagged).respond([], "Okay."))
+    assert turn.outcome == "" and not turn.done
+    waving = Rewriting(chat_backend(server), "[Leave]", "Anyway, goodbye.\n[Leave]")
+    turn = asyncio.run(SentientAgent(make_sim_profile(), waving).respond([], "Okay."))
+    assert "goodbye" in turn.text and turn.outcome == "goodbye" and turn.done
 
 
 def test_oversized_and_empty_replies(server):

@@ -70,7 +70,8 @@ def slow_server():
 # ------------------------------------------------------------------------------------------- protocol
 def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tmp_path):
     """A supportive policy (+3 a turn from the scripted simulator): every dialogue opens with the profile's
-    scripted first line at emotion 40 and runs exactly 10 policy turns, ending at 70 with max_turns."""
+    scripted first line at emotion 40 and runs exactly 10 policy replies of which 9 are judged (SAGE stops
+    before the simulator reacts to the 10th), ending at 67 with max_turns on the policy's message."""
     out = tmp_path / "scripted_result.jsonl"
     r = cli("--policy", "openai:scripted", "--policy-base-url", server.base_url, "--simulator", "openai:scripted",
             "--simulator-base-url", server.base_url, "--profiles", "builtin", "--limit", "3", "--db", db_url,
@@ -78,7 +79,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert JSON_KEYS <= set(res)
-    assert (res["score"], res["success"], res["failure"], res["n"], res["n_errors"]) == (70.0, 0, 0, 3, 0)
+    assert (res["score"], res["success"], res["failure"], res["n"], res["n_errors"]) == (67.0, 0, 0, 3, 0)
     profiles = {p.id: p for p in bm.load_profiles("builtin", limit=3)}
     ids = [i for i, _, _ in run_dialogues(engine, res["eval_run_id"])]
     assert len(ids) == 3
@@ -89,11 +90,16 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
         assert first["role"] == "user" and first["text"] == profiles[d["persona_id"]].first_line
         assert first["emotion"] == 40.0
         assert d["n_turns"] == 10 and sum(t["role"] == "assistant" for t in d["turns"]) == 10
-        assert [t["emotion"] for t in d["turns"] if t["role"] == "user"] == [40.0 + 3 * k for k in range(11)]
+        assert [t["emotion"] for t in d["turns"] if t["role"] == "user"] == [40.0 + 3 * k for k in range(10)]
+        assert d["turns"][-1]["role"] == "assistant"  # the 10th reply is not judged
     run = eval_runs.get_eval_run(engine, res["eval_run_id"])
     assert run["status"] == "succeeded" and run["model_ref"].startswith("openai:scripted@")
-    assert run["protocol"]["start"] == 40.0 and run["protocol"]["max_delta"] == 10.0
-    assert run["protocol"]["max_turns"] == 10 and run["protocol"]["first_line"] == "scripted"
+    proto = run["protocol"]
+    assert proto["rules"]["start"] == 40.0 and proto["rules"]["max_delta"] == 10.0
+    assert proto["rules"]["max_turns"] == 10 and not proto["rules"]["judge_final_reply"]
+    assert proto["first_line"] == "scripted" and proto["version"] == bm.PROTOCOL_VERSION
+    assert proto["max_new_tokens"] is None and proto["protocol_hash"] == res["protocol_hash"]
+    assert proto["policy_system_prompts"]["en"] == bm.OWN_POLICY_PROMPTS["en"]
     fp = run["simulator_fingerprint"]
     assert fp["backend"] == "openai" and fp["model"] == "scripted" and fp["rules"]["start"] == 40.0
     assert run["fingerprint_hash"] and run["profile_set_hash"] == bm.profile_set_hash(list(profiles.values()))
@@ -210,7 +216,7 @@ def test_resume_after_kill_skips_finished_profiles(engine, db_url, slow_server, 
     r = cli("--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
-    assert res["eval_run_id"] == 1 and res["n"] == 4 and res["score"] == 70.0
+    assert res["eval_run_id"] == 1 and res["n"] == 4 and res["score"] == 67.0
     after = run_dialogues(engine, 1)
     scored = [pid for _, pid, st in after if st == "finished"]
     assert sorted(scored) == sorted(p.id for p in bm.load_profiles("builtin", limit=4))  # each exactly once
@@ -246,8 +252,8 @@ def test_benchmark_job_runs_in_the_background_and_records_everything(engine, db_
     d = jobs.job_detail(engine, job_id)
     assert d["status"] == "succeeded", d["log_tail"]
     assert d["kind"] == "benchmark" and d["progress"] == 1.0 and d["step"] == 2
-    assert d["metrics"]["score"]["value"] == [70.0]
-    assert "eval run 1: score 70.0" in d["log_tail"]
+    assert d["metrics"]["score"]["value"] == [67.0]
+    assert "eval run 1: score 67.0" in d["log_tail"]
     with read_scope(engine) as s:
         run = s.query(EvalRun).filter(EvalRun.job_id == job_id).one()
         assert run.status == "succeeded" and run.n == 2 and run.name == "scripted"

@@ -1,7 +1,7 @@
 """Emotion rules: clamping, range, tiers, ends, presets."""
 import pytest
 
-from simulator.rules import PRESETS, EmotionRules, get_preset, tier
+from simulator.rules import PRESETS, EmotionRules, get_preset, says_goodbye, tier
 
 
 def test_benchmark_defaults():
@@ -21,8 +21,25 @@ def test_change_is_clamped_and_kept_in_range():
     assert r.apply(40, 25) == (50, 10)
     assert r.apply(40, -25) == (30, -10)
     assert r.apply(95, 10) == (100, 5)
-    assert r.apply(4, -10) == (0, -4)
+    assert r.apply(4, -10) == (-6, -10)  # SAGE caps at 100 but has no floor
+    assert EmotionRules(floor_at_lo=True).apply(4, -10) == (0, -4)
     assert r.apply(40, 3) == (43, 3)
+
+
+def test_the_reply_that_reaches_the_cap_is_not_judged_by_the_benchmark():
+    std = get_preset("standard")
+    assert [std.judges(n) for n in (1, 9, 10)] == [True, True, False]  # 10 replies, 9 emotion steps
+    hard = get_preset("rlver-hard")
+    assert hard.max_turns == 9 and hard.judges(9)  # RLVER's training: 9 replies, every one judged
+
+
+@pytest.mark.parametrize("text,ends", [("好的，再见！", True), ("拜拜啦", True), ("Okay. Bye.", True),
+                                       ("Goodbye then", True), ("bye-bye!", True), ("I need to go", False),
+                                       ("maybe bypass it", False), ("see you around, byebye", False),
+                                       ("再见面的时候", True)])
+def test_end_words(text, ends):
+    # substring, as SAGE checks (so 再见面 counts too); English: the whole word bye / goodbye
+    assert says_goodbye(text) is ends
 
 
 def test_ends():
@@ -35,13 +52,21 @@ def test_ends():
     assert r.end_outcome(100, 10) == "success"  # reaching 100 on the last turn is still a success
 
 
-def test_training_preset_is_unclamped_and_fails_at_zero():
-    r = get_preset("training")
-    assert (r.start, r.max_turns) == (30, 8)
+def test_rlver_hard_preset_is_unclamped_fails_at_zero_and_never_ends_at_100():
+    r = get_preset("rlver-hard")
+    assert get_preset("training") == r  # the name older configs used
+    assert (r.start, r.max_turns) == (30, 9)
     assert r.apply(30, 45) == (75, 45)
     assert r.end_outcome(5, 1) == ""
     assert r.end_outcome(0, 1) == "failure"
-    assert r.end_outcome(50, 8) == "max_turns"
+    assert r.end_outcome(100, 1) == ""
+    assert r.end_outcome(50, 9) == "max_turns"
+
+
+def test_rlver_moderate_keeps_the_benchmark_emotion_settings():
+    m, std = get_preset("rlver-moderate"), get_preset("standard")
+    assert (m.start, m.max_delta) == (std.start, std.max_delta)
+    assert m.end_outcome(100, 1) == "" and m.judges(9)
 
 
 def test_challenging_preset_is_harsher():

@@ -25,7 +25,7 @@ def test_visible_reply_settings():
     assert visible_reply("plain text", "think", "penalize") == ("", "plain text", False)
     assert visible_reply("plain <think>text", "think", "as_reply") == ("", "plain text", True)
     assert visible_reply("plain text", "think", "fail")[2] is False
-    assert visible_reply(" <think>x</think>Hi. ", "direct") == ("", "xHi.", True)
+    assert visible_reply(" <think>x</think>Hi. ", "direct") == ("", " xHi. ", True)  # as said, tags removed
     with pytest.raises(ValueError, match="bad_think"):
         visible_reply("x", "think", "ignore")
 

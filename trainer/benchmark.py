@@ -1,8 +1,11 @@
 """The Sentient benchmark runner: a policy against a pinned simulator on a profile set, as an eval run.
 
-Protocol (SAGE, see ../shared/docs/rlver-reference.md): each profile's scripted first line opens the
-dialogue, emotion starts at 40, each change is clamped to +-10, at most 10 policy turns, the dialogue ends
-on success (>= 100), failure (< 10) or goodbye: simulator.rules.PRESETS["standard"]. Dialogues run
+Protocol (SAGE's test_npc.py, version PROTOCOL_VERSION): each profile's scripted first line opens the
+dialogue at emotion 40; each change is clamped to +-10 and the emotion capped at 100 with no floor; the
+dialogue ends when the user's message holds an end word (再见 / 拜拜; English: bye / goodbye), at >= 100
+or < 10, or after 10 policy replies, the 10th of which is not judged (simulator.rules.PRESETS["standard"]).
+The policy gets the prompt pack's system prompt (SAGE's own with `sage:DIR`) and no token cap: local
+engines stop only at the model's context, and every cut reply is counted on the run. Dialogues run
 concurrently through the rollout engine, each written to the store as it happens (source "benchmark",
 eval_run_id). An EvalRun row records the policy, the simulator fingerprint and its hash, the profile-set
 hash, the protocol, the seed and the code version, and at the end the score (simulator.scoring).
@@ -23,15 +26,22 @@ from typing import Any, Callable, Optional
 from sqlalchemy import Engine, select
 
 from simulator.fingerprint import canonical_json
-from simulator.profile_io import import_profiles
+from simulator.profile_io import BadFileError, import_profiles
 from simulator.profiles import Profile
 from simulator.rules import PRESETS, EmotionRules
 from simulator.scoring import BenchmarkSummary
 from storage import EvalRun, code_version, read_scope, session_scope
-from trainer.eval_runs import (close_cut_off_dialogues, done_profile_ids, finish_eval_run, get_eval_run,
+from trainer.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
                                scored_dialogues)
 
 PROTOCOL_PRESET = "standard"
+PROTOCOL_VERSION = "sage-test_npc-1"
+# The `own` pack's benchmark system prompt: the lab's wording of the one-line role SAGE gives its policy.
+OWN_POLICY_PROMPTS = {
+    "zh": "你是一个会聊天、懂人心的伙伴，擅长体贴地与用户交谈，让对方觉得舒服、开心，或者得到所需要的帮助。",
+    "en": "You are a conversation partner with real emotional intelligence: you talk with the user in a way "
+          "that leaves them comfortable and at ease, or gives them the help they need.",
+}
 
 
 class BenchmarkInputError(ValueError):
@@ -42,15 +52,18 @@ class BenchmarkInputError(ValueError):
 class BenchmarkConfig:
     policy: str = "default"  # default | PATH (Hugging Face folder) | vllm:PATH | openai:MODEL
     policy_base_url: str = ""  # openai:MODEL policy endpoint (default OPENAI_BASE_URL)
-    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
+    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY) | replay:FILE
     simulator_base_url: str = ""
+    prompt_pack: str = "own"  # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
+    simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
+    simulator_max_tokens: Optional[int] = None
     profiles: str = "builtin"  # builtin | builtin:train | builtin:heldout | PATH (JSONL, lab or RLVER format)
     limit: int = 0  # first N profiles of the set (0 = all)
     mode: str = "direct"  # think | direct
     temperature: float = 0.7  # policy sampling (recorded with the run)
     top_p: float = 1.0
-    max_new_tokens: int = 256  # per policy turn
-    max_tokens: int = 4096  # per dialogue (prompt + reply); a longer dialogue ends with outcome max_tokens
+    max_new_tokens: int = 0  # per policy turn (0 = no cap, as SAGE)
+    max_tokens: int = 0  # per dialogue, prompt + reply (0 = the model's context); past it: outcome max_tokens
     concurrency: int = 16  # dialogues in flight at once (one policy batch); also the resume granularity
     seed: int = 0
     name: str = ""
@@ -61,9 +74,18 @@ class BenchmarkConfig:
             e["policy"] = "required: 'default', a model folder, 'vllm:PATH' or 'openai:MODEL'"
         elif self.policy.startswith("openai:") and len(self.policy) == len("openai:"):
             e["policy"] = "openai:MODEL needs a model name"
-        if not (self.simulator == "offline" or (isinstance(self.simulator, str) and
-                                                 self.simulator.startswith("openai:") and len(self.simulator) > 7)):
-            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline' or 'openai:MODEL'"
+        if not (self.simulator == "offline" or (isinstance(self.simulator, str) and any(
+                self.simulator.startswith(p) and len(self.simulator) > len(p) for p in ("openai:", "replay:")))):
+            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline', 'openai:MODEL' or 'replay:FILE'"
+        if not isinstance(self.prompt_pack, str) or not (self.prompt_pack == "own" or
+                                                          self.prompt_pack.startswith("sage:")):
+            e["prompt_pack"] = f"must be 'own' or 'sage:DIR', got {self.prompt_pack!r}"
+        if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
+                                                       or self.simulator_temperature < 0):
+            e["simulator_temperature"] = f"must be >= 0 or empty, got {self.simulator_temperature!r}"
+        if self.simulator_max_tokens is not None and (not isinstance(self.simulator_max_tokens, int)
+                                                      or self.simulator_max_tokens < 1):
+            e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
         if not isinstance(self.profiles, str) or not self.profiles.strip():
             e["profiles"] = "required: 'builtin' or a profiles file"
         if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0:
@@ -76,8 +98,9 @@ class BenchmarkConfig:
             e["top_p"] = f"must be in (0, 1], got {self.top_p!r}"
         for name in ("max_new_tokens", "max_tokens", "concurrency"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                e[name] = f"must be a positive integer, got {v!r}"
+            low = 1 if name == "concurrency" else 0
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                e[name] = f"must be an integer >= {low}, got {v!r}"
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             e["seed"] = f"must be an integer, got {self.seed!r}"
         return e
@@ -106,10 +129,37 @@ def protocol_rules() -> EmotionRules:
     return PRESETS[PROTOCOL_PRESET]
 
 
+def policy_system_prompt(config: BenchmarkConfig, language: str) -> str:
+    """The benchmark policy's system prompt: the pack's in direct mode, the lab's think template in think."""
+    from simulator.sage_pack import load_pack
+    from trainer.templates import system_prompt
+
+    if config.mode == "think":
+        return system_prompt("think", language)
+    pack = load_pack(config.prompt_pack)
+    return pack.policy_system_prompt(language) if pack is not None else OWN_POLICY_PROMPTS[language]
+
+
+def protocol_record(config: BenchmarkConfig, languages: list[str], context_length: Optional[int]) -> dict[str, Any]:
+    """What the protocol was, recorded on every eval run; runs whose `protocol_hash` differ are never ranked
+    together. The caps are as resolved for the policy (None = none)."""
+    prompts = {lang: policy_system_prompt(config, lang) for lang in sorted(set(languages))}
+    record = {"version": PROTOCOL_VERSION, "preset": PROTOCOL_PRESET, "first_line": "scripted",
+              "rules": protocol_rules().to_dict(), "end_words": "再见 / 拜拜; bye / goodbye (whole word)",
+              "policy_system_prompts": prompts,
+              "policy_system_prompt_sha256": {k: hashlib.sha256(v.encode("utf-8")).hexdigest()[:16]
+                                              for k, v in prompts.items()},
+              "max_new_tokens": config.max_new_tokens or None,
+              "max_tokens": config.max_tokens or context_length}
+    record["protocol_hash"] = hashlib.sha256(canonical_json(record).encode("utf-8")).hexdigest()[:16]
+    return record
+
 # -------------------------------------------------------------------------------------------- profiles
 def load_profiles(spec: str, limit: int = 0) -> list[Profile]:
     """The benchmark's profiles: a built-in set or a JSONL file (lab or RLVER/SAGE format), first `limit`.
     An empty, unreadable or malformed file raises BenchmarkInputError listing every problem by line."""
+    from simulator.transcripts import is_transcript_file, profiles_from_transcripts
+
     if spec in ("builtin", "builtin:train", "builtin:heldout"):
         from simulator.builtin_personas import BUILTIN_PROFILES
 
@@ -120,6 +170,11 @@ def load_profiles(spec: str, limit: int = 0) -> list[Profile]:
         if not path.is_file():
             raise BenchmarkInputError(f"profiles: file {str(path)!r} does not exist "
                                       "(use 'builtin' or a JSONL profiles file)")
+        if is_transcript_file(path):  # a SAGE *_result.jsonl: the profiles its dialogues were played with
+            try:
+                return profiles_from_transcripts(path)[:limit or None]
+            except BadFileError as e:
+                raise BenchmarkInputError(f"profiles: {path}: {e}") from None
         report = import_profiles(path)
         if report.errors:
             shown = "\n  ".join(str(e) for e in report.errors[:20])
@@ -145,6 +200,8 @@ class BenchmarkResult:
     summary: Optional[BenchmarkSummary]
     dialogue_ids: list[int] = field(default_factory=list)  # the scored dialogues, in scoring order
     n_skipped: int = 0  # profiles finished before this call (resume)
+    protocol: dict[str, Any] = field(default_factory=dict)  # as recorded on the eval run
+    truncations: dict[str, int] = field(default_factory=dict)  # trainer.eval_runs.truncations
 
 
 def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -153,8 +210,10 @@ def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callab
     from trainer.rollout import make_simulator_factory
 
     try:
-        factory = make_simulator_factory(config.simulator, protocol_rules(), seed=config.seed,
-                                         base_url=config.simulator_base_url or None)
+        factory = make_simulator_factory(config.simulator, protocol_rules(), pack=config.prompt_pack,
+                                         seed=config.seed, base_url=config.simulator_base_url or None,
+                                         temperature=config.simulator_temperature,
+                                         max_tokens=config.simulator_max_tokens)
     except (ValueError, RuntimeError) as e:
         raise BenchmarkInputError(f"simulator: {e}") from None
     problem = ""
@@ -187,7 +246,8 @@ def _policy(config: BenchmarkConfig) -> Any:
 
 
 def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], ps_hash: str,
-              fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int]) -> int:
+              fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int],
+              protocol: dict[str, Any]) -> int:
     from simulator.fingerprint import fingerprint_hash
 
     fp_hash = fingerprint_hash(fp)
@@ -195,7 +255,7 @@ def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int
         if eval_run_id is None:
             r = EvalRun(job_id=job_id, name=config.name or config.policy, model_ref=model_ref,
                         simulator_fingerprint=fp, fingerprint_hash=fp_hash, profile_set_hash=ps_hash,
-                        protocol={"preset": PROTOCOL_PRESET, "first_line": "scripted", **protocol_rules().to_dict()},
+                        protocol=protocol,
                         config={**config.to_dict(), "policy_engine": policy_info}, status="running",
                         seed=config.seed, code_version=code_version())
             s.add(r)
@@ -208,6 +268,10 @@ def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int
         if r.fingerprint_hash != fp_hash:
             raise BenchmarkInputError(f"resume: the simulator of eval run {eval_run_id} changed since it started "
                                       f"(fingerprint {r.fingerprint_hash}, now {fp_hash}); start a new run")
+        if (r.protocol or {}).get("protocol_hash") != protocol["protocol_hash"]:
+            raise BenchmarkInputError(f"resume: the protocol of eval run {eval_run_id} changed since it started "
+                                      f"(protocol {(r.protocol or {}).get('protocol_hash')}, now "
+                                      f"{protocol['protocol_hash']}); start a new run")
         r.status, r.finished_at = "running", None
         return eval_run_id
 
@@ -234,8 +298,12 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
     profiles = load_profiles(config.profiles, config.limit)
     factory, fp = _simulator(config, profiles)
     policy = _policy(config)
+    try:
+        protocol = protocol_record(config, [p.language for p in profiles], policy.context_length)
+    except ValueError as e:  # a prompt pack that cannot be read
+        raise BenchmarkInputError(f"prompt_pack: {e}") from None
     eval_run_id = _open_run(engine, config, eval_run_id, profile_set_hash(profiles), fp, policy.model_ref,
-                            policy.describe(), getattr(job, "job_id", None))
+                            policy.describe(), getattr(job, "job_id", None), protocol)
     close_cut_off_dialogues(engine, eval_run_id)
     done = done_profile_ids(engine, eval_run_id)
     todo = [p for p in profiles if p.id not in done]
@@ -256,9 +324,11 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
 
     rules = protocol_rules()
     rollout = RolloutEngine(policy, factory, store=engine, on_event=on_event, config=RolloutConfig(
-        mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens,
-        max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p, seed=config.seed,
-        source="benchmark", eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
+        mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens or None,
+        max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
+        seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",
+        source="benchmark",
+        eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
     stop = threading.Event()
     if job is not None:  # Cancel of the job -> stop the dialogues in flight
         job.progress(n_done, total)
@@ -282,12 +352,15 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         stop.set()
         restore_signals()
         policy.close()
+    if config.simulator.startswith("replay:"):
+        check_replay(engine, eval_run_id, config.simulator, log)
     summary = finish_eval_run(engine, eval_run_id, status)
     ids = [d["id"] for d in scored_dialogues(engine, eval_run_id)]
     if job is not None and summary is not None:
         job.log_metrics(summary.n, {"score": summary.score, "success": summary.success, "failure": summary.failure,
                                     "n_errors": summary.n_errors, "ci_low": summary.ci_low, "ci_high": summary.ci_high})
-    return BenchmarkResult(eval_run_id, status, summary, ids, total - len(todo))
+    return BenchmarkResult(eval_run_id, status, summary, ids, total - len(todo), protocol,
+                           truncations(engine, eval_run_id))
 
 
 def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None]) -> Callable[[], None]:

@@ -1,13 +1,20 @@
 """`python -m trainer benchmark`: score a policy on the Sentient benchmark and record the eval run.
 
-    python -m trainer benchmark --policy default|PATH|openai:MODEL --simulator offline|openai:MODEL
+    python -m trainer benchmark --policy default|PATH|openai:MODEL|replay:FILE
+        --simulator offline|openai:MODEL|replay:FILE [--prompt-pack own|sage:DIR]
         [--simulator-base-url URL] [--profiles FILE|builtin] [--limit N] [--db URL] [--out FILE] [--json]
         [--resume EVAL_RUN_ID]
+
+Replay: with a SAGE `*_result.jsonl` F, `--policy replay:F --simulator replay:F --profiles F` plays every
+recorded dialogue through this runner and its rules; the published row and every dialogue's final emotion
+come out again exactly when the lab follows SAGE's protocol (a dialogue the rules end elsewhere than the
+record fails, naming the turn).
 
 --resume continues an eval run that was cut off: its stored settings are used and the profiles it already
 finished are skipped. --out writes the run's dialogues as a SAGE `*_result.jsonl` file, which
 `python -m simulator score FILE` scores to the same numbers. --json prints exactly one JSON object on
-stdout (score, success, failure, n, ci_low, ci_high, eval_run_id, n_errors); progress goes to stderr.
+stdout (score, success, failure, n, ci_low, ci_high, eval_run_id, n_errors, protocol_hash, truncations);
+progress goes to stderr.
 Exit status: 0 done, 1 the run failed, 2 bad input.
 """
 from __future__ import annotations
@@ -28,7 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                       "vllm:PATH | openai:MODEL (default: %(default)s)")
     p.add_argument("--policy-base-url", default=d.policy_base_url,
                    help="OpenAI-compatible endpoint of an openai:MODEL policy (default OPENAI_BASE_URL)")
-    p.add_argument("--simulator", default=d.simulator, help="offline | openai:MODEL (default: %(default)s)")
+    p.add_argument("--simulator", default=d.simulator,
+                   help="offline | openai:MODEL | replay:FILE (default: %(default)s)")
+    p.add_argument("--prompt-pack", default=d.prompt_pack,
+                   help="simulator prompts and policy system prompt: own | sage:DIR (default: %(default)s)")
+    p.add_argument("--simulator-temperature", type=float, default=None, help="openai simulator temperature")
+    p.add_argument("--simulator-max-tokens", type=int, default=None, help="openai simulator max tokens per call")
     p.add_argument("--simulator-base-url", default=d.simulator_base_url,
                    help="OpenAI-compatible endpoint of the simulator (key from OPENAI_API_KEY)")
     p.add_argument("--profiles", default=d.profiles,
@@ -36,7 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=d.limit, help="only the first N profiles (0 = all)")
     p.add_argument("--mode", choices=("direct", "think"), default=d.mode)
     p.add_argument("--temperature", type=float, default=d.temperature, help="policy sampling temperature")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
+                   help="cap per policy reply (0 = none, as SAGE; local engines stop at the context)")
+    p.add_argument("--max-tokens", type=int, default=d.max_tokens,
+                   help="cap per dialogue, prompt + reply (0 = the model's context)")
     p.add_argument("--concurrency", type=int, default=d.concurrency, help="dialogues in flight at once")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--name", default="", help="label of the eval run")
@@ -49,9 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     return BenchmarkConfig(policy=args.policy, policy_base_url=args.policy_base_url, simulator=args.simulator,
-                           simulator_base_url=args.simulator_base_url, profiles=args.profiles, limit=args.limit, mode=args.mode, temperature=args.temperature,
-                           max_new_tokens=args.max_new_tokens, concurrency=args.concurrency, seed=args.seed,
-                           name=args.name).validate()
+                           simulator_base_url=args.simulator_base_url, prompt_pack=args.prompt_pack,
+                           simulator_temperature=args.simulator_temperature,
+                           simulator_max_tokens=args.simulator_max_tokens, profiles=args.profiles,
+                           limit=args.limit, mode=args.mode, temperature=args.temperature,
+                           max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
+                           concurrency=args.concurrency, seed=args.seed, name=args.name).validate()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         keys = ("score", "success", "failure", "n", "ci_low", "ci_high", "n_errors")
         print(json.dumps({**{k: getattr(summary, k) for k in keys}, "eval_run_id": result.eval_run_id,
-                          "status": result.status}))
+                          "status": result.status, "protocol_hash": result.protocol.get("protocol_hash"),
+                          "truncations": result.truncations}, ensure_ascii=False))
     else:
         print(format_summary(summary, f"eval run {result.eval_run_id} ({result.status})"))
     return 0 if result.status == "succeeded" else 1

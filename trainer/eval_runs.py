@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 from simulator.profiles import NEED_CATEGORIES, PERSONALITIES
 from simulator.published import PUBLISHED_FINGERPRINT, published_rows
 from simulator.scoring import BenchmarkSummary, sentient_summary
-from storage import Dialogue, EvalRun, read_scope, session_scope
+from storage import Dialogue, EvalRun, Turn, read_scope, session_scope
 from storage.models import utcnow
 
 SCORED_STATUSES = ("finished", "failed")  # a dialogue in one of these is done; "failed" = an error
@@ -82,6 +82,38 @@ def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[B
 
 
 
+def check_replay(engine: Engine, eval_run_id: int, spec: str, log: Any = print) -> int:
+    """A replay run: every dialogue must be its record, message for message (simulator.replay). One that
+    the lab's rules ended earlier or later than the record is marked failed, the message naming the
+    dialogue and the turn. Returns how many differed."""
+    from simulator.replay import load_records, replay_mismatch
+
+    records = load_records(spec)
+    bad = 0
+    with session_scope(engine) as s:
+        for d in s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                  Dialogue.status == "finished")):
+            record = records.get(d.persona_id)
+            messages = [{"role": t.role, "content": t.text} for t in sorted(d.turns, key=lambda t: t.index)]
+            problem = f"replay: no record {d.persona_id!r}" if record is None else replay_mismatch(record, messages)
+            if problem:
+                d.status, d.outcome, d.error = "failed", "error", problem
+                bad += 1
+                log(f"dialogue {d.id}: {problem}")
+    return bad
+
+
+def truncations(engine: Engine, eval_run_id: int) -> dict[str, int]:
+    """Replies cut at a token cap and dialogues ended by the context budget, counted over the run."""
+    with read_scope(engine) as s:
+        ids = select(Dialogue.id).where(Dialogue.eval_run_id == eval_run_id)
+        cut = len(list(s.scalars(select(Turn.id).where(Turn.dialogue_id.in_(ids), Turn.role == "assistant",
+                                                        Turn.error.like("%reply cut at%")))))
+        ended = len(list(s.scalars(select(Dialogue.id).where(Dialogue.eval_run_id == eval_run_id,
+                                                             Dialogue.outcome == "max_tokens"))))
+    return {"replies_cut": cut, "dialogues_out_of_context": ended}
+
+
 # ------------------------------------------------------------------------------------ for the app
 def eval_run_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
     """The run's scored dialogues (see scored_dialogues), for a table that opens them in Transcripts."""
@@ -108,6 +140,11 @@ def _summary_fields(s: BenchmarkSummary) -> dict[str, Any]:
             "ci_low": s.ci_low, "ci_high": s.ci_high}
 
 
+def protocol_key(protocol: Optional[dict[str, Any]]) -> str:
+    """The protocol a run followed, as a group key (runs from before protocols were hashed: 'unversioned')."""
+    return (protocol or {}).get("protocol_hash") or "unversioned"
+
+
 def leaderboard(engine: Engine, include_published: bool = True) -> list[dict[str, Any]]:
     """Finished eval runs grouped by simulator fingerprint hash and profile set: each group is ranked on
     its own, never mixed with another fingerprint. Group: fingerprint_hash, profile_set_hash, simulator
@@ -116,13 +153,15 @@ def leaderboard(engine: Engine, include_published: bool = True) -> list[dict[str
     with read_scope(engine) as s:
         runs = [_run_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
                                                                       EvalRun.n > 0))]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
-        groups[(r["fingerprint_hash"], r["profile_set_hash"])].append(r)
+        groups[(r["fingerprint_hash"], r["profile_set_hash"], protocol_key(r["protocol"]))].append(r)
     out = []
-    for (fp_hash, ps_hash), rows in groups.items():
+    for (fp_hash, ps_hash, proto), rows in groups.items():
         rows.sort(key=lambda r: (-(r["score"] or 0.0), r["id"]))
         out.append({"fingerprint_hash": fp_hash, "profile_set_hash": ps_hash, "published": False,
+                    "protocol_hash": proto, "protocol": rows[0]["protocol"],
+                    "replay": rows[0]["simulator_fingerprint"].get("backend") == "replay",
                     "simulator": rows[0]["simulator_fingerprint"],
                     "rows": [dict(r, rank=i + 1, published=False) for i, r in enumerate(rows)],
                     "_latest": max(r["finished_at"] or r["created_at"] for r in rows)})

@@ -276,6 +276,11 @@ class RolloutEngine:
         self._apply_policy_turn(d, g, cfg, latency)
         if d.sample.status != "running":
             return
+        rules = getattr(d.agent, "rules", None)
+        if d.sample.n_turns >= cfg.max_turns and rules is not None and not rules.judges(rules.max_turns):
+            # SAGE's loop stops before the simulator reacts to the reply that reaches the cap
+            self._finish(d, "finished", "max_turns")
+            return
         try:
             ut = await d.agent.respond(list(d.messages[:-1]), d.messages[-1]["content"])
         except Exception as exc:
@@ -308,8 +313,7 @@ class RolloutEngine:
         if not self.engine.supports_token_ids:
             return
         if d.last_generation is None:  # first turn: system prompt + opening, rendered once
-            system = {"role": "system", "content": system_prompt(cfg.mode, d.profile.language)}
-            d.prompt_ids = self.engine.encode_chat([system, *d.messages])
+            d.prompt_ids = self.engine.encode_chat([self._system(d, cfg), *d.messages])
             return
         g, reply = d.last_generation, d.messages[-2]["content"]
         # The policy's own history keeps its sampled ids; only a think block removed from it (think mode)
@@ -337,25 +341,31 @@ class RolloutEngine:
                             round_index: int) -> list[tuple[_Dialogue, Generation, float]]:
         """Sample the next policy turn of every active dialogue in one batch: (dialogue, reply, latency)."""
         batch = []
+        limit = cfg.max_tokens or self.engine.context_length
         for k in keys:
             d = dialogues[k]
-            budget = cfg.max_tokens - len(d.prompt_ids)
-            if self.engine.supports_token_ids and budget < 1:
+            if not self.engine.supports_token_ids:
+                batch.append((d, cfg.max_new_tokens))
+                continue
+            if limit is None:
+                raise ValueError("max_tokens: the policy engine does not say its context length; set max_tokens")
+            budget = limit - len(d.prompt_ids)
+            if budget < 1:
                 self._finish(d, "finished", "max_tokens")
             else:
-                batch.append((d, min(cfg.max_new_tokens, budget)))
+                batch.append((d, min(cfg.max_new_tokens or budget, budget)))
         if not batch:
             return []
-        params = SamplingConfig(cfg.temperature, cfg.top_p, max(b for _, b in batch),
+        caps = [b for _, b in batch]
+        params = SamplingConfig(cfg.temperature, cfg.top_p, None if None in caps else max(caps),
                                 None if cfg.seed is None else cfg.seed * 7919 + round_index)
         t0 = time.monotonic()
         try:
             if self.engine.supports_token_ids:
                 gens = await asyncio.to_thread(self.engine.generate_ids, [d.prompt_ids for d, _ in batch], params)
             else:
-                system = lambda d: {"role": "system", "content": system_prompt(cfg.mode, d.profile.language)}
-                gens = await asyncio.to_thread(self.engine.generate, [[system(d), *d.messages] for d, _ in batch],
-                                               params)
+                gens = await asyncio.to_thread(self.engine.generate,
+                                               [[self._system(d, cfg), *d.messages] for d, _ in batch], params)
         except Exception as exc:  # the engine failed for the whole batch: every dialogue of it fails
             for d, _ in batch:
                 self._finish(d, "failed", "error", f"policy generation failed: {type(exc).__name__}: {exc}")
@@ -363,9 +373,14 @@ class RolloutEngine:
         latency = (time.monotonic() - t0) / len(batch)
         return [(d, self._clip(g, budget), latency) for (d, budget), g in zip(batch, gens)]
 
-    def _clip(self, g: Generation, budget: int) -> Generation:
+    @staticmethod
+    def _system(d: _Dialogue, cfg: RolloutConfig) -> dict:
+        language = d.profile.language
+        return {"role": "system", "content": cfg.system_prompts.get(language) or system_prompt(cfg.mode, language)}
+
+    def _clip(self, g: Generation, budget: Optional[int]) -> Generation:
         """Cut a generation to its dialogue's token budget (the batch may have sampled further)."""
-        if len(g.token_ids) <= budget:
+        if budget is None or len(g.token_ids) <= budget:
             return g
         ids = g.token_ids[:budget]
         return Generation(text=self.engine.decode(ids), token_ids=ids, logprobs=g.logprobs[:budget],
@@ -391,7 +406,7 @@ class RolloutEngine:
             self._finish(d, "failed", "error", f"{turn}: generation failed: {g.error}")
         elif not ok and cfg.bad_think == "fail":
             self._finish(d, "failed", "error", f"{turn}: the reply has no well-formed <think>...</think> block")
-        elif not reply:
+        elif not reply.strip() and cfg.empty_reply == "fail":
             self._finish(d, "failed", "error", f"{turn}: the policy returned an empty reply")
         elif g.finish_reason == "length" and cfg.truncated == "fail":
             self._finish(d, "failed", "error",
@@ -421,19 +436,22 @@ class RolloutEngine:
         d.open_segment = d.open_segment + new_context + list(g.token_ids)
 
 
-def make_simulator_factory(spec: str = "offline", rules: Any = "training", **backend_kw: Any
+def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pack: str = "own", **backend_kw: Any
                            ) -> Callable[[Profile, int], Any]:
-    """factory(profile, seed) -> SentientAgent sharing one backend (spec "offline" or "openai:MODEL").
+    """factory(profile, seed) -> SentientAgent sharing one backend (spec "offline", "openai:MODEL" or
+    "replay:FILE") and one prompt pack ("own" or "sage:DIR", see simulator.sage_pack).
 
     `rules` is a preset name of simulator.rules.PRESETS or an EmotionRules object."""
     from simulator.agent import SentientAgent
     from simulator.backends import make_backend
     from simulator.rules import EmotionRules, get_preset
+    from simulator.sage_pack import load_pack
 
     rules_obj = rules if isinstance(rules, EmotionRules) else get_preset(rules)
     backend = make_backend(spec, **backend_kw)
+    prompts = load_pack(pack)
 
     def factory(profile: Profile, seed: int) -> Any:
-        return SentientAgent(profile, backend, rules_obj, seed=seed)
+        return SentientAgent(profile, backend, rules_obj, seed=seed, pack=prompts)
 
     return factory

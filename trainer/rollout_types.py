@@ -15,14 +15,17 @@ TRUNCATED_POLICIES = ("keep", "fail")
 class RolloutConfig:
     mode: str = "direct"  # think | direct
     max_turns: int = 8  # policy turns per dialogue
-    max_new_tokens: int = 256  # per policy turn
-    max_tokens: int = 4096  # per dialogue: the prompt a turn is sampled from plus its reply
+    max_new_tokens: Optional[int] = 256  # per policy turn (None: no cap but the dialogue's budget)
+    max_tokens: Optional[int] = 4096  # per dialogue: prompt + reply (None: the model's context; API: none)
+    # the policy's system prompt per profile language (a language not here: trainer.templates' for the mode)
+    system_prompts: dict[str, str] = field(default_factory=dict)
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
     bad_think: str = "penalize"  # see trainer.templates
     bad_think_penalty: float = 0.0  # subtracted from the reward of a dialogue with a badly formed turn
     truncated: str = "keep"  # a reply that hit max_new_tokens: keep it (flagged) or fail the dialogue
+    empty_reply: str = "fail"  # an empty policy reply: fail the dialogue, or "judge" it like any (SAGE)
     source: str = "rollout"
     job_id: Optional[int] = None
     step: Optional[int] = None
@@ -34,10 +37,12 @@ class RolloutConfig:
             errs.append(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         for name in ("max_turns", "max_new_tokens", "max_tokens"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if (v is not None or name == "max_turns") and (not isinstance(v, int) or v < 1):
                 errs.append(f"{name} must be a positive integer, got {v!r}")
         if self.bad_think not in BAD_THINK_POLICIES:
             errs.append(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {self.bad_think!r}")
+        if self.empty_reply not in ("fail", "judge"):
+            errs.append(f"empty_reply must be fail or judge, got {self.empty_reply!r}")
         if self.truncated not in TRUNCATED_POLICIES:
             errs.append(f"truncated must be one of {', '.join(TRUNCATED_POLICIES)}, got {self.truncated!r}")
         if errs:

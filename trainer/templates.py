@@ -83,13 +83,14 @@ def split_think(text: str) -> tuple[str, str, bool]:
 def visible_reply(text: str, mode: str, bad_think: str = "penalize") -> tuple[str, str, bool]:
     """(thought, reply the user sees, format_ok) for a policy output in `mode`.
 
-    Direct mode: the whole text is the reply (think tags, if any, are removed). Think mode: see the
-    module docstring for `bad_think`; "fail" is reported as format_ok=False and left to the caller.
+    Direct mode: the whole text, exactly as said, is the reply (only think tags, if any, are removed).
+    Think mode: see the module docstring for `bad_think`; "fail" is reported as format_ok=False and left
+    to the caller.
     """
     if bad_think not in BAD_THINK_POLICIES:
         raise ValueError(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {bad_think!r}")
     if mode == "direct":
-        return "", _TAG.sub("", text).strip(), True
+        return "", _TAG.sub("", text), True
     thought, reply, ok = split_think(text)
     if ok:
         return thought, reply, True

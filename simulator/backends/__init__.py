@@ -6,7 +6,7 @@ from typing import Any
 from simulator.backends.base import BackendError, ChatBackend, Completion
 
 __all__ = ["make_backend", "BackendError", "ChatBackend", "Completion", "BACKENDS"]
-BACKENDS = ("offline", "openai:MODEL")
+BACKENDS = ("offline", "openai:MODEL", "replay:FILE")
 _OPENAI_KW = {"base_url", "api_key", "temperature", "top_p", "max_tokens", "timeout", "max_retries", "concurrency",
               "backoff_s", "max_backoff_s", "seed"}
 
@@ -19,6 +19,10 @@ def make_backend(spec: str, **kw: Any):
         from simulator.backends.offline import OfflineBackend
 
         return OfflineBackend(seed=int(kw.get("seed", 0)))
+    if spec.startswith("replay:"):
+        from simulator.replay import ReplayBackend
+
+        return ReplayBackend(spec)
     if spec.startswith("openai:") or spec == "openai":
         model = spec.partition(":")[2].strip() or kw.pop("model", "")
         kw.pop("model", None)

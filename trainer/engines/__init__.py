@@ -1,6 +1,7 @@
 """Policy engines behind one interface: `PolicyEngine.generate(prompts, params) -> list[Generation]`.
 
-`make_engine(spec)`: "default" | PATH (transformers) | "vllm:default" | "vllm:PATH" | "openai:MODEL".
+`make_engine(spec)`: "default" | PATH (transformers) | "vllm:default" | "vllm:PATH" | "openai:MODEL" |
+"replay:FILE" (a SAGE *_result.jsonl, played back).
 """
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ def make_engine(spec: str, **kw: Any) -> PolicyEngine:
     """Build the engine named by `spec`; keyword arguments go to the engine's constructor."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError("policy must be 'default', a model folder path, 'vllm:PATH|default' or 'openai:MODEL'")
+    if spec.startswith("replay:"):
+        from trainer.engines.replay_engine import ReplayEngine
+
+        return ReplayEngine(spec)
     if spec.startswith("openai:"):
         from trainer.engines.openai_engine import OpenAIEngine
 

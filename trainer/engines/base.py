@@ -24,7 +24,7 @@ LOGPROB_CONVENTION = "log_softmax(logits / temperature) over the top-p nucleus"
 class SamplingConfig:
     temperature: float = 1.0
     top_p: float = 1.0
-    max_new_tokens: int = 256
+    max_new_tokens: Optional[int] = 256  # None: no cap (API engines only; local ones get a budget)
     seed: Optional[int] = None
 
     def validate(self) -> "SamplingConfig":
@@ -33,7 +33,7 @@ class SamplingConfig:
             errs.append(f"temperature must be >= 0, got {self.temperature!r}")
         if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
             errs.append(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+        if self.max_new_tokens is not None and (not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1):
             errs.append(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
         if errs:
             raise ValueError("; ".join(errs))
@@ -68,6 +68,11 @@ class PolicyEngine(abc.ABC):
     @abc.abstractmethod
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
         """Sample one continuation per prompt given as token ids."""
+
+    @property
+    def context_length(self) -> Optional[int]:
+        """Tokens the model can attend to (prompt + reply), or None when unknown (API engines)."""
+        return None
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """The chat-template text of a history (validates roles and contents)."""

@@ -33,6 +33,10 @@ class HFEngine(PolicyEngine):
         self._stop_ids = _stop_ids(self.tokenizer, self.model)
 
     @property
+    def context_length(self) -> Optional[int]:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    @property
     def eos_token_id(self) -> int:
         return self._stop_ids[0]
 

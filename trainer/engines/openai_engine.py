@@ -52,7 +52,9 @@ class OpenAIEngine(PolicyEngine):
 
     def _one(self, messages: list[dict], params: SamplingConfig) -> Generation:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": params.temperature,
-                                  "top_p": params.top_p, "max_tokens": params.max_new_tokens}
+                                  "top_p": params.top_p}
+        if params.max_new_tokens is not None:
+            kwargs["max_tokens"] = params.max_new_tokens
         if params.seed is not None:
             kwargs["seed"] = params.seed
         try:

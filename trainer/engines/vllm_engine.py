@@ -41,6 +41,10 @@ class VLLMEngine(PolicyEngine):
                                              self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
                                  if isinstance(t, int) and t != self.tokenizer.unk_token_id})
 
+    @property
+    def context_length(self) -> Optional[int]:
+        return self.max_model_len
+
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
         from vllm import SamplingParams
 
