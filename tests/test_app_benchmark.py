@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import wait_for
 
 from app.views import benchmark as bv
 from simulator.fingerprint import fingerprint_hash
@@ -16,6 +17,14 @@ REMOTE = {"backend": "openai", "model": "deepseek-v3", "endpoint": "127.0.0.1:80
           "rules": {"name": "standard", "start": 40.0}}
 PERSONAS = [("p1", "Ana", "just_listen", "negative"), ("p2", "Ben", "just_listen", "passive"),
             ("p3", "Chen", "useful_advice", "negative")]
+
+
+def off_loop(fn):
+    """Run `fn` in a worker thread: the browser tests' sync Playwright keeps an event loop in this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
 
 
 def _eval_run(engine, name, fp, finals, errors=()):
@@ -119,3 +128,36 @@ def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot)
     page.locator("#bench-dialogues [role=gridcell]").filter(has_text="Chen").first.click()
     page.get_by_role("tab", name="Transcripts", selected=True).wait_for()
     assert page.dialogs == []
+
+
+def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
+    from trainer import benchmark as bm
+
+    f = shared_data / "sage" / "gpt-4.1_result.jsonl"
+    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=4)
+    run_id = off_loop(lambda: bm.run_benchmark(engine, cfg, log=lambda _m: None)).eval_run_id
+    _eval_run(engine, "old", OFFLINE, [20, 40, 30])  # recorded before protocols were versioned
+    rows = {r[2]: r for r in bv.lab_rows(eval_runs.leaderboard(engine))}
+    proto = eval_runs.get_eval_run(engine, run_id)["protocol"]
+    assert rows[run_id][3].endswith("(replay)") and rows[run_id][-1] == bv.protocol_label(proto)
+    assert rows[run_id][-1].startswith(bm.PROTOCOL_VERSION) and "unversioned" in [r[-1] for r in rows.values()]
+    title = bv.run_title(eval_runs.get_eval_run(engine, run_id), eval_runs.truncations(engine, run_id))
+    assert "10 policy replies (the last not judged)" in title and "caps per reply none" in title
+    assert "replies cut 0" in title and proto["policy_system_prompt_sha256"]["zh"] in title
+
+
+@pytest.mark.browser
+def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid_rows, shared_data):
+    from trainer import benchmark as bm
+
+    f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
+    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)
+    run_id = off_loop(lambda: bm.run_benchmark(lab_server.engine, cfg, log=lambda _m: None)).eval_run_id
+    page = browser_page
+    page.get_by_role("tab", name="Benchmark").click()
+    lab = page.locator("#bench-lab")
+    rows = wait_for(lambda: [r for r in grid_rows(page, "bench-lab") if r[3].endswith("(replay)")], timeout=30)
+    assert rows[0][2] == str(run_id) and rows[0][-1].startswith(bm.PROTOCOL_VERSION)
+    lab.locator("[role=gridcell]").filter(has_text=f"{f.name} (replay)").first.click()
+    page.locator("#bench-run").get_by_text(f"Eval run #{run_id}", exact=False).wait_for()
+    page.locator("#bench-run").get_by_text("the last not judged", exact=False).wait_for()

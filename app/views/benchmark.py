@@ -18,7 +18,7 @@ from app.context import LabContext
 from app.render import md
 
 LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
-               "profiles", "finished"]
+               "profiles", "finished", "protocol"]
 PUBLISHED_HEADERS = ["rank", "model", "score", "success", "failure", "n", "simulator", "source"]
 BREAKDOWN_HEADERS = ["group", "score", "success", "failure", "n", "errors", "95% CI"]
 DIALOGUE_HEADERS = ["dialogue", "profile", "hidden need", "personality", "final emotion", "outcome", "turns",
@@ -47,6 +47,33 @@ def simulator_short(fp: dict[str, Any], fp_hash: str = "") -> str:
     return " · ".join(parts)
 
 
+def protocol_label(protocol: Optional[dict[str, Any]]) -> str:
+    """'sage-test_npc-1 · 6bb305d8': the protocol a run followed (runs before protocols: 'unversioned')."""
+    protocol = protocol or {}
+    if not protocol.get("protocol_hash"):
+        return "unversioned"
+    return f"{protocol.get('version', '?')} · {protocol['protocol_hash'][:8]}"
+
+
+def protocol_details(protocol: Optional[dict[str, Any]], cuts: Optional[dict[str, int]] = None) -> str:
+    """The protocol of a run in words: rules, caps, the policy's system prompt hash, truncations."""
+    p = protocol or {}
+    if not p.get("protocol_hash"):
+        return "protocol: unversioned (recorded before protocols were versioned)"
+    rules = p.get("rules") or {}
+    cap = lambda v: "none" if v is None else str(v)
+    line = (f"protocol {md(protocol_label(p))}: start {rules.get('start')}, changes clamped to ±"
+            f"{rules.get('max_delta')}, {rules.get('max_turns')} policy replies"
+            f"{'' if rules.get('judge_final_reply') else ' (the last not judged)'}, end words "
+            f"{md(p.get('end_words', ''))}; caps per reply {cap(p.get('max_new_tokens'))}, per dialogue "
+            f"{cap(p.get('max_tokens'))}; policy system prompt sha256 "
+            + ", ".join(f"{k} {v}" for k, v in (p.get("policy_system_prompt_sha256") or {}).items()))
+    if cuts is not None:
+        line += (f"; replies cut {cuts.get('replies_cut', 0)}, dialogues out of context "
+                 f"{cuts.get('dialogues_out_of_context', 0)}")
+    return line
+
+
 def _num(x: Optional[float], digits: int = 1) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
@@ -65,10 +92,12 @@ def lab_rows(groups: list[dict[str, Any]]) -> list[list[Any]]:
         label = simulator_short(g.get("simulator") or {}, g.get("fingerprint_hash", ""))
         for r in g["rows"]:
             finished = r.get("finished_at")
-            rows.append([label, r["rank"], r["id"], r.get("name") or r.get("model_ref", ""), _num(r.get("score")),
+            model = (r.get("name") or r.get("model_ref", "")) + (" (replay)" if g.get("replay") else "")
+            rows.append([label, r["rank"], r["id"], model, _num(r.get("score")),
                          r.get("success"), r.get("failure"), r.get("n"), r.get("n_errors", 0), _ci(r),
                          g.get("profile_set_hash", "")[:8],
-                         finished.strftime("%Y-%m-%d %H:%M") if hasattr(finished, "strftime") else ""])
+                         finished.strftime("%Y-%m-%d %H:%M") if hasattr(finished, "strftime") else "",
+                         protocol_label(g.get("protocol"))])
     return rows
 
 
@@ -91,8 +120,10 @@ def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
         fig.add_annotation(text="no finished eval runs yet", showarrow=False, xref="paper", yref="paper",
                            x=0.5, y=0.5)
         return fig.update_layout(height=200)
-    titles = [("published · " + g["rows"][0].get("simulator", "")) if g.get("published")
+    panels = [("published · " + g["rows"][0].get("simulator", "")) if g.get("published")
               else simulator_label(g.get("simulator") or {}, g.get("fingerprint_hash", "")) for g in groups]
+    titles = [p if g.get("published") else p + f" · protocol {protocol_label(g.get('protocol'))}"
+              + (" · replay" if g.get("replay") else "") for p, g in zip(panels, groups)]
     heights = [max(len(g["rows"]), 1) + 1 for g in groups]
     fig = make_subplots(rows=len(groups), cols=1, subplot_titles=titles, row_heights=heights,
                         vertical_spacing=min(0.12, 0.5 / len(groups)), shared_xaxes=True)
@@ -101,7 +132,7 @@ def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
         names = [(r["model"] if g.get("published") else f"#{r['id']} {r.get('name') or r.get('model_ref', '')}")
                  for r in rows]
         fig.add_trace(go.Bar(x=[r.get("score") or 0 for r in rows], y=names, orientation="h",
-                             name=titles[i - 1], text=[_num(r.get("score")) for r in rows], textposition="auto",
+                             name=panels[i - 1], text=[_num(r.get("score")) for r in rows], textposition="auto",
                              marker_pattern_shape="/" if g.get("published") else "",
                              marker_color="#9e9e9e" if g.get("published") else None), row=i, col=1)
     fig.update_xaxes(range=[0, 100])
@@ -127,7 +158,7 @@ def dialogue_rows(dialogues: list[dict[str, Any]]) -> list[list[Any]]:
              (d.get("error") or "")[:160]] for d in dialogues]
 
 
-def run_title(run: Optional[dict[str, Any]]) -> str:
+def run_title(run: Optional[dict[str, Any]], cuts: Optional[dict[str, int]] = None) -> str:
     if not run:
         return "Click a lab row of the leaderboard to see its breakdown and dialogues."
     return (f"**Eval run #{run['id']}** · {md(run.get('name') or run.get('model_ref', ''))} · score "
@@ -135,7 +166,7 @@ def run_title(run: Optional[dict[str, Any]]) -> str:
             f"n {run.get('n')} (errors {run.get('n_errors', 0)}) · seed {run.get('seed')} · "
             f"code {md(run.get('code_version') or 'unknown')}\n\nsimulator: "
             f"{md(simulator_label(run.get('simulator_fingerprint') or {}, run.get('fingerprint_hash', '')))} · "
-            f"policy: {md(run.get('model_ref', ''))}")
+            f"policy: {md(run.get('model_ref', ''))}\n\n{protocol_details(run.get('protocol'), cuts)}")
 
 
 # ------------------------------------------------------------------------------------------------ the view
@@ -146,11 +177,12 @@ def build(ctx: LabContext) -> None:
     engine, url = ctx.engine, ctx.engine_url
     with gr.Accordion("Run a benchmark", open=True):
         with gr.Row():
-            policy = gr.Textbox(value="default", label="policy ('default', a model folder, openai:MODEL)", scale=3,
-                                elem_id="bench-policy")
-            simulator = gr.Textbox(value="offline", label="simulator (offline or openai:MODEL)", scale=2,
-                                   elem_id="bench-simulator")
+            policy = gr.Textbox(value="default", label="policy ('default', a model folder, openai:MODEL, "
+                                "replay:FILE)", scale=3, elem_id="bench-policy")
+            simulator = gr.Textbox(value="offline", label="simulator (offline, openai:MODEL or replay:FILE)",
+                                   scale=2, elem_id="bench-simulator")
             base_url = gr.Textbox(value="", label="simulator base URL (optional)", scale=2)
+            pack = gr.Textbox(value="own", label="prompt pack (own or sage:DIR)", scale=2, elem_id="bench-pack")
         with gr.Row():
             profiles = gr.Dropdown(choices=list(PROFILE_SETS), value="builtin", allow_custom_value=True,
                                    label="profiles (a set or a JSONL file path)", scale=2)
@@ -163,7 +195,8 @@ def build(ctx: LabContext) -> None:
         bench_jobs = gr.Dataframe(headers=ts.JOB_HEADERS, value=[], interactive=False, label="benchmark jobs",
                                   elem_id="bench-jobs")
     gr.Markdown("### Leaderboard\nRuns are ranked only against runs scored by the same simulator "
-                "(fingerprint) on the same profile set. Published rows used their own simulator.")
+                "(fingerprint) on the same profile set under the same protocol. Published rows used their own "
+                "simulator; a replay (replay:FILE) re-scores a published transcript through the lab's rules.")
     # Full width, one above the other: side by side, the narrower table hides its score column.
     lab_table = gr.Dataframe(headers=LAB_HEADERS, value=[], interactive=False, wrap=True,
                              label="lab eval runs (click a row)", elem_id="bench-lab")
@@ -191,9 +224,10 @@ def build(ctx: LabContext) -> None:
             return job_rows, gr.skip(), gr.skip(), gr.skip(), sig
         return job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig
 
-    def on_start(pol, sim, base, prof, lim, md_, sd, nm):
+    def on_start(pol, sim, base, pk, prof, lim, md_, sd, nm):
         config = {"policy": (pol or "").strip(), "simulator": (sim or "").strip(), "profiles": (prof or "").strip(),
-                  "limit": int(lim or 0), "mode": md_, "seed": int(sd or 0), "name": (nm or "").strip()}
+                  "limit": int(lim or 0), "mode": md_, "seed": int(sd or 0), "name": (nm or "").strip(),
+                  "prompt_pack": (pk or "own").strip()}
         if base and base.strip():
             config["simulator_base_url"] = base.strip()
         try:
@@ -208,14 +242,15 @@ def build(ctx: LabContext) -> None:
             return [gr.skip()] * 4
         run = eval_runs.get_eval_run(engine, int(run_id))
         need, pers = breakdown_tables(eval_runs.breakdown(engine, int(run_id)))
-        return run_title(run), need, pers, dialogue_rows(eval_runs.eval_run_dialogues(engine, int(run_id)))
+        return (run_title(run, eval_runs.truncations(engine, int(run_id))), need, pers,
+                dialogue_rows(eval_runs.eval_run_dialogues(engine, int(run_id))))
 
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
 
     outputs = [bench_jobs, lab_table, pub_table, chart, board_sig]
     timer.tick(refresh, board_sig, outputs)
-    start.click(on_start, [policy, simulator, base_url, profiles, limit, mode, seed, name], start_msg).then(
+    start.click(on_start, [policy, simulator, base_url, pack, profiles, limit, mode, seed, name], start_msg).then(
         refresh, gr.State(None), outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
