@@ -47,11 +47,14 @@ class SentientAgent:
     """Simulated user for one dialogue. `seed` makes native backends deterministic."""
 
     def __init__(self, profile: Profile, backend: Any, rules: EmotionRules = EmotionRules(), seed: int = 0,
-                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2, pack: Any = None):
-        """`pack`: a reference prompt pack (simulator.sage_pack, e.g. `sage:DIR`) used by chat backends in
-        place of the lab's own templates; None = the lab's own prompts (`prompt_version`)."""
+                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2, pack: Any = "own"):
+        """`pack`: the prompt pack of chat backends (simulator.prompt_packs): a pack object or its spec
+        ("own", "sage:DIR"); "v1" or None = the earlier templates of `prompt_version`, rendered here."""
+        from simulator.prompt_packs import load_pack
+
         self.profile, self.backend, self.rules, self.seed = profile, backend, rules, seed
-        self.prompt_version, self.max_repairs, self.pack = prompt_version, max_repairs, pack
+        self.prompt_version, self.max_repairs = prompt_version, max_repairs
+        self.pack = load_pack(pack) if isinstance(pack, str) else pack
         if hasattr(backend, "check_profile"):
             backend.check_profile(profile)
         self.templates = load_templates(profile.language, prompt_version)
@@ -86,7 +89,7 @@ class SentientAgent:
                 raw = ""
             elif self.pack is not None:
                 msgs = self.pack.reply_messages(self._reference_profile(), self.emotion, [], None)
-                out, raw, n_tok = await self._ask(msgs, self.pack.parse_reply, "")
+                out, raw, n_tok = await self._ask(msgs, self.pack.parse_reply, "", "reply")
             else:
                 msgs = split_messages(render(self.templates["opening"], **self._common()))
                 out, raw, n_tok = await self._ask(msgs, parse_reply, "str:opening_format")
@@ -141,7 +144,7 @@ class SentientAgent:
         if self.pack is not None:
             seen = history + [{"role": "assistant", "content": reply}]
             msgs = self.pack.emotion_messages(self._reference_profile(), self.emotion, seen)
-            return await self._ask(msgs, self.pack.parse_emotion, "")
+            return await self._ask(msgs, self.pack.parse_emotion, "", "emotion")
         s = self.templates
         change_rule = (render(s["str:change_clamped"], max_drop=_num(self._max_drop()), max_delta=_num(self.rules.max_delta))
                        if self.rules.max_delta is not None else s["str:change_free"])
@@ -159,18 +162,21 @@ class SentientAgent:
         seen = history + [{"role": "assistant", "content": reply}]
         if self.pack is not None:
             msgs = self.pack.reply_messages(self._reference_profile(), self.emotion, seen, analysis)
-            return await self._ask(msgs, self.pack.parse_reply, "")
+            return await self._ask(msgs, self.pack.parse_reply, "", "reply")
         text = render(self.templates["reply"], **self._common(), dialogue=self._render_history(seen),
                       delta=f"{delta:+g}", target=analysis.get("TargetCompletion", ""),
                       activity=analysis.get("activity", ""), analyse=analysis.get("analyse", ""))
         return await self._ask(split_messages(text), parse_reply, "str:reply_format")
 
-    async def _ask(self, messages: list[dict], parse: Callable[[str], dict], fmt_key: str
+    async def _ask(self, messages: list[dict], parse: Callable[[str], dict], fmt_key: str, step: str = ""
                    ) -> tuple[dict, str, int]:
-        """Call the chat backend and parse; on a parse failure ask again with the repair prompt."""
+        """Call the chat backend and parse; on a parse failure ask again with the repair prompt (or, for a
+        pack, the same prompt). A structured pack asks for its JSON schema through `response_format`."""
         n_tokens, problem = 0, ""
+        schema = getattr(self.pack, "response_format", lambda _s: None)(step) if step else None
         for _attempt in range(self.max_repairs + 1):
-            comp: Completion = await self.backend.complete(messages)
+            comp: Completion = await (self.backend.complete(messages, response_format=schema) if schema
+                                      else self.backend.complete(messages))
             n_tokens += comp.n_tokens
             try:
                 return parse(comp.text), comp.text, n_tokens
@@ -188,7 +194,7 @@ class SentientAgent:
         """The profile as the reference code reads it (RLVER/SAGE keys: player, scene, ...)."""
         from simulator.profile_io import profile_to_rlver
 
-        return profile_to_rlver(self.profile)
+        return {**profile_to_rlver(self.profile), "language": self.profile.language}
 
     def _common(self) -> dict[str, Any]:
         p, s = self.profile, self.templates

@@ -1,7 +1,7 @@
 """`python -m simulator prompt render`: the exact chat messages one simulator step would send.
 
 Reads one JSON request on stdin:
-    {"pack": "own" | "sage:DIR", "profile": {RLVER/SAGE profile keys}, "step": "emotion" | "reply",
+    {"pack": "own" | "sage:DIR" | "v1", "profile": {RLVER/SAGE profile keys}, "step": "emotion" | "reply",
      "emotion": N, "history": [{"role", "content"}, ...],
      "planning": {"TargetCompletion", "activity", "analyse"}}   (reply step; omit for the opening)
 and prints {"messages": [...]}. `history` is the dialogue as the step sees it: for the emotion step up to
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def render_request(req: Any) -> list[dict]:
     """The messages for one request (see the module docstring); ValueError naming the bad field."""
     from simulator.profile_io import profile_from_rlver
-    from simulator.sage_pack import load_pack
+    from simulator.prompt_packs import load_pack
 
     if not isinstance(req, dict):
         raise ValueError("request: must be a JSON object")
@@ -57,11 +57,11 @@ def render_request(req: Any) -> list[dict]:
     profile, errs = profile_from_rlver(req["profile"])
     if profile is None:
         raise ValueError("profile: " + "; ".join(f"{k}: {v}" for k, v in errs.items()))
-    return asyncio.run(_own_messages(profile, step, float(emotion), history, planning or {}))
+    return asyncio.run(_v1_messages(profile, step, float(emotion), history, planning or {}))
 
 
-async def _own_messages(profile: Any, step: str, emotion: float, history: list[dict], planning: dict) -> list[dict]:
-    """The lab's own prompts, captured from the agent itself (so they are what a run sends)."""
+async def _v1_messages(profile: Any, step: str, emotion: float, history: list[dict], planning: dict) -> list[dict]:
+    """The earlier (v1) templates, captured from the agent itself (so they are what a run sends)."""
     from simulator.agent import SentientAgent
     from simulator.backends.base import BackendError, Completion
 
@@ -76,7 +76,7 @@ async def _own_messages(profile: Any, step: str, emotion: float, history: list[d
             Capture.messages = messages
             raise BackendError("captured")
 
-    agent = SentientAgent(profile, Capture())
+    agent = SentientAgent(profile, Capture(), pack="v1")
     agent.emotion = emotion
     earlier, reply = (history[:-1], history[-1]["content"]) if history and history[-1]["role"] == "assistant" \
         else (history, "")

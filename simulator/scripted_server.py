@@ -82,7 +82,10 @@ class _HTTPServer(ThreadingHTTPServer):
 class ScriptedServer:
     def __init__(self, latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
                  faults: Sequence[str] = FAULTS, hang_s: float = 30.0, api_key: Optional[str] = None,
-                 models: Optional[Sequence[str]] = None, host: str = "127.0.0.1", port: int = 0):
+                 models: Optional[Sequence[str]] = None, host: str = "127.0.0.1", port: int = 0,
+                 context_tokens: Optional[int] = None):
+        """`context_tokens`: refuse a prompt longer than this (4 characters a token) with HTTP 400, worded
+        as vLLM's OpenAI server words it."""
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULTS)}")
@@ -90,6 +93,7 @@ class ScriptedServer:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         self.latency_s, self.fault_rate, self.faults, self.hang_s = latency_s, fault_rate, tuple(faults), hang_s
         self.api_key, self.models = api_key, list(models) if models else None
+        self.context_tokens = context_tokens
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -156,6 +160,11 @@ class ScriptedServer:
         model = str(body.get("model", ""))
         if self.models is not None and model not in self.models:
             return 404, _error(f"The model `{model}` does not exist", "invalid_request_error", "model_not_found")
+        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict)) // 4
+        if self.context_tokens is not None and prompt_tokens > self.context_tokens:
+            return 400, _error(f"This model's maximum context length is {self.context_tokens} tokens. However, "
+                               f"you requested {prompt_tokens} tokens in the messages. Please reduce the length "
+                               "of the messages.", "BadRequestError")
         fault, rng = self._draw()
         if self.latency_s:
             time.sleep(self.latency_s)
@@ -172,6 +181,9 @@ class ScriptedServer:
             self.roles[role] += 1
         content = ("I would rather not answer in any format today." if fault == "wrong_format"
                    else self._content(role, messages, rng))
+        fmt = body.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and role.startswith("sage_") and not fault:
+            content = _as_json(content)  # as a server that constrains decoding to the schema would answer
         prompt_chars = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict))
         usage = {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -202,9 +214,13 @@ class ScriptedServer:
         if role == "sage_reply":
             found = re.findall(r"Emotion-([SABCF])", text)
             t = found[-1] if found else "B"
-            msg = ("谢谢你，真的好多了。再见。" if t == "S" else "算了，不聊了。再见。" if t == "F"
-                   else rng.choice(_REPLIES_ZH[t]))
-            return f"Thinking:\n[态度：{t}]\nOrigin:\n[{msg}]\nChange:\n[更口语]\nResponse:\n{msg}"
+            zh = bool(re.search(r"[\u4e00-\u9fff]", text[:300]))
+            if t in ("S", "F"):
+                msg = (("谢谢你，真的好多了。再见。" if t == "S" else "算了，不聊了。再见。") if zh else
+                       ("Thank you, really. I feel so much lighter. Goodbye." if t == "S" else "Forget it. Bye."))
+            else:
+                msg = rng.choice((_REPLIES_ZH if zh else _REPLIES)[t])
+            return f"Thinking:\n[tier {t}]\nOrigin:\n[{msg}]\nChange:\n[more casual]\nResponse:\n{msg}"
         if role == "opening":
             return "[开场白]\n最近有件事一直压在我心里……" if zh else "[Opening]\nHey. Got a minute? Something's been bugging me."
         reply = rng.choice(_POLICY)
@@ -238,6 +254,15 @@ def _reply_text(t: str, zh: bool, rng: random.Random) -> str:
         return f"[回复规划]\n1. 回复态度：{t}\n2. 回复目标：继续倾诉\n3. 说话语气：自然\n4. 说话内容：补充细节\n[回复]\n{msg}\n[是否结束]\n{leave}"
     return (f"[Plan]\n1. Attitude: tier {t}\n2. Goal: keep talking\n3. Tone: plain\n4. Content: a detail\n"
             f"[Reply]\n{msg}\n[Leave]\n{leave}")
+
+
+def _as_json(text: str) -> str:
+    """'Key:\nvalue' sections (the SAGE-format answers above) as one JSON object; Change as an integer."""
+    parts = re.split(r"^(\w+):\n", text, flags=re.M)[1:]
+    data: dict[str, Any] = {k: v.strip().strip("[]") for k, v in zip(parts[::2], parts[1::2])}
+    if "Content" in data:
+        data["Change"] = int(data["Change"])
+    return json.dumps(data, ensure_ascii=False)
 
 
 def _error(message: str, kind: str, code: Optional[str] = None) -> bytes:

@@ -20,6 +20,7 @@ from simulator.profile_io import dumps_profiles
 from simulator.scripted_server import ScriptedServer
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
+from simulator.prompt_packs import OwnPack
 from trainer import benchmark as bm
 from trainer import eval_runs
 from trainer import jobs
@@ -99,7 +100,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
     assert proto["rules"]["max_turns"] == 10 and not proto["rules"]["judge_final_reply"]
     assert proto["first_line"] == "scripted" and proto["version"] == bm.PROTOCOL_VERSION
     assert proto["max_new_tokens"] is None and proto["protocol_hash"] == res["protocol_hash"]
-    assert proto["policy_system_prompts"]["en"] == bm.OWN_POLICY_PROMPTS["en"]
+    assert proto["policy_system_prompts"]["en"] == OwnPack().policy_system_prompt("en")
     fp = run["simulator_fingerprint"]
     assert fp["backend"] == "openai" and fp["model"] == "scripted" and fp["rules"]["start"] == 40.0
     assert run["fingerprint_hash"] and run["profile_set_hash"] == bm.profile_set_hash(list(profiles.values()))

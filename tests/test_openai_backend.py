@@ -104,7 +104,7 @@ def test_retries_are_bounded():
 def test_unparseable_output_is_repaired_then_recorded_as_error():
     profile = make_sim_profile()
     with start_server(fault_rate=1.0, faults=("wrong_format",)) as server:
-        agent = SentientAgent(profile, backend_for(server), max_repairs=2)
+        agent = SentientAgent(profile, backend_for(server), max_repairs=2, pack="v1")  # v1 sends repair prompts
         turn = asyncio.run(agent.respond([{"role": "user", "content": profile.first_line}], REPLIES[0]))
         assert turn.outcome == "error" and turn.done and "unreadable simulator output after 3 attempts" in turn.error
         assert server.calls == 3
@@ -183,3 +183,13 @@ def test_one_backend_shared_by_event_loops_in_threads():
         with ThreadPoolExecutor(4) as pool:
             results = list(pool.map(use, range(4)))
         assert all(c.text for comps in results for c in comps) and server.calls == 12
+
+
+def test_context_overflow_is_a_clear_per_dialogue_error_naming_the_limit():
+    profile = make_sim_profile()
+    with start_server(context_tokens=300) as server:
+        agent = SentientAgent(profile, backend_for(server))
+        turn = asyncio.run(agent.respond([{"role": "user", "content": profile.first_line}], REPLIES[0]))
+    assert turn.outcome == "error" and turn.done
+    assert "does not fit the context" in turn.error and "its limit is 300 tokens" in turn.error
+    assert server.calls == 1  # not retried: the same prompt cannot fit the next time either

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from simulator import rules as rules_mod
-from simulator.sage_pack import PackError, SagePack
+from simulator.prompt_packs import PackError, SagePack
 from trainer import benchmark as bm
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
@@ -87,7 +87,9 @@ def test_replay_recorded_as_such_with_its_protocol(shared_data, engine):
 def test_runs_with_different_protocols_are_not_ranked_together(shared_data, engine, monkeypatch):
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     _replay(engine, f, limit=3)
-    monkeypatch.setattr(bm, "OWN_POLICY_PROMPTS", {**bm.OWN_POLICY_PROMPTS, "zh": "另一个系统提示"})
+    from simulator.prompt_packs import OwnPack
+
+    monkeypatch.setattr(OwnPack, "policy_system_prompt", lambda self, language="zh": "另一个系统提示")
     _replay(engine, f, limit=3)
     from trainer.eval_runs import leaderboard
 

@@ -36,12 +36,6 @@ from trainer.eval_runs import (check_replay, close_cut_off_dialogues, truncation
 
 PROTOCOL_PRESET = "standard"
 PROTOCOL_VERSION = "sage-test_npc-1"
-# The `own` pack's benchmark system prompt: the lab's wording of the one-line role SAGE gives its policy.
-OWN_POLICY_PROMPTS = {
-    "zh": "你是一个会聊天、懂人心的伙伴，擅长体贴地与用户交谈，让对方觉得舒服、开心，或者得到所需要的帮助。",
-    "en": "You are a conversation partner with real emotional intelligence: you talk with the user in a way "
-          "that leaves them comfortable and at ease, or gives them the help they need.",
-}
 
 
 class BenchmarkInputError(ValueError):
@@ -77,9 +71,9 @@ class BenchmarkConfig:
         if not (self.simulator == "offline" or (isinstance(self.simulator, str) and any(
                 self.simulator.startswith(p) and len(self.simulator) > len(p) for p in ("openai:", "replay:")))):
             e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline', 'openai:MODEL' or 'replay:FILE'"
-        if not isinstance(self.prompt_pack, str) or not (self.prompt_pack == "own" or
+        if not isinstance(self.prompt_pack, str) or not (self.prompt_pack in ("own", "own:json", "v1") or
                                                           self.prompt_pack.startswith("sage:")):
-            e["prompt_pack"] = f"must be 'own' or 'sage:DIR', got {self.prompt_pack!r}"
+            e["prompt_pack"] = f"must be 'own', 'sage:DIR' or 'v1', got {self.prompt_pack!r}"
         if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
                                                        or self.simulator_temperature < 0):
             e["simulator_temperature"] = f"must be >= 0 or empty, got {self.simulator_temperature!r}"
@@ -130,14 +124,15 @@ def protocol_rules() -> EmotionRules:
 
 
 def policy_system_prompt(config: BenchmarkConfig, language: str) -> str:
-    """The benchmark policy's system prompt: the pack's in direct mode, the lab's think template in think."""
-    from simulator.sage_pack import load_pack
+    """The benchmark policy's system prompt: the pack's in direct mode (the `own` pack's is the lab's wording
+    of the one-line role SAGE gives its policy), the lab's think template in think mode."""
+    from simulator.prompt_packs import load_pack
     from trainer.templates import system_prompt
 
-    if config.mode == "think":
-        return system_prompt("think", language)
     pack = load_pack(config.prompt_pack)
-    return pack.policy_system_prompt(language) if pack is not None else OWN_POLICY_PROMPTS[language]
+    if config.mode == "think" or pack is None:
+        return system_prompt(config.mode, language)
+    return pack.policy_system_prompt(language)
 
 
 def protocol_record(config: BenchmarkConfig, languages: list[str], context_length: Optional[int]) -> dict[str, Any]:

