@@ -73,6 +73,8 @@ def main() -> int:
     ap.add_argument("--zh", type=int, default=2, help="Chinese RLVER test profiles (context overflow check)")
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--max-repairs", type=int, default=1)
+    ap.add_argument("--memory-share", type=float, default=0.3,
+                    help="vLLM's --gpu-memory-utilization: on CPU, the share of memory it may reserve")
     args = ap.parse_args()
     from simulator.builtin_personas import BUILTIN_PROFILES
     from simulator.profile_io import import_profiles
@@ -87,8 +89,10 @@ def main() -> int:
     log = open(REPO / "lab_data" / "vllm_serve.log", "w") if (REPO / "lab_data").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                              "--served-model-name", "served", "--host", "127.0.0.1", "--port", str(args.port),
-                             "--max-model-len", "4096", "--dtype", "float32", "--enforce-eager"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                             "--max-model-len", "4096", "--dtype", "float32", "--enforce-eager",
+                             "--gpu-memory-utilization", str(args.memory_share)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")})
     try:
         t0 = time.monotonic()
         wait_ready(base, proc)

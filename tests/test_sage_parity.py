@@ -15,7 +15,8 @@ import pytest
 
 from conftest import REPO
 from simulator import rules as rules_mod
-from simulator.prompt_packs import PackError, SagePack
+from simulator.prompt_packs import PackError
+from simulator.reference_packs import SagePack
 from trainer import benchmark as bm
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
@@ -219,3 +220,58 @@ def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data,
     judged = [t for t in d["turns"] if t["role"] == "user" and t["delta"] is not None][1:]
     assert judged and all(abs(t["delta"]) <= 10 for t in judged)
     assert all(t["inner"].get("TargetCompletion") for t in judged)
+
+
+def _rlver_simulator(reference, answers: dict):
+    """RLVER's PlayerSimulator methods, cut from the released file (which does not parse as a whole) and run
+    with call_api replaced by a capture."""
+    import re as re_mod
+    import time as time_mod
+
+    from simulator.reference_packs import RlverPack
+
+    path = reference / "rlver" / "hard_player_simulator_dsv3.py"
+    text = path.read_text(encoding="utf-8")
+    captured: list = []
+    ns = {"json": json, "re": re_mod, "time": time_mod, "copy": copy, "target_prompt": RlverPack._targets(path, text),
+          "call_api": lambda prompt, mode="dsv3": captured.append(prompt) or answers["emotion" if "Reason:" in prompt
+                                                                                  else "reply"]}
+    body = ""
+    for name in ("planning_reply", "player_reply"):
+        start = text.index(f"    def {name}(")
+        body += text[start:text.index("\n    def ", start + 1)] + "\n"
+    exec(compile("class Sim:\n" + body, str(path), "exec"), ns)
+    sim = ns["Sim"]()
+    sim.header, sim.emo_count = {}, {"Emotion-S": 100, "Emotion-A": 70, "Emotion-B": 40, "Emotion-C": 10}
+    return sim, captured
+
+
+def test_rlver_pack_is_byte_identical_to_rlvers_simulator(shared_data, shared_reference):
+    from simulator.reference_packs import RlverPack
+
+    answers = {"emotion": "Content:\n[a]\nReason:\n[b\n\nc]\nActivity:\n[d]\nAnalyse:\n[e]\nChange:\n-12",
+               "reply": "Thinking:\nt\n\nu\nResponse:\n“好吧”"}
+    sim, captured = _rlver_simulator(shared_reference, answers)
+    pack = RlverPack(str(shared_reference / "rlver"))
+    profiles = [json.loads(line) for line in open(shared_data / "rlver" / "train_profile.jsonl", encoding="utf-8")]
+    records = [json.loads(line) for line in open(shared_data / "sage" / "qwen2.5-72b_result.jsonl", encoding="utf-8")]
+    for k, (prof, rec) in enumerate(zip(profiles[::50], records[::10])):
+        history = [{"role": m["role"], "content": m["content"]} for m in rec["history"][:2 * (k % 4) + 2]]
+        sim.emo_point = 30 + k
+        player = {"player": prof["player"], "scene": prof["scene"], "target": "eq", "emo_point": sim.emo_point,
+                  "emo_state": "Emotion-C", "history": copy.deepcopy(history)}
+        captured.clear()
+        after, planning = sim.planning_reply(copy.deepcopy(player))
+        assert pack.emotion_messages(prof, 30 + k, history)[0]["content"] == captured[0]
+        parsed = pack.parse_emotion(answers["emotion"])
+        assert {key: parsed[key] for key in planning if key != "change"} == \
+            {key: v for key, v in planning.items() if key != "change"}
+        assert parsed["change"] == int(planning["change"]) == -12  # RLVER keeps the text; it is not clamped
+        captured.clear()
+        sim.player_reply(copy.deepcopy(after), dict(planning))
+        assert pack.reply_messages(prof, after["emo_point"], history, parsed)[0]["content"] == captured[0]
+    captured.clear()
+    out = sim.player_reply(dict(player, history=[]), {})
+    assert pack.reply_messages(prof, 30, [], None)[0]["content"] == captured[0]
+    assert pack.parse_reply(answers["reply"]) == {"reply": out["history"][-1]["content"],
+                                                  "planning": out["history"][-1]["thinking"]}

@@ -182,7 +182,12 @@ def build(ctx: LabContext) -> None:
             simulator = gr.Textbox(value="offline", label="simulator (offline, openai:MODEL or replay:FILE)",
                                    scale=2, elem_id="bench-simulator")
             base_url = gr.Textbox(value="", label="simulator base URL (optional)", scale=2)
-            pack = gr.Textbox(value="own", label="prompt pack (own or sage:DIR)", scale=2, elem_id="bench-pack")
+            pack = gr.Textbox(value="own", label="prompt pack (own, own:json or sage:DIR)", scale=2,
+                              elem_id="bench-pack")
+            sim_temperature = gr.Number(value=None, label="simulator temperature (empty: backend default)",
+                                        minimum=0, scale=1, elem_id="bench-sim-temperature")
+            sim_max_tokens = gr.Number(value=None, precision=0, minimum=1, scale=1,
+                                       label="simulator max tokens (empty: backend default)")
         with gr.Row():
             profiles = gr.Dropdown(choices=list(PROFILE_SETS), value="builtin", allow_custom_value=True,
                                    label="profiles (a set or a JSONL file path)", scale=2)
@@ -224,10 +229,12 @@ def build(ctx: LabContext) -> None:
             return job_rows, gr.skip(), gr.skip(), gr.skip(), sig
         return job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig
 
-    def on_start(pol, sim, base, pk, prof, lim, md_, sd, nm):
+    def on_start(pol, sim, base, pk, s_temp, s_max, prof, lim, md_, sd, nm):
         config = {"policy": (pol or "").strip(), "simulator": (sim or "").strip(), "profiles": (prof or "").strip(),
                   "limit": int(lim or 0), "mode": md_, "seed": int(sd or 0), "name": (nm or "").strip(),
-                  "prompt_pack": (pk or "own").strip()}
+                  "prompt_pack": (pk or "own").strip(),
+                  "simulator_temperature": None if s_temp is None else float(s_temp),
+                  "simulator_max_tokens": None if s_max is None else int(s_max)}
         if base and base.strip():
             config["simulator_base_url"] = base.strip()
         try:
@@ -250,7 +257,8 @@ def build(ctx: LabContext) -> None:
 
     outputs = [bench_jobs, lab_table, pub_table, chart, board_sig]
     timer.tick(refresh, board_sig, outputs)
-    start.click(on_start, [policy, simulator, base_url, pack, profiles, limit, mode, seed, name], start_msg).then(
+    start.click(on_start, [policy, simulator, base_url, pack, sim_temperature, sim_max_tokens, profiles, limit, mode,
+                           seed, name], start_msg).then(
         refresh, gr.State(None), outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
