@@ -1,11 +1,15 @@
-"""Plotly emotion curves with the Sentient benchmark's tier bands (S/A/B/C/F), shared by every view."""
+"""Plotly figures shared by the views: emotion curves with the Sentient benchmark's tier bands (S/A/B/C/F)
+and the fidelity chart (a set of dialogues' emotion changes beside the published DeepSeek-V3 ones)."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import plotly.graph_objects as go
 
 from simulator.rules import TIERS
+
+if TYPE_CHECKING:
+    from simulator.fidelity import FidelityReport
 
 # Band colours, low opacity so overlaid curves stay readable.
 TIER_COLOURS = {"S": "#2e7d32", "A": "#7cb342", "B": "#fbc02d", "C": "#fb8c00", "F": "#e53935"}
@@ -44,4 +48,29 @@ def emotion_figure(series: Sequence[tuple[str, Sequence[Optional[float]]]], titl
         yaxis=dict(title="emotion", range=[0, Y_MAX]),
         showlegend=len(series) > 1, legend=dict(orientation="h", y=-0.2), template="plotly_white",
     )
+    return fig
+
+
+def fidelity_figure(report: "FidelityReport", height: int = 300) -> go.Figure:
+    """Bars of the share of each emotion change: the lab's dialogues beside the published DeepSeek-V3
+    judgements, one category per value of either, with the distances in the title."""
+    from simulator.fidelity import value_label
+
+    rows = report.rows()
+    labels = [value_label(r["value"]) for r in rows]
+    fig = go.Figure([
+        go.Bar(x=labels, y=[r["share"] for r in rows], name=f"{report.source} (n {report.n})",
+               customdata=[r["count"] for r in rows], marker_color="#1e88e5",
+               hovertemplate="change %{x}: %{y:.1%} (%{customdata})<extra>lab</extra>"),
+        go.Bar(x=labels, y=[r["published_share"] for r in rows], name="published DeepSeek-V3",
+               marker_color="#9e9e9e", marker_pattern_shape="/",
+               hovertemplate="change %{x}: %{y:.1%}<extra>published</extra>")])
+    title = "Emotion changes vs the published DeepSeek-V3 judgements"
+    if report.n:
+        title += f" · TV {report.tv:.3f} · within sign {report.within_sign:.3f}"
+    fig.update_layout(
+        title=dict(text=title, font_size=14), height=height, barmode="group", template="plotly_white",
+        margin=dict(l=40, r=20, t=40, b=36), legend=dict(orientation="h", y=-0.2),
+        xaxis=dict(title="emotion change of a judged user turn", type="category"),
+        yaxis=dict(title="share", tickformat=".0%", rangemode="tozero"))
     return fig

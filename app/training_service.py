@@ -149,7 +149,11 @@ def form_values(config: Optional[dict[str, Any]] = None) -> list[Any]:
     """The form's values (FORM_NAMES order) for a config dict; TrainConfig defaults where it has none."""
     from trainer.config import TrainConfig
 
+    from simulator.rules import PRESET_ALIASES
+
     merged = {**TrainConfig().to_dict(), **(config or {})}
+    preset = merged.get("simulator_preset")  # a job stored before a preset was renamed shows its new name
+    merged["simulator_preset"] = PRESET_ALIASES.get(preset, preset) if isinstance(preset, str) else preset
     out = []
     for name in FORM_NAMES:
         value = merged.get(name)

@@ -3,8 +3,8 @@
     python benchmarks/learning_curve.py [--minutes 60] [--eval-every 10] [--threads 2] [--lr 5e-4] ...
 
 Trains on the built-in personas of the train split (extra["split"] == "train") with the training
-simulator preset ("training": start 30, unclamped changes) for a wall-clock budget of training time
-(--minutes; the held-out evaluations are timed separately and not counted). The held-out personas (split
+simulator preset ("rlver-hard", formerly "training": start 30, unclamped changes) for a wall-clock budget
+of training time (--minutes; the held-out evaluations are timed separately and not counted). The held-out personas (split
 "heldout", one per hidden-need category) are scored before training, every --eval-every minutes of
 training, and after, always with the same seeds, under the evaluation rules (--eval-preset, default
 "standard": start 40, changes clamped to +-10). Target: +15 points of mean final emotion on the held-out
@@ -173,7 +173,8 @@ def settings_lines(args, cfg, base_model: str) -> list[str]:
             ("passes x optimizer steps per batch",
              f"{cfg.ppo_epochs} x {cfg.dialogues_per_step // cfg.minibatch_size}", "1 x mini-batches"),
             ("entropy bonus", f"{cfg.entropy_coef:g}", "-"),
-            ("simulator rules (train / held-out)", f"{cfg.simulator_preset} / {args.eval_preset}", "training / standard"),
+            ("simulator rules (train / held-out)", f"{cfg.simulator_preset} / {args.eval_preset}",
+             "not settled / standard"),
             ("reward", "max(final / 100, 0), no shaping", "same"),
             ("torch threads", str(torch.get_num_threads()), "-")]
     return ["| setting | this run | paper |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -193,7 +194,7 @@ def main() -> None:
     n = args.profiles_per_step * args.group
     minibatch = args.minibatch or n
     cfg = TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
-                      simulator="offline", simulator_preset="training", group_size=args.group,
+                      simulator="offline", simulator_preset="rlver-hard", group_size=args.group,
                       dialogues_per_step=n, minibatch_size=minibatch, micro_batch_size=min(minibatch, 4), steps=100_000,
                       actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                       max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,

@@ -4,7 +4,7 @@
 
 Model: SmolLM2-135M-Instruct (trainer.models.default_model_dir). Prompts: single-turn chats built from the
 built-in personas (the direct-mode system prompt + the persona's first line). Reward: the offline
-simulator's score of the reply, max(emotion after one reply / 100, 0) under the "training" rules. Both
+simulator's score of the reply, max(emotion after one reply / 100, 0) under the "rlver-hard" rules. Both
 trainers sample at temperature 1.0 with the same max new tokens, group size and prompts per step, with no
 KL term (TRL beta=0, as in RLVER), one optimizer step per batch, and gradient checkpointing on in both
 (TRL's GRPOConfig default; --no-gradient-checkpointing turns it off in both).
@@ -49,7 +49,7 @@ def make_reward():
     from simulator.backends import make_backend
     from simulator.rules import get_preset
 
-    backend, rules = make_backend("offline"), get_preset("training")
+    backend, rules = make_backend("offline"), get_preset("rlver-hard")
 
     def reward(profile, reply: str) -> float:
         agent = SentientAgent(profile, backend, rules, seed=0)

@@ -8,6 +8,7 @@
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
     python -m simulator prompt render < REQUEST.json   (simulator.prompt_cli)
+    python -m simulator fidelity FILE|--eval-run N|--job J [--step S] [--db URL] [--json]   (simulator.fidelity)
 
 A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason").
 """
@@ -23,7 +24,8 @@ from typing import Optional, Sequence
 # add_arguments(parser) and run(args) -> int.
 PLUGINS = {"probe": ("simulator.probes", "probe the simulated user with scripted replies"),
            "chat": ("simulator.chat_cli", "chat with a simulated user in the terminal"),
-           "prompt": ("simulator.prompt_cli", "render the exact messages of a simulator step (prompt packs)")}
+           "prompt": ("simulator.prompt_cli", "render the exact messages of a simulator step (prompt packs)"),
+           "fidelity": ("simulator.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones")}
 
 
 def _fail(lines: Sequence[str], code: int = 1) -> int:

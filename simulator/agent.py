@@ -12,6 +12,7 @@ reason; nothing is raised to the caller, so one broken dialogue never stops the 
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -100,6 +101,11 @@ class SentientAgent:
             inner["raw"] = {"opening": raw}
         return UserTurn(text=out["reply"], emotion=self.emotion, inner=inner,
                         latency_s=time.perf_counter() - start, n_tokens=n_tok)
+
+    def adopt_opening(self, other: "SentientAgent") -> None:
+        """Continue from `other`'s opening as its clone would (a group sharing one opening): its backend's
+        scratch state (e.g. the story already told) is copied; this agent keeps its own seed."""
+        self.state = {**copy.deepcopy(other.state), "seed": self.seed, "turn": self.turns}
 
     async def respond(self, dialogue: list[dict], reply: str) -> UserTurn:
         """React to the policy's `reply` (think block already removed). `dialogue` is the visible history

@@ -52,3 +52,10 @@ PUBLISHED: tuple[PublishedResult, ...] = (
 def published_rows() -> list[dict[str, Any]]:
     """The published rows as dicts, highest score first."""
     return [r.to_dict() for r in sorted(PUBLISHED, key=lambda r: -r.score)]
+
+
+# The emotion changes DeepSeek-V3 gave as SAGE's simulated user in ten published Sentient leaderboard
+# files: 7,936 judged replies, 99.9% of them exactly +-5 or +-10 (see ../shared/docs/rlver-reference.md).
+# simulator.fidelity compares a lab simulator's changes with this histogram.
+PUBLISHED_CHANGES: dict[int, int] = {-10: 1041, -5: 2700, 0: 5, 2: 1, 5: 2928, 10: 1261}
+PUBLISHED_CHANGES_SOURCE = "DeepSeek-V3 in ten Sentient leaderboard files (7,936 judged replies)"

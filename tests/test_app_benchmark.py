@@ -8,7 +8,7 @@ from app.views import benchmark as bv
 from simulator.fingerprint import fingerprint_hash
 from simulator.published import PUBLISHED
 from storage import EvalRun, session_scope
-from storage.dialogues import finish_dialogue, start_dialogue
+from storage.dialogues import add_turn, finish_dialogue, start_dialogue
 from trainer import eval_runs
 
 OFFLINE = {"backend": "offline", "model": "minilm-prototypes", "endpoint": "", "prompt_version": "v1",
@@ -161,3 +161,42 @@ def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid
     lab.locator("[role=gridcell]").filter(has_text=f"{f.name} (replay)").first.click()
     page.locator("#bench-run").get_by_text(f"Eval run #{run_id}", exact=False).wait_for()
     page.locator("#bench-run").get_by_text("the last not judged", exact=False).wait_for()
+
+
+def _with_changes(engine, dialogue_ids, deltas):
+    """Give each dialogue an opening and one judged user turn per delta."""
+    for d, ds in zip(dialogue_ids, deltas):
+        add_turn(engine, d, 0, "user", "hello", emotion=40.0, delta=0.0)
+        for i, delta in enumerate(ds):
+            add_turn(engine, d, 2 * i + 1, "assistant", "reply")
+            add_turn(engine, d, 2 * i + 2, "user", "more", emotion=40.0 + delta, delta=float(delta))
+
+
+def test_fidelity_of_an_eval_run(engine):
+    run_id, ids = _eval_run(engine, "judged", OFFLINE, [50, 60, 70])
+    _with_changes(engine, ids, [[5, 10], [-5, 3], [5]])
+    summary, fig = bv.fidelity_view(engine, run_id)
+    assert summary.startswith("**Fidelity** · 5 judged changes in 3 dialogue(s) · distance (TV) ")
+    lab, published = fig.data
+    assert list(lab.x) == ["-10", "-5", "0", "+2", "+3", "+5", "+10"]  # every value of either histogram
+    assert list(lab.y) == pytest.approx([0, 0.2, 0, 0, 0.2, 0.4, 0.2])
+    assert list(published.y) == pytest.approx([1041 / 7936, 2700 / 7936, 5 / 7936, 1 / 7936, 0, 2928 / 7936,
+                                               1261 / 7936])
+    assert "TV" in fig.layout.title.text and published.marker.pattern.shape == "/"
+    assert bv.fidelity_view(engine, None) == ("", None)
+    assert "does not exist" in bv.fidelity_view(engine, 999_999)[0]
+
+
+@pytest.mark.browser
+def test_fidelity_chart_in_browser(lab_server, browser_page):
+    engine, page = lab_server.engine, browser_page
+    _, ids = _eval_run(engine, "fidelity-run", REMOTE, [45, 50, 40])
+    _with_changes(engine, ids, [[5, 5], [10], [-5]])
+    page.get_by_role("tab", name="Benchmark").click()
+    lab = page.locator("#bench-lab")
+    row = lab.locator("[role=gridcell]").filter(has_text="fidelity-run").first
+    row.wait_for()
+    row.click()
+    page.locator("#bench-fidelity-summary").get_by_text("4 judged changes in 3 dialogue(s)", exact=False).wait_for()
+    page.locator("#bench-fidelity .js-plotly-plot").wait_for()
+    assert page.locator("#bench-fidelity .barlayer .trace").count() == 2  # lab and published bars

@@ -86,6 +86,13 @@ def test_form_round_trips_a_valid_config(tiny_model_dir):
     assert ts.form_values(config.to_dict())[ts.FORM_NAMES.index("model")] == str(tiny_model_dir)
 
 
+def test_form_shows_an_old_jobs_training_preset_by_its_new_name():
+    old = {"simulator_preset": "training", "algorithm": "grpo"}
+    values = dict(zip(ts.FORM_NAMES, ts.form_values(old)))
+    assert values["simulator_preset"] == "rlver-hard" in ts.field_choices("simulator_preset")
+    assert ts.field_choices("simulator_preset") == ("standard", "challenging", "rlver-hard", "rlver-moderate")
+
+
 def test_form_errors_name_their_fields(tmp_path):
     values = _form(model=str(tmp_path / "missing"), algorithm="grpo", group_size=1, actor_lr=-1.0,
                    persona_set="nonsense", steps=None)

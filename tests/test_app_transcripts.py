@@ -90,3 +90,46 @@ def test_dialogue_opens_from_the_url(browser_page, lab_server):
     expect(page.get_by_role("tab", name="Transcripts")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#transcript-meta")).to_contain_text(f"#{d}")
     expect(page.locator("#transcript-turns")).to_contain_text("opened by link")
+
+
+MINI = ('{"id": "f1", "emo_point": 50, "history": [{"role": "user", "content": "hi", "emotion-point": 40},'
+        ' {"role": "assistant", "content": "hello"}, {"role": "user", "content": "go on", "emotion-point": 45,'
+        ' "planning": {"change": 5}}, {"role": "assistant", "content": "sure"}, {"role": "user", "content": "ok",'
+        ' "emotion-point": 50}]}\n'
+        '{"id": "f2", "emo_point": 30, "history": [{"role": "user", "content": "hey", "emotion-point": 40},'
+        ' {"role": "assistant", "content": "whatever"}, {"role": "user", "content": "hm", "emotion-point": 30,'
+        ' "planning": {"change": -10}}]}\n')
+
+
+def test_fidelity_of_a_collection(engine, tmp_path):
+    path = tmp_path / "fid_result.jsonl"
+    path.write_text(MINI, encoding="utf-8")
+    tr.import_file(engine, path)
+    summary, fig = view.fidelity_view(engine, "import:fid_result.jsonl")
+    # +5 (recorded change), +5 (no change recorded: 50 - 45), -10
+    assert summary.startswith("**Fidelity** · 3 judged changes in 2 dialogue(s) · distance (TV) ")
+    lab = fig.data[0]
+    assert dict(zip(lab.x, lab.y)) == pytest.approx({"-10": 1 / 3, "-5": 0, "0": 0, "+2": 0, "+5": 2 / 3, "+10": 0})
+    assert fig.data[1].name == "published DeepSeek-V3" and lab.name == "fid_result.jsonl (n 3)"
+    assert view.fidelity_view(engine, "") == ("", None)
+    assert view.fidelity_view(engine, "source:rollout")[0] == "**Fidelity** · no judged user turns"
+
+
+@pytest.mark.browser
+def test_fidelity_chart_of_a_collection_in_browser(browser_page, lab_server, tmp_path):
+    for name, text in (("fidelity-mini", MINI), ("fidelity-one", MINI.splitlines(keepends=True)[1])):
+        (tmp_path / f"{name}_result.jsonl").write_text(text, encoding="utf-8")
+        tr.import_file(lab_server.engine, tmp_path / f"{name}_result.jsonl")
+    page = browser_page
+    page.get_by_role("tab", name="Personas").click()
+    page.get_by_role("tab", name="Transcripts").click()  # showing the view refreshes its collections
+    page.locator("#transcript-collection input").click()
+    page.get_by_role("option", name="fidelity-mini_result.jsonl (2 imported)").click()
+    page.locator("#transcript-fidelity-box").get_by_text("Fidelity: emotion changes", exact=False).click()
+    expect(page.locator("#transcript-fidelity-summary")).to_contain_text("3 judged changes in 2 dialogue(s)")
+    expect(page.locator("#transcript-fidelity .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#transcript-fidelity .barlayer .trace")).to_have_count(2)
+    # while open, the chart follows the selected collection
+    page.locator("#transcript-collection input").click()
+    page.get_by_role("option", name="fidelity-one_result.jsonl (1 imported)").click()
+    expect(page.locator("#transcript-fidelity-summary")).to_contain_text("1 judged changes in 1 dialogue(s)")

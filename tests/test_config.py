@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import ConfigError, TrainConfig
+from simulator.rules import get_preset
+from trainer.config import SIMULATOR_PRESETS, ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -15,7 +16,8 @@ def test_defaults_are_the_papers_hyperparameters():
     assert (c.actor_lr, c.critic_lr, c.clip_eps, c.entropy_coef, c.ppo_epochs) == (1e-6, 5e-6, 0.2, 0.001, 1)
     assert (c.dialogues_per_step, c.kl_coef, c.temperature, c.max_turns) == (32, 0.0, 1.0, 8)
     assert (c.gamma, c.lam, c.group_size, c.adv_eps) == (1.0, 1.0, 4, 1e-6)
-    assert c.simulator_preset == "training"
+    assert c.simulator_preset == "rlver-hard" and c.shared_opening
+    assert (c.actor_warmup_ratio, c.critic_warmup_ratio, c.warmup_steps) == (0.0, 0.0, 0)
     assert (c.reward_turn_delta_coef, c.reward_length_penalty, c.lora) == (0.0, 0.0, False)
     assert c.errors(check_paths=False) == {}
 
@@ -108,8 +110,12 @@ def test_paper_configs_carry_the_paper_settings():
     assert (ppo.algorithm, grpo.algorithm) == ("ppo", "grpo")
     for c in (ppo, grpo):
         assert (c.actor_lr, c.clip_eps, c.entropy_coef, c.kl_coef, c.profiles_per_step) == (1e-6, 0.2, 0.001, 0.0, 32)
-        assert c.steps == 1000 and c.max_turns == 8 and c.zero_stage in (2, 3) and c.engine == "vllm"
+        assert c.steps == 1000 and c.zero_stage in (2, 3) and c.engine == "vllm"
+        # RLVER: warmup 0.02 of the updates, 5000 tokens per turn, 9 judged replies (rlver-hard's cap)
+        assert (c.actor_warmup_ratio, c.max_new_tokens, c.simulator_preset) == (0.02, 5000, "rlver-hard")
+        assert c.max_turns == get_preset("rlver-hard").max_turns == 9
     assert ppo.critic_lr == 5e-6 and grpo.group_size == 4 and grpo.profiles_per_step == 32
+    assert (ppo.critic_warmup_ratio, ppo.value_clip_eps) == (0.05, 0.5) and grpo.shared_opening
 
 
 def test_learning_curve_config_matches_the_benchmark_defaults(monkeypatch):
@@ -125,5 +131,27 @@ def test_learning_curve_config_matches_the_benchmark_defaults(monkeypatch):
     assert (c.profiles_per_step, c.group_size, c.minibatch_size) == (a.profiles_per_step, a.group, a.minibatch)
     assert (c.max_turns, c.max_new_tokens, c.temperature, c.ppo_epochs) == (a.max_turns, a.max_new_tokens,
                                                                            a.temperature, a.epochs)
-    assert (c.algorithm, c.simulator, c.simulator_preset, c.persona_set) == ("grpo", "offline", "training",
+    assert (c.algorithm, c.simulator, c.simulator_preset, c.persona_set) == ("grpo", "offline", "rlver-hard",
                                                                              "builtin:train")
+
+
+def test_training_preset_is_the_old_name_of_rlver_hard(tmp_path: Path, caplog):
+    assert SIMULATOR_PRESETS == ("standard", "challenging", "rlver-hard", "rlver-moderate")
+    path = tmp_path / "old.yaml"
+    path.write_text("simulator_preset: training\n")
+    with caplog.at_level("WARNING", logger="trainer.config"):
+        c = TrainConfig.from_yaml(path)
+    assert c.simulator_preset == "rlver-hard" and c.errors(check_paths=False) == {}
+    assert "old name of 'rlver-hard'" in caplog.text
+    assert TrainConfig(simulator_preset="training").simulator_preset == "rlver-hard"
+    assert TrainConfig(simulator_preset="rlver-moderate").errors(check_paths=False) == {}
+    assert "simulator_preset" in TrainConfig(simulator_preset="easy").errors(check_paths=False)
+
+
+def test_warmup_ratios_are_validated_and_exclusive_with_warmup_steps():
+    assert TrainConfig(actor_warmup_ratio=1.5).errors(check_paths=False)["actor_warmup_ratio"].startswith("must be in")
+    both = TrainConfig(critic_warmup_ratio=0.05, warmup_steps=3).errors(check_paths=False)
+    assert "not both" in both["critic_warmup_ratio"]
+    c = TrainConfig(actor_warmup_ratio=0.02, critic_warmup_ratio=0.05)
+    assert (c.warmup_updates(c.actor_warmup_ratio, 1000), c.warmup_updates(c.critic_warmup_ratio, 1000)) == (20, 50)
+    assert TrainConfig(warmup_steps=7).warmup_updates(0.0, 1000) == 7

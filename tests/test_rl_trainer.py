@@ -99,6 +99,23 @@ def test_every_algorithm_updates_and_reports_its_metrics(tiny_model_dir: Path, a
         assert m["approx_kl"] > 0.0  # the second epoch sees a moved policy
 
 
+def test_warmup_ratios_reach_the_actor_and_critic_schedulers(tiny_model_dir: Path):
+    """PPO with the paper's ratios over 100 updates: the actor warms up over 2 updates, the critic over 5."""
+    cfg = TrainConfig(model=str(tiny_model_dir), algorithm="ppo", steps=100, dialogues_per_step=4,
+                      minibatch_size=4, micro_batch_size=4, actor_lr=1e-3, critic_lr=1e-2,
+                      actor_warmup_ratio=0.02, critic_warmup_ratio=0.05)
+    learner = Learner(cfg, tiny_model_dir)
+    actor, critic = [], []
+    for _ in range(6):
+        actor.append(learner.policy.lr())
+        critic.append(learner.critic.lr())
+        for opt in (learner.policy, learner.critic):  # no gradients: the weights stay, the schedule moves on
+            opt.optimizer.step()
+            opt.scheduler.step()
+    assert actor == pytest.approx([5e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3])
+    assert critic == pytest.approx([2e-3, 4e-3, 6e-3, 8e-3, 1e-2, 1e-2])
+
+
 # ------------------------------------------------------------------------------------------ the loop
 def _loop_config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
     base = dict(model=str(model), algorithm="ppo", dialogues_per_step=4, minibatch_size=2, micro_batch_size=1,

@@ -356,3 +356,69 @@ def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
     assert s.status == "cancelled" and s.n_turns == 0
     stored = load_dialogue(engine, s.dialogue_id)
     assert stored["status"] == "cancelled" and [t["role"] for t in stored["turns"]] == ["user"]
+
+
+class OpeningAgent(ScriptedAgent):
+    """Generates its opening from its own seed (no scripted first line), counting the calls."""
+
+    calls = 0
+
+    async def opening(self) -> UserTurn:
+        OpeningAgent.calls += 1
+        await asyncio.sleep(self.delay)
+        return UserTurn(text=f"Something happened (seed {self.seed}).", emotion=self.emotion,
+                        inner={"planning": f"opening of seed {self.seed}"})
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_shared_opening_gives_a_group_one_generated_first_message(policy, engine, shared):
+    OpeningAgent.calls = 0
+    rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1), store=engine,
+                            config=RolloutConfig(max_new_tokens=4, shared_opening=shared))
+    samples = rollout.run([profile("ann"), profile("bob")], group_size=3)
+    assert all(s.status == "finished" for s in samples)
+    firsts = {}
+    for s in samples:
+        firsts.setdefault(s.group_id, []).append(s.messages[0]["content"])
+        stored = load_dialogue(engine, s.dialogue_id)["turns"][0]
+        assert (stored["text"], stored["emotion"]) == (s.messages[0]["content"], 30.0)
+    assert len(firsts) == 2
+    if shared:  # one opening per group, the same first message for every member; groups differ
+        assert OpeningAgent.calls == 2
+        assert all(len(set(texts)) == 1 for texts in firsts.values())
+        assert len({texts[0] for texts in firsts.values()}) == 2
+    else:  # every member opened on its own (its own seed)
+        assert OpeningAgent.calls == 6
+        assert all(len(set(texts)) == 3 for texts in firsts.values())
+
+
+def test_a_failed_shared_opening_fails_the_whole_group(policy):
+    class Broken(ScriptedAgent):
+        async def opening(self) -> UserTurn:
+            raise ConnectionError("simulator service went away")
+
+    samples = RolloutEngine(policy, lambda prof, seed: Broken(prof, seed),
+                            config=RolloutConfig(max_new_tokens=4, shared_opening=True)).run([profile("ann")], 2)
+    assert [s.status for s in samples] == ["failed", "failed"]
+    assert "simulator failed on the opening" in samples[0].error
+    assert samples[1].error.startswith("the group's shared opening failed: simulator failed on the opening")
+
+
+def test_a_sentient_agent_continues_from_the_shared_opening():
+    """The offline user tells its story piece by piece: a member that adopts the leader's opening does not
+    tell the opening's piece again, and keeps its own seed."""
+    from simulator.agent import SentientAgent
+    from simulator.backends import make_backend
+    from simulator.rules import get_preset
+
+    from conftest import make_sim_profile
+
+    prof, backend = make_sim_profile(first_line=""), make_backend("offline")
+    leader, member = (SentientAgent(prof, backend, get_preset("rlver-hard"), seed=s) for s in (1, 2))
+    opening = asyncio.run(leader.opening())
+    assert prof.extra["events"][0] in opening.text
+    member.adopt_opening(leader)
+    assert member.state["used_events"] == leader.state["used_events"] == [0]
+    assert member.state["seed"] == 2 and member.state["used_events"] is not leader.state["used_events"]
+    reply = asyncio.run(member.respond([{"role": "user", "content": opening.text}], "Tell me more."))
+    assert prof.extra["events"][0] not in reply.text

@@ -2,20 +2,30 @@
 
 Defaults follow RLVER (arXiv 2507.03112, see ../shared/docs/rlver-reference.md): actor lr 1e-6, critic lr
 5e-6, clip 0.2, entropy coefficient 0.001, 1 PPO epoch, 32 dialogues per step, no KL penalty, temperature
-1.0, up to 8 policy turns against the "training" simulator preset (start 30, unclamped changes), GAE with
-gamma = lambda = 1, GRPO with 4 rollouts per profile and eps 1e-6. Settings that depart from the paper
-(reward shaping, LoRA) are off by default and say so.
+1.0, 9 judged policy replies against the "rlver-hard" simulator preset (RLVER's released training simulator:
+start 30, unclamped changes; its rollout's `turns > max_turns` with max_turns 8 judges 9 replies), GAE with
+gamma = lambda = 1, GRPO with 4 rollouts per profile sharing one generated opening and eps 1e-6. The paper's
+warmup (actor 0.02, critic 0.05 of the updates) is in its configs (configs/paper-*.yaml), off by default.
+Settings that depart from the paper (reward shaping, LoRA) are off by default and say so.
+
+Simulator presets: "training" is the old name of "rlver-hard"; a config that says "training" is loaded as
+"rlver-hard" with a warning (simulator.rules.PRESET_ALIASES).
 
 YAML in and out: `TrainConfig.from_yaml(path)`, `cfg.to_yaml(path)`. `validate()` raises ConfigError
 whose `errors` maps each bad field to its problem.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import yaml
+
+from simulator.rules import PRESET_ALIASES
+
+log = logging.getLogger(__name__)
 
 ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
 GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
@@ -25,7 +35,7 @@ DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
 PERSONA_SETS = ("builtin", "builtin:train", "builtin:heldout")
-SIMULATOR_PRESETS = ("standard", "challenging", "training")
+SIMULATOR_PRESETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.rules.PRESETS
 
 
 class ConfigError(ValueError):
@@ -45,7 +55,8 @@ class TrainConfig:
     # [id, ...] | file:PATH (profiles JSONL/JSON, lab or RLVER format)
     simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
     simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
-    simulator_preset: str = "training"  # the paper trained against start 30, unclamped, 8 turns
+    simulator_preset: str = "rlver-hard"  # RLVER's released training simulator (start 30, unclamped); which
+    # simulator trained the paper's best model is not settled (rlver-moderate: the benchmark's start and clamp)
     algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
     mode: str = "direct"  # think (think-then-say) | direct
     engine: str = "transformers"  # rollout engine: transformers | vllm
@@ -61,8 +72,10 @@ class TrainConfig:
     critic_lr: float = 5e-6
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    lr_scheduler: str = "constant"  # constant | linear | cosine (after warmup_steps)
-    warmup_steps: int = 0
+    lr_scheduler: str = "constant"  # constant | linear | cosine (after the warmup)
+    warmup_steps: int = 0  # linear warmup of both optimizers, in updates (0: use the ratios below)
+    actor_warmup_ratio: float = 0.0  # policy warmup as a share of all updates (the paper: 0.02)
+    critic_warmup_ratio: float = 0.0  # critic warmup as a share of all updates (the paper: 0.05)
     clip_eps: float = 0.2  # PPO ratio clip
     value_clip_eps: float = 0.2
     entropy_coef: float = 0.001
@@ -76,9 +89,11 @@ class TrainConfig:
     # --- rollout
     temperature: float = 1.0
     top_p: float = 1.0
-    max_turns: int = 8
+    max_turns: int = 8  # policy replies per dialogue (rlver-hard judges up to 9: RLVER's released rollout)
     max_new_tokens: int = 256  # per policy turn
     max_dialogue_tokens: int = 4096  # whole dialogue (prompt + every turn)
+    shared_opening: bool = True  # grpo / rloo: a group's rollouts share one generated opening (RLVER clones
+    # the group's simulators from one that has spoken); matters only for profiles without a scripted first line
     # --- reward shaping: DEVIATIONS from the paper (reward = max(final emotion / 100, 0)); all off
     reward_turn_delta_coef: float = 0.0
     reward_length_penalty: float = 0.0
@@ -101,7 +116,18 @@ class TrainConfig:
     keep_checkpoints: int = 3  # newest checkpoints kept on disk (0 = all)
     store_dialogues: bool = True  # write every rollout dialogue and turn to the store
 
+    def __post_init__(self) -> None:
+        old = self.simulator_preset
+        if isinstance(old, str) and old in PRESET_ALIASES:
+            self.simulator_preset = PRESET_ALIASES[old]
+            log.warning("simulator_preset %r is the old name of %r; using %r", old, self.simulator_preset,
+                        self.simulator_preset)
+
     # ------------------------------------------------------------------------------------------ derived
+    def warmup_updates(self, ratio: float, total_updates: int) -> int:
+        """Warmup length in updates: warmup_steps when set, else int(ratio * total_updates) (as verl)."""
+        return self.warmup_steps or int(ratio * total_updates)
+
     @property
     def effective_group_size(self) -> int:
         return self.group_size if self.algorithm in GROUP_ALGORITHMS else 1
@@ -204,6 +230,11 @@ class TrainConfig:
                      "max_grad_norm"):
             if getattr(self, name) < 0:
                 e[name] = f"must be >= 0, got {getattr(self, name)}"
+        for name in ("actor_warmup_ratio", "critic_warmup_ratio"):
+            if not 0 <= getattr(self, name) < 1:
+                e[name] = f"must be in [0, 1), got {getattr(self, name)}"
+            elif getattr(self, name) and self.warmup_steps:
+                e[name] = f"set warmup_steps ({self.warmup_steps}) or the warmup ratios, not both"
         if not 0 < self.clip_eps < 1:
             e["clip_eps"] = f"must be in (0, 1), got {self.clip_eps}"
         for name in ("gamma", "lam"):

@@ -121,13 +121,14 @@ class ValueModel(nn.Module):
         torch.save(head, path / "value_head.pt")
 
 
-def _lr_lambda(config: TrainConfig, total_updates: int):
+def _lr_lambda(config: TrainConfig, total_updates: int, warmup: int):
+    """LR multiplier per update: linear warmup over `warmup` updates, then config.lr_scheduler."""
     def f(update: int) -> float:
-        if config.warmup_steps and update < config.warmup_steps:
-            return (update + 1) / config.warmup_steps
+        if warmup and update < warmup:
+            return (update + 1) / warmup
         if config.lr_scheduler == "constant":
             return 1.0
-        progress = min(1.0, (update - config.warmup_steps) / max(1, total_updates - config.warmup_steps))
+        progress = min(1.0, (update - warmup) / max(1, total_updates - warmup))
         if config.lr_scheduler == "linear":
             return 1.0 - progress
         return 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -176,18 +177,21 @@ class Learner:
         if config.zero_stage:
             ds = deepspeed_config(config.zero_stage, self.micro, self.world_size, config.max_grad_norm,
                                   config.dtype, config.deepspeed_config)
-        self.policy = self._optimized(policy, config.actor_lr, total_updates, ds)
+        self.policy = self._optimized(policy, config.actor_lr, total_updates, ds,
+                                      config.warmup_updates(config.actor_warmup_ratio, total_updates))
         self.critic = None
         if config.algorithm == "ppo":
             critic = ValueModel(critic_path or config.critic_model or policy_path, dtype).to(self.device)
             if config.gradient_checkpointing:
                 critic.backbone.gradient_checkpointing_enable()
-            self.critic = self._optimized(critic, config.critic_lr, total_updates, ds and dict(ds))
+            self.critic = self._optimized(critic, config.critic_lr, total_updates, ds and dict(ds),
+                                          config.warmup_updates(config.critic_warmup_ratio, total_updates))
 
-    def _optimized(self, module: nn.Module, lr: float, total_updates: int, ds: Optional[dict]) -> Optimized:
+    def _optimized(self, module: nn.Module, lr: float, total_updates: int, ds: Optional[dict],
+                   warmup: int) -> Optimized:
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=self.config.weight_decay)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(self.config, total_updates))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(self.config, total_updates, warmup))
         return Optimized(module, opt, sched, self.config.max_grad_norm, ds)
 
     # ------------------------------------------------------------------------------------ forward passes

@@ -148,7 +148,7 @@ class RLTrainer:
         factory = make_simulator_factory(c.simulator, c.simulator_preset, **backend_kw)
         rollout_cfg = RolloutConfig(mode=c.mode, max_turns=c.max_turns, max_new_tokens=c.max_new_tokens,
                                     max_tokens=c.max_dialogue_tokens, temperature=c.temperature, top_p=c.top_p,
-                                    seed=c.seed, source="train",
+                                    seed=c.seed, source="train", shared_opening=c.shared_opening,
                                     job_id=getattr(self.job, "job_id", None))
         return RolloutEngine(self.policy_engine, factory, store=self.store if c.store_dialogues else None,
                              config=rollout_cfg)

@@ -7,6 +7,8 @@ Each round (as in the paper's multi-turn PPO, without the reference code's bugs)
   3. dialogues that ended leave the active set. Dialogues are tracked by their key, never by their
      position in a shrinking list, so each reply always goes to its own simulated user.
 Turns are written to the store as they happen (storage.dialogues), and events go to `on_event`.
+With `shared_opening` the members of a group start from one opening: the first member's simulated user
+speaks and the others adopt it (RLVER clones a group's simulators from one that has already spoken).
 
 The data classes live in trainer/rollout_types.py.
 
@@ -22,6 +24,7 @@ is a causal sequence of its own; `RolloutSample.rows()` gives them for log-prob 
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import logging
 import queue
@@ -142,8 +145,7 @@ class RolloutEngine:
                 key = f"{group_id}-{j}"
                 seed = cfg.seed * 100_003 + i * group_size + j
                 dialogues[key] = self._new_dialogue(key, profile, group_id, seed, cfg)
-        active = [k for k, d in dialogues.items() if d.sample.status == "running"]
-        await self._concurrently(dialogues, {k: self._opening_step(dialogues[k], cfg) for k in active})
+        await self._openings(dialogues, cfg)
         round_index = 0
         while True:
             active = [k for k, d in dialogues.items() if d.sample.status == "running"]
@@ -263,12 +265,33 @@ class RolloutEngine:
         while not self._cancel.is_set():
             await asyncio.sleep(0.05)
 
-    async def _opening_step(self, d: _Dialogue, cfg: RolloutConfig) -> None:
+    async def _openings(self, dialogues: dict[str, _Dialogue], cfg: RolloutConfig) -> None:
+        """Every running dialogue's opening; with cfg.shared_opening one per group, copied to its members."""
+        active = [d for d in dialogues.values() if d.sample.status == "running"]
+        first: dict[str, _Dialogue] = {}
+        for d in active:
+            first.setdefault(d.group_id, d)
+        speakers = list(first.values()) if cfg.shared_opening else active
+        openings: dict[str, Any] = {}
+        await self._concurrently(dialogues, {d.key: self._opening_step(d, cfg, openings) for d in speakers})
+        for d in active:
+            if d.sample.status != "running" or d.key in openings:
+                continue
+            leader = first[d.group_id]
+            if leader.key not in openings:
+                self._finish(d, "failed", "error", f"the group's shared opening failed: {leader.sample.error}")
+                continue
+            if hasattr(d.agent, "adopt_opening"):
+                d.agent.adopt_opening(leader.agent)
+            self._apply_user_turn(d, copy.deepcopy(openings[leader.key]), cfg)
+
+    async def _opening_step(self, d: _Dialogue, cfg: RolloutConfig, openings: dict[str, Any]) -> None:
         try:
             ut = await d.agent.opening()
         except Exception as exc:
             self._finish(d, "failed", "error", f"simulator failed on the opening: {type(exc).__name__}: {exc}")
             return
+        openings[d.key] = copy.deepcopy(ut)
         self._apply_user_turn(d, ut, cfg)
 
     async def _turn_step(self, d: _Dialogue, g: Generation, cfg: RolloutConfig, latency: float) -> None:

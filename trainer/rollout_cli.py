@@ -26,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy-base-url", default=None, help="base URL for an openai: policy")
     p.add_argument("--simulator", default="offline", help="offline | openai:MODEL")
     p.add_argument("--simulator-base-url", default=None, help="OpenAI-compatible base URL of the simulator")
-    p.add_argument("--rules", default="training", help="emotion rules preset: standard | challenging | training")
+    p.add_argument("--rules", default="rlver-hard",
+                   help="emotion rules preset: standard | challenging | rlver-hard | rlver-moderate ("
+                        "'training' is the old name of rlver-hard)")
     p.add_argument("--mode", choices=("think", "direct"), default="direct")
     p.add_argument("--max-turns", type=int, default=8, metavar="N")
     p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="per policy turn")

@@ -17,6 +17,9 @@ class RolloutConfig:
     max_turns: int = 8  # policy turns per dialogue
     max_new_tokens: Optional[int] = 256  # per policy turn (None: no cap but the dialogue's budget)
     max_tokens: Optional[int] = 4096  # per dialogue: prompt + reply (None: the model's context; API: none)
+    # the members of a group share one generated opening: the first member's simulator speaks and the others
+    # start from a copy of it (RLVER clones a group's simulators from one); off: each member opens on its own
+    shared_opening: bool = False
     # the policy's system prompt per profile language (a language not here: trainer.templates' for the mode)
     system_prompts: dict[str, str] = field(default_factory=dict)
     temperature: float = 1.0

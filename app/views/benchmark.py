@@ -169,6 +169,20 @@ def run_title(run: Optional[dict[str, Any]], cuts: Optional[dict[str, int]] = No
             f"policy: {md(run.get('model_ref', ''))}\n\n{protocol_details(run.get('protocol'), cuts)}")
 
 
+def fidelity_view(engine: Any, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
+    """(summary markdown, chart) of an eval run's emotion changes vs the published ones (simulator.fidelity)."""
+    from app.plots import fidelity_figure
+    from simulator.fidelity import eval_run_report
+
+    if run_id in (None, ""):
+        return "", None
+    try:
+        report = eval_run_report(engine, int(run_id))
+    except KeyError as exc:
+        return md(str(exc).strip("'")), None
+    return f"**Fidelity** · {report.summary()}", fidelity_figure(report)
+
+
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
     from trainer import benchmark as bm, eval_runs
@@ -217,6 +231,8 @@ def build(ctx: LabContext) -> None:
                                       label="by personality type", elem_id="bench-personality")
     dialogues = gr.Dataframe(headers=DIALOGUE_HEADERS, value=[], interactive=False, wrap=True,
                              label="dialogues (click one to open it in Transcripts)", elem_id="bench-dialogues")
+    fidelity_md = gr.Markdown("", elem_id="bench-fidelity-summary")
+    fidelity_plot = gr.Plot(label="emotion changes vs the published DeepSeek-V3 judgements", elem_id="bench-fidelity")
     timer = gr.Timer(3.0)
     board_sig = gr.State(None)
 
@@ -252,6 +268,9 @@ def build(ctx: LabContext) -> None:
         return (run_title(run, eval_runs.truncations(engine, int(run_id))), need, pers,
                 dialogue_rows(eval_runs.eval_run_dialogues(engine, int(run_id))))
 
+    def on_lab_row_fidelity(evt: gr.SelectData):
+        return fidelity_view(engine, evt.row_value[2] if evt.row_value else None)
+
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
 
@@ -261,4 +280,5 @@ def build(ctx: LabContext) -> None:
                            seed, name], start_msg).then(
         refresh, gr.State(None), outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
+    lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
     dialogues.select(on_dialogue, None, ctx.link_outputs)

@@ -15,8 +15,9 @@ import gradio as gr
 from sqlalchemy import func, select
 
 from app.context import LabContext
-from app.plots import emotion_figure
+from app.plots import emotion_figure, fidelity_figure
 from app.render import dialogue_html, md, user_emotions
+from simulator import fidelity
 from simulator import transcripts as tr
 from simulator.scoring import sentient_summary
 from storage import Dialogue, read_scope
@@ -96,6 +97,15 @@ def summary_md(engine, key: str) -> str:
             f"success {summary.success} · failure {summary.failure} · n {summary.n}{errors}")
 
 
+def fidelity_view(engine, key: str) -> tuple[str, Any]:
+    """(summary markdown, chart) of a collection's emotion changes vs the published ones (simulator.fidelity)."""
+    if not key:
+        return "", None
+    label = key.partition(":")[2] if key.startswith("import:") else key.replace(":", " ")
+    report = fidelity.store_report(engine, _where(key), label)
+    return f"**Fidelity** · {report.summary()}", fidelity_figure(report)
+
+
 def dialogue_view(engine, dialogue_id: Optional[int]) -> tuple[str, Any, str]:
     """(meta markdown, emotion figure, turns HTML) of one dialogue."""
     d = load_dialogue(engine, int(dialogue_id)) if dialogue_id not in (None, "") else None
@@ -131,6 +141,10 @@ def build(ctx: LabContext) -> None:
                                    elem_id="transcript-collection")
                 refresh_btn = gr.Button("Refresh", scale=0, min_width=90)
             summary = gr.Markdown(elem_id="transcript-summary")
+            with gr.Accordion("Fidelity: emotion changes vs the published DeepSeek-V3 judgements", open=False,
+                              elem_id="transcript-fidelity-box") as fid_box:
+                fid_md = gr.Markdown(elem_id="transcript-fidelity-summary")
+                fid_plot = gr.Plot(label="emotion changes", elem_id="transcript-fidelity")
             pick = gr.Dropdown(label="Dialogue", choices=[], value=None, elem_id="transcript-dialogue")
     meta = gr.Markdown(elem_id="transcript-meta")
     with gr.Row():
@@ -173,5 +187,11 @@ def build(ctx: LabContext) -> None:
     coll.input(on_collection, coll, [summary, pick])
     refresh_btn.click(lambda k: (gr.update(choices=collections(engine)), *on_collection(k)), coll, [coll, summary, pick])
     pick.input(lambda i: dialogue_view(engine, i), pick, [meta, plot, turns])
+    # the fidelity chart is computed only while its accordion is open
+    fid_open = gr.State(False)
+    fid_box.expand(lambda k: (True, *fidelity_view(engine, k)), coll, [fid_open, fid_md, fid_plot])
+    fid_box.collapse(lambda: False, None, fid_open)
+    coll.change(lambda k, is_open: fidelity_view(engine, k) if is_open else (gr.skip(), gr.skip()),
+                [coll, fid_open], [fid_md, fid_plot])
     ctx.refresh_on_show(lambda: gr.update(choices=collections(engine)), None, coll)
     ctx.dialogue_link.change(on_link, ctx.dialogue_link, [coll, summary, pick, meta, plot, turns])
