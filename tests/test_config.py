@@ -155,3 +155,12 @@ def test_warmup_ratios_are_validated_and_exclusive_with_warmup_steps():
     c = TrainConfig(actor_warmup_ratio=0.02, critic_warmup_ratio=0.05)
     assert (c.warmup_updates(c.actor_warmup_ratio, 1000), c.warmup_updates(c.critic_warmup_ratio, 1000)) == (20, 50)
     assert TrainConfig(warmup_steps=7).warmup_updates(0.0, 1000) == 7
+
+
+def test_simulator_prompt_pack_and_sampling_are_run_settings():
+    c = TrainConfig(simulator="openai:sim", prompt_pack="sage:/some/checkout", simulator_temperature=0.5,
+                    simulator_max_tokens=800)
+    assert c.errors(check_paths=False) == {}
+    bad = TrainConfig(prompt_pack="mine", simulator_temperature=-1, simulator_max_tokens=0).errors(check_paths=False)
+    assert set(bad) >= {"prompt_pack", "simulator_temperature", "simulator_max_tokens"}
+    assert TrainConfig.from_dict(c.to_dict()).prompt_pack == "sage:/some/checkout"

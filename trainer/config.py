@@ -55,6 +55,9 @@ class TrainConfig:
     # [id, ...] | file:PATH (profiles JSONL/JSON, lab or RLVER format)
     simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
     simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
+    prompt_pack: str = "own"  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
+    simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
+    simulator_max_tokens: Optional[int] = None
     simulator_preset: str = "rlver-hard"  # RLVER's released training simulator (start 30, unclamped); which
     # simulator trained the paper's best model is not settled (rlver-moderate: the benchmark's start and clamp)
     algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
@@ -161,7 +164,9 @@ class TrainConfig:
             if key not in names:
                 continue
             default = getattr(defaults, key)
-            if isinstance(default, bool):
+            if default is None:  # optional settings: empty, or checked by errors()
+                ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+            elif isinstance(default, bool):
                 ok = isinstance(value, bool)
             elif isinstance(default, float):
                 if isinstance(value, str):  # YAML 1.1 reads 1e-6 (no dot) as text
@@ -180,7 +185,8 @@ class TrainConfig:
             else:
                 ok = isinstance(value, str)
             if not ok:
-                errors[key] = f"must be {type(default).__name__}, got {type(value).__name__} {value!r:.60}"
+                kind = "a number or empty" if default is None else type(default).__name__
+                errors[key] = f"must be {kind}, got {type(value).__name__} {value!r:.60}"
             else:
                 kwargs[key] = value
         if errors:
@@ -221,6 +227,17 @@ class TrainConfig:
         choice("dtype", DTYPES)
         choice("lr_scheduler", SCHEDULERS)
         choice("simulator_preset", SIMULATOR_PRESETS)
+        if not isinstance(self.prompt_pack, str) or not (self.prompt_pack in ("own", "own:json", "v1") or
+                                                          self.prompt_pack.partition(":")[0] in ("sage", "rlver")):
+            e["prompt_pack"] = f"must be own, own:json, sage:DIR, rlver:DIR or v1, got {self.prompt_pack!r}"
+        if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
+                                                       or isinstance(self.simulator_temperature, bool)
+                                                       or self.simulator_temperature < 0):
+            e["simulator_temperature"] = f"must be >= 0 or empty, got {self.simulator_temperature!r}"
+        if self.simulator_max_tokens is not None and (not isinstance(self.simulator_max_tokens, int)
+                                                      or isinstance(self.simulator_max_tokens, bool)
+                                                      or self.simulator_max_tokens < 1):
+            e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
         choice("kl_estimator", ("k1", "k3"))
         choice("device", ("auto", "cpu", "cuda"))
         for name in ("actor_lr", "critic_lr"):

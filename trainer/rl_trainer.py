@@ -143,9 +143,10 @@ class RLTrainer:
 
         c = self.config
         backend_kw: dict[str, Any] = {"seed": c.seed}
-        if c.simulator.startswith("openai:") and c.simulator_base_url:
-            backend_kw["base_url"] = c.simulator_base_url
-        factory = make_simulator_factory(c.simulator, c.simulator_preset, **backend_kw)
+        if c.simulator.startswith("openai:"):
+            backend_kw.update(base_url=c.simulator_base_url or None, temperature=c.simulator_temperature,
+                              max_tokens=c.simulator_max_tokens)
+        factory = make_simulator_factory(c.simulator, c.simulator_preset, pack=c.prompt_pack, **backend_kw)
         rollout_cfg = RolloutConfig(mode=c.mode, max_turns=c.max_turns, max_new_tokens=c.max_new_tokens,
                                     max_tokens=c.max_dialogue_tokens, temperature=c.temperature, top_p=c.top_p,
                                     seed=c.seed, source="train", shared_opening=c.shared_opening,
