@@ -123,6 +123,17 @@ class ReferencePack(PromptPack):
     def fingerprint(self) -> dict[str, Any]:
         return {"pack": self.kind, "files_sha256": dict(sorted(self.sources.items()))}
 
+    def _json(self, history: list[dict]) -> str:
+        return _json(history, self.roles)
+
+    def _split_history(self, prompt: str, history: list[dict]) -> str:
+        """Fill {{dialog_history}} with the earlier messages and {{new_history}} with the latest two (the
+        reference code's split); with no history, the empty-dialogue text and nothing."""
+        if not history:
+            return prompt.replace("{{dialog_history}}", self.empty_history).replace("{{new_history}}", "")
+        return prompt.replace("{{dialog_history}}", self._json(history[:-2])).replace(
+            "{{new_history}}", self._json(history[-2:]))
+
 
 
 class SagePack(ReferencePack):
@@ -170,9 +181,6 @@ class SagePack(ReferencePack):
     def policy_system_prompt(self, language: str = "zh") -> str:
         return self.system_prompt
 
-    def _json(self, history: list[dict]) -> str:
-        return _json(history, self.roles)
-
     def emotion_messages(self, profile: dict[str, Any], emotion: float, history: list[dict]) -> list[dict]:
         """planning_reply: history is the dialogue up to and including the policy's latest reply."""
         prompt = (self.emotion_template.replace("{{emotion}}", _num(emotion))
@@ -192,12 +200,7 @@ class SagePack(ReferencePack):
                 + planning["activity"] + planning["analyse"])
         prompt = (prompt.replace("{{target}}", self.goal).replace("{{emotion}}", self.label(emotion))
                   .replace("{{player_type}}", profile["player"]).replace("{{player_topic}}", profile["scene"]))
-        if not history:
-            prompt = prompt.replace("{{dialog_history}}", self.empty_history).replace("{{new_history}}", "")
-        else:
-            prompt = prompt.replace("{{dialog_history}}", self._json(history[:-2])).replace(
-                "{{new_history}}", self._json(history[-2:]))
-        return [{"role": "user", "content": prompt}]
+        return [{"role": "user", "content": self._split_history(prompt, history)}]
 
 
 
@@ -275,16 +278,11 @@ class RlverPack(ReferencePack):
     def policy_system_prompt(self, language: str = "zh") -> str:
         raise PackError("rlver pack: RLVER trains with its own policy prompts; use it for the simulator only")
 
-    def _json(self, history: list[dict]) -> str:
-        return _json(history, self.roles)
-
     def emotion_messages(self, profile: dict[str, Any], emotion: float, history: list[dict]) -> list[dict]:
         prompt = (self.emotion_template.replace("{{emotion}}", _num(emotion))
                   .replace("{{player_type}}", profile["player"]).replace("{{player_topic}}", profile["scene"])
                   .replace("{{target}}", self.goal))
-        prompt = prompt.replace("{{dialog_history}}", self._json(history[:-2])).replace(
-            "{{new_history}}", self._json(history[-2:]))
-        return [{"role": "user", "content": prompt}]
+        return [{"role": "user", "content": self._split_history(prompt, history)}]
 
     def reply_messages(self, profile: dict[str, Any], emotion: float, history: list[dict],
                        planning: Optional[dict[str, Any]]) -> list[dict]:
@@ -293,12 +291,8 @@ class RlverPack(ReferencePack):
         else:
             prompt = self.reply_template.replace("{{planning}}", self.objective_label + planning["reason"]
                                                  + self.subjective_label + planning["analyse"])
-        prompt = prompt.replace("{{target}}", self.goal).replace("{{emotion}}", self.label(emotion))
-        if not history:
-            prompt = prompt.replace("{{dialog_history}}", self.empty_history).replace("{{new_history}}", "")
-        else:
-            prompt = prompt.replace("{{dialog_history}}", self._json(history[:-2])).replace(
-                "{{new_history}}", self._json(history[-2:]))
+        prompt = self._split_history(prompt.replace("{{target}}", self.goal).replace("{{emotion}}",
+                                                                                  self.label(emotion)), history)
         prompt = prompt.replace("{{player_type}}", profile["player"]).replace("{{player_topic}}", profile["scene"])
         return [{"role": "user", "content": prompt}]
 
