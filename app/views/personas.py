@@ -2,6 +2,7 @@
 shown under the offending field; import and export JSONL files. Logic lives in simulator.persona_service."""
 from __future__ import annotations
 
+import logging
 import re
 import tempfile
 from pathlib import Path
@@ -27,6 +28,27 @@ FIELDS = [f for f, *_ in FORM]
 NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
 PERSONALITY_CHOICES = [(key, key) for key in PERSONALITIES]
 HEADERS = ["id", "name", "need", "personality", "language", "source"]
+MAX_LISTED = 200  # problems listed in the import report (the count says how many more)
+log = logging.getLogger("rlver.app.personas")
+
+
+def import_markdown(engine, path: Path, keep_valid: bool, replace: bool, max_listed: int = MAX_LISTED) -> str:
+    """The import report as the CLI gives it: one line per problem ("line N: field: reason"), the first
+    `max_listed` of them shown. An unexpected failure is logged and reported without its exception text."""
+    try:
+        report = ps.import_file(engine, path, keep_valid=keep_valid, replace=replace)
+    except Exception:
+        log.exception("persona import of %s failed", path)
+        return "**The import failed unexpectedly; nothing was stored.** The details are in the server log."
+    lines = [f"**{report.stored} stored**, {len(report.profiles)} valid, {len(report.errors)} problem(s) "
+             f"in {report.n_lines} line(s)."]
+    if report.errors and not keep_valid:
+        lines.append("Nothing was stored because of the problems below (tick *Keep the valid lines* to store "
+                     "the rest).")
+    lines += [f"- {md(e)}" for e in report.errors[:max_listed]]
+    if len(report.errors) > max_listed:
+        lines.append(f"- ... and {len(report.errors) - max_listed} more problem(s)")
+    return "\n".join(lines)
 
 
 def _any(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -178,19 +200,15 @@ def build(ctx: LabContext) -> None:
     def on_import(path, keep, repl, *flt):
         if not path:
             return "Choose a file first.", *refresh(*flt)
-        report = ps.import_file(engine, Path(path), keep_valid=bool(keep), replace=bool(repl))
-        lines = [f"**{report.stored} stored**, {len(report.profiles)} valid, {len(report.errors)} problem(s) "
-                 f"in {report.n_lines} line(s)."]
-        if report.errors and not keep:
-            lines.append("Nothing was stored because of the problems below (tick *Keep the valid lines* to store "
-                         "the rest).")
-        lines += [f"- {md(e)}" for e in report.errors]
-        return "\n".join(lines), *refresh(*flt)
+        return import_markdown(engine, Path(path), bool(keep), bool(repl)), *refresh(*flt)
 
     def on_export(f, *flt):
         ids = [r[0] for r in rows(engine, *flt)]
         out = Path(tempfile.mkdtemp(prefix="rlver-export-")) / f"personas-{f}.jsonl"
-        ps.export_file(engine, out, fmt=f, ids=ids)
+        try:
+            ps.export_file(engine, out, fmt=f, ids=ids)
+        except ValueError as exc:  # profiles stored before the bounds: named, never a traceback
+            raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)
 
     list_out = [table, count]
