@@ -114,11 +114,11 @@ def build(ctx: LabContext) -> None:
                 f_need = gr.Dropdown(_any(NEED_CHOICES), value="", label="Hidden need", scale=2)
                 f_pers = gr.Dropdown(_any(PERSONALITY_CHOICES), value="", label="Personality", scale=1)
                 f_lang = gr.Dropdown(_any([(x, x) for x in LANGUAGES]), value="", label="Language", scale=1)
-            # Callable values are re-read on every page load: jobs and the CLI write to the same store.
-            table = gr.Dataframe(lambda: rows(engine), headers=HEADERS, datatype="str", type="array", interactive=False,
+            # Filled on every page load (after any login) and tab visit: jobs and the CLI write to the store too.
+            table = gr.Dataframe([], headers=HEADERS, datatype="str", type="array", interactive=False,
                                  max_height=520, wrap=True, label="Profiles (click a row to edit)",
                                  elem_id="persona-table")
-            count = gr.Markdown(lambda: f"{ps.count_profiles(engine)} profiles", elem_id="persona-count")
+            count = gr.Markdown("", elem_id="persona-count")
             with gr.Accordion("Import / export", open=False):
                 up = gr.File(label="Profile file (RLVER/SAGE or lab JSONL)", file_types=[".jsonl", ".json", ".txt"],
                              type="filepath", elem_id="persona-import-file")
@@ -212,6 +212,7 @@ def build(ctx: LabContext) -> None:
         return str(out)
 
     list_out = [table, count]
+    ctx.refresh_on_show(refresh, filters, list_out)
     for comp in filters:
         (comp.submit if comp is search else comp.change)(refresh, filters, list_out)
     search.change(refresh, filters, list_out)
