@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
@@ -43,6 +44,7 @@ from trainer.job_owner import owner_pid, pid_alive, stop_owner
 HEARTBEAT_S = 2.0
 STALE_AFTER_S = 30.0
 QUEUE_POLL_S = 1.0
+RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 JOB_KINDS = ("train", "benchmark")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
 STATE_FILE = "trainer_state.pt"  # what makes a checkpoint folder complete (trainer.checkpoints writes it last)
@@ -209,8 +211,13 @@ def reopen(engine: Engine, job_id: int, stop_owner: bool = False) -> None:
             raise JobError(f"job {job_id} does not exist")
         folder = job.output_dir
     owner = owner_pid(folder) if folder else None
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    while owner is not None and not pid_alive(owner) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the owner is dying: its lock goes when its last process (e.g. a forked child) ends
+        owner = owner_pid(folder)
     if owner is not None and not stop_owner:
-        raise JobError(f"job {job_id} is still owned by live process {owner} (stalled or still ending); wait for "
+        alive = "live process" if pid_alive(owner) else "a process started by dead process"
+        raise JobError(f"job {job_id} is still owned by {alive} {owner} (stalled or still ending); wait for "
                        "it, or resume with stop-owner to kill it first")
     if owner is not None:
         _stop_owner(folder)
