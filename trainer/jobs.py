@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import OperationalError
 
 from storage import (Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope,
                      store_id)
@@ -193,6 +194,15 @@ def mark_stale_jobs(engine: Engine, stale_after_s: float = STALE_AFTER_S) -> lis
     return marked
 
 
+def _mark_stale_if_possible(engine: Engine) -> None:
+    """mark_stale_jobs for a reader: a store whose write lock stays taken (e.g. by a stalled process)
+    delays it by the busy timeout but never fails the read."""
+    try:
+        mark_stale_jobs(engine)
+    except OperationalError as exc:
+        print(f"could not mark stale jobs (store busy): {exc.orig}", file=sys.stderr)
+
+
 def resume(engine: Engine, engine_url: str, job_id: int, stop_owner: bool = False) -> int:
     """Launch an interrupted / failed / cancelled job again under the same id; it continues from its last
     checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid."""
@@ -203,8 +213,8 @@ def resume(engine: Engine, engine_url: str, job_id: int, stop_owner: bool = Fals
 def reopen(engine: Engine, job_id: int, stop_owner: bool = False) -> None:
     """Put an interrupted / failed / cancelled job back in the queue (for a resume in this process or by
     `launch`). A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
-    or with stop_owner=True killed first."""
-    mark_stale_jobs(engine)
+    or with stop_owner=True killed first. The owner is checked before anything is written: a stalled owner
+    may hold the store's write lock."""
     with read_scope(engine) as s:
         job = s.get(Job, job_id)
         if job is None:
@@ -221,6 +231,7 @@ def reopen(engine: Engine, job_id: int, stop_owner: bool = False) -> None:
                        "it, or resume with stop-owner to kill it first")
     if owner is not None:
         _stop_owner(folder)
+    mark_stale_jobs(engine)
     with session_scope(engine) as s:
         job = s.get(Job, job_id)
         if job.status not in ("interrupted", "failed", "cancelled"):
@@ -252,7 +263,7 @@ def _job_dict(job: Job) -> dict[str, Any]:
 
 def list_jobs(engine: Engine, kind: Optional[str] = None, limit: int = 100) -> list[dict[str, Any]]:
     """Newest first, as plain dicts (every Job column); stale jobs are marked interrupted first."""
-    mark_stale_jobs(engine)
+    _mark_stale_if_possible(engine)
     q = select(Job).order_by(Job.id.desc()).limit(limit)
     if kind:
         q = q.where(Job.kind == kind)
@@ -275,7 +286,7 @@ def job_detail(engine: Engine, job_id: int, log_lines: int = 200) -> Optional[di
     """Everything a job view shows: the job's columns, metrics as series {name: {"step": [..], "value":
     [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does not exist.
     A stale job is marked interrupted first."""
-    mark_stale_jobs(engine)
+    _mark_stale_if_possible(engine)
     with read_scope(engine) as s:
         job = s.get(Job, job_id)
         if job is None:
