@@ -40,6 +40,8 @@ def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
         text = repr(value[:limit + 1])
     elif isinstance(value, (list, dict)):
         text = f"<{type(value).__name__} of {len(value)}>"
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        text = f"<int of {value.bit_length()} bits>"  # repr of a huge int is slow, or refused
     else:
         text = repr(value)
     if len(text) > limit:

@@ -81,9 +81,9 @@ def mutate(rng: random.Random, record: dict[str, Any]) -> bytes:
     text = json.dumps(record, ensure_ascii=False).encode("utf-8")
     if choice < 0.85:  # truncated
         return text[:rng.randint(1, len(text) - 1)]
-    if choice < 0.92:  # a byte flipped (often invalid UTF-8 or broken syntax)
+    if choice < 0.92:  # a byte flipped (often invalid UTF-8 or broken syntax); never a newline: one line stays one
         i = rng.randrange(len(text))
-        return text[:i] + bytes([rng.randrange(256)]) + text[i + 1:]
+        return text[:i] + bytes([rng.choice([b for b in range(256) if b != 0x0A])]) + text[i + 1:]
     return rng.choice([b"[1, 2]", b'"text"', b"null", b"\xff\xfe\x00", b"{", b"{}"])
 
 
