@@ -206,6 +206,7 @@ def build(ctx: LabContext) -> None:
                                max_new_tokens, temperature, seed], [status, plot, chats, finished])
     stop_btn.click(_stop_handler, None, stop_msg, concurrency_limit=None)
     simulator.change(lambda s: gr.update(visible=(s or "offline").strip() == "offline"), simulator, sim_note)
+
     def fill_personas(current: Optional[list[str]]):
         choices = persona_choices(engine)
         ids = [pid for _, pid in choices]

@@ -103,8 +103,7 @@ def build(ctx: LabContext) -> None:
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
 
-    def tick(jid: Any, sig: Any):
-        jobs.mark_stale_jobs(engine)
+    def tick(jid: Any, sig: Any):  # list_jobs marks stale jobs interrupted first
         return [ts.jobs_rows(jobs.list_jobs(engine)), *show(jid, sig)]
 
     def on_launch(job_name: str, *values: Any):
