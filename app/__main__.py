@@ -1,7 +1,9 @@
-"""`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth user:password]`: serve the lab.
+"""`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]`.
 
-The login may also come from RLVER_LAB_AUTH. A host other than loopback needs a login (or the explicit
---insecure-no-auth): the lab starts training jobs and shows the store. The password is never printed.
+The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
+order; --auth is visible to every user of the machine in the process list, the other two are not. A host
+other than loopback needs a login (or the explicit --insecure-no-auth): the lab starts training jobs and
+shows the store. The password is never printed, and nothing from the store is served before the login.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import argparse
 import ipaddress
 import os
 import sys
+from pathlib import Path
 from typing import Optional
 
 
@@ -34,11 +37,22 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default RLVER_LAB_DB or lab_data/lab.db)")
-    p.add_argument("--auth", default=None, metavar="USER:PASSWORD", help="require this login (or RLVER_LAB_AUTH)")
+    p.add_argument("--auth-file", default=None, metavar="PATH",
+                   help="require the login user:password read from this file's first line")
+    p.add_argument("--auth", default=None, metavar="USER:PASSWORD",
+                   help="require this login. Careful: a command-line argument is visible to other users in the "
+                        "process list (ps); prefer --auth-file or the RLVER_LAB_AUTH environment variable")
     p.add_argument("--insecure-no-auth", action="store_true",
                    help="allow a non-loopback host without a login (anyone who can reach it controls the lab)")
     args = p.parse_args(argv)
-    raw = args.auth if args.auth is not None else os.environ.get("RLVER_LAB_AUTH", "")
+    raw = os.environ.get("RLVER_LAB_AUTH", "")
+    if args.auth_file is not None:
+        try:
+            raw = Path(args.auth_file).read_text(encoding="utf-8").splitlines()[0].strip()
+        except (OSError, UnicodeDecodeError, IndexError) as exc:
+            p.error(f"cannot read --auth-file {args.auth_file}: {getattr(exc, 'strerror', None) or 'empty file'}")
+    elif args.auth is not None:
+        raw = args.auth
     try:
         args.auth = parse_auth(raw) if raw else None
     except ValueError as exc:

@@ -73,7 +73,10 @@ def cmd_personas(args: argparse.Namespace) -> int:
               (f" ({report.replaced} replaced)" if report.replaced else ""))
         return 0
     if args.action == "export":
-        n = ps.export_file(engine, args.file, fmt=args.format)
+        try:
+            n = ps.export_file(engine, args.file, fmt=args.format)
+        except ValueError as e:
+            return _fail([f"{args.file}: not written: {e}"])
         print(f"{args.file}: exported {n} profile(s) ({args.format} format)")
         return 0
     n = ps.seed_builtin(engine)

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
-from sqlalchemy import Engine, func, or_, select
+from sqlalchemy import Engine, func, insert, or_, select, update
 
 from simulator.profile_io import ImportReport, LineError, Source, export_profiles, import_profiles
 from simulator.profiles import Profile, ProfileError
 from storage import Persona, read_scope, session_scope
+from storage.models import utcnow
 
 PROFILE_COLUMNS = ("id", "name", "persona", "background", "hidden_need", "need_category", "personality", "traits",
                    "first_line", "explicit_goal", "language", "difficulty", "source", "extra")
+INSERT_BATCH = 5_000  # rows per INSERT / UPDATE statement of an import
+ID_CHUNK = 500  # ids per "id IN (...)" query
 _SEARCHED = ("id", "name", "persona", "background", "hidden_need", "explicit_goal", "first_line")
 
 
@@ -30,10 +33,15 @@ def to_profile(row: Persona) -> Profile:
     return Profile(**{c: getattr(row, c) for c in PROFILE_COLUMNS})
 
 
+def _values(profile: Profile) -> dict[str, Any]:
+    """The Persona column values of a profile."""
+    return {c: list(v) if c == "traits" else dict(v) if c == "extra" else v
+            for c, v in ((c, getattr(profile, c)) for c in PROFILE_COLUMNS)}
+
+
 def _fill(row: Persona, profile: Profile) -> Persona:
-    for c in PROFILE_COLUMNS:
-        value = getattr(profile, c)
-        setattr(row, c, list(value) if c == "traits" else dict(value) if c == "extra" else value)
+    for c, value in _values(profile).items():
+        setattr(row, c, value)
     return row
 
 
@@ -119,7 +127,7 @@ def import_file(engine: Engine, source: Source, keep_valid: bool = False, replac
     if not replace and report.profiles:
         ids = [p.id for p in report.profiles]
         with read_scope(engine) as s:
-            existing = set(s.scalars(select(Persona.id).where(Persona.id.in_(ids))))
+            existing = _existing_ids(s, ids)
         if existing:
             report.errors.extend(
                 LineError(report.line_of[i], "id", f"{i!r} is already in the store (delete it, change the id, "
@@ -128,13 +136,26 @@ def import_file(engine: Engine, source: Source, keep_valid: bool = False, replac
             report.profiles = [p for p in report.profiles if p.id not in existing]
     if report.errors and not keep_valid:
         return report
-    with session_scope(engine) as s:
-        for p in report.profiles:
-            row = s.get(Persona, p.id)
-            report.replaced += row is not None
-            s.add(_fill(row if row is not None else Persona(), p))
+    with session_scope(engine) as s:  # one transaction: every valid profile or none
+        existing = _existing_ids(s, [p.id for p in report.profiles])
+        rows = [_values(p) for p in report.profiles]
+        new = [r for r in rows if r["id"] not in existing]
+        old = [dict(r, updated_at=utcnow()) for r in rows if r["id"] in existing]
+        for i in range(0, len(new), INSERT_BATCH):
+            s.execute(insert(Persona), new[i:i + INSERT_BATCH])
+        for i in range(0, len(old), INSERT_BATCH):
+            s.execute(update(Persona), old[i:i + INSERT_BATCH])
+    report.replaced = len(old)
     report.stored = len(report.profiles)
     return report
+
+
+def _existing_ids(session: Any, ids: Sequence[str]) -> set[str]:
+    """Which of `ids` are stored (queried in chunks: SQLite limits the parameters of one statement)."""
+    found: set[str] = set()
+    for i in range(0, len(ids), ID_CHUNK):
+        found.update(session.scalars(select(Persona.id).where(Persona.id.in_(ids[i:i + ID_CHUNK]))))
+    return found
 
 
 def export_file(engine: Engine, path: Union[str, Path], fmt: str = "lab", ids: Optional[Sequence[str]] = None) -> int:

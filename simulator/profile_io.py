@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Union
 
-from simulator.profiles import MAX_FIELD_CHARS, PERSONALITIES, Profile, need_category_from_text
+from simulator.json_bounds import field_name, loads_line, quote
+from simulator.profiles import PERSONALITIES, Profile, need_category_from_text
 
 Source = Union[str, Path, bytes]
 
@@ -86,7 +87,8 @@ def read_bytes(source: Source) -> bytes:
 
 def read_jsonl(source: Source) -> tuple[list[tuple[int, dict[str, Any]]], list[LineError], int]:
     """(line number, object) for each JSON-object line, a LineError for every bad line (not UTF-8,
-    malformed JSON, not an object) or for an empty file, and the count of non-blank lines."""
+    malformed JSON, outside the bounds of simulator.json_bounds, not an object) or for an empty file, and
+    the count of non-blank lines."""
     try:
         data = read_bytes(source)
     except OSError as e:
@@ -106,10 +108,9 @@ def read_jsonl(source: Source) -> tuple[list[tuple[int, dict[str, Any]]], list[L
             errors.append(LineError(number, "encoding",
                                     f"not UTF-8 text (byte 0x{raw[e.start]:02x} at byte {e.start + 1})"))
             continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            errors.append(LineError(number, "json", f"malformed JSON: {e.msg} (column {e.colno})"))
+        obj, problem = loads_line(text)
+        if problem is not None:
+            errors.append(LineError(number, *problem))
             continue
         if not isinstance(obj, dict):
             errors.append(LineError(number, "json", f"expected a JSON object, got {type(obj).__name__}"))
@@ -135,7 +136,8 @@ def write_atomic(path: Union[str, Path], text: str) -> None:
 
 
 def dumps_jsonl(records: Iterable[dict[str, Any]]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    """Standard JSON lines (NaN / Infinity refused with ValueError, never written)."""
+    return "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records)
 
 
 # ---------------------------------------------------------------- RLVER / SAGE records
@@ -172,9 +174,10 @@ def profile_from_rlver(record: dict[str, Any]) -> tuple[Profile | None, dict[str
     if not isinstance(lab, dict):
         errs[LAB_KEY] = f"must be an object, got {type(lab).__name__}"
         lab = {}
-    unknown = set(lab) - set(LAB_OVERRIDES) - {"extra"}
+    unknown = sorted(set(lab) - set(LAB_OVERRIDES) - {"extra"})
     if unknown:
-        errs[LAB_KEY] = f"unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(LAB_OVERRIDES)}, extra"
+        names = ", ".join(field_name(k) for k in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        errs[LAB_KEY] = f"unknown field(s) {names}; allowed: {', '.join(LAB_OVERRIDES)}, extra"
     if not isinstance(lab.get("extra", {}), dict):
         errs[LAB_KEY] = "extra must be an object"
     main_cha = record.get("main_cha")
@@ -182,7 +185,7 @@ def profile_from_rlver(record: dict[str, Any]) -> tuple[Profile | None, dict[str
     if "main_cha" not in errs:
         personality = _PERSONALITY_OF.get(main_cha, main_cha if main_cha in PERSONALITIES else None)
     if "main_cha" not in errs and personality is None:
-        errs["main_cha"] = (f"unknown personality type {main_cha!r}; one of "
+        errs["main_cha"] = (f"unknown personality type {quote(main_cha)}; one of "
                             f"{', '.join(f'{zh} ({k})' for k, zh in PERSONALITIES.items())}")
     if errs:
         return None, errs
@@ -192,8 +195,11 @@ def profile_from_rlver(record: dict[str, Any]) -> tuple[Profile | None, dict[str
     profile = Profile(id=record["id"], persona=record["player"], background=record["scene"],
                       hidden_need=record["task"], personality=personality, traits=list(traits),
                       first_line=first, extra=extra, **values)
-    for name, problem in _problems(profile).items():
+    for name, problem in profile.errors().items():
         key = f"{LAB_KEY}.{name}" if name in lab else RLVER_FIELD_OF.get(name, name)
+        if name.startswith("extra."):
+            top = name[6:] in record and name[6:] not in RLVER_KEYS and name[6:] != LAB_KEY
+            key = name[6:] if top else f"{LAB_KEY}.{name}"
         if name == "need_category" and "need_category" not in lab:
             problem = "unknown hidden-need category: the text matches none of the 8 released intentions"
         errs.setdefault(key, problem)
@@ -232,16 +238,8 @@ def profile_from_lab(record: dict[str, Any]) -> tuple[Profile | None, dict[str, 
     profile = Profile(**known)
     if unknown and isinstance(profile.extra, dict):
         profile.extra = {**profile.extra, **unknown}
-    errs = _problems(profile)
+    errs = {(k[6:] if k.startswith("extra.") and k[6:] in unknown else k): v for k, v in profile.errors().items()}
     return (None, errs) if errs else (profile, {})
-
-
-def _problems(profile: Profile) -> dict[str, str]:
-    """Profile.errors() plus the length limit on each trait."""
-    errs = profile.errors()
-    if "traits" not in errs and any(len(t) > MAX_FIELD_CHARS for t in profile.traits):
-        errs["traits"] = f"a trait is over the limit of {MAX_FIELD_CHARS} characters"
-    return errs
 
 
 def detect_format(record: dict[str, Any]) -> str:
@@ -280,9 +278,17 @@ def import_profiles(source: Source) -> ImportReport:
 
 
 def dumps_profiles(profiles: Iterable[Profile], fmt: str = "lab") -> str:
-    """JSONL text of profiles in "lab" or "rlver" format."""
+    """JSONL text of profiles in "lab" or "rlver" format. A profile that would not pass import (e.g. a
+    row stored before the bounds of simulator.json_bounds) is refused with ValueError naming it."""
     if fmt not in ("lab", "rlver"):
         raise ValueError(f"unknown format {fmt!r}; one of lab, rlver")
+    profiles = list(profiles)
+    bad = [(p.id, p.errors()) for p in profiles]
+    bad = [(pid, errs) for pid, errs in bad if errs]
+    if bad:
+        shown = "; ".join(f"{quote(pid, 40)} ({next(iter(errs))}: {next(iter(errs.values()))})" for pid, errs in bad[:5])
+        raise ValueError(f"{len(bad)} profile(s) are invalid and were not exported: {shown}"
+                         + (" ..." if len(bad) > 5 else "") + "; fix or delete them first")
     convert = Profile.to_dict if fmt == "lab" else profile_to_rlver
     return dumps_jsonl(convert(p) for p in profiles)
 

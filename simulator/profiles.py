@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from simulator.json_bounds import MAX_EXTRA_CHARS, MAX_EXTRA_DEPTH, field_name, problems, quote, valid_text
+
 # The 8 hidden-need categories of the released RLVER/SAGE data: key -> (English label, Chinese text).
 NEED_CATEGORIES: dict[str, tuple[str, str]] = {
     "dialectical_analysis": ("Analyse the problem dialectically", "你希望对方辩证地分析事件中的问题"),
@@ -23,6 +25,10 @@ PERSONALITIES: dict[str, str] = {"negative": "负面型", "passive": "被动型"
 LANGUAGES = ("en", "zh")
 DIFFICULTIES = ("standard", "challenging")
 MAX_FIELD_CHARS = 20_000
+TEXT_FIELDS = ("id", "name", "persona", "background", "hidden_need", "first_line", "explicit_goal", "source")
+REQUIRED_TEXT = ("id", "name", "persona", "background", "hidden_need")
+# Keys of `extra` the offline simulator reads: each must be a list of texts when present.
+EXTRA_TEXT_LISTS = ("events", "fit_examples", "miss_examples")
 DEFAULT_GOAL = {
     "en": "Have a heart-to-heart talk: confide in the other person through concrete events from your life.",
     "zh": "与对方进行一次走心的交谈：通过具体的生活事件向对方倾诉。",
@@ -68,36 +74,38 @@ class Profile:
         return cls(**known)
 
     def errors(self) -> dict[str, str]:
-        """Field -> problem for every invalid field (empty when valid)."""
+        """Field -> problem for every invalid field (empty when valid); see simulator.json_bounds for the
+        bounds on text and on `extra`."""
         errs: dict[str, str] = {}
-        for name in ("id", "name", "persona", "background", "hidden_need"):
+        for name in TEXT_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, str):
                 errs[name] = f"must be text, got {type(value).__name__}"
-            elif not value.strip():
+            elif name in REQUIRED_TEXT and not value.strip():
                 errs[name] = "is required"
-        for name in ("id", "name", "persona", "background", "hidden_need", "first_line", "explicit_goal"):
-            value = getattr(self, name)
-            if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            elif len(value) > MAX_FIELD_CHARS:
                 errs[name] = f"is {len(value)} characters; the limit is {MAX_FIELD_CHARS}"
-            elif name in ("first_line", "explicit_goal") and not isinstance(value, str):
-                errs[name] = f"must be text, got {type(value).__name__}"
-        if isinstance(self.id, str) and len(self.id) > 64:
+            elif not valid_text(value):
+                errs[name] = "contains a lone surrogate (\\ud800-\\udfff): not valid Unicode text"
+        if isinstance(self.id, str) and len(self.id) > 64 and "id" not in errs:
             errs["id"] = "is longer than 64 characters"
-        if self.need_category not in NEED_CATEGORIES:
-            errs["need_category"] = f"unknown category {self.need_category!r}; one of {', '.join(NEED_CATEGORIES)}"
-        if self.personality not in PERSONALITIES:
-            errs["personality"] = f"unknown personality {self.personality!r}; one of {', '.join(PERSONALITIES)}"
-        if not isinstance(self.traits, list) or not all(isinstance(t, str) and t.strip() for t in self.traits):
-            errs["traits"] = "must be a list of non-empty texts"
+        for name, label, allowed in (("need_category", "category", NEED_CATEGORIES),
+                                     ("personality", "personality", PERSONALITIES),
+                                     ("language", "language", LANGUAGES), ("difficulty", "difficulty", DIFFICULTIES)):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in allowed:
+                what = f"unknown {label} {quote(value)}" if isinstance(value, str) else \
+                    f"must be text, got {type(value).__name__}"
+                errs[name] = f"{what}; one of {', '.join(allowed)}"
+        problem = _text_list_problem(self.traits, MAX_FIELD_CHARS)
+        if problem:
+            errs["traits"] = problem
         elif len(self.traits) > 3:
             errs["traits"] = f"has {len(self.traits)} traits; at most 3"
-        if self.language not in LANGUAGES:
-            errs["language"] = f"unknown language {self.language!r}; one of {', '.join(LANGUAGES)}"
-        if self.difficulty not in DIFFICULTIES:
-            errs["difficulty"] = f"unknown difficulty {self.difficulty!r}; one of {', '.join(DIFFICULTIES)}"
         if not isinstance(self.extra, dict):
-            errs["extra"] = "must be an object"
+            errs["extra"] = f"must be an object, got {type(self.extra).__name__}"
+        else:
+            errs.update(extra_errors(self.extra))
         return errs
 
     def validate(self) -> "Profile":
@@ -117,3 +125,28 @@ def need_category_from_text(text: str) -> str:
         if zh in t or t in zh and t:
             return key
     return ""
+
+
+def _text_list_problem(value: Any, max_chars: int) -> str:
+    """Why `value` is not a list of non-empty, valid texts of at most max_chars each ("" when it is)."""
+    if not isinstance(value, list) or not all(isinstance(t, str) and t.strip() for t in value):
+        return "must be a list of non-empty texts"
+    if any(len(t) > max_chars for t in value):
+        return f"an item is over the limit of {max_chars} characters"
+    if not all(valid_text(t) for t in value):
+        return "an item contains a lone surrogate (\\ud800-\\udfff): not valid Unicode text"
+    return ""
+
+
+def extra_errors(extra: dict[str, Any]) -> dict[str, str]:
+    """"extra.KEY" -> problem for an `extra` outside the bounds (depth, size, numbers, text) or whose
+    simulator keys (EXTRA_TEXT_LISTS) are not lists of texts."""
+    errs: dict[str, str] = {}
+    for key, problem in problems(extra, MAX_EXTRA_DEPTH, MAX_EXTRA_CHARS):
+        errs.setdefault(f"extra.{field_name(key)}" if key is not None else "extra", problem)
+    for key in EXTRA_TEXT_LISTS:
+        if key in extra and f"extra.{key}" not in errs:
+            problem = _text_list_problem(extra[key], MAX_FIELD_CHARS)
+            if problem:
+                errs[f"extra.{key}"] = problem
+    return errs

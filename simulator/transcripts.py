@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional, Union
 
 from sqlalchemy import Engine, delete, func, select
 
+from simulator.json_bounds import quote
 from simulator.profile_io import (BadFileError, LineError, Source, dumps_jsonl, name_from_persona, read_bytes,
                                   read_jsonl, write_atomic)
 from simulator.profiles import PERSONALITIES, Profile, need_category_from_text
@@ -81,7 +82,7 @@ def check_record(record: dict[str, Any]) -> dict[str, str]:
         if not isinstance(item, dict):
             errs[where] = f"must be an object, got {type(item).__name__}"
         elif item.get("role") not in ("user", "assistant"):
-            errs[f"{where}.role"] = f"must be 'user' or 'assistant', got {item.get('role')!r}"
+            errs[f"{where}.role"] = f"must be 'user' or 'assistant', got {quote(item.get('role'))}"
         elif not isinstance(item.get("content"), str):
             errs[f"{where}.content"] = "must be text"
         elif "emotion-point" in item and not _is_number(item["emotion-point"]):
@@ -103,7 +104,7 @@ def read_transcripts(source: Source) -> tuple[list[tuple[int, dict[str, Any]]], 
     for number, record in records:
         errs = check_record(record)
         if not errs and record["id"] in first_line:
-            errs = {"id": f"duplicate id {record['id']!r} (first on line {first_line[record['id']]})"}
+            errs = {"id": f"duplicate id {quote(record['id'])} (first on line {first_line[record['id']]})"}
         errors.extend(LineError(number, k, v) for k, v in errs.items())
         if not errs:
             first_line[record["id"]] = number

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import time
+import uuid
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Iterator, Optional
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.models import Base
+from storage.models import Base, StoreMeta
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUSY_TIMEOUT_MS = 30_000
@@ -121,6 +122,17 @@ def read_scope(engine: Engine) -> Iterator[Session]:
 @lru_cache(maxsize=8)
 def _reader(engine: Engine) -> Engine:
     return engine.execution_options(sqlite_begin="DEFERRED")
+
+
+def store_id(engine: Engine) -> str:
+    """This store's id: 12 hex digits made once (a random id, so two stores never share job folders
+    even when they share RLVER_LAB_HOME)."""
+    with session_scope(engine) as s:  # BEGIN IMMEDIATE: two processes agree on the first id
+        row = s.get(StoreMeta, "store_id")
+        if row is None:
+            row = StoreMeta(key="store_id", value=uuid.uuid4().hex[:12])
+            s.add(row)
+        return row.value
 
 
 @lru_cache(maxsize=1)

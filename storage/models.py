@@ -20,6 +20,14 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+class StoreMeta(Base):
+    """Facts about the store itself, e.g. its id ("store_id"), which keys job folders on disk."""
+
+    __tablename__ = "store_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text, default="")
+
+
 class Persona(Base):
     """A simulated-user profile (see simulator.profiles.Profile for the validated form)."""
 

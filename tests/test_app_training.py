@@ -1,10 +1,13 @@
 """Training view helpers against a real store: jobs made by trainer.jobs, metrics and checkpoints as rows."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from app import training_service as ts
 from storage import Checkpoint, Job, Metric, session_scope
+from storage.models import utcnow
 from trainer import jobs
 
 
@@ -12,6 +15,7 @@ def _fill(engine, job_id, steps):
     with session_scope(engine) as s:
         job = s.get(Job, job_id)
         job.status, job.step, job.total_steps, job.progress = "running", steps, 4, steps / 4
+        job.pid, job.heartbeat_at = os.getpid(), utcnow()  # a live process (listing marks dead ones interrupted)
         for step in range(steps):
             s.add(Metric(job_id=job_id, step=step, name="reward_mean", value=0.3 + 0.1 * step))
             s.add(Metric(job_id=job_id, step=step, name="reward_std", value=0.05))
@@ -27,7 +31,7 @@ def test_jobs_rows_show_status_progress_and_queue(engine):
     second = jobs.create_job(engine, "train", {"algorithm": "ppo"}, name="second")
     _fill(engine, first, 2)
     with session_scope(engine) as s:
-        s.get(Job, second).pid = 999999  # launched, waiting its turn
+        s.get(Job, second).pid, s.get(Job, second).heartbeat_at = os.getpid(), utcnow()  # launched, waiting
     rows = ts.jobs_rows(jobs.list_jobs(engine))
     assert [r[0] for r in rows] == [second, first]
     assert rows[0][3:6] == ["queued", "0%", "ppo"]

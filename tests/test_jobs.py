@@ -7,6 +7,7 @@ job` command) is exercised with a real benchmark job in tests/test_benchmark_cli
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,17 +19,18 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from storage import Job, read_scope
+from storage import Job, lab_home, read_scope, session_scope, store_id
 from trainer import jobs
 from trainer.jobs import JobContext, JobError
 
 REPO = Path(__file__).resolve().parent.parent
 
 WORKER = textwrap.dedent("""
-    import sys, time
+    import os, signal, sys, time
+    from pathlib import Path
     from storage import make_engine
-    from trainer.jobs import JobContext
-    url, job_id, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    from trainer.jobs import STATE_FILE, JobContext
+    url, job_id, steps, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     engine = make_engine(url)
     with JobContext(engine, job_id, heartbeat_s=0.2, stale_after_s=5) as ctx:
         start = ctx.last_checkpoint["step"] if ctx.last_checkpoint else 0
@@ -37,9 +39,15 @@ WORKER = textwrap.dedent("""
             if ctx.cancelled:
                 break
             time.sleep(0.15)
-            ctx.log_metrics(step, {"reward": step / 10, "loss": 1.0 / step})
+            ctx.log_metrics(step, {"reward": step / 10, "loss": 1.0 / step, "writer": os.getpid()})
             ctx.progress(step, steps)
-            ctx.add_checkpoint(step, f"ckpt-{step}", {"reward": step / 10})
+            folder = Path(ctx.output_dir) / "checkpoints" / f"step-{step:06d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / STATE_FILE).write_text(str(os.getpid()))
+            ctx.add_checkpoint(step, str(folder), {"reward": step / 10})
+            print("wrote step", step, flush=True)
+            if step == stop_at:  # stall here, between two writes (as kill -STOP after a step would)
+                os.kill(os.getpid(), signal.SIGSTOP)
 """)
 
 
@@ -49,9 +57,10 @@ def worker(tmp_path, db_url):
     script.write_text(WORKER)
     procs: list[subprocess.Popen] = []
 
-    def start(job_id: int, steps: int) -> subprocess.Popen:
+    def start(job_id: int, steps: int, stop_at: int = 0) -> subprocess.Popen:
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        p = subprocess.Popen([sys.executable, str(script), db_url, str(job_id), str(steps)], cwd=REPO, env=env,
+        p = subprocess.Popen([sys.executable, str(script), db_url, str(job_id), str(steps), str(stop_at)],
+                             cwd=REPO, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         procs.append(p)
         return p
@@ -59,9 +68,8 @@ def worker(tmp_path, db_url):
     yield start
     for p in procs:
         if p.poll() is None:
-            p.kill()
+            os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-
 
 
 
@@ -80,7 +88,7 @@ def test_create_job_records_queued_job_with_code_version(engine):
     [row] = jobs.list_jobs(engine)
     assert row["id"] == job_id and row["status"] == "queued" and row["seed"] == 7
     assert row["config"] == {"limit": 2} and row["code_version"]
-    assert row["output_dir"].endswith(f"jobs/{job_id}")
+    assert Path(row["output_dir"]) == lab_home() / "jobs" / store_id(engine) / str(job_id)
 
 
 def test_create_job_rejects_bad_input(engine):
@@ -98,22 +106,25 @@ def test_clone_copies_config_and_points_at_parent(engine):
     assert d["config"] == {"lr": 1e-6} and d["seed"] == 3 and d["kind"] == "train"
 
 
-def test_context_records_metrics_once_per_step_and_succeeds(engine):
+def test_context_records_metrics_once_per_step_and_succeeds(engine, tmp_path):
     job_id = jobs.create_job(engine, "train", {})
+    ckpt = tmp_path / "ckpt" / "2"
+    ckpt.mkdir(parents=True)
+    (ckpt / jobs.STATE_FILE).write_text("")
     with JobContext(engine, job_id, install_signals=False) as ctx:
         assert status(engine, job_id) == "running"
         for step in (1, 2):
             ctx.log_metrics(step, {"reward": 0.1 * step})
             ctx.progress(step, 4)
         ctx.log_metrics(2, {"reward": 0.5, "kl": 0.01})  # step 2 written again: replaced, not duplicated
-        ctx.add_checkpoint(2, "/ckpt/2", {"reward": 0.5})
+        ctx.add_checkpoint(2, str(ckpt), {"reward": 0.5})
     d = jobs.job_detail(engine, job_id)
     assert d["status"] == "succeeded" and d["error"] == "" and d["finished_at"] is not None
     assert d["metrics"]["reward"] == {"step": [1, 2], "value": [pytest.approx(0.1), 0.5]}
     assert d["metrics"]["kl"] == {"step": [2], "value": [0.01]}
     assert d["step"] == 2 and d["total_steps"] == 4 and d["progress"] == 0.5
-    assert [c["path"] for c in d["checkpoints"]] == ["/ckpt/2"]
-    assert JobContext(engine, job_id).resume_from == "/ckpt/2"
+    assert [c["path"] for c in d["checkpoints"]] == [str(ckpt)]
+    assert JobContext(engine, job_id).resume_from == str(ckpt)
 
 
 def test_context_marks_failed_with_error_text(engine):
@@ -266,3 +277,125 @@ def test_never_launched_queued_job_is_not_stale(engine):
     job_id = jobs.create_job(engine, "train", {})
     assert jobs.mark_stale_jobs(engine) == [] and status(engine, job_id) == "queued"
     assert jobs.cancel(engine, job_id) == "cancelled"
+
+
+# ------------------------------------------------------------------------------- one writer per job
+def stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def metric_values(engine, job_id, name):
+    series = jobs.job_detail(engine, job_id)["metrics"].get(name, {"step": [], "value": []})
+    return dict(zip(series["step"], series["value"]))
+
+
+def stall_and_mark_stale(engine, worker, steps: int, stop_at: int = 2):
+    """A job whose process stopped itself (SIGSTOP) after step `stop_at`, marked interrupted by heartbeat
+    age while still alive: the stall of the report."""
+    job_id = jobs.create_job(engine, "train", {})
+    p = worker(job_id, steps, stop_at=stop_at)
+    wait_for(lambda: stopped(p.pid), timeout=120)
+    wait_for(lambda: jobs.mark_stale_jobs(engine, stale_after_s=1.0) == [job_id], timeout=30)
+    d = jobs.job_detail(engine, job_id)
+    assert d["status"] == "interrupted" and "no heartbeat" in d["error"]
+    return job_id, p
+
+
+def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
+    job_id, old = stall_and_mark_stale(engine, worker, steps=6)
+    with pytest.raises(JobError, match=f"still owned by live process {old.pid}"):
+        jobs.reopen(engine, job_id)
+    with session_scope(engine) as s:  # what a resume used to do: the job queued for a second process
+        s.get(Job, job_id).status = "queued"
+    second = worker(job_id, 6)
+    assert second.wait(timeout=120) != 0
+    assert f"owned by live process {old.pid}" in second.stdout.read()
+    with session_scope(engine) as s:
+        s.get(Job, job_id).status = "interrupted"
+    os.killpg(old.pid, signal.SIGCONT)
+    assert old.wait(timeout=120) == 0, old.stdout.read()
+    d = jobs.job_detail(engine, job_id)
+    assert d["status"] == "succeeded" and d["pid"] == old.pid
+    assert metric_values(engine, job_id, "writer") == {step: float(old.pid) for step in range(1, 7)}
+
+
+def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, worker):
+    job_id, old = stall_and_mark_stale(engine, worker, steps=5)
+    jobs.reopen(engine, job_id, stop_owner=True)
+    assert old.wait(timeout=30) == -signal.SIGKILL
+    new = worker(job_id, 5)
+    assert new.wait(timeout=120) == 0
+    assert "start 2" in new.stdout.read()
+    writers = metric_values(engine, job_id, "writer")
+    assert writers == {1: old.pid, 2: old.pid, 3: new.pid, 4: new.pid, 5: new.pid}
+    assert status(engine, job_id) == "succeeded"
+
+
+def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
+    """Second line of defence, for a lock that does not hold (e.g. the job folder seen from two hosts):
+    the woken process checks the job row before writing and stops."""
+    job_id, old = stall_and_mark_stale(engine, worker, steps=400)
+    lock = Path(jobs.job_detail(engine, job_id)["output_dir"]) / "owner.lock"
+    lock.unlink()  # the new owner locks a fresh file: both hold "the" lock
+    jobs.reopen(engine, job_id)
+    new = worker(job_id, 400)
+    wait_for(lambda: len(metric_steps(engine, job_id)) >= 5)
+    os.killpg(old.pid, signal.SIGCONT)
+    assert old.wait(timeout=60) != 0
+    out = old.stdout.read()
+    assert "stopped without writing" in out
+    assert [line for line in out.splitlines() if line.startswith("wrote step")] == ["wrote step 1", "wrote step 2"]
+    jobs.cancel(engine, job_id)
+    assert new.wait(timeout=60) == 0
+    writers = metric_values(engine, job_id, "writer")
+    assert {w for step, w in writers.items() if step > 2} == {new.pid}
+    assert jobs.job_detail(engine, job_id)["pid"] == new.pid
+
+
+def test_kill_9_shows_interrupted_from_the_cli_alone(engine, worker, db_url):
+    job_id = jobs.create_job(engine, "train", {}, name="killed-run")
+    p = worker(job_id, 10_000)
+    wait_for(lambda: status(engine, job_id) == "running")
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert status(engine, job_id) == "running"  # nobody has looked yet
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for args in (["jobs", str(job_id)], ["jobs"]):
+        out = subprocess.run([sys.executable, "-m", "trainer", *args, "--db", db_url, "--json"], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        (row,) = [json.loads(x) for x in out.stdout.splitlines()]
+        assert row["id"] == job_id and row["status"] == "interrupted" and row["name"] == "killed-run"
+        assert f"process {p.pid} is gone" in row["error"]
+    out = subprocess.run([sys.executable, "-m", "trainer", "jobs", "99", "--db", db_url], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "job 99 does not exist" in out.stderr
+
+
+def test_two_stores_sharing_a_home_have_their_own_job_folders_and_a_clash_is_refused(engine, tmp_path):
+    from storage import make_engine
+
+    other = make_engine(f"sqlite:///{tmp_path / 'other.db'}")
+    a, b = jobs.create_job(engine, "train", {}), jobs.create_job(other, "train", {})
+    assert a == b == 1 and store_id(engine) != store_id(other)
+    dir_a, dir_b = (jobs.job_detail(e, 1)["output_dir"] for e in (engine, other))
+    assert dir_a != dir_b and Path(dir_a).is_dir() and Path(dir_b).is_dir()
+    (Path(dir_a).parent / "2").mkdir()  # a folder left by a deleted job 2 (or a copy of this store)
+    with pytest.raises(JobError, match="already exists"):
+        jobs.create_job(engine, "train", {})
+    assert [j["id"] for j in jobs.list_jobs(engine)] == [1]
+    other.dispose()
+
+
+def test_resume_point_is_the_newest_complete_checkpoint_recorded_or_on_disk(engine, tmp_path):
+    job_id = jobs.create_job(engine, "train", {})
+    root = Path(jobs.job_detail(engine, job_id)["output_dir"]) / "checkpoints"
+    for step in (1, 3):  # 1 recorded and complete, 3 complete on disk but killed before its record
+        (root / f"step-{step:06d}").mkdir(parents=True)
+        (root / f"step-{step:06d}" / jobs.STATE_FILE).write_text("")
+    (root / "step-000004").mkdir()  # no state file: incomplete
+    with JobContext(engine, job_id, install_signals=False) as ctx:
+        ctx.add_checkpoint(1, str(root / "step-000001"))
+        ctx.add_checkpoint(2, str(root / "step-000002"))  # recorded, folder since pruned
+    assert JobContext(engine, job_id).resume_from == str(root / "step-000003")
+    assert jobs.last_checkpoint(engine, job_id)["step"] == 2  # the store alone, for jobs without folders

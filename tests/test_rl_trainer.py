@@ -237,3 +237,29 @@ def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tm
         job = s.get(Job, job_id)
         assert job.status == "failed" and "dialogues failed on the simulator side" in job.error
     assert not (tmp_path / "run" / "checkpoints").exists() or not list((tmp_path / "run" / "checkpoints").iterdir())
+
+
+def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(tiny_model_dir: Path, tmp_path: Path,
+                                                                               engine):
+    """keep_checkpoints=1: a kill between writing step N and recording it must leave step N-1 on disk, so
+    at every record the previous folder still exists; afterwards only the kept checkpoint is listed."""
+    from trainer import checkpoints, jobs
+    from trainer.rl_trainer import RLTrainer
+
+    cfg = _loop_config(tiny_model_dir, tmp_path, keep_checkpoints=1, store_dialogues=False)
+    job_id, ctx = _job(engine, cfg)
+    root = tmp_path / "run" / "checkpoints"
+    on_disk_at_record = []
+    real_add = ctx.add_checkpoint
+
+    def add_checkpoint(step, path, metrics=None):
+        on_disk_at_record.append((step, [p.name for p in checkpoints.list_checkpoints(root)]))
+        real_add(step, path, metrics)
+
+    ctx.add_checkpoint = add_checkpoint
+    with ctx:
+        RLTrainer(cfg, engine=engine, job=ctx).train()
+    assert on_disk_at_record == [(1, ["step-000001"]), (2, ["step-000001", "step-000002"]),
+                                 (3, ["step-000002", "step-000003"])]
+    assert [c["step"] for c in jobs.job_detail(engine, job_id)["checkpoints"]] == [3]
+    assert [p.name for p in checkpoints.list_checkpoints(root)] == ["step-000003"]

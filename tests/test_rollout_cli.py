@@ -71,3 +71,21 @@ def test_missing_command_module_disables_only_that_command(monkeypatch, capsys):
         trainer_main.main(["rollout", "--help"])
     assert exc.value.code == 0 and "--persona" in capsys.readouterr().out
     assert trainer_main.main([]) == 2
+
+
+def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, db_url, tiny_model_dir):
+    """A simulator that refuses every call (wrong API key): the dialogues are stored as failed and the
+    command says so with exit status 1, so a script sees the outage."""
+    from simulator.scripted_server import start_server
+
+    with start_server(api_key="right-key", models=["sim"]) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainer", "rollout", "--persona", "mia", "--group", "2", "--policy",
+             str(tiny_model_dir), "--simulator", "openai:sim", "--simulator-base-url", server.base_url,
+             "--max-turns", "2", "--max-new-tokens", "8", "--db", db_url, "--json"],
+            cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "wrong-key"},
+            capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 2 and all(r["status"] == "failed" and r["error"] for r in rows)
+    assert "all 2 dialogue(s) failed" in proc.stderr

@@ -140,3 +140,40 @@ def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "not a training job" in out
     engine.dispose()
+
+
+def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tiny_model_dir: Path, tmp_path: Path,
+                                                                            db_url: str):
+    """The reported stall: the trainer stopped (SIGSTOP) after step 2, `trainer resume` run meanwhile. It
+    is refused (the stalled process still owns the job) and, woken, the first trainer finishes alone:
+    4 dialogues per step, never 8."""
+    steps = 4
+    config = _write_config(tmp_path, tiny_model_dir, steps=steps, save_every=1)
+    home = tmp_path / "home"
+    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
+    engine = make_engine(db_url)
+    deadline = time.monotonic() + 240
+    job_id = None
+    while time.monotonic() < deadline:
+        with read_scope(engine) as s:
+            job = s.scalars(select(Job)).first()
+            job_id = job.id if job else None
+        if job_id and 2 in _metric_steps(engine, job_id, "reward_mean"):
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        resumed = _cli("resume", str(job_id), "--db", db_url, env_home=home)
+        out, _ = resumed.communicate(timeout=120)
+        assert resumed.returncode == 2 and f"still owned by live process {proc.pid}" in out, out
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    with read_scope(engine) as s:
+        job = s.get(Job, job_id)
+        assert job.status == "succeeded" and job.pid == proc.pid
+        dialogue_steps = [d.step for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id))]
+    assert sorted(dialogue_steps) == [step for step in range(1, steps + 1) for _ in range(4)]
+    engine.dispose()

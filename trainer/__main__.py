@@ -1,4 +1,4 @@
-"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job.
+"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen command's module is imported, so a module that is missing or broken disables its own command
@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("trainer.train_cli", "resume a training run from its last checkpoint"),
     "benchmark": ("trainer.benchmark_cli", "score a policy on the Sentient benchmark"),
     "job": ("trainer.jobs_cli", "run a recorded job in this process"),
+    "jobs": ("trainer.jobs_cli", "list the jobs of the store, or show one (stale ones marked interrupted)"),
 }
 
 

@@ -9,7 +9,9 @@ Layout of `OUTPUT/checkpoints/step-000010/`:
     rng_rank{R}.pt      RNG state of every other rank
 
 Writes go to a hidden `.step-000010.tmp` folder that is renamed into place only when complete, so a
-crash, a full disk or a Cancel during the write leaves the previous checkpoint as the newest one.
+crash, a full disk or a Cancel during the write leaves the previous checkpoint as the newest one. Old
+checkpoints are pruned (`prune_checkpoints`) only after the new one is recorded in the store, so a kill
+at any moment leaves a complete checkpoint to resume from.
 """
 from __future__ import annotations
 
@@ -23,8 +25,7 @@ import numpy as np
 import torch
 
 from trainer.distributed import barrier, world
-
-STATE_FILE = "trainer_state.pt"
+from trainer.jobs import STATE_FILE  # defined there so jobs can check a folder's completeness without torch
 
 
 class CheckpointError(RuntimeError):
@@ -68,9 +69,9 @@ def clean_partial(root: Path) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def save_checkpoint(learner: Any, root: Path, step: int, extra: Optional[dict[str, Any]] = None,
-                    keep: int = 0) -> Path:
-    """Write the learner's state at `step` under root; return the final folder. Raises CheckpointError."""
+def save_checkpoint(learner: Any, root: Path, step: int, extra: Optional[dict[str, Any]] = None) -> Path:
+    """Write the learner's state at `step` under root; return the final folder. Raises CheckpointError.
+    Nothing older is removed here: record the new checkpoint, then call prune_checkpoints."""
     rank, size = world()
     root = Path(root)
     final = checkpoint_dir(root, step)
@@ -102,11 +103,18 @@ def save_checkpoint(learner: Any, root: Path, step: int, extra: Optional[dict[st
         else:
             os.rename(tmp, final)
         _fsync_dir(root)
-        if keep:
-            for old in list_checkpoints(root)[:-keep]:
-                shutil.rmtree(old, ignore_errors=True)
     barrier()
     return final
+
+
+def prune_checkpoints(root: Path, keep: int) -> list[Path]:
+    """Remove all but the newest `keep` complete checkpoints (0 = keep all); returns the removed folders."""
+    if not keep:
+        return []
+    pruned = list_checkpoints(root)[:-keep]
+    for old in pruned:
+        shutil.rmtree(old, ignore_errors=True)
+    return pruned
 
 
 def _gather(error: str) -> list[str]:

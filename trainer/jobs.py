@@ -9,7 +9,17 @@ takes the job through its life:
     running --(heartbeat stopped or pid gone; see mark_stale_jobs)--> interrupted --(resume)--> queued
 
 One job runs at a time per store; others wait in id order. Liveness is a pid on this host plus a
-heartbeat row updated every HEARTBEAT_S seconds by a thread of the job process.
+heartbeat row updated every HEARTBEAT_S seconds by a thread of the job process. Listing jobs or reading
+one (`list_jobs`, `job_detail`, and so the views and `python -m trainer jobs`) first marks stale jobs
+interrupted, with the reason in `error`.
+
+One writer per job: the job process holds an OS lock on its folder for its whole life
+(trainer.job_owner), so `reopen` / `resume` refuse a job whose owner is alive, even stalled (or stop it
+first with stop_owner=True), and the job process checks before every write that the job row still names
+its pid (trainer.job_context), so a process woken after another took over stops without writing.
+
+Job folders are `lab_home()/jobs/<store id>/<job id>`: two stores sharing RLVER_LAB_HOME never share a
+folder, and creating a job whose folder already exists is refused.
 """
 from __future__ import annotations
 
@@ -18,22 +28,27 @@ import signal
 import subprocess
 import sys
 import threading
-import traceback
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import OperationalError
 
-from storage import Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope
+from storage import (Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope,
+                     store_id)
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
+from trainer.job_owner import owner_pid, pid_alive, stop_owner
 
 HEARTBEAT_S = 2.0
 STALE_AFTER_S = 30.0
 QUEUE_POLL_S = 1.0
+RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 JOB_KINDS = ("train", "benchmark")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
+STATE_FILE = "trainer_state.pt"  # what makes a checkpoint folder complete (trainer.checkpoints writes it last)
 
 
 class JobCancelled(Exception):
@@ -44,24 +59,11 @@ class JobError(ValueError):
     """A job cannot be started, resumed or cancelled in its current state."""
 
 
+class JobOwnershipLost(JobError):
+    """This process no longer owns its job (another process took it over); it stops without writing."""
+
+
 # ---------------------------------------------------------------------------------------------- processes
-def pid_alive(pid: Optional[int]) -> bool:
-    """True when process `pid` exists on this host and is not a zombie."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
-
-
 def _fresh(job: Job, stale_after_s: float, now: Optional[datetime] = None) -> bool:
     now = now or utcnow()
     return job.heartbeat_at is not None and now - job.heartbeat_at <= timedelta(seconds=stale_after_s)
@@ -71,10 +73,13 @@ def _live(job: Job, stale_after_s: float = STALE_AFTER_S) -> bool:
     return pid_alive(job.pid) and _fresh(job, stale_after_s)
 
 
-def job_dir(job_id: int) -> Path:
-    path = lab_home() / "jobs" / str(job_id)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def job_dir(engine: Engine, job_id: int) -> Path:
+    """The job's folder, keyed by the store's id (not created here; call outside a write transaction)."""
+    return jobs_root(engine) / str(job_id)
+
+
+def jobs_root(engine: Engine) -> Path:
+    return lab_home() / "jobs" / store_id(engine)
 
 
 # ------------------------------------------------------------------------------------------ service API
@@ -85,12 +90,19 @@ def create_job(engine: Engine, kind: str, config: dict[str, Any], name: str = ""
         raise JobError(f"kind: unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
     if not isinstance(config, dict):
         raise JobError(f"config: must be a dict, got {type(config).__name__}")
+    root = jobs_root(engine)
     with session_scope(engine) as s:
         job = Job(kind=kind, name=name or kind, config=config, status="queued", seed=int(seed),
                   code_version=code_version(), parent_id=parent_id)
         s.add(job)
         s.flush()
-        job.output_dir = str(job_dir(job.id))
+        folder = root / str(job.id)
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:  # the transaction rolls back: no job without its own folder
+            raise JobError(f"job folder {folder} already exists (left by a deleted job, or a copy of this store "
+                           "shares its id); move it away and try again") from None
+        job.output_dir = str(folder)
         return job.id
 
 
@@ -109,7 +121,9 @@ def launch(engine_url: str, job_id: int) -> int:
                 raise JobError(f"job {job_id} is {job.status}; only a queued job can be launched")
             if _live(job):
                 raise JobError(f"job {job_id} already has a live process (pid {job.pid})")
-        log_path = job_dir(job_id) / "job.log"
+            folder = Path(job.output_dir or job_dir(engine, job_id))
+        folder.mkdir(parents=True, exist_ok=True)
+        log_path = folder / "job.log"
         env = dict(os.environ, RLVER_LAB_DB=engine_url, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         with open(log_path, "ab") as log:
@@ -180,25 +194,57 @@ def mark_stale_jobs(engine: Engine, stale_after_s: float = STALE_AFTER_S) -> lis
     return marked
 
 
-def resume(engine: Engine, engine_url: str, job_id: int) -> int:
+def _mark_stale_if_possible(engine: Engine) -> None:
+    """mark_stale_jobs for a reader: a store whose write lock stays taken (e.g. by a stalled process)
+    delays it by the busy timeout but never fails the read."""
+    try:
+        mark_stale_jobs(engine)
+    except OperationalError as exc:
+        print(f"could not mark stale jobs (store busy): {exc.orig}", file=sys.stderr)
+
+
+def resume(engine: Engine, engine_url: str, job_id: int, stop_owner: bool = False) -> int:
     """Launch an interrupted / failed / cancelled job again under the same id; it continues from its last
     checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid."""
-    reopen(engine, job_id)
+    reopen(engine, job_id, stop_owner=stop_owner)
     return launch(engine_url, job_id)
 
 
-def reopen(engine: Engine, job_id: int) -> None:
+def reopen(engine: Engine, job_id: int, stop_owner: bool = False) -> None:
     """Put an interrupted / failed / cancelled job back in the queue (for a resume in this process or by
-    `launch`)."""
-    mark_stale_jobs(engine)
-    with session_scope(engine) as s:
+    `launch`). A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
+    or with stop_owner=True killed first. The owner is checked before anything is written: a stalled owner
+    may hold the store's write lock."""
+    with read_scope(engine) as s:
         job = s.get(Job, job_id)
         if job is None:
             raise JobError(f"job {job_id} does not exist")
+        folder = job.output_dir
+    owner = owner_pid(folder) if folder else None
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    while owner is not None and not pid_alive(owner) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the owner is dying: its lock goes when its last process (e.g. a forked child) ends
+        owner = owner_pid(folder)
+    if owner is not None and not stop_owner:
+        alive = "live process" if pid_alive(owner) else "a process started by dead process"
+        raise JobError(f"job {job_id} is still owned by {alive} {owner} (stalled or still ending); wait for "
+                       "it, or resume with stop-owner to kill it first")
+    if owner is not None:
+        _stop_owner(folder)
+    mark_stale_jobs(engine)
+    with session_scope(engine) as s:
+        job = s.get(Job, job_id)
         if job.status not in ("interrupted", "failed", "cancelled"):
             raise JobError(f"job {job_id} is {job.status}; only an interrupted, failed or cancelled job "
                            "can be resumed")
         job.status, job.error, job.finished_at, job.pid = "queued", "", None, None
+
+
+def _stop_owner(folder: str) -> None:
+    try:
+        stop_owner(folder)
+    except TimeoutError as exc:
+        raise JobError(str(exc)) from None
 
 
 def clone(engine: Engine, job_id: int) -> int:
@@ -216,7 +262,8 @@ def _job_dict(job: Job) -> dict[str, Any]:
 
 
 def list_jobs(engine: Engine, kind: Optional[str] = None, limit: int = 100) -> list[dict[str, Any]]:
-    """Newest first, as plain dicts (every Job column)."""
+    """Newest first, as plain dicts (every Job column); stale jobs are marked interrupted first."""
+    _mark_stale_if_possible(engine)
     q = select(Job).order_by(Job.id.desc()).limit(limit)
     if kind:
         q = q.where(Job.kind == kind)
@@ -237,7 +284,9 @@ def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
 
 def job_detail(engine: Engine, job_id: int, log_lines: int = 200) -> Optional[dict[str, Any]]:
     """Everything a job view shows: the job's columns, metrics as series {name: {"step": [..], "value":
-    [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does not exist."""
+    [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does not exist.
+    A stale job is marked interrupted first."""
+    _mark_stale_if_possible(engine)
     with read_scope(engine) as s:
         job = s.get(Job, job_id)
         if job is None:
@@ -256,171 +305,31 @@ def job_detail(engine: Engine, job_id: int, log_lines: int = 200) -> Optional[di
     return out
 
 
-def last_checkpoint(engine: Engine, job_id: int) -> Optional[dict[str, Any]]:
-    """The job's latest checkpoint {step, path, metrics}, or None."""
+def last_checkpoint(engine: Engine, job_id: int, disk_root: Optional[str | Path] = None) -> Optional[dict[str, Any]]:
+    """The job's latest checkpoint {step, path, metrics}, or None. With disk_root (the checkpoints folder
+    of a training job): the newest *complete* one (its STATE_FILE written), recorded or only on disk (a
+    kill between writing a checkpoint and recording it)."""
     with read_scope(engine) as s:
-        c = s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id)
-                      .order_by(Checkpoint.step.desc(), Checkpoint.id.desc()).limit(1)).first()
-        return None if c is None else {"step": c.step, "path": c.path, "metrics": dict(c.metrics)}
+        rows = [{"step": c.step, "path": c.path, "metrics": dict(c.metrics)} for c in s.scalars(
+            select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc(), Checkpoint.id.desc()))]
+    if disk_root is None:
+        return rows[0] if rows else None
+    root = Path(disk_root)
+    on_disk = [{"step": int(p.name[5:]), "path": str(p), "metrics": {}} for p in root.glob("step-*")
+               if p.name[5:].isdigit() and (p / STATE_FILE).exists()] if root.is_dir() else []
+    complete = [r for r in rows if (Path(r["path"]) / STATE_FILE).exists()] + on_disk
+    return max(complete, key=lambda r: (r["step"], bool(r["metrics"])), default=None)
 
 
-# ------------------------------------------------------------------------------- inside the job process
-class JobContext:
-    """The job's side: `with JobContext(engine, job_id) as ctx:` waits for its turn in the queue, marks the
-    job running, heartbeats, and on exit marks it succeeded / failed (with the error) / cancelled.
+def __getattr__(name: str) -> Any:
+    """JobContext (the job process's side) lives in trainer.job_context; imported on first use."""
+    if name == "JobContext":
+        from trainer.job_context import JobContext
 
-    SIGTERM (Cancel) only sets `cancelled`; the work loop checks it between units (or calls
-    check_cancelled()) so a step or dialogue in progress ends cleanly."""
+        return JobContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def __init__(self, engine: Engine, job_id: int, heartbeat_s: float = HEARTBEAT_S,
-                 stale_after_s: float = STALE_AFTER_S, install_signals: bool = True):
-        self.engine, self.job_id = engine, job_id
-        self.heartbeat_s, self.stale_after_s = heartbeat_s, stale_after_s
-        self.install_signals = install_signals
-        self._cancel = threading.Event()
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._old_handler: Any = None
-        self._signals_installed = False
-        with read_scope(engine) as s:
-            job = s.get(Job, job_id)
-            if job is None:
-                raise JobError(f"job {job_id} does not exist")
-            self.kind, self.config, self.seed = job.kind, dict(job.config), job.seed
-            self.output_dir = job.output_dir or str(job_dir(job_id))
-        self.last_checkpoint = last_checkpoint(engine, job_id)
 
-    @property
-    def resume_from(self) -> Optional[str]:
-        """Path of the last checkpoint when this run resumes an earlier one, else None."""
-        return self.last_checkpoint["path"] if self.last_checkpoint else None
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def check_cancelled(self) -> None:
-        if self.cancelled:
-            raise JobCancelled(f"job {self.job_id} cancelled")
-
-    def request_cancel(self, *_: Any) -> None:
-        self._cancel.set()
-
-    # -- life cycle
-    def __enter__(self) -> "JobContext":
-        if self.install_signals and threading.current_thread() is threading.main_thread():
-            self._old_handler = signal.signal(signal.SIGTERM, self.request_cancel)
-            self._signals_installed = True
-        with session_scope(self.engine) as s:
-            job = s.get(Job, self.job_id)
-            if job.status != "queued":
-                self._restore_signals()
-                raise JobError(f"job {self.job_id} is {job.status}; only a queued job can run")
-            job.status, job.pid, job.heartbeat_at = "queued", os.getpid(), utcnow()
-        self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"heartbeat-{self.job_id}")
-        self._thread.start()
-        try:
-            self._wait_turn()
-        except BaseException:
-            self._stop_heartbeat()
-            self._restore_signals()
-            raise
-        return self
-
-    def _wait_turn(self) -> None:
-        announced = False
-        while True:
-            mark_stale_jobs(self.engine, self.stale_after_s)  # a dead job ahead never blocks the queue
-            with session_scope(self.engine) as s:  # BEGIN IMMEDIATE: the claim below is atomic
-                me = s.get(Job, self.job_id)
-                cancelled = me.status == "cancelled" or self.cancelled
-                if cancelled:
-                    me.status, me.finished_at, me.error = "cancelled", me.finished_at or utcnow(), "cancelled"
-                    ahead = []
-                else:
-                        ahead = [j for j in s.scalars(select(Job).where(
-                        Job.id != self.job_id, Job.pid.is_not(None), Job.status.in_(("running", "queued"))))
-                             if _live(j, self.stale_after_s) and (j.status == "running" or j.id < self.job_id)]
-                if not ahead and not cancelled:
-                    me.status, me.started_at, me.heartbeat_at, me.error = "running", utcnow(), utcnow(), ""
-                    me.finished_at = None
-                    print(f"job {self.job_id} running (pid {os.getpid()})", flush=True)
-                    return
-            if cancelled:
-                raise JobCancelled(f"job {self.job_id} cancelled while queued")
-            if not announced:
-                print(f"job {self.job_id} queued behind job(s) {', '.join(str(j.id) for j in ahead)}", flush=True)
-                announced = True
-            self._stop.wait(QUEUE_POLL_S)
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        self._stop_heartbeat()
-        self._restore_signals()
-        if exc is None:
-            status, error = ("cancelled", "cancelled") if self.cancelled else ("succeeded", "")
-        elif isinstance(exc, (JobCancelled, KeyboardInterrupt)):
-            status, error = "cancelled", "cancelled"
-        else:
-            status, error = "failed", f"{exc_type.__name__}: {exc}"
-            traceback.print_exception(exc_type, exc, tb)
-        with session_scope(self.engine) as s:
-            job = s.get(Job, self.job_id)
-            job.status, job.error, job.finished_at, job.heartbeat_at = status, error, utcnow(), utcnow()
-        print(f"job {self.job_id} {status}" + (f": {error}" if status == "failed" else ""), flush=True)
-        return isinstance(exc, JobCancelled)
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.heartbeat_s):
-            try:
-                with session_scope(self.engine) as s:
-                    job = s.get(Job, self.job_id)
-                    job.heartbeat_at = utcnow()
-                    if job.status == "interrupted":  # marked stale by mistake (e.g. a stalled machine)
-                        job.status, job.error, job.finished_at = "running", "", None
-            except Exception as e:  # a busy store must not kill the job; the next beat retries
-                print(f"heartbeat failed: {e}", file=sys.stderr, flush=True)
-
-    def _stop_heartbeat(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _restore_signals(self) -> None:
-        if self._signals_installed:
-            signal.signal(signal.SIGTERM, self._old_handler if self._old_handler is not None else signal.SIG_DFL)
-            self._signals_installed = False
-
-    # -- what the work loop reports
-    def progress(self, step: int, total: int) -> None:
-        with session_scope(self.engine) as s:
-            job = s.get(Job, self.job_id)
-            job.step, job.total_steps = int(step), int(total)
-            job.progress = min(1.0, step / total) if total > 0 else 0.0
-            job.heartbeat_at = utcnow()
-
-    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
-        """Write metrics of one step; a (step, name) written before is replaced, never duplicated."""
-        values = {str(k): float(v) for k, v in metrics.items() if v is not None}
-        with session_scope(self.engine) as s:
-            existing = {m.name: m for m in s.scalars(select(Metric).where(
-                Metric.job_id == self.job_id, Metric.step == int(step), Metric.name.in_(list(values))))}
-            for name, value in values.items():
-                if name in existing:
-                    existing[name].value = value
-                else:
-                    s.add(Metric(job_id=self.job_id, step=int(step), name=name, value=value))
-
-    def add_checkpoint(self, step: int, path: str, metrics: Optional[dict[str, Any]] = None) -> None:
-        """Record a checkpoint written completely at `path` (a rewrite of the same step replaces it)."""
-        with session_scope(self.engine) as s:
-            row = s.scalars(select(Checkpoint).where(Checkpoint.job_id == self.job_id,
-                                                     Checkpoint.step == int(step))).first()
-            if row is None:
-                s.add(Checkpoint(job_id=self.job_id, step=int(step), path=str(path), metrics=metrics or {}))
-            else:
-                row.path, row.metrics = str(path), metrics or {}
-        self.last_checkpoint = {"step": int(step), "path": str(path), "metrics": metrics or {}}
-
-__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError", "cancel", "clone",
-           "create_job", "job_detail", "last_checkpoint", "launch", "list_jobs", "log_tail", "mark_stale_jobs",
-           "pid_alive", "reopen", "resume"]
+__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError", "JobOwnershipLost", "cancel",
+           "clone", "create_job", "job_detail", "last_checkpoint", "launch", "list_jobs", "log_tail",
+           "mark_stale_jobs", "pid_alive", "reopen", "resume"]

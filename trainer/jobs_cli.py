@@ -1,13 +1,17 @@
 """`python -m trainer job JOB_ID [--db URL]`: run a recorded job in this process (what `jobs.launch` starts).
+`python -m trainer jobs [JOB_ID] [--kind K] [--db URL] [--json]`: list the jobs, or show one.
 
 The job's kind picks the work: "train" runs the RL trainer, "benchmark" the Sentient benchmark runner.
-Exit status: 0 succeeded, 1 failed, 2 the job cannot run (unknown id, wrong state), 143 cancelled.
+Exit status of `job`: 0 succeeded, 1 failed, 2 the job cannot run (unknown id, wrong state, owned by
+another live process), 143 cancelled. Listing first marks stale jobs interrupted (a dead or silent
+process), so the CLI alone shows the truth; `jobs JOB_ID` exits 2 for an unknown job.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine
 
@@ -59,6 +63,49 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         engine.dispose()
+
+
+# ------------------------------------------------------------------------------------ python -m trainer jobs
+LIST_COLUMNS = ("id", "kind", "status", "step", "total_steps", "pid", "heartbeat_at", "name", "error")
+
+
+def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job_id", type=int, nargs="?", default=None, help="show this job only")
+    parser.add_argument("--kind", choices=("train", "benchmark"), default=None)
+    parser.add_argument("--limit", type=int, default=50, help="newest jobs listed (default 50)")
+    parser.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or "
+                                                   "lab_data/lab.db)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per job")
+
+
+def _row(job: dict[str, Any]) -> dict[str, Any]:
+    return {k: (str(job[k]) if k == "heartbeat_at" and job[k] is not None else job[k]) for k in LIST_COLUMNS}
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    from trainer import jobs
+
+    engine = make_engine(args.db)
+    try:
+        if args.job_id is not None:
+            detail = jobs.job_detail(engine, args.job_id, log_lines=0)
+            if detail is None:
+                print(f"error: job {args.job_id} does not exist", file=sys.stderr)
+                return 2
+            found = [detail]
+        else:
+            found = jobs.list_jobs(engine, kind=args.kind, limit=args.limit)
+    finally:
+        engine.dispose()
+    for job in found:
+        row = _row(job)
+        if args.json:
+            print(json.dumps(row, ensure_ascii=False))
+        else:
+            steps = f"{row['step']}/{row['total_steps']}"
+            print(f"#{row['id']:<5} {row['kind']:<10} {row['status']:<12} step {steps:<9} pid {row['pid'] or '-':<8} "
+                  f"{row['name'][:40]}" + (f"  ({row['error'][:200]})" if row["error"] else ""))
+    return 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -29,7 +29,7 @@ import torch
 from simulator.rules import tier
 from storage import code_version, lab_home
 from trainer import algorithms as A
-from trainer.checkpoints import clean_partial, load_checkpoint, save_checkpoint
+from trainer.checkpoints import clean_partial, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import ConfigError, TrainConfig
 from trainer.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
 from trainer.learner import Learner, make_batch
@@ -266,15 +266,20 @@ class RLTrainer:
                 "output_dir": str(self.output_dir)}
 
     def save(self, step: int) -> str:
+        """Write the step's checkpoint, record it in the job, and only then prune older ones."""
+        if is_main() and hasattr(self.job, "check_owner"):
+            self.job.check_owner()  # a process that lost its job writes no files into the job's folder
         path = save_checkpoint(self.learner, self.checkpoint_root, step,
-                               extra={"metrics": self.last_metrics, "code_version": code_version()},
-                               keep=self.config.keep_checkpoints)
+                               extra={"metrics": self.last_metrics, "code_version": code_version()})
         self.last_checkpoint = str(path)
         if is_main():
             if self.job is not None:
                 self.job.add_checkpoint(step, str(path), {k: self.last_metrics[k] for k in
                                                           ("reward_mean", "final_emotion_mean")
                                                           if k in self.last_metrics})
+            pruned = prune_checkpoints(self.checkpoint_root, self.config.keep_checkpoints)
+            if pruned and hasattr(self.job, "forget_checkpoints"):
+                self.job.forget_checkpoints([str(p) for p in pruned])
             self._log(f"step {step}: checkpoint {path}")
         return str(path)
 

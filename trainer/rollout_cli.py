@@ -5,7 +5,8 @@
         [--db URL] [--json]
 
 API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit status 0 when every
-dialogue ended (finished, or failed / cancelled with its reason stored); 2 for bad input.
+dialogue ended (finished, or some failed / cancelled with their reason stored); 1 when every dialogue
+failed (an outage a script must see) or one did not end; 2 for bad input.
 """
 from __future__ import annotations
 
@@ -127,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"dialogue {s.dialogue_id}  {s.profile_id:<20} turns {s.n_turns:<3} emotion {emo:>4}  "
                   f"{s.outcome or s.status}{'  ' + s.error if s.error else ''}")
     ended = all(s.status in ("finished", "failed", "cancelled") for s in samples)
+    if samples and all(s.status == "failed" for s in samples):
+        print(f"rollout: all {len(samples)} dialogue(s) failed, e.g. {samples[0].error[:300]}", file=sys.stderr)
+        return 1
     return 0 if ended else 1
 
 

@@ -109,6 +109,9 @@ def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", type=int, help="an interrupted, failed or cancelled training job")
     parser.add_argument("--detach", action="store_true",
                         help="start the job in the background (python -m trainer job) and return")
+    parser.add_argument("--stop-owner", action="store_true",
+                        help="if a process still owns the job (alive, perhaps stalled), kill it first instead of "
+                             "refusing")
     _common(parser)
 
 
@@ -130,10 +133,10 @@ def run_resume(args: argparse.Namespace) -> int:
         if rank == 0:
             try:
                 if args.detach:
-                    pid = jobs.resume(engine, args.db or default_url(), args.job_id)
+                    pid = jobs.resume(engine, args.db or default_url(), args.job_id, stop_owner=args.stop_owner)
                     print(f"job {args.job_id} resumed in the background (pid {pid})")
                 else:
-                    jobs.reopen(engine, args.job_id)
+                    jobs.reopen(engine, args.job_id, stop_owner=args.stop_owner)
             except jobs.JobError as exc:
                 problem = str(exc)
         problem = broadcast_object(problem)

@@ -163,8 +163,7 @@ def build(ctx: LabContext) -> None:
     engine = ctx.engine
     with gr.Row():
         with gr.Column(scale=3, min_width=320):
-            choices = persona_choices(engine)
-            personas = gr.Dropdown(choices, value=[choices[0][1]] if choices else [], multiselect=True,
+            personas = gr.Dropdown([], value=[], multiselect=True,  # filled on load (after any login)
                                    label="Persona(s)", elem_id="live-personas")
             policy = gr.Textbox("default", label="Policy",
                                 info="default (SmolLM2-135M-Instruct) · a local model folder · vllm:PATH · openai:MODEL",
@@ -207,7 +206,14 @@ def build(ctx: LabContext) -> None:
                                max_new_tokens, temperature, seed], [status, plot, chats, finished])
     stop_btn.click(_stop_handler, None, stop_msg, concurrency_limit=None)
     simulator.change(lambda s: gr.update(visible=(s or "offline").strip() == "offline"), simulator, sim_note)
-    ctx.refresh_on_show(lambda: gr.update(choices=persona_choices(engine)), None, personas)
+
+    def fill_personas(current: Optional[list[str]]):
+        choices = persona_choices(engine)
+        ids = [pid for _, pid in choices]
+        kept = [pid for pid in current or [] if pid in ids]
+        return gr.update(choices=choices, value=kept or ids[:1])
+
+    ctx.refresh_on_show(fill_personas, personas, personas)
     open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs)
 
 

@@ -2,6 +2,7 @@
 shown under the offending field; import and export JSONL files. Logic lives in simulator.persona_service."""
 from __future__ import annotations
 
+import logging
 import re
 import tempfile
 from pathlib import Path
@@ -27,6 +28,27 @@ FIELDS = [f for f, *_ in FORM]
 NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
 PERSONALITY_CHOICES = [(key, key) for key in PERSONALITIES]
 HEADERS = ["id", "name", "need", "personality", "language", "source"]
+MAX_LISTED = 200  # problems listed in the import report (the count says how many more)
+log = logging.getLogger("rlver.app.personas")
+
+
+def import_markdown(engine, path: Path, keep_valid: bool, replace: bool, max_listed: int = MAX_LISTED) -> str:
+    """The import report as the CLI gives it: one line per problem ("line N: field: reason"), the first
+    `max_listed` of them shown. An unexpected failure is logged and reported without its exception text."""
+    try:
+        report = ps.import_file(engine, path, keep_valid=keep_valid, replace=replace)
+    except Exception:
+        log.exception("persona import of %s failed", path)
+        return "**The import failed unexpectedly; nothing was stored.** The details are in the server log."
+    lines = [f"**{report.stored} stored**, {len(report.profiles)} valid, {len(report.errors)} problem(s) "
+             f"in {report.n_lines} line(s)."]
+    if report.errors and not keep_valid:
+        lines.append("Nothing was stored because of the problems below (tick *Keep the valid lines* to store "
+                     "the rest).")
+    lines += [f"- {md(e)}" for e in report.errors[:max_listed]]
+    if len(report.errors) > max_listed:
+        lines.append(f"- ... and {len(report.errors) - max_listed} more problem(s)")
+    return "\n".join(lines)
 
 
 def _any(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -92,11 +114,11 @@ def build(ctx: LabContext) -> None:
                 f_need = gr.Dropdown(_any(NEED_CHOICES), value="", label="Hidden need", scale=2)
                 f_pers = gr.Dropdown(_any(PERSONALITY_CHOICES), value="", label="Personality", scale=1)
                 f_lang = gr.Dropdown(_any([(x, x) for x in LANGUAGES]), value="", label="Language", scale=1)
-            # Callable values are re-read on every page load: jobs and the CLI write to the same store.
-            table = gr.Dataframe(lambda: rows(engine), headers=HEADERS, datatype="str", type="array", interactive=False,
+            # Filled on every page load (after any login) and tab visit: jobs and the CLI write to the store too.
+            table = gr.Dataframe([], headers=HEADERS, datatype="str", type="array", interactive=False,
                                  max_height=520, wrap=True, label="Profiles (click a row to edit)",
                                  elem_id="persona-table")
-            count = gr.Markdown(lambda: f"{ps.count_profiles(engine)} profiles", elem_id="persona-count")
+            count = gr.Markdown("", elem_id="persona-count")
             with gr.Accordion("Import / export", open=False):
                 up = gr.File(label="Profile file (RLVER/SAGE or lab JSONL)", file_types=[".jsonl", ".json", ".txt"],
                              type="filepath", elem_id="persona-import-file")
@@ -178,22 +200,19 @@ def build(ctx: LabContext) -> None:
     def on_import(path, keep, repl, *flt):
         if not path:
             return "Choose a file first.", *refresh(*flt)
-        report = ps.import_file(engine, Path(path), keep_valid=bool(keep), replace=bool(repl))
-        lines = [f"**{report.stored} stored**, {len(report.profiles)} valid, {len(report.errors)} problem(s) "
-                 f"in {report.n_lines} line(s)."]
-        if report.errors and not keep:
-            lines.append("Nothing was stored because of the problems below (tick *Keep the valid lines* to store "
-                         "the rest).")
-        lines += [f"- {md(e)}" for e in report.errors]
-        return "\n".join(lines), *refresh(*flt)
+        return import_markdown(engine, Path(path), bool(keep), bool(repl)), *refresh(*flt)
 
     def on_export(f, *flt):
         ids = [r[0] for r in rows(engine, *flt)]
         out = Path(tempfile.mkdtemp(prefix="rlver-export-")) / f"personas-{f}.jsonl"
-        ps.export_file(engine, out, fmt=f, ids=ids)
+        try:
+            ps.export_file(engine, out, fmt=f, ids=ids)
+        except ValueError as exc:  # profiles stored before the bounds: named, never a traceback
+            raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)
 
     list_out = [table, count]
+    ctx.refresh_on_show(refresh, filters, list_out)
     for comp in filters:
         (comp.submit if comp is search else comp.change)(refresh, filters, list_out)
     search.change(refresh, filters, list_out)

@@ -22,7 +22,7 @@ def build(ctx: LabContext) -> None:
     engine = ctx.engine
     gr.Markdown("Compare up to 4 training runs. Pick the runs, a metric, and a step to see its dialogues.")
     with gr.Row():
-        runs = gr.Dropdown(choices=job_choices(ctx), multiselect=True, max_choices=rs.MAX_COMPARE,
+        runs = gr.Dropdown(choices=[], multiselect=True, max_choices=rs.MAX_COMPARE,  # filled on load
                            label="runs (2-4)", scale=4, elem_id="runs-pick")
         metric = gr.Dropdown(choices=[], label="metric", scale=2, elem_id="runs-metric")
         refresh = gr.Button("Refresh", scale=1, elem_id="runs-refresh")
@@ -87,4 +87,5 @@ def build(ctx: LabContext) -> None:
         lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id, ctx.link_outputs)
     open_btn.click(lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id,
                    ctx.link_outputs)
+    ctx.refresh_on_show(on_refresh, runs, runs)
     refresh.click(on_refresh, runs, runs).then(on_runs, [runs, metric, show_all], [metric, plot, diff, step_job])

@@ -62,7 +62,7 @@ def build(ctx: LabContext) -> None:
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
-            table = gr.Dataframe(headers=ts.JOB_HEADERS, value=ts.jobs_rows(jobs.list_jobs(engine)),
+            table = gr.Dataframe(headers=ts.JOB_HEADERS, value=[],  # filled on load (after any login)
                                  interactive=False, elem_id="train-jobs", label="click a row to follow the job")
             with gr.Row():
                 job_id = gr.Number(label="job", precision=0, minimum=0, scale=1, elem_id="train-job-id")
@@ -103,8 +103,7 @@ def build(ctx: LabContext) -> None:
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
 
-    def tick(jid: Any, sig: Any):
-        jobs.mark_stale_jobs(engine)
+    def tick(jid: Any, sig: Any):  # list_jobs marks stale jobs interrupted first
         return [ts.jobs_rows(jobs.list_jobs(engine)), *show(jid, sig)]
 
     def on_launch(job_name: str, *values: Any):
@@ -172,6 +171,7 @@ def build(ctx: LabContext) -> None:
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
+    ctx.refresh_on_show(lambda: ts.jobs_rows(jobs.list_jobs(engine)), None, table)
     for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
         button.click(lambda jid, a=action: act(a, jid), [job_id], [action_msg, job_id])
     to_form.click(edit_as_new, [job_id], [name, *widgets])

@@ -137,7 +137,7 @@ def build(ctx: LabContext) -> None:
             report = gr.Markdown(elem_id="transcript-import-report")
         with gr.Column(scale=5):
             with gr.Row():
-                coll = gr.Dropdown(label="Collection", choices=collections(engine), value=None, scale=3,
+                coll = gr.Dropdown(label="Collection", choices=[], value=None, scale=3,  # filled on load (after any login)
                                    elem_id="transcript-collection")
                 refresh_btn = gr.Button("Refresh", scale=0, min_width=90)
             summary = gr.Markdown(elem_id="transcript-summary")

@@ -1,0 +1,105 @@
+"""The login of `python -m app --auth`: nothing from the store reaches a visitor who has not logged in
+(checked over real HTTP against a populated store), and the password can stay out of the process list."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.__main__ import parse_args
+
+REPO = Path(__file__).resolve().parent.parent
+MARKERS = {"persona": "zq-secret-persona-7731", "job": "zq-secret-job-label", "collection": "zq-secret-collection"}
+
+
+def populate(db_url: str) -> list[str]:
+    """A store with a persona, a training job and a transcript collection carrying MARKERS; returns every
+    persona id in it (the built-in ones included)."""
+    from simulator import persona_service as ps
+    from simulator import transcripts as tr
+    from simulator.profiles import Profile
+    from storage import make_engine
+    from trainer import jobs
+
+    engine = make_engine(db_url)
+    ps.seed_builtin(engine)
+    ps.save_profile(engine, Profile(id=MARKERS["persona"], name="Zq Secret", persona="A teacher.",
+                                    background="Her friend left.", hidden_need="To be heard.",
+                                    need_category="just_listen", personality="passive"), create=True)
+    jobs.create_job(engine, "train", {"steps": 1}, name=MARKERS["job"])
+    record = {"id": "zq-record", "emo_point": 50, "history": [{"role": "user", "content": "hi"}]}
+    assert tr.import_file(engine, json.dumps(record).encode() + b"\n", collection=MARKERS["collection"]).ok
+    ids = [p.id for p in ps.list_profiles(engine)]
+    engine.dispose()
+    return ids
+
+
+@pytest.fixture
+def served_lab(tmp_path):
+    """`python -m app` with a login (from a file) over a populated store: (base URL, persona ids)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db_url = f"sqlite:///{tmp_path / 'lab.db'}"
+    ids = populate(db_url)  # RLVER_LAB_HOME is this test's own folder (conftest), the app's too
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    env.pop("RLVER_LAB_AUTH", None)
+    auth_file = tmp_path / "auth.txt"
+    auth_file.write_text("ana:s3cret-Passw0rd\n")
+    log = tmp_path / "app.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url, "--auth-file",
+                                 str(auth_file)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                httpx.get(base + "/", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.5)
+        yield base, ids
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "s3cret-Passw0rd" not in log.read_text()
+
+
+def test_anonymous_page_holds_nothing_from_the_store(served_lab):
+    base, ids = served_lab
+    with httpx.Client(base_url=base, timeout=30) as c:
+        anonymous = c.get("/")
+        assert anonymous.status_code == 200
+        for kind, marker in MARKERS.items():
+            assert marker not in anonymous.text, kind
+        leaked = [pid for pid in ids if f'"{pid}"' in anonymous.text or f"'{pid}'" in anonymous.text]
+        assert leaked == []
+        for path in ("/config", "/gradio_api/info"):
+            assert c.get(path).status_code == 401, path
+        # logged in, the page is served in full (its lists are filled by load events, see the browser tests)
+        assert c.post("/login", data={"username": "ana", "password": "s3cret-Passw0rd"}).status_code == 200
+        assert c.get("/config").status_code == 200 and "live-personas" in c.get("/").text
+
+
+def test_login_from_a_file_or_the_environment_and_the_help_warns(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("RLVER_LAB_AUTH", raising=False)
+    f = tmp_path / "auth"
+    f.write_text("ana:pa:ss\n")
+    assert parse_args(["--auth-file", str(f)]).auth == ("ana", "pa:ss")
+    monkeypatch.setenv("RLVER_LAB_AUTH", "env-user:env-pass")
+    assert parse_args([]).auth == ("env-user", "env-pass")
+    with pytest.raises(SystemExit):
+        parse_args(["--auth-file", str(tmp_path / "missing")])
+    assert "cannot read --auth-file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "visible to other users in the process list" in help_text and "--auth-file" in help_text
