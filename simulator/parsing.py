@@ -227,6 +227,10 @@ def parse_reply(text: str) -> dict[str, Any]:
     reply = sections.get("reply", "")
     if not sections:
         plain = normalize(text).strip()
+        analysis = split_sections(text, {**EMOTION_LABELS, "reason": "reason"},
+                                  _header_regex({**EMOTION_LABELS, "reason": "reason"}))
+        if len(analysis) >= 2:  # an emotion-step analysis answered in place of the message
+            raise ParseError(f"the reply step returned an analysis ({', '.join(analysis)}), not the user's message")
         if len(plain) <= 800 and "[" not in plain:
             reply = plain
     reply = _clean_message(_as_said(text, reply))

@@ -140,3 +140,13 @@ def test_sage_planning_texts(shared_data):
     with_draft = [(p, t) for p, t in zip(plans, turns) if "Origin:" in t["thinking"]]
     assert with_draft and all(p.get("draft") for p, _ in with_draft)
     assert sum("负面" in p.get("attitude", "") or "正面" in p.get("attitude", "") for p in plans) > len(plans) / 2
+
+
+def test_an_unlabelled_analysis_block_is_never_taken_as_the_users_message():
+    from simulator.parsing import ParseError, parse_reply
+
+    block = "Content: the reply lectured me\nReason: it ignored what I said\nChange: -4"
+    with pytest.raises(ParseError, match="returned an analysis"):
+        parse_reply(block)
+    assert parse_reply("Fine. Whatever you say.")["reply"] == "Fine. Whatever you say."
+    assert parse_reply("Change is hard, you know?")["reply"] == "Change is hard, you know?"
