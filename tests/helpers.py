@@ -27,3 +27,18 @@ async def play_dialogue(agent: Any, replies: list[str]) -> list[Any]:
         if turn.done:
             break
     return turns
+
+
+def wait_for_http(base: str, proc: Any, log: Any, tries: int = 240) -> None:
+    """Wait until a server process answers GET `base`/ (any status); it must not exit meanwhile (its log
+    file `log` is shown if it does)."""
+    import httpx
+
+    for _ in range(tries):
+        try:
+            httpx.get(base + "/", timeout=2)
+            return
+        except httpx.TransportError:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.5)
+    raise AssertionError(f"{base} did not answer")

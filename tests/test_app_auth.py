@@ -7,11 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers import wait_for_http
 
 from app.__main__ import parse_args
 
@@ -59,13 +59,7 @@ def served_lab(tmp_path):
                                  str(auth_file)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(240):
-            try:
-                httpx.get(base + "/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, log.read_text()
-                time.sleep(0.5)
+        wait_for_http(base, proc, log)
         yield base, ids
     finally:
         proc.terminate()

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers import wait_for_http
 
 from app.__main__ import is_loopback, parse_args
 
@@ -59,13 +59,7 @@ def test_served_lab_enforces_the_login_and_never_prints_it(tmp_path):
                                 stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(240):
-            try:
-                httpx.get(base + "/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, log.read_text()
-                time.sleep(0.5)
+        wait_for_http(base, proc, log)
         with httpx.Client(base_url=base, timeout=10) as c:
             assert c.get("/config").status_code == 401
             assert c.post("/login", data={"username": "ana", "password": "wrong"}).status_code >= 400

@@ -32,6 +32,21 @@ def _cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
+
+def _wait_for_step(engine, proc, step: int, timeout: float = 240) -> int:
+    """The id of the (only) job once its metrics of `step` are stored; the trainer must stay alive."""
+    deadline = time.monotonic() + timeout
+    job_id = None
+    while time.monotonic() < deadline:
+        with read_scope(engine) as s:
+            job = s.scalars(select(Job)).first()
+            job_id = job.id if job else None
+        if job_id and step in _metric_steps(engine, job_id, "reward_mean"):
+            return job_id
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    raise AssertionError(f"no metrics of step {step} within {timeout} s")
+
 def _metric_steps(engine, job_id: int, name: str) -> list[int]:
     with read_scope(engine) as s:
         return sorted(m.step for m in s.scalars(select(Metric).where(Metric.job_id == job_id, Metric.name == name)))
@@ -95,16 +110,7 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     home = tmp_path / "home"
     proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     engine = make_engine(db_url)
-    deadline = time.monotonic() + 240
-    job_id = None
-    while time.monotonic() < deadline:  # wait for the step-2 checkpoint and the step-3 metrics
-        with read_scope(engine) as s:
-            job = s.scalars(select(Job)).first()
-            job_id = job.id if job else None
-        if job_id and 3 in _metric_steps(engine, job_id, "reward_mean"):
-            break
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.2)
+    job_id = _wait_for_step(engine, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert jobs.mark_stale_jobs(engine) == [job_id]
@@ -152,16 +158,7 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
     home = tmp_path / "home"
     proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     engine = make_engine(db_url)
-    deadline = time.monotonic() + 240
-    job_id = None
-    while time.monotonic() < deadline:
-        with read_scope(engine) as s:
-            job = s.scalars(select(Job)).first()
-            job_id = job.id if job else None
-        if job_id and 2 in _metric_steps(engine, job_id, "reward_mean"):
-            break
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.2)
+    job_id = _wait_for_step(engine, proc, 2)
     os.killpg(proc.pid, signal.SIGSTOP)
     try:
         resumed = _cli("resume", str(job_id), "--db", db_url, env_home=home)
