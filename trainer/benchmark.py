@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine, select
 
+from simulator.backends import spec_error
 from simulator.fingerprint import canonical_json
 from simulator.profile_io import import_profiles
 from simulator.profiles import Profile
@@ -42,7 +43,7 @@ class BenchmarkInputError(ValueError):
 class BenchmarkConfig:
     policy: str = "default"  # default | PATH (Hugging Face folder) | vllm:PATH | openai:MODEL
     policy_base_url: str = ""  # openai:MODEL policy endpoint (default OPENAI_BASE_URL)
-    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
+    simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (key from OPENAI_API_KEY)
     simulator_base_url: str = ""
     profiles: str = "builtin"  # builtin | builtin:train | builtin:heldout | PATH (JSONL, lab or RLVER format)
     limit: int = 0  # first N profiles of the set (0 = all)
@@ -61,9 +62,8 @@ class BenchmarkConfig:
             e["policy"] = "required: 'default', a model folder, 'vllm:PATH' or 'openai:MODEL'"
         elif self.policy.startswith("openai:") and len(self.policy) == len("openai:"):
             e["policy"] = "openai:MODEL needs a model name"
-        if not (self.simulator == "offline" or (isinstance(self.simulator, str) and
-                                                 self.simulator.startswith("openai:") and len(self.simulator) > 7)):
-            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline' or 'openai:MODEL'"
+        if spec_error(self.simulator):
+            e["simulator"] = spec_error(self.simulator)
         if not isinstance(self.profiles, str) or not self.profiles.strip():
             e["profiles"] = "required: 'builtin' or a profiles file"
         if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0:
