@@ -54,16 +54,16 @@ def echo_reply(profile: Profile, turn: int, last_user: str) -> str:
 
 
 def tailored_reply(profile: Profile, turn: int, last_user: str) -> str:
-    """A reply built for this persona: its fit examples first, then the need-category replies opened
-    by a reference to the longest sentence of the user's last message."""
+    """A reply built for this persona, opened by a reference to the longest sentence of the user's last
+    message (so it answers what was just said): its fit examples first, then the need-category replies.
+    (Before scorer v3 the fit examples came without the opening; they answer details of the story the user
+    may not have told yet, which v3 rightly judges as no answer to the message.)"""
     fits = [s for s in profile.extra.get("fit_examples", []) if isinstance(s, str) and s.strip()]
-    if turn < len(fits):
-        return fits[turn]
-    options = NEED_FIT.get(profile.need_category) or [profile.hidden_need]
+    options = fits + (NEED_FIT.get(profile.need_category) or [profile.hidden_need])
     told = sentences(last_user, min_words=4)
     detail = max(told, key=len) if told else ""
     lead = f'When you say "{detail[:140]}", that stays with me. ' if detail else ""
-    return lead + options[(turn - len(fits)) % len(options)]
+    return lead + options[turn % len(options)]
 
 
 def shuffle_words(text: str, seed: str) -> str:
@@ -92,8 +92,11 @@ def other_persona(profile: Profile) -> Profile:
 
 
 def wrong_persona_reply(profile: Profile, turn: int, last_user: str) -> str:
-    """A reply tailored to another persona's situation and need: a good answer to somebody else."""
-    return tailored_reply(other_persona(profile), turn, last_user="")
+    """A reply written for another persona's situation and need (its fit examples, then its need category's
+    replies), without the opening that quotes this user: a good answer to somebody else."""
+    other = other_persona(profile)
+    options = other.extra.get("fit_examples", []) + NEED_FIT.get(other.need_category, [other.hidden_need])
+    return options[turn % len(options)]
 
 
 # Fluent frames that say nothing, filled with the user's own topic words.

@@ -56,9 +56,10 @@ STRICT_NEED_THRESHOLD = 0.42  # challenging rules (strict_need)
 MAX_WORDS = 120  # longer replies lose points
 GARBLED_POINTS = -12.0
 # v3: a reply closer to what misses the need than to what serves it by more than the margin loses points per
-# unit of the excess (at most 5). Set by hand, checked on the calibration set's advice_dump and flattery rows.
+# unit of the excess (at most 5). Set by hand (20 per unit was too weak for the mismatched_need probe: excesses
+# are small, 0.03-0.09), checked on the calibration set's advice_dump and flattery rows.
 MISMATCH_MARGIN = 0.0
-MISMATCH_POINTS = 20.0
+MISMATCH_POINTS = 60.0
 PARROT_THRESHOLD = 0.5  # more than half of the reply's word triples come from the user's own messages
 # I/you, my/your ... folded into one token, so "my mom" and "your mom" count as the same words
 _PERSON = {w: "·" for w in ("i", "me", "my", "mine", "myself", "you", "your", "yours", "yourself", "i'm",
