@@ -19,10 +19,11 @@ Each row is scored as the emotion step of a one-message dialogue (standard rules
 of the component points before rounding and clamping. Printed: the AUC (probability that a random good row
 scores above a random bad one; ties count half) over all rows, by persona split (train / held-out: the
 coherence thresholds were chosen looking at the train split only) and for each bad kind against all good
-rows. --fit prints the coherence measures by kind and, per measure, the ramp of the rule that set the
-constants in simulator/backends/coherence.py: a measure counts fully from the 10th percentile of the good
-rows of the train split (OK) and not at all below the lowest of them (BAD). --time measures the added time per judged turn of v3 over v2 (one turn at a time, caches cold for
-the coherence model and warm for the embeddings).
+rows. --fit prints the coherence measures by kind, and the lowest value and 10th percentile of each over
+the good rows of the train split, from which the constants in simulator/backends/coherence.py were set
+(the comment there says how). --time N measures the added time per judged turn of v3 over v2 (N turns one
+at a time, the first N rows: replies that all reach the language model; caches cold for the coherence
+model, warm for the embeddings), in wall time and in process CPU time (steadier on a shared machine).
 """
 from __future__ import annotations
 
@@ -111,8 +112,8 @@ def report(rows: list[dict], scores: dict[str, list[float]]) -> None:
 
 
 def fit(rows: list[dict]) -> None:
-    """The coherence measures by kind, and the ramp each rule gives on the train split: a measure counts
-    fully from the 10th percentile of the good rows (OK) and not at all below their lowest value (BAD)."""
+    """The coherence measures by kind, and the lowest value and 10th percentile of each over the good rows of
+    the train split (what the thresholds in simulator/backends/coherence.py were set from)."""
     from simulator.backends.coherence import coherence_sync
 
     raw = coherence_sync([(r["user"], r["reply"]) for r in rows])
@@ -128,8 +129,7 @@ def fit(rows: list[dict]) -> None:
     good = [i for i, r in enumerate(rows) if split_of(r["persona"]) == "train" and r["label"] == "good"]
     for m, v in measures.items():
         vals = sorted(v[i] for i in good)
-        print(f"{m}: good rows of the train split: lowest {vals[0]:.2f} (BAD), 10th percentile "
-              f"{vals[len(vals) // 10]:.2f} (OK)")
+        print(f"{m}: good rows of the train split: lowest {vals[0]:.2f}, 10th percentile {vals[len(vals) // 10]:.2f}")
 
 
 def time_added(rows: list[dict], n: int) -> None:
@@ -140,14 +140,16 @@ def time_added(rows: list[dict], n: int) -> None:
         asyncio.run(judge(v2, r))
     from simulator.backends.coherence import get_scorer
     get_scorer()
-    timings = {}
+    wall, cpu = {}, {}
     for name, backend in (("v2", v2), ("v3", v3)):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for r in sample:
             asyncio.run(judge(backend, r))
-        timings[name] = (time.perf_counter() - t0) / len(sample) * 1000
-    print(f"\nper judged turn, one at a time, {len(sample)} turns: v2 {timings['v2']:.0f} ms (embeddings cached), "
-          f"v3 {timings['v3']:.0f} ms: added {timings['v3'] - timings['v2']:.0f} ms")
+        wall[name] = (time.perf_counter() - t0) / len(sample) * 1000
+        cpu[name] = (time.process_time() - c0) / len(sample) * 1000
+    print(f"\nper judged turn, one at a time, {len(sample)} turns (embeddings cached): wall v2 {wall['v2']:.0f} ms, "
+          f"v3 {wall['v3']:.0f} ms, added {wall['v3'] - wall['v2']:.0f} ms; process CPU time v2 {cpu['v2']:.0f} ms, "
+          f"v3 {cpu['v3']:.0f} ms, added {cpu['v3'] - cpu['v2']:.0f} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="print the coherence measures and best thresholds")
     ap.add_argument("--time", type=int, default=0, metavar="N", help="time N judged turns one at a time")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--skip-auc", action="store_true", help="do not score the whole set (with --fit / --time)")
     args = ap.parse_args(argv)
     if args.threads:
         import torch
@@ -165,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     kinds = sorted({r["kind"] for r in rows})
     print(f"{args.data.name}: {len(rows)} rows, {sum(r['label'] == 'good' for r in rows)} good; kinds: "
           + ", ".join(f"{k} {sum(r['kind'] == k for r in rows)}" for k in kinds))
-    analyses = {s: score_rows(OfflineBackend(scorer=s), rows) for s in args.scorers}
-    report(rows, {f"offline-{s}": [points(a) for a in analyses[s]] for s in args.scorers})
+    if not args.skip_auc:
+        analyses = {s: score_rows(OfflineBackend(scorer=s), rows) for s in args.scorers}
+        report(rows, {f"offline-{s}": [points(a) for a in analyses[s]] for s in args.scorers})
     if args.fit:
         fit(rows)
     if args.time:
