@@ -7,9 +7,11 @@ and gain = fluency - alone: how much more likely the message makes the reply, i.
 an answer to *this* message rather than a text that would fit anywhere.
 
 The model (the lab's default policy model, converted once to safetensors by trainer.models) is loaded
-once per process and shared by every dialogue; requests of one event-loop tick are scored together in a
-worker thread (`CoherenceBatcher`). Each sequence is computed on its own token ids with no padding, so a
-result never depends on what else was in the batch: the scorer stays deterministic. Results are cached.
+once per process and shared by every dialogue; requests of one event-loop tick are scored in one call in a
+worker thread (`CoherenceBatcher`), off the event loop. Each sequence is computed on its own token ids with
+no padding, so a result never depends on what else was in the batch: the scorer stays deterministic.
+Results are cached. Cost: two forward passes per judged reply (about 1 s of CPU time on this lab's 2-core
+machine; benchmarks/offline_calibration.py --time measures it).
 """
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ def _mean_logprob(tok: Any, model: Any, context: str | None, reply: str) -> floa
     import torch
 
     prefix = tok(_prefix(context), add_special_tokens=False)["input_ids"]
-    if context is not None:  # keep the chat markers, cut the message from the front
+    if context is not None:  # keep "<|im_start|>user\n" (3 tokens) and the end markers, cut the message's front
         head, tail = prefix[:3], prefix[3:]
         prefix = head + tail[-MAX_CONTEXT_TOKENS:]
     target = tok(reply, add_special_tokens=False)["input_ids"][:MAX_REPLY_TOKENS]
