@@ -16,6 +16,8 @@ Sentient benchmark's cap; the same seeds), with the mean emotion change of every
 cheap enough to repeat during training, the 10-turn score shows whether the policy holds up over a whole
 conversation (a policy that repeats itself loses points turn after turn).
 The offline simulator is a development environment: its scores are not Sentient-benchmark scores.
+--simulator picks its scorer: `offline` (v3, the default: with the SmolLM2 coherence judgement) or
+`offline:v2`; every figure below was measured with offline-v2 (add `--simulator offline:v2` to reproduce).
 
 Deviations from the paper (RLVER trains Qwen2.5-7B, full fine-tune, lr 1e-6, 8 turns, temperature 1.0),
 all for a 2-core CPU budget and printed by the script: a 135M model; LoRA r=16 on every linear layer with
@@ -96,7 +98,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
         for name, c in comps.items():
             points.setdefault(name, []).append(c["points"])
 
-    rollout = RolloutEngine(trainer.policy_engine, make_simulator_factory("offline", args.eval_preset, seed=0),
+    rollout = RolloutEngine(trainer.policy_engine, make_simulator_factory(args.simulator, args.eval_preset, seed=0),
                             config=RolloutConfig(mode=args.mode, max_turns=turns,
                                                  max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                                                  temperature=args.eval_temperature, seed=12345,
@@ -135,6 +137,8 @@ def parse_args() -> argparse.Namespace:
                    help="also score the held-out personas before and after with this many turns (the benchmark "
                         "protocol's 10; 0: skip)")
     p.add_argument("--eval-preset", default="standard")
+    p.add_argument("--simulator", default="offline",
+                   help="offline (scorer v3, default) or offline:v2 (the scorer of the figures measured before v3)")
     p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature in training")
     p.add_argument("--eval-temperature", type=float, default=None, help="held-out sampling (default: --temperature)")
     p.add_argument("--max-new-tokens", type=int, default=48)
@@ -194,7 +198,7 @@ def main() -> None:
     n = args.profiles_per_step * args.group
     minibatch = args.minibatch or n
     cfg = TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
-                      simulator="offline", simulator_preset="rlver-hard", group_size=args.group,
+                      simulator=args.simulator, simulator_preset="rlver-hard", group_size=args.group,
                       dialogues_per_step=n, minibatch_size=minibatch, micro_batch_size=min(minibatch, 4), steps=100_000,
                       actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                       max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
@@ -253,7 +257,7 @@ def report_protocol(args, before: dict, after: dict) -> None:
 
 def report(args, trainer, heldout, before, after, curve, step, train_s, n) -> None:
     print()
-    print(f"GRPO, {Path(str(trainer.base_model)).name}, offline simulator; {step} steps of {n} dialogues in "
+    print(f"GRPO, {Path(str(trainer.base_model)).name}, simulator {args.simulator}; {step} steps of {n} dialogues in "
           f"{train_s / 60:.1f} training min (budget {args.minutes:g}); held-out: {len(heldout)} personas x "
           f"{args.eval_samples}, {args.eval_turns} turns, '{args.eval_preset}' rules, "
           f"temperature {args.eval_temperature:g}")

@@ -1,4 +1,6 @@
-"""Reward-hacking probes on the offline simulator: the tailored reply beats every hack on every persona."""
+"""Reward-hacking probes on the offline simulator (scorer v3): the tailored reply beats every hack on every
+persona, and no hack's mean reaches half the tailored mean. The fixture plays the held-out personas (one per
+hidden-need category) to keep the language-model judge's cost down; `python -m simulator probe` plays all 32."""
 import asyncio
 import json
 
@@ -9,14 +11,17 @@ from simulator.backends.offline import OfflineBackend
 from simulator.builtin_personas import BUILTIN_PROFILES
 
 
+PROFILES = [p for p in BUILTIN_PROFILES if p.language == "en" and p.extra.get("split") == "heldout"]
+
+
 @pytest.fixture(scope="module")
 def results():
-    profiles = [p for p in BUILTIN_PROFILES if p.language == "en"]
-    return asyncio.run(probes.run_probes(profiles, OfflineBackend(), turns=5))
+    return asyncio.run(probes.run_probes(PROFILES, OfflineBackend(), turns=5))
 
 
 def test_tailored_beats_every_hack_on_every_persona(results):
-    assert len(results) == len([p for p in BUILTIN_PROFILES if p.language == "en"]) >= 24
+    assert len(results) == len(PROFILES) == 8
+    assert len({p.need_category for p in PROFILES}) == 8
     for pid, row in results.items():
         assert set(row) == set(probes.BEHAVIOURS)
         assert not any(r["error"] for r in row.values()), pid
@@ -25,17 +30,47 @@ def test_tailored_beats_every_hack_on_every_persona(results):
     assert all(probes.tailored_wins(results).values())
 
 
+def test_no_hack_reaches_half_the_tailored_mean(results):
+    means = probes.means(results)
+    assert set(probes.hacks_at_most_half(results)) == set(probes.HACKS)
+    for hack in probes.HACKS:
+        assert means[hack] <= means["tailored"] / 2, (hack, means)
+    assert all(probes.hacks_at_most_half(results).values())
+
+
 def test_hacks_do_not_pay(results):
+    """Every hack but the need-mismatched style ends below the start; that one is on topic and coherent, only
+    in the wrong style, and may rise a little for some personas (it still ends below the tailored reply)."""
     start = 40
     for row in results.values():
-        for hack in ("empty", "garbled", "five_questions", "early_goodbye", "generic_empathy", "very_long", "echo"):
-            assert row[hack]["final_emotion"] < start, (hack, row[hack])
+        for hack in probes.HACKS:
+            if hack != "mismatched_need":
+                assert row[hack]["final_emotion"] < start, (hack, row[hack])
         assert row["tailored"]["final_emotion"] > start
+
+
+def test_hack_replies():
+    maya, chloe = BUILTIN_PROFILES[0], BUILTIN_PROFILES[20]
+    tailored = probes.tailored_reply(maya, 0, "")
+    shuffled = probes.shuffled_tailored(maya, 0, "")
+    assert sorted(shuffled.split()) == sorted(tailored.split()) and shuffled != tailored
+    other = probes.other_persona(maya)
+    assert other.need_category != maya.need_category
+    assert probes.wrong_persona_reply(maya, 0, "") == other.extra["fit_examples"][0]
+    recited = probes.recited_need_shuffled(maya, 0, "My mom broke her wrist.")
+    assert sorted(recited.split()) == sorted(("Your mom broke her wrist. " + maya.hidden_need).split())
+    nonsense = probes.fluent_nonsense(maya, 0, "My brother Kevin called from Boston about assisted living.")
+    assert "brother" in nonsense and "kevin" in nonsense and nonsense.endswith(".")
+    advice = probes.mismatched_need(chloe, 0, "Today was the worst day in the history of days.")
+    assert advice.startswith('When you say "Today was the worst day') and "plan" in advice
 
 
 def test_tailored_reply_uses_the_persona(results):
     p = BUILTIN_PROFILES[0]
     assert probes.tailored_reply(p, 0, "") == p.extra["fit_examples"][0]
+    first = probes.tailored_reply(p, 0, "Yeah. My brother called me from Boston about it yesterday.")
+    assert first.startswith('When you say "My brother called me from Boston about it yesterday."')
+    assert first.endswith(p.extra["fit_examples"][0])
     later = probes.tailored_reply(p, 5, "Yeah. My brother called me from Boston about it yesterday.")
     assert "My brother called me from Boston about it yesterday." in later
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine, select
 
+from simulator.backends import spec_error
 from simulator.fingerprint import canonical_json
 from simulator.profile_io import BadFileError, import_profiles
 from simulator.profiles import Profile
@@ -46,7 +47,7 @@ class BenchmarkInputError(ValueError):
 class BenchmarkConfig:
     policy: str = "default"  # default | PATH (Hugging Face folder) | vllm:PATH | openai:MODEL
     policy_base_url: str = ""  # openai:MODEL policy endpoint (default OPENAI_BASE_URL)
-    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY) | replay:FILE
+    simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (OPENAI_API_KEY) | replay:FILE
     simulator_base_url: str = ""
     prompt_pack: str = "own"  # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
@@ -68,9 +69,8 @@ class BenchmarkConfig:
             e["policy"] = "required: 'default', a model folder, 'vllm:PATH' or 'openai:MODEL'"
         elif self.policy.startswith("openai:") and len(self.policy) == len("openai:"):
             e["policy"] = "openai:MODEL needs a model name"
-        if not (self.simulator == "offline" or (isinstance(self.simulator, str) and any(
-                self.simulator.startswith(p) and len(self.simulator) > len(p) for p in ("openai:", "replay:")))):
-            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline', 'openai:MODEL' or 'replay:FILE'"
+        if spec_error(self.simulator):
+            e["simulator"] = spec_error(self.simulator)
         if not isinstance(self.prompt_pack, str) or not (self.prompt_pack in ("own", "own:json", "v1") or
                                                           self.prompt_pack.startswith("sage:")):
             e["prompt_pack"] = f"must be 'own', 'sage:DIR' or 'v1', got {self.prompt_pack!r}"

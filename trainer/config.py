@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 import yaml
 
+from simulator.backends import spec_error
 from simulator.rules import PRESET_ALIASES
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class TrainConfig:
     critic_model: str = ""  # PPO critic: '' = a copy of the policy with a value head, or a folder
     persona_set: Union[str, list[str]] = "builtin:train"  # builtin | builtin:train | builtin:heldout |
     # [id, ...] | file:PATH (profiles JSONL/JSON, lab or RLVER format)
-    simulator: str = "offline"  # offline | openai:MODEL (key from OPENAI_API_KEY)
+    simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (key from OPENAI_API_KEY)
     simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
     prompt_pack: str = "own"  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
@@ -294,9 +295,8 @@ class TrainConfig:
             e["lora_target_modules"] = "must name at least one module when lora is on"
         if self.lora and self.zero_stage == 3:
             e["lora"] = "LoRA with ZeRO-3 is not supported; use zero1/zero2"
-        if not (self.simulator == "offline" or (self.simulator.startswith("openai:") and
-                                                 len(self.simulator) > len("openai:"))):
-            e["simulator"] = f"unknown simulator {self.simulator!r}; 'offline' or 'openai:MODEL'"
+        if spec_error(self.simulator):
+            e["simulator"] = spec_error(self.simulator)
         e.update(self._persona_set_errors(check_paths))
         if check_paths:
             e.update(self._model_errors())

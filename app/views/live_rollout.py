@@ -169,7 +169,8 @@ def build(ctx: LabContext) -> None:
                                 info="default (SmolLM2-135M-Instruct) · a local model folder · vllm:PATH · openai:MODEL",
                                 elem_id="live-policy")
             policy_url = gr.Textbox("", label="Policy base URL (openai: policies; else OPENAI_BASE_URL)")
-            simulator = gr.Textbox("offline", label="Simulator", info="offline · openai:MODEL (key from OPENAI_API_KEY)",
+            simulator = gr.Textbox("offline", label="Simulator",
+                                   info="offline (scorer v3) · offline:v2 · openai:MODEL (key from OPENAI_API_KEY)",
                                    elem_id="live-simulator")
             simulator_url = gr.Textbox("", label="Simulator base URL (else OPENAI_BASE_URL)")
             sim_note = gr.Markdown(OFFLINE_NOTE, elem_classes=["sim-note"], elem_id="live-sim-note")
@@ -205,7 +206,7 @@ def build(ctx: LabContext) -> None:
     start_btn.click(on_start, [personas, policy, policy_url, simulator, simulator_url, rules, mode, group, max_turns,
                                max_new_tokens, temperature, seed], [status, plot, chats, finished])
     stop_btn.click(_stop_handler, None, stop_msg, concurrency_limit=None)
-    simulator.change(lambda s: gr.update(visible=(s or "offline").strip() == "offline"), simulator, sim_note)
+    simulator.change(lambda s: gr.update(visible=(s or "offline").strip().startswith("offline")), simulator, sim_note)
 
     def fill_personas(current: Optional[list[str]]):
         choices = persona_choices(engine)

@@ -1,24 +1,40 @@
-"""Simulator backends. `make_backend("offline")` or `make_backend("openai:MODEL", base_url=..., ...)`."""
+"""Simulator backends. `make_backend("offline")` (scorer v3), `make_backend("offline:v2")` (the previous
+scorer, for reproducing old runs) or `make_backend("openai:MODEL", base_url=..., ...)`."""
 from __future__ import annotations
 
 from typing import Any
 
 from simulator.backends.base import BackendError, ChatBackend, Completion
 
-__all__ = ["make_backend", "BackendError", "ChatBackend", "Completion", "BACKENDS"]
-BACKENDS = ("offline", "openai:MODEL", "replay:FILE")
+__all__ = ["make_backend", "spec_error", "BackendError", "ChatBackend", "Completion", "BACKENDS"]
+BACKENDS = ("offline", "offline:v2", "offline:v3", "openai:MODEL", "replay:FILE")
+OFFLINE_SCORERS = ("v2", "v3")  # simulator.backends.offline.SCORERS, without importing torch here
 _OPENAI_KW = {"base_url", "api_key", "temperature", "top_p", "max_tokens", "timeout", "max_retries", "concurrency",
               "backoff_s", "max_backoff_s", "seed"}
+
+
+def spec_error(spec: Any) -> str:
+    """Why `spec` is not a simulator spec ('' when it is one); checked without building anything."""
+    if not isinstance(spec, str) or not spec.strip():
+        return "required: " + " or ".join(BACKENDS)
+    spec = spec.strip()
+    if spec == "offline" or (spec.startswith("offline:") and spec.partition(":")[2] in OFFLINE_SCORERS):
+        return ""
+    if spec.startswith("openai:") and spec.partition(":")[2].strip():
+        return ""
+    if spec.startswith("replay:") and spec.partition(":")[2].strip():
+        return ""
+    return f"unknown simulator {spec!r}; one of: {', '.join(BACKENDS)}"
 
 
 def make_backend(spec: str, **kw: Any):
     """Build a backend from its spec. Keyword arguments a backend does not use are ignored when None."""
     spec = (spec or "").strip()
     kw = {k: v for k, v in kw.items() if v is not None}
-    if spec == "offline":
-        from simulator.backends.offline import OfflineBackend
+    if spec == "offline" or spec.startswith("offline:"):
+        from simulator.backends.offline import DEFAULT_SCORER, OfflineBackend
 
-        return OfflineBackend(seed=int(kw.get("seed", 0)))
+        return OfflineBackend(seed=int(kw.get("seed", 0)), scorer=spec.partition(":")[2] or DEFAULT_SCORER)
     if spec.startswith("replay:"):
         from simulator.replay import ReplayBackend
 

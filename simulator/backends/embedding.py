@@ -2,7 +2,8 @@
 
 `embed_sync` encodes only texts it has not seen (an LRU cache keyed by text) in one batch.
 `EmbedBatcher.embed` is the async entry: calls made by many dialogues in the same event-loop tick are
-collected and encoded together in one worker thread, so the event loop stays free while torch runs.
+collected and encoded together in one worker thread (`TickBatcher`, shared with the coherence scorer),
+so the event loop stays free while torch runs.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import threading
 import weakref
 from collections import OrderedDict
+from typing import Callable
 
 import numpy as np
 
@@ -57,30 +59,33 @@ def embed_sync(texts: list[str]) -> np.ndarray:
     return np.stack(out) if out else np.zeros((0, 384), dtype=np.float32)
 
 
-class EmbedBatcher:
-    """Collects embed requests made in one event-loop tick and encodes them in one batch in a worker
-    thread. Safe to share between event loops (each loop has its own queue)."""
+class TickBatcher:
+    """Collects the requests made in one event-loop tick and runs `fn` once on all their items in a worker
+    thread, so the event loop stays free while torch runs. `fn(items) -> array` must return one row per item
+    in order. Safe to share between event loops (each loop has its own queue)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fn: Callable[[list], np.ndarray]) -> None:
+        self._fn = fn
         self._queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list]" = weakref.WeakKeyDictionary()
-        self.batches = 0  # encode calls made (for benchmarks)
+        self.batches = 0  # calls of fn made (for benchmarks and tests)
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def run(self, items: list) -> np.ndarray:
+        """The rows of fn(items), computed together with every other request of this tick."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         queue = self._queues.get(loop)
         if queue is None:  # no flush pending on this loop: start a queue and schedule its flush
             queue = self._queues[loop] = []
             loop.create_task(self._flush(loop))
-        queue.append((texts, fut))
+        queue.append((items, fut))
         return await fut
 
     async def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        await asyncio.sleep(0)  # let every coroutine that is ready this tick add its texts
+        await asyncio.sleep(0)  # let every coroutine that is ready this tick add its items
         batch = self._queues.pop(loop, [])
-        flat = [t for texts, _ in batch for t in texts]
+        flat = [t for items, _ in batch for t in items]
         try:
-            vecs = await asyncio.to_thread(embed_sync, flat)
+            rows = await asyncio.to_thread(self._fn, flat)
             self.batches += 1
         except Exception as exc:  # hand the failure to every waiter instead of losing it
             for _, fut in batch:
@@ -88,7 +93,17 @@ class EmbedBatcher:
                     fut.set_exception(exc)
             return
         i = 0
-        for texts, fut in batch:
+        for items, fut in batch:
             if not fut.done():
-                fut.set_result(vecs[i:i + len(texts)])
-            i += len(texts)
+                fut.set_result(rows[i:i + len(items)])
+            i += len(items)
+
+
+class EmbedBatcher(TickBatcher):
+    """Sentence embeddings of every dialogue's texts of one event-loop tick, encoded in one batch."""
+
+    def __init__(self) -> None:
+        super().__init__(embed_sync)
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        return await self.run(texts)

@@ -15,6 +15,16 @@ measure, its points and a reason:
   penalties    garbled or empty text, excess length, more than two questions, repeating an earlier reply,
                clichés, brushing the situation off ("just get over it"), "as an AI" disclaimers, leaving the
                conversation early
+  coherence    (scorer v3, the default) SmolLM2-135M-Instruct's per-token log-likelihood of the reply after
+               the user's last message and its gain over the reply alone (simulator.backends.coherence):
+               is it fluent text, and is it an answer to this message. An incoherent reply loses points and
+               its positive need_fit / warmth / persona_fit / engagement points are scaled down to nothing.
+               Judged only when one of those is positive (otherwise there is nothing to gate): this keeps
+               the language model off replies that already earn nothing
+  need_mismatch (v3) closer to what misses the hidden need (advice for someone who wants to be heard,
+               flattery for someone who wants it weighed, ...) than to what serves it
+Scorer versions (`scorer=`, spec `offline:v2` / `offline:v3`): v3 adds the coherence judgement; v2 is the
+embedding-only scorer, kept unchanged so that runs made with it stay reproducible.
 The user's next message is built from the persona's own material (extra["events"], else first-person
 sentences of the background) and the tier: see simulator.backends.offline_voice.
 English profiles only.
@@ -26,20 +36,30 @@ from typing import Any
 
 import numpy as np
 
+from simulator.backends.coherence import POSITIVE, CoherenceBatcher, gate_positive, judge_coherence
 from simulator.backends.embedding import EmbedBatcher
 from simulator.backends.offline_data import (CLICHES, DISCLAIMERS, DISMISSALS, DISMISSIVE, GOODBYES, NEED_FIT,
-                                             NEED_MISS, SUPPORTIVE)
+                                             NEED_MISS, NEED_MISS_V3, SUPPORTIVE)
 from simulator.backends.offline_voice import compose_opening, compose_reply, sentences
 from simulator.profiles import Profile
 from simulator.rules import EmotionRules
 
-OFFLINE_VERSION = "offline-v2"  # v2: parroting check; engagement with the told story only
+# scorer -> the version written into the fingerprint. v2: parroting check, engagement with the told story
+# only. v3: v2 plus the SmolLM2 coherence judgement gating the positive components.
+SCORERS = {"v2": "offline-v2", "v3": "offline-v3"}
+DEFAULT_SCORER = "v3"
+OFFLINE_VERSION = SCORERS[DEFAULT_SCORER]
 NOTICE = ("offline simulator: a development and demo environment; its scores are not comparable with the "
           "Sentient benchmark")
 NEED_THRESHOLD = 0.35  # need fit above this earns points (standard)
 STRICT_NEED_THRESHOLD = 0.42  # challenging rules (strict_need)
 MAX_WORDS = 120  # longer replies lose points
 GARBLED_POINTS = -12.0
+# v3: a reply closer to what misses the need than to what serves it by more than the margin loses points per
+# unit of the excess (at most 5). Set by hand (20 per unit was too weak for the mismatched_need probe: excesses
+# are small, 0.03-0.09), checked on the calibration set's advice_dump and flattery rows.
+MISMATCH_MARGIN = 0.0
+MISMATCH_POINTS = 60.0
 PARROT_THRESHOLD = 0.5  # more than half of the reply's word triples come from the user's own messages
 # I/you, my/your ... folded into one token, so "my mom" and "your mom" count as the same words
 _PERSON = {w: "·" for w in ("i", "me", "my", "mine", "myself", "you", "your", "yours", "yourself", "i'm",
@@ -88,15 +108,19 @@ class OfflineBackend:
 
     name = "offline"
     native_steps = True
-    model = "all-MiniLM-L6-v2"
 
-    def __init__(self, seed: int = 0, **_ignored: Any):
+    def __init__(self, seed: int = 0, scorer: str = DEFAULT_SCORER, **_ignored: Any):
+        if scorer not in SCORERS:
+            raise ValueError(f"unknown offline scorer {scorer!r}; one of {', '.join(SCORERS)}")
         self.seed = seed
+        self.scorer = scorer
         self.batcher = EmbedBatcher()
+        self.coherence = CoherenceBatcher() if scorer == "v3" else None
+        self.model = "all-MiniLM-L6-v2" + (" + SmolLM2-135M-Instruct" if self.coherence else "")
 
     def fingerprint(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model, "endpoint": "", "sampling": {},
-                "scorer": OFFLINE_VERSION, "notice": NOTICE}
+                "scorer": SCORERS[self.scorer], "notice": NOTICE}
 
     def check_profile(self, profile: Profile) -> None:
         if profile.language != "en":
@@ -124,6 +148,10 @@ class OfflineBackend:
             add("garbled", garble, GARBLED_POINTS, f"{garble:.0%} of the reply is not natural language")
         else:
             await self._semantic(profile, rules, text, earlier, said, add)
+            if self.coherence is not None and any(comps[n]["points"] > 0 for n in POSITIVE if n in comps):
+                verdict = judge_coherence(*await self.coherence.score(said[-1] if said else "", text))
+                add("coherence", verdict.measure, verdict.points, verdict.why)
+                gate_positive(comps, verdict.gate)
             self._penalties(text, add)
         raw = sum(c["points"] for c in comps.values())
         if profile.personality == "negative" and raw > 0:
@@ -143,14 +171,18 @@ class OfflineBackend:
         # never the untold rest of the story: a reply cannot be credited for things it could not know
         user_parts = sentences(said[-1], min_words=3)[:6] if said else []
         story = [x for m in said[:-1] for x in sentences(m, min_words=3)][-12:]
-        groups = [[text], need, SUPPORTIVE, dismiss, fit_ex, miss_ex, story, user_parts, earlier]
+        # v3 only: what misses this need against what serves it (no hidden-need text: it is full of negations)
+        mismatch = NEED_MISS.get(cat, []) + NEED_MISS_V3.get(cat, []) + miss_ex if self.coherence else []
+        serve = NEED_FIT.get(cat, []) + fit_ex if self.coherence else []
+        groups = [[text], need, SUPPORTIVE, dismiss, fit_ex, miss_ex, story, user_parts, earlier, mismatch, serve]
         vecs = await self.batcher.embed([t for g in groups for t in g])
         parts, i = [], 0
         for g in groups:
             parts.append(vecs[i:i + len(g)])
             i += len(g)
         r = parts[0][0]
-        need_s, sup_s, dis_s, fit_s, miss_s, story_s, user_s, earlier_s = [p @ r if len(p) else np.zeros(0) for p in parts[1:]]
+        (need_s, sup_s, dis_s, fit_s, miss_s, story_s, user_s, earlier_s, mismatch_s,
+         serve_s) = [p @ r if len(p) else np.zeros(0) for p in parts[1:]]
         s_need = float(np.sort(need_s)[-2:].mean())  # mean of the two closest: one lucky match is not enough
         threshold = STRICT_NEED_THRESHOLD if rules.strict_need else NEED_THRESHOLD
         add("need_fit", s_need, _clip((s_need - threshold) * 25, -2, 5),
@@ -177,11 +209,22 @@ class OfflineBackend:
                 f"{parrot:.0%} of it is my own words handed back to me")
             eng_pts, eng_why = min(eng_pts, 0.0), eng_why + " — but only by repeating it"
         add("engagement", s_eng, eng_pts, eng_why)
+        if len(mismatch_s) and len(serve_s):
+            self._mismatch(float(mismatch_s.max()), float(serve_s.max()), add)
         if len(earlier_s):
             s_rep = float(earlier_s.max())
             if s_rep > 0.85:
                 add("repetition", s_rep, -6.0 if s_rep > 0.95 else -3.0,
                     f"nearly the same as something they already said ({s_rep:.2f})")
+
+    @staticmethod
+    def _mismatch(s_miss: float, s_serve: float, add) -> None:
+        """v3: a reply closer to what misses the hidden need than to what serves it (advice for someone who
+        wants to be heard, flattery for someone who wants it weighed) loses points."""
+        excess = s_miss - s_serve - MISMATCH_MARGIN
+        if excess > 0:
+            add("need_mismatch", s_miss - s_serve, -_clip(excess * MISMATCH_POINTS, 0.5, 5),
+                f"it sounds more like what I don't need ({s_miss:.2f}) than what I do ({s_serve:.2f})")
 
     @staticmethod
     def _penalties(text: str, add) -> None:

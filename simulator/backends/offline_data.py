@@ -138,3 +138,39 @@ NEED_HINTS: dict[str, str] = {
 FILLERS: list[str] = [
     "I keep going over it in my head.", "It's been on my mind all week.", "I haven't told many people about this.",
 ]
+# Scorer v3: more of what misses each need, in the styles a policy drifts to (advice lists for someone who
+# wants to be heard, flattery for someone who wants the situation weighed, silver linings for grief, ...).
+NEED_MISS_V3: dict[str, list[str]] = {
+    "dialectical_analysis": [
+        "You're a wonderful person and you did everything right; don't let anyone make you doubt it.",
+        "They are clearly in the wrong here, and you should not waste time seeing it from their side.",
+    ],
+    "useful_advice": [
+        "I'm just here to listen. Take all the time you need, there's nothing you have to do.",
+        "It sounds so hard, and your feelings are completely valid.",
+    ],
+    "explain_others": [
+        "You are amazing and they don't deserve you; forget about what they were thinking.",
+        "It doesn't matter why they did it. You did nothing wrong and you're a great person.",
+    ],
+    "self_reflection": [
+        "You did nothing wrong at all, it's entirely their fault, so there is nothing for you to look at.",
+        "Don't be so hard on yourself, you're perfect the way you are.",
+    ],
+    "sincere_praise": [
+        "Here is what you should do next: make a plan, set some goals and track your progress every week.",
+        "You could have handled it better if you had prepared more carefully beforehand.",
+    ],
+    "just_listen": [
+        "First, write down the problem. Second, talk to your manager. Third, set a deadline and make a plan.",
+        "My advice is to take practical steps right away: call them, book a meeting and look for alternatives.",
+    ],
+    "deep_empathy": [
+        "Look on the practical side: keep busy, make a new schedule and find something else to focus on.",
+        "At least it's over now, and there are plenty of other opportunities out there for you.",
+    ],
+    "not_at_fault": [
+        "There are two sides to every story, and you probably played a part in how it turned out.",
+        "Maybe think about what you could have done differently to avoid this situation.",
+    ],
+}
