@@ -58,7 +58,7 @@ def test_hack_replies():
     assert other.need_category != maya.need_category
     assert probes.wrong_persona_reply(maya, 0, "") == other.extra["fit_examples"][0]
     recited = probes.recited_need_shuffled(maya, 0, "My mom broke her wrist.")
-    assert sorted(recited.split()) == sorted(("Your mom broke her wrist. " + maya.hidden_need).split())
+    assert sorted(recited.split()) == sorted(("your mom broke her wrist. " + maya.hidden_need).split())
     nonsense = probes.fluent_nonsense(maya, 0, "My brother Kevin called from Boston about assisted living.")
     assert "brother" in nonsense and "kevin" in nonsense and nonsense.endswith(".")
     advice = probes.mismatched_need(chloe, 0, "Today was the worst day in the history of days.")
