@@ -56,7 +56,10 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
     rows = bv.lab_rows(groups)
     by_run = {r[2]: r for r in rows}
     assert bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE)).startswith(
-        "offline:minilm-prototypes · rules standard · prompts v1 · fp ")
+        "offline:minilm-prototypes · rules standard · fp ")  # a native backend uses no prompts
+    assert bv.simulator_label(REMOTE).endswith("rules standard · prompts v1")
+    sage = dict(REMOTE, prompt_pack={"pack": "sage", "files_sha256": {}})
+    assert bv.simulator_label(sage).endswith("rules standard · prompts sage")
     offline_label = bv.simulator_short(OFFLINE, fingerprint_hash(OFFLINE))
     assert offline_label == f"offline:minilm-prototypes · fp {fingerprint_hash(OFFLINE)[:8]}"
     assert by_run[strong][:5] == [offline_label, 1, strong, "strong", "80.0"]

@@ -34,7 +34,10 @@ def simulator_label(fp: dict[str, Any], fp_hash: str = "") -> str:
     rules = fp.get("rules") or {}
     if isinstance(rules, dict) and rules.get("name"):
         parts.append(f"rules {rules['name']}")
-    if fp.get("prompt_version"):
+    pack = fp.get("prompt_pack") or {}
+    if pack.get("pack"):
+        parts.append(f"prompts {pack['pack']}" + (" (json)" if pack.get("structured") else ""))
+    elif fp.get("prompt_version") and fp.get("backend") not in ("offline", "replay"):  # native backends: none
         parts.append(f"prompts {fp['prompt_version']}")
     if fp_hash:
         parts.append(f"fp {fp_hash[:8]}")
