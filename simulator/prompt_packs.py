@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
@@ -205,12 +206,18 @@ class OwnPack(PromptPack):
         return super().parse_reply(text.replace("Response：", "Response:"))
 
 
+@lru_cache(maxsize=2)
+def _own_pack(structured: bool) -> OwnPack:
+    """One OwnPack per process (its files are read and hashed once, not once per dialogue)."""
+    return OwnPack(structured=structured)
+
+
 def load_pack(spec: str) -> Optional[PromptPack]:
     """`own` (or "") -> OwnPack; `own:json` -> OwnPack asking for JSON through response_format;
     `sage:DIR` -> SagePack and `rlver:DIR` -> RlverPack (never structured); `v1` -> None (the agent's
     earlier templates)."""
     if spec in ("", "own", "own:json"):
-        return OwnPack(structured=spec == "own:json")
+        return _own_pack(spec == "own:json")
     if spec == "v1":
         return None
     kind, _, directory = spec.partition(":")
