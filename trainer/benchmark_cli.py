@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulator", default=d.simulator,
                    help="offline | openai:MODEL | replay:FILE (default: %(default)s)")
     p.add_argument("--prompt-pack", default=d.prompt_pack,
-                   help="simulator prompts and policy system prompt: own | sage:DIR (default: %(default)s)")
+                   help="simulator prompts and policy system prompt: own | own:json | sage:DIR | v1 (default: %(default)s)")
     p.add_argument("--simulator-temperature", type=float, default=None, help="openai simulator temperature")
     p.add_argument("--simulator-max-tokens", type=int, default=None, help="openai simulator max tokens per call")
     p.add_argument("--simulator-base-url", default=d.simulator_base_url,
