@@ -92,11 +92,14 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
 
     t0 = time.monotonic()
     points: dict[str, list[float]] = {}  # offline-scorer component -> its points on every held-out reply
+    fired: list[set[str]] = []  # per judged reply, the offline components that scored it
 
     def collect(ev) -> None:
         comps = (ev.turn or {}).get("inner", {}).get("components", {}) if ev.kind == "turn" else {}
         for name, c in comps.items():
             points.setdefault(name, []).append(c["points"])
+        if comps:
+            fired.append(set(comps))
 
     rollout = RolloutEngine(trainer.policy_engine, make_simulator_factory(args.simulator, args.eval_preset, seed=0),
                             config=RolloutConfig(mode=args.mode, max_turns=turns,
@@ -118,7 +121,40 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
                           for i in range(turns))],
             "example": next((s.messages[1]["content"] for s in samples if len(s.messages) > 1), ""),
             # mean points per reply (0 where a component did not apply), so the components add up to the change
-            "components": {k: sum(v) / n_replies for k, v in points.items()}}
+            "components": {k: sum(v) / n_replies for k, v in points.items()},
+            "flags": detector_shares(samples, fired)}
+
+
+# The probe detectors: offline components that fire on the behaviours `python -m simulator probe` plays.
+PROBE_DETECTORS = ("empty", "garbled", "repetition", "length", "questions", "goodbye", "need_mismatch", "dismissal")
+
+
+def detector_shares(samples, fired: list[set[str]]) -> dict[str, float]:
+    """Share of the policy's replies each detector flags. Coherence and parroting are computed on every reply
+    with the v3 judge and the parroting measure whatever the scorer (so v2 runs get the same figures); the
+    probe detectors are read from the components the simulator gave the judged replies."""
+    from simulator.backends.coherence import coherence_sync, judge_coherence
+    from simulator.backends.offline import PARROT_THRESHOLD, parroted_share
+
+    pairs, parrots = [], []
+    for s in samples:
+        said: list[str] = []
+        for m in s.messages:
+            if m["role"] == "user":
+                said.append(m["content"])
+            elif m["role"] == "assistant" and said:
+                pairs.append((said[-1], m["content"].strip()))
+                parrots.append(parroted_share(m["content"], said) > PARROT_THRESHOLD)
+    verdicts = [judge_coherence(f, a) for f, a in coherence_sync(pairs)] if pairs else []
+    n, k = max(1, len(pairs)), max(1, len(fired))
+    out = {"replies": float(len(pairs)),
+           "incoherent (gate < 1)": sum(v.gate < 1 for v in verdicts) / n,
+           "incoherent (gate 0)": sum(v.gate <= 0 for v in verdicts) / n,
+           "parroting": sum(parrots) / n}
+    for name in PROBE_DETECTORS:
+        out[f"probe: {name}"] = sum(name in f for f in fired) / k
+    out["probe: any"] = sum(bool(f & set(PROBE_DETECTORS)) for f in fired) / k
+    return out
 
 
 def parse_args() -> argparse.Namespace:
@@ -253,6 +289,19 @@ def report_protocol(args, before: dict, after: dict) -> None:
         print(f"| {name} | {r['mean']:.1f} ({r['sd']:.1f}) | {r['success']} / {r['failure']} | "
               + " ".join(f"{x:+.1f}" for x in r["per_turn"]) + " |")
     print(f"change over {args.protocol_turns} turns: {after['mean'] - before['mean']:+.1f} points")
+    report_flags(f"{args.protocol_turns} turns", before, after)
+
+
+def report_flags(label: str, before: dict, after: dict) -> None:
+    """Share of the held-out replies each detector flags, before and after training."""
+    print()
+    print(f"Held-out replies flagged ({label}; {before['flags']['replies']:.0f} replies before, "
+          f"{after['flags']['replies']:.0f} after):")
+    print("| detector | before | after |")
+    print("|---|---:|---:|")
+    for k in before["flags"]:
+        if k != "replies":
+            print(f"| {k} | {before['flags'][k]:.1%} | {after['flags'].get(k, 0.0):.1%} |")
 
 
 def report(args, trainer, heldout, before, after, curve, step, train_s, n) -> None:
@@ -282,6 +331,7 @@ def report(args, trainer, heldout, before, after, curve, step, train_s, n) -> No
     print(f"e.g. before: {before['example'][:200]!r}")
     print(f"e.g. after:  {after['example'][:200]!r}")
     print(f"change: {after['mean'] - before['mean']:+.1f} points (target +15 within 60 minutes)")
+    report_flags(f"{args.eval_turns} turns", before, after)
 
 
 if __name__ == "__main__":

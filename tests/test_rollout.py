@@ -3,7 +3,7 @@ think stripping, the store, events, Stop, and bad input."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -282,6 +282,20 @@ def test_real_offline_simulator(policy, engine):
         stored = load_dialogue(engine, s.dialogue_id)
         assert stored["simulator_fingerprint"]["rules"]["name"] == "rlver-hard"  # "training" is its old name
         assert stored["status"] == s.status
+
+
+def test_only_the_reply_at_the_rules_cap_goes_unjudged(policy):
+    """Standard rules leave the reply that reaches their own cap (10) unjudged, as SAGE's loop does; a
+    rollout capped shorter (a 3-turn evaluation) has all of its replies judged."""
+    from simulator.rules import STANDARD
+    from trainer.rollout import make_simulator_factory
+
+    prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
+    for cap, rules, judged in ((3, STANDARD, 3), (2, replace(STANDARD, max_turns=2), 1)):
+        factory = make_simulator_factory("offline:v2", rules=rules)
+        (s,) = RolloutEngine(policy, factory, config=RolloutConfig(max_new_tokens=6, max_turns=cap)).run([prof], 1)
+        assert s.status == "finished" and s.n_turns == cap, s.error
+        assert len(s.emotions) == judged + 1, (cap, s.emotions)
 
 
 def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):

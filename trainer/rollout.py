@@ -300,8 +300,9 @@ class RolloutEngine:
         if d.sample.status != "running":
             return
         rules = getattr(d.agent, "rules", None)
-        if d.sample.n_turns >= cfg.max_turns and rules is not None and not rules.judges(rules.max_turns):
-            # SAGE's loop stops before the simulator reacts to the reply that reaches the cap
+        if rules is not None and not rules.judges(d.sample.n_turns):
+            # SAGE's loop stops before the simulator reacts to the reply that reaches the rules' cap; a rollout
+            # capped shorter than that (a 3-turn evaluation) has every reply judged
             self._finish(d, "finished", "max_turns")
             return
         try:
