@@ -279,7 +279,7 @@ class Traffic:
                     limiter.count(waiting=-1)
         limiter.count(gave_up=1)
         last = f"HTTP {status}" if status is not None else f"no HTTP status ({error.reason})"
-        raise BackendError(f"{error} (gave up after {attempt} attempts; last status: {last})",
+        raise BackendError(f"{error} (gave up after {attempt} attempt{'s' if attempt > 1 else ''}; last status: {last})",
                            error.reason) from failure
 
 
