@@ -372,7 +372,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--latency-s", type=float, default=0.0, help="fixed delay per call")
-    p.add_argument("--latency-median-s", type=float, default=None, help="lognormal delay: median (with --latency-p99-s)")
+    p.add_argument("--latency-median-s", type=float, default=None,
+                   help="lognormal delay: median (with --latency-p99-s)")
     p.add_argument("--latency-p99-s", type=float, default=None, help="lognormal delay: 99th percentile")
     p.add_argument("--rate-limit-share", type=float, default=0.0, help="share of requests answered 429 + Retry-After")
     p.add_argument("--retry-after-s", type=float, default=1.0, help="the Retry-After of those 429s")

@@ -13,8 +13,8 @@ times: after Retry-After when the server sent one (seconds or an HTTP date; `ret
 `min(max_backoff_s, backoff_s * 2**(retry-1))` times a jitter in [0.5, 1.5) from a Random seeded with
 `seed`. The `openai` client's own retries must be off (max_retries=0) under it, or retries multiply.
 
-`snapshot()` counts per endpoint: in flight, waiting (queued on a limit or a pause), sent, retried, 429s,
-gave up. A job process writes it into its folder (`write_snapshot`) and the views read it from there.
+`snapshot()` counts per endpoint: in flight, waiting (queued on a limit or a pause, or backing off), sent,
+retried, 429s, gave up. A job process writes it into its folder (`write_snapshot`) and the views read it from there.
 None of this changes what a simulator or policy answers, so none of it is in the simulator fingerprint.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ class TrafficLimits:
 @dataclass
 class TrafficCounters:
     in_flight: int = 0  # sent, not yet answered
-    waiting: int = 0  # queued on the in-flight limit, the rate limit or a Retry-After pause
+    waiting: int = 0  # queued on the in-flight limit, the rate limit or a Retry-After pause, or backing off
     sent: int = 0  # attempts sent
     retried: int = 0  # attempts that were retries
     rate_limited: int = 0  # HTTP 429 answers seen
@@ -279,8 +279,8 @@ class Traffic:
                     limiter.count(waiting=-1)
         limiter.count(gave_up=1)
         last = f"HTTP {status}" if status is not None else f"no HTTP status ({error.reason})"
-        raise BackendError(f"{error} (gave up after {attempt} attempt{'s' if attempt > 1 else ''}; last status: {last})",
-                           error.reason) from failure
+        tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+        raise BackendError(f"{error} (gave up after {tries}; last status: {last})", error.reason) from failure
 
 
 # ----------------------------------------------------------------------------------------- the snapshot
