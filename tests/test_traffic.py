@@ -245,3 +245,31 @@ def test_benchmark_job_shows_traffic_while_it_runs(engine, db_url):
         wait_for(lambda: jobs.job_detail(engine, job_id)["status"] in jobs.FINAL_STATUSES, timeout=120)
         assert "API" not in progress()
         assert server.max_in_flight <= 2
+
+
+def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir, tmp_path, engine):
+    """One PPO step against the scripted server as simulator, one request in flight, a third of them 429:
+    the job's config keeps the limits, the server never sees two at once, and the job folder holds the
+    counters the views read."""
+    from trainer import jobs
+    from trainer.config import TrainConfig
+    from trainer.rl_trainer import RLTrainer
+
+    with start_server(latency_s=0.01, rate_limit_share=0.3, retry_after_s=0.01, seed=2) as server:
+        cfg = TrainConfig(model=str(tiny_model_dir), algorithm="ppo", dialogues_per_step=2, minibatch_size=2,
+                          micro_batch_size=1, steps=1, max_turns=2, max_new_tokens=6, max_dialogue_tokens=1024,
+                          simulator="openai:sim", simulator_base_url=server.base_url, simulator_max_in_flight=1,
+                          simulator_max_retries=20, output_dir=str(tmp_path / "run"), store_dialogues=False)
+        job_id = jobs.create_job(engine, "train", cfg.to_dict())
+        ctx = jobs.JobContext(engine, job_id, heartbeat_s=0.1, install_signals=False)
+        host = server.base_url.split("//")[1].split("/")[0]
+        with ctx:
+            RLTrainer(cfg, engine=engine, job=ctx).train()
+            wait_for(lambda: read_snapshot(ctx.output_dir).get(host, {}).get("sent") == server.calls, timeout=10)
+        assert server.max_in_flight == 1 and server.rate_limited > 0
+    detail = jobs.job_detail(engine, job_id)
+    assert detail["status"] == "succeeded"
+    assert (detail["config"]["simulator_max_in_flight"], detail["config"]["simulator_max_retries"]) == (1, 20)
+    counters = read_snapshot(detail["output_dir"])[host]
+    assert counters["rate_limited"] == counters["retried"] == server.rate_limited
+    assert (counters["in_flight"], counters["waiting"], counters["gave_up"]) == (0, 0, 0)

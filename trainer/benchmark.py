@@ -106,15 +106,9 @@ class BenchmarkConfig:
                 e[name] = f"must be an integer >= {low}, got {v!r}"
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             e["seed"] = f"must be an integer, got {self.seed!r}"
-        for side in ("simulator", "policy"):
-            e.update(self.traffic_limits(side).errors(f"{side}_"))
+        for side in ("simulator_", "policy_"):
+            e.update(TrafficLimits.from_config(self, side).errors(side))
         return e
-
-    def traffic_limits(self, side: str) -> TrafficLimits:
-        """The API traffic limits of the "simulator" or the "policy"."""
-        return TrafficLimits(max_in_flight=getattr(self, f"{side}_max_in_flight"),
-                             requests_per_minute=getattr(self, f"{side}_requests_per_minute"),
-                             max_retries=getattr(self, f"{side}_max_retries"))
 
     def validate(self) -> "BenchmarkConfig":
         errs = self.errors()
@@ -222,11 +216,8 @@ def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callab
     from trainer.rollout import make_simulator_factory
 
     try:
-        traffic: dict[str, Any] = {}
-        if config.simulator.startswith("openai:"):
-            limits = config.traffic_limits("simulator")
-            traffic = {"max_in_flight": limits.max_in_flight, "requests_per_minute": limits.requests_per_minute,
-                       "max_retries": limits.max_retries}
+        traffic = TrafficLimits.from_config(config, "simulator_").config_values() \
+            if config.simulator.startswith("openai:") else {}
         factory = make_simulator_factory(config.simulator, protocol_rules(), pack=config.prompt_pack,
                                          seed=config.seed, base_url=config.simulator_base_url or None,
                                          temperature=config.simulator_temperature,
@@ -257,9 +248,7 @@ def _policy(config: BenchmarkConfig) -> Any:
 
     kw: dict[str, Any] = {}
     if config.policy.startswith("openai:"):
-        limits = config.traffic_limits("policy")
-        kw = {"max_in_flight": limits.max_in_flight, "requests_per_minute": limits.requests_per_minute,
-              "max_retries": limits.max_retries, "seed": config.seed}
+        kw = {**TrafficLimits.from_config(config, "policy_").config_values(), "seed": config.seed}
         if config.policy_base_url:
             kw["base_url"] = config.policy_base_url
     try:

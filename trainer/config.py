@@ -245,7 +245,7 @@ class TrainConfig:
                                                       or isinstance(self.simulator_max_tokens, bool)
                                                       or self.simulator_max_tokens < 1):
             e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
-        e.update(self.simulator_traffic().errors("simulator_"))
+        e.update(TrafficLimits.from_config(self, "simulator_").errors("simulator_"))
         choice("kl_estimator", ("k1", "k3"))
         choice("device", ("auto", "cpu", "cuda"))
         for name in ("actor_lr", "critic_lr"):
@@ -308,12 +308,6 @@ class TrainConfig:
         if check_paths:
             e.update(self._model_errors())
         return e
-
-    def simulator_traffic(self) -> TrafficLimits:
-        """The openai simulator's traffic limits."""
-        return TrafficLimits(max_in_flight=self.simulator_max_in_flight,
-                             requests_per_minute=self.simulator_requests_per_minute,
-                             max_retries=self.simulator_max_retries)
 
     def _persona_set_errors(self, check_paths: bool) -> dict[str, str]:
         ps = self.persona_set

@@ -38,6 +38,7 @@ from simulator.fingerprint import endpoint_host
 T = TypeVar("T")
 TRAFFIC_FILE = "traffic.json"  # the snapshot in a job's folder
 PAUSE_STATUSES = (429, 503)  # statuses whose Retry-After pauses the whole endpoint
+CONFIG_FIELDS = ("max_in_flight", "requests_per_minute", "max_retries")  # the limits a run's config sets
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,15 @@ class TrafficLimits:
     backoff_s: float = 0.5  # first backoff (doubles each retry)
     max_backoff_s: float = 20.0
     max_retry_after_s: float = 600.0  # a longer Retry-After fails the call at once, saying so
+
+    @classmethod
+    def from_config(cls, config: Any, prefix: str) -> "TrafficLimits":
+        """The limits a run config sets as prefixed fields (`simulator_max_in_flight`, ...)."""
+        return cls(**{name: getattr(config, prefix + name) for name in CONFIG_FIELDS})
+
+    def config_values(self) -> dict[str, int]:
+        """The limits a config sets, by their own names (also the openai backend's and engine's keywords)."""
+        return {name: getattr(self, name) for name in CONFIG_FIELDS}
 
     def errors(self, prefix: str = "") -> dict[str, str]:
         """{prefix + field: problem} for every invalid limit (empty when valid)."""

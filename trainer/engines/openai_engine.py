@@ -99,9 +99,7 @@ class OpenAIEngine(PolicyEngine):
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "model": self.model_ref,
-                "traffic": {"max_in_flight": self.limits.max_in_flight,
-                            "requests_per_minute": self.limits.requests_per_minute,
-                            "max_retries": self.limits.max_retries}}
+                "traffic": self.limits.config_values()}
 
 
 def _run(coro: Any) -> Any:
