@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from app.plots import TIER_COLOURS, tier_bands
 from app.render import md
 from app.runs_service import Series, curves_figure
+from simulator.backends.traffic import read_snapshot, traffic_text
 
 JOB_HEADERS = ["id", "name", "kind", "status", "progress", "algorithm", "created", "note"]
 LIVE_STATUSES = ("queued", "running")
@@ -23,10 +24,13 @@ def _when(value: Optional[datetime]) -> str:
 
 
 def progress_text(job: dict[str, Any]) -> str:
-    """'step 3/10 (30%)'; just the percentage when the total is unknown."""
+    """'step 3/10 (30%)'; just the percentage when the total is unknown. A running job that calls an API
+    adds its traffic: 'step 3/10 (30%) · API 4 in flight · 12 waiting · 3 retried'."""
     pct = f"{100 * float(job.get('progress') or 0):.0f}%"
     total = int(job.get("total_steps") or 0)
-    return f"step {int(job.get('step') or 0)}/{total} ({pct})" if total else pct
+    text = f"step {int(job.get('step') or 0)}/{total} ({pct})" if total else pct
+    traffic = traffic_text(read_snapshot(job.get("output_dir"))) if job.get("status") == "running" else ""
+    return f"{text} · API {traffic}" if traffic else text
 
 
 def jobs_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:

@@ -12,19 +12,29 @@ both sides of a dialogue:
     get answers in that format: the change scores the last message of the prompt's JSON history;
   * the policy: any other request gets a short assistant reply (with a <think> block when the system
     prompt mentions <think>).
-Latency per call, an API key check, a model allow-list and fault injection (HTTP 429 / 500, hangs past
-the client timeout, malformed JSON bodies, wrong-format content) at a seeded rate are configurable.
+Configurable: latency per call (fixed, or lognormal with a median and p99: simulator.server_latency), a
+share of HTTP 429 answers carrying a Retry-After header (sent at once, before any latency, as a gateway
+refuses), an API key check, a model allow-list and fault injection (HTTP 429 without Retry-After / 500,
+hangs past the client timeout, malformed JSON bodies, wrong-format content) at a rate. Latencies, 429s and
+faults each come from their own stream seeded by `seed`. The server keeps its own statistics: every delay
+it drew (`latencies`) and the receive time and status of every request (`timeline`, time.monotonic()).
+
+`python -m simulator.scripted_server [--port 8000] [--latency-median-s 0.8 --latency-p99-s 6]
+[--rate-limit-share 0.05 --retry-after-s 2]` serves it until Ctrl-C.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Sequence
+
+from simulator.server_latency import LatencyModel
 
 FAULTS = ("429", "500", "timeout", "malformed", "wrong_format")
 _SUPPORT = re.compile(r"understand|hear you|sounds|makes sense|proud|impressive|admire|brave|you did|not your fault|"
@@ -79,22 +89,39 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256  # listen() backlog, read when binding: a rollout connects 32+ clients at once
 
 
+STATS_KEPT = 100_000  # latencies and timeline entries kept (the most recent)
+
+
 class ScriptedServer:
     def __init__(self, latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
                  faults: Sequence[str] = FAULTS, hang_s: float = 30.0, api_key: Optional[str] = None,
                  models: Optional[Sequence[str]] = None, host: str = "127.0.0.1", port: int = 0,
-                 context_tokens: Optional[int] = None):
-        """`context_tokens`: refuse a prompt longer than this (4 characters a token) with HTTP 400, worded
-        as vLLM's OpenAI server words it."""
+                 context_tokens: Optional[int] = None, latency_median_s: Optional[float] = None,
+                 latency_p99_s: Optional[float] = None, rate_limit_share: float = 0.0, retry_after_s: float = 1.0):
+        """`latency_s`: a fixed delay per answered call, or with `latency_median_s` and `latency_p99_s` a
+        lognormal one. `rate_limit_share`: the share of requests answered HTTP 429 with `Retry-After:
+        retry_after_s` (fractions written as such). `context_tokens`: refuse a prompt longer than this
+        (4 characters a token) with HTTP 400, worded as vLLM's OpenAI server words it."""
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(FAULTS)}")
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
-        self.latency_s, self.fault_rate, self.faults, self.hang_s = latency_s, fault_rate, tuple(faults), hang_s
+        if not 0.0 <= rate_limit_share <= 1.0:
+            raise ValueError(f"rate_limit_share must be in [0, 1], got {rate_limit_share}")
+        if not retry_after_s >= 0:
+            raise ValueError(f"retry_after_s must be >= 0, got {retry_after_s}")
+        self.latency = LatencyModel(latency_s, latency_median_s, latency_p99_s)
+        self.fault_rate, self.faults, self.hang_s = fault_rate, tuple(faults), hang_s
+        self.rate_limit_share, self.retry_after_s = rate_limit_share, retry_after_s
         self.api_key, self.models = api_key, list(models) if models else None
         self.context_tokens = context_tokens
         self._rng = random.Random(seed)
+        self._latency_rng = random.Random(f"latency-{seed}")
+        self._rate_limit_rng = random.Random(f"rate-limit-{seed}")
+        self.latencies: deque[float] = deque(maxlen=STATS_KEPT)  # every delay drawn, in seconds
+        self.timeline: deque[tuple[float, int]] = deque(maxlen=STATS_KEPT)  # (received, status) per request
+        self.rate_limited = 0  # 429 answers with Retry-After sent
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.calls = 0
@@ -138,8 +165,11 @@ class ScriptedServer:
                 self.injected[fault] += 1
             return fault, random.Random(self._rng.random())
 
-    def answer(self, body: dict, authorization: Optional[str] = None) -> tuple[int, bytes]:
-        """HTTP status and body for a chat-completions request (`authorization`: the request's header)."""
+    def answer(self, body: dict, authorization: Optional[str] = None) -> tuple[int, bytes, dict[str, str]]:
+        """HTTP status, body and extra headers for a chat-completions request (`authorization`: the
+        request's header)."""
+        received = time.monotonic()
+        status = 500
         with self._lock:
             self.calls += 1
             self.in_flight += 1
@@ -147,11 +177,35 @@ class ScriptedServer:
             self.requests = self.requests[-499:] + [body]
         try:
             if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-                return 401, _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key")
-            return self._answer(body)
+                status = 401
+                return 401, _error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"), {}
+            if self._draw_rate_limit():
+                status = 429
+                return 429, _error("Rate limit reached for requests", "rate_limit_error", "rate_limit_exceeded"), \
+                    {"Retry-After": f"{self.retry_after_s:g}"}
+            status, payload = self._answer(body)
+            return status, payload, {}
         finally:
             with self._lock:
                 self.in_flight -= 1
+                self.timeline.append((received, status))
+
+    def _draw_rate_limit(self) -> bool:
+        if not self.rate_limit_share:
+            return False
+        with self._lock:
+            hit = self._rate_limit_rng.random() < self.rate_limit_share
+            self.rate_limited += hit
+            return hit
+
+    def _delay(self) -> None:
+        """Sleep one delay of the latency model (a fixed zero sleeps not at all)."""
+        with self._lock:
+            delay = self.latency.draw(self._latency_rng)
+            if delay or self.latency.median_s is not None:
+                self.latencies.append(delay)
+        if delay:
+            time.sleep(delay)
 
     def _answer(self, body: dict) -> tuple[int, bytes]:
         messages = body.get("messages")
@@ -166,8 +220,7 @@ class ScriptedServer:
                                f"you requested {prompt_tokens} tokens in the messages. Please reduce the length "
                                "of the messages.", "BadRequestError")
         fault, rng = self._draw()
-        if self.latency_s:
-            time.sleep(self.latency_s)
+        self._delay()
         if fault == "429":
             return 429, _error("Rate limit reached, retry later", "rate_limit_error")
         if fault == "500":
@@ -276,11 +329,13 @@ def _make_handler(server: ScriptedServer):
         def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
 
-        def _send(self, status: int, payload: bytes) -> None:
+        def _send(self, status: int, payload: bytes, headers: Optional[dict[str, str]] = None) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
@@ -310,3 +365,41 @@ def _make_handler(server: ScriptedServer):
 def start_server(latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0, **kw: Any) -> ScriptedServer:
     """Start a ScriptedServer in a background thread; use `.base_url`, `.calls`, `.stop()` or `with`."""
     return ScriptedServer(latency_s=latency_s, fault_rate=fault_rate, seed=seed, **kw).start()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m simulator.scripted_server", description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--latency-s", type=float, default=0.0, help="fixed delay per call")
+    p.add_argument("--latency-median-s", type=float, default=None,
+                   help="lognormal delay: median (with --latency-p99-s)")
+    p.add_argument("--latency-p99-s", type=float, default=None, help="lognormal delay: 99th percentile")
+    p.add_argument("--rate-limit-share", type=float, default=0.0, help="share of requests answered 429 + Retry-After")
+    p.add_argument("--retry-after-s", type=float, default=1.0, help="the Retry-After of those 429s")
+    p.add_argument("--fault-rate", type=float, default=0.0, help="share of calls given a fault of --fault")
+    p.add_argument("--fault", action="append", choices=FAULTS, default=None, help="fault kinds (default: all)")
+    p.add_argument("--api-key", default=None, help="require this key (default: any)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        server = ScriptedServer(latency_s=args.latency_s, latency_median_s=args.latency_median_s,
+                                latency_p99_s=args.latency_p99_s, rate_limit_share=args.rate_limit_share,
+                                retry_after_s=args.retry_after_s, fault_rate=args.fault_rate,
+                                faults=args.fault or FAULTS, api_key=args.api_key, seed=args.seed,
+                                host=args.host, port=args.port)
+    except (ValueError, OSError) as e:
+        p.error(str(e))
+    print(f"scripted server at {server.base_url}; latency {server.latency.describe()}, "
+          f"429 share {args.rate_limit_share:g} (Retry-After {args.retry_after_s:g}s); Ctrl-C stops", flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,7 +16,7 @@ REPLIES = ["I hear you. That sounds like a hard year, and you did a lot.", "What
 
 def backend_for(server, **kw):
     opts = dict(base_url=server.base_url, api_key="test-key", timeout=0.5, max_retries=2, backoff_s=0.01,
-                max_backoff_s=0.05, concurrency=8)
+                max_backoff_s=0.05, max_in_flight=8)
     opts.update(kw)
     return make_backend(opts.pop("spec", "openai:sim-model"), **opts)
 
@@ -96,7 +96,7 @@ def test_retries_recover_from_transient_errors():
 def test_retries_are_bounded():
     with start_server(fault_rate=1.0, faults=("500",)) as server:
         backend = backend_for(server, max_retries=3)
-        with pytest.raises(BackendError, match=r"HTTP 500 \(gave up after 4 attempts\)"):
+        with pytest.raises(BackendError, match=r"HTTP 500 \(gave up after 4 attempts; last status: HTTP 500\)"):
             asyncio.run(backend.complete([{"role": "user", "content": "x"}]))
         assert server.calls == 4
 
@@ -140,7 +140,7 @@ def test_refused_connection_is_reported():
 
 def test_concurrency_limit():
     with start_server(latency_s=0.1) as server:
-        backend = backend_for(server, concurrency=3)
+        backend = backend_for(server, max_in_flight=3)
 
         async def many():
             await asyncio.gather(*[backend.complete([{"role": "user", "content": str(i)}]) for i in range(9)])

@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 from sqlalchemy import Engine, select
 
 from simulator.backends import spec_error
+from simulator.backends.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.fingerprint import canonical_json
 from simulator.profile_io import BadFileError, import_profiles
 from simulator.profiles import Profile
@@ -60,6 +61,14 @@ class BenchmarkConfig:
     max_new_tokens: int = 0  # per policy turn (0 = no cap, as SAGE)
     max_tokens: int = 0  # per dialogue, prompt + reply (0 = the model's context); past it: outcome max_tokens
     concurrency: int = 16  # dialogues in flight at once (one policy batch); also the resume granularity
+    # API traffic per endpoint (simulator.backends.traffic); recorded, never in the fingerprint: they change
+    # when answers come, not what they say
+    simulator_max_in_flight: int = 32  # openai simulator: requests in flight
+    simulator_requests_per_minute: int = 0  # openai simulator: 0 = no limit
+    simulator_max_retries: int = 4  # openai simulator: retries of a call on 429, 5xx, timeouts
+    policy_max_in_flight: int = 32  # openai policy (the same endpoint as the simulator shares one limit)
+    policy_requests_per_minute: int = 0
+    policy_max_retries: int = 4
     seed: int = 0
     name: str = ""
 
@@ -97,6 +106,8 @@ class BenchmarkConfig:
                 e[name] = f"must be an integer >= {low}, got {v!r}"
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             e["seed"] = f"must be an integer, got {self.seed!r}"
+        for side in ("simulator_", "policy_"):
+            e.update(TrafficLimits.from_config(self, side).errors(side))
         return e
 
     def validate(self) -> "BenchmarkConfig":
@@ -205,10 +216,12 @@ def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callab
     from trainer.rollout import make_simulator_factory
 
     try:
+        traffic = TrafficLimits.from_config(config, "simulator_").config_values() \
+            if config.simulator.startswith("openai:") else {}
         factory = make_simulator_factory(config.simulator, protocol_rules(), pack=config.prompt_pack,
                                          seed=config.seed, base_url=config.simulator_base_url or None,
                                          temperature=config.simulator_temperature,
-                                         max_tokens=config.simulator_max_tokens)
+                                         max_tokens=config.simulator_max_tokens, **traffic)
     except (ValueError, RuntimeError) as e:
         raise BenchmarkInputError(f"simulator: {e}") from None
     problem = ""
@@ -233,7 +246,11 @@ def policy_spec(spec: str) -> str:
 def _policy(config: BenchmarkConfig) -> Any:
     from trainer.engines import make_engine as make_policy_engine
 
-    kw = {"base_url": config.policy_base_url} if config.policy.startswith("openai:") and config.policy_base_url else {}
+    kw: dict[str, Any] = {}
+    if config.policy.startswith("openai:"):
+        kw = {**TrafficLimits.from_config(config, "policy_").config_values(), "seed": config.seed}
+        if config.policy_base_url:
+            kw["base_url"] = config.policy_base_url
     try:
         return make_policy_engine(policy_spec(config.policy), **kw)
     except (OSError, ValueError) as e:
@@ -313,7 +330,8 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         n_done += 1
         smp = ev.sample
         what = f"error: {smp.error}" if smp.status == "failed" else f"{smp.final_emotion:g} ({smp.outcome})"
-        log(f"[{n_done}/{total}] {ev.profile_id}: {what}")
+        traffic = traffic_text(snapshot())
+        log(f"[{n_done}/{total}] {ev.profile_id}: {what}" + (f" | API {traffic}" if traffic else ""))
         if job is not None:
             job.progress(n_done, total)
 

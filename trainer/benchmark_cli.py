@@ -53,6 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=d.max_tokens,
                    help="cap per dialogue, prompt + reply (0 = the model's context)")
     p.add_argument("--concurrency", type=int, default=d.concurrency, help="dialogues in flight at once")
+    for side in ("simulator", "policy"):
+        p.add_argument(f"--{side}-max-in-flight", type=int, default=getattr(d, f"{side}_max_in_flight"),
+                       help=f"openai {side}: requests in flight per endpoint (default: %(default)s)")
+        p.add_argument(f"--{side}-requests-per-minute", type=int, default=0,
+                       help=f"openai {side}: requests per minute per endpoint (0 = no limit)")
+        p.add_argument(f"--{side}-max-retries", type=int, default=getattr(d, f"{side}_max_retries"),
+                       help=f"openai {side}: retries of a call on 429, 5xx or timeouts (default: %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--name", default="", help="label of the eval run")
     p.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or lab_data/lab.db)")
@@ -69,7 +76,9 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
                            simulator_max_tokens=args.simulator_max_tokens, profiles=args.profiles,
                            limit=args.limit, mode=args.mode, temperature=args.temperature,
                            max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
-                           concurrency=args.concurrency, seed=args.seed, name=args.name).validate()
+                           concurrency=args.concurrency, seed=args.seed, name=args.name,
+                           **{f"{side}_{limit}": getattr(args, f"{side}_{limit}") for side in ("simulator", "policy")
+                              for limit in ("max_in_flight", "requests_per_minute", "max_retries")}).validate()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from simulator.backends import spec_error
+from simulator.backends.traffic import TrafficLimits
 from simulator.rules import PRESET_ALIASES
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,11 @@ class TrainConfig:
     prompt_pack: str = "own"  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
+    # openai simulator traffic per endpoint (simulator.backends.traffic); not in the fingerprint: they change
+    # when answers come, not what they say
+    simulator_max_in_flight: int = 32  # requests in flight
+    simulator_requests_per_minute: int = 0  # 0 = no limit
+    simulator_max_retries: int = 4  # retries of a call on 429, 5xx, timeouts, dropped connections
     simulator_preset: str = "rlver-hard"  # RLVER's released training simulator (start 30, unclamped); which
     # simulator trained the paper's best model is not settled (rlver-moderate: the benchmark's start and clamp)
     algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
@@ -239,6 +245,7 @@ class TrainConfig:
                                                       or isinstance(self.simulator_max_tokens, bool)
                                                       or self.simulator_max_tokens < 1):
             e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
+        e.update(TrafficLimits.from_config(self, "simulator_").errors("simulator_"))
         choice("kl_estimator", ("k1", "k3"))
         choice("device", ("auto", "cpu", "cuda"))
         for name in ("actor_lr", "critic_lr"):

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from storage import Checkpoint, Job, Metric, read_scope, session_scope
 from storage.models import utcnow
+from simulator.backends.traffic import write_snapshot
 from trainer.job_owner import JobLock, owner_pid
 from trainer.jobs import (HEARTBEAT_S, QUEUE_POLL_S, STALE_AFTER_S, JobCancelled, JobError, JobOwnershipLost, _live,
                           job_dir, last_checkpoint, mark_stale_jobs)
@@ -188,6 +189,7 @@ class JobContext:
                     job.heartbeat_at = utcnow()
                     if job.status == "interrupted":  # marked stale while stalled; we still own it
                         job.status, job.error, job.finished_at = "running", "", None
+                write_snapshot(self.output_dir)  # API traffic counters, for the views (none without an API)
             except JobOwnershipLost:
                 return
             except Exception as e:  # a busy store must not kill the job; the next beat retries

@@ -26,6 +26,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from simulator.backends.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.rules import tier
 from storage import code_version, lab_home
 from trainer import algorithms as A
@@ -145,7 +146,8 @@ class RLTrainer:
         backend_kw: dict[str, Any] = {"seed": c.seed}
         if c.simulator.startswith("openai:"):
             backend_kw.update(base_url=c.simulator_base_url or None, temperature=c.simulator_temperature,
-                              max_tokens=c.simulator_max_tokens)
+                              max_tokens=c.simulator_max_tokens,
+                              **TrafficLimits.from_config(c, "simulator_").config_values())
         factory = make_simulator_factory(c.simulator, c.simulator_preset, pack=c.prompt_pack, **backend_kw)
         rollout_cfg = RolloutConfig(mode=c.mode, max_turns=c.max_turns, max_new_tokens=c.max_new_tokens,
                                     max_tokens=c.max_dialogue_tokens, temperature=c.temperature, top_p=c.top_p,
@@ -289,8 +291,9 @@ class RLTrainer:
             self.job.progress(step, self.config.steps)
         keys = ("reward_mean", "final_emotion_mean", "success_rate", "policy_loss", "approx_kl", "entropy",
                 "grad_norm", "step_s")
+        traffic = traffic_text(snapshot())  # an openai simulator's endpoint, '' for the offline one
         self._log(f"step {step}/{self.config.steps} " + " ".join(
-            f"{k}={metrics[k]:.4g}" for k in keys if k in metrics))
+            f"{k}={metrics[k]:.4g}" for k in keys if k in metrics) + (f" | API {traffic}" if traffic else ""))
 
     def _log(self, text: str) -> None:
         if is_main():

@@ -9,8 +9,8 @@ from simulator.backends.base import BackendError, ChatBackend, Completion
 __all__ = ["make_backend", "spec_error", "BackendError", "ChatBackend", "Completion", "BACKENDS"]
 BACKENDS = ("offline", "offline:v2", "offline:v3", "openai:MODEL", "replay:FILE")
 OFFLINE_SCORERS = ("v2", "v3")  # simulator.backends.offline.SCORERS, without importing torch here
-_OPENAI_KW = {"base_url", "api_key", "temperature", "top_p", "max_tokens", "timeout", "max_retries", "concurrency",
-              "backoff_s", "max_backoff_s", "seed"}
+_OPENAI_KW = {"base_url", "api_key", "temperature", "top_p", "max_tokens", "timeout", "max_retries", "max_in_flight",
+              "requests_per_minute", "backoff_s", "max_backoff_s", "seed"}
 
 
 def spec_error(spec: Any) -> str:

@@ -1,10 +1,12 @@
 """The `openai` backend: any OpenAI-compatible chat endpoint (OpenAI, DeepSeek, vLLM, ...) through the
 official async client.
 
-Retries with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and unreadable
-bodies (bounded by max_retries); no retry on a wrong key (401/403), an unknown model (404) or a rejected
-request (400/422), which fail at once with a message that says so. An asyncio.Semaphore bounds how many
-calls are in flight. The key comes from the argument or OPENAI_API_KEY and is never logged or stored.
+Traffic control (simulator.backends.traffic, shared per endpoint with any other caller in the process):
+a limit of requests in flight and per minute; retries with Retry-After or exponential backoff and seeded
+jitter on 429, 5xx, timeouts, dropped connections and unreadable bodies (bounded by max_retries; the
+`openai` client's own retries are off); no retry on a wrong key (401/403), an unknown model (404) or a
+rejected request (400/422), which fail at once with a message that says so. The key comes from the
+argument or OPENAI_API_KEY and is never logged or stored.
 """
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import asyncio
 import json
 import re
 import os
-import random
 import time
 import weakref
 from typing import Any, Optional
@@ -21,6 +22,7 @@ import openai
 from openai import AsyncOpenAI
 
 from simulator.backends.base import BackendError, ChatBackend, Completion
+from simulator.backends.traffic import Traffic, TrafficLimits
 from simulator.fingerprint import endpoint_host
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -31,80 +33,67 @@ class OpenAIBackend(ChatBackend):
 
     def __init__(self, model: str, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024, timeout: float = 60.0,
-                 max_retries: int = 4, concurrency: int = 32, backoff_s: float = 0.5, max_backoff_s: float = 20.0,
-                 seed: int = 0):
+                 max_retries: int = 4, max_in_flight: int = 32, requests_per_minute: int = 0, backoff_s: float = 0.5,
+                 max_backoff_s: float = 20.0, seed: int = 0):
+        """`max_in_flight` and `requests_per_minute` hold for the endpoint (base URL) across the process;
+        `seed` seeds the backoff jitter. None of the limits is in the fingerprint: they change when answers
+        come, not what they say."""
         if not model:
             raise ValueError("openai backend: model is required (spec 'openai:MODEL')")
-        if concurrency < 1:
-            raise ValueError(f"openai backend: concurrency must be at least 1, got {concurrency}")
-        if max_retries < 0:
-            raise ValueError(f"openai backend: max_retries must be >= 0, got {max_retries}")
+        limits = TrafficLimits(max_in_flight=max_in_flight, requests_per_minute=requests_per_minute,
+                               max_retries=max_retries, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
+        problems = limits.errors()
+        if problems:
+            raise ValueError("openai backend: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
-        self.timeout, self.max_retries, self.concurrency = timeout, max_retries, concurrency
-        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
-        self._rng = random.Random(seed)
-        # one client and semaphore per event loop (an httpx client must not cross loops)
-        self._per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple]" = weakref.WeakKeyDictionary()
-        self.calls = 0  # HTTP attempts made
-        self.failures = 0  # attempts that failed
+        self.timeout, self.limits = timeout, limits
+        self.traffic = Traffic(self.base_url, limits, seed)
+        # one client per event loop (an httpx client must not cross loops)
+        self._per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI]" = \
+            weakref.WeakKeyDictionary()
 
     def fingerprint(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model, "endpoint": endpoint_host(self.base_url),
                 "sampling": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}}
 
-    def _bind(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
-        """The client and semaphore of the running event loop (the concurrency limit holds per loop)."""
+    def _client(self) -> AsyncOpenAI:
+        """The running event loop's client; max_retries=0: the retries are Traffic's."""
         loop = asyncio.get_running_loop()
-        pair = self._per_loop.get(loop)
-        if pair is None:
-            pair = (AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url, timeout=self.timeout,
-                                max_retries=0), asyncio.Semaphore(self.concurrency))
-            self._per_loop[loop] = pair
-        return pair
+        client = self._per_loop.get(loop)
+        if client is None:
+            client = self._per_loop[loop] = AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url,
+                                                        timeout=self.timeout, max_retries=0)
+        return client
 
     async def aclose(self) -> None:
         """Close the running loop's HTTP client (optional; it is also dropped with its loop)."""
-        pair = self._per_loop.pop(asyncio.get_running_loop(), None)
-        if pair is not None:
-            await pair[0].close()
+        client = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
     async def complete(self, messages: list[dict[str, str]], response_format: Optional[dict] = None) -> Completion:
         """One chat completion; `response_format` (an OpenAI json_schema format) is sent when given."""
-        client, sem = self._bind()
+        client = self._client()
         start = time.perf_counter()
-        last: Optional[BackendError] = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
-                await asyncio.sleep(delay * (0.5 + self._rng.random()))
-            async with sem:
-                self.calls += 1
-                try:
-                    # POST /chat/completions through the client's own request path (auth, timeout, errors as
-                    # openai exceptions) with the raw body: chat.completions.create would walk every message
-                    # through the SDK's TypedDict transform and build pydantic objects for one string, about
-                    # a third of the client's CPU per call, and one event loop makes dozens of calls at once.
-                    body = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                            "top_p": self.top_p, "max_tokens": self.max_tokens}
-                    if response_format is not None:
-                        body["response_format"] = response_format
-                    raw = await client.post("/chat/completions", cast_to=bytes, body=body)
-                    resp = json.loads(raw)
-                    text = _content(resp)
-                except Exception as exc:  # classified below; CancelledError is not an Exception
-                    self.failures += 1
-                    last = self._classify(exc)
-                    if not last.retryable:
-                        raise last from exc
-                    continue
-            usage = resp.get("usage")
-            n_tokens = int(usage.get("total_tokens") or 0) if isinstance(usage, dict) else 0
-            return Completion(text=text, latency_s=time.perf_counter() - start, n_tokens=n_tokens,
-                              attempts=attempt + 1)
-        raise BackendError(f"{last} (gave up after {self.max_retries + 1} attempts)", last.reason) from None
+        # POST /chat/completions through the client's own request path (auth, timeout, errors as openai
+        # exceptions) with the raw body: chat.completions.create would walk every message through the SDK's
+        # TypedDict transform and build pydantic objects for one string, about a third of the client's CPU
+        # per call, and one event loop makes dozens of calls at once.
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                "top_p": self.top_p, "max_tokens": self.max_tokens}
+        if response_format is not None:
+            body["response_format"] = response_format
+
+        async def request() -> tuple[str, Any]:
+            resp = json.loads(await client.post("/chat/completions", cast_to=bytes, body=body))
+            return _content(resp), resp.get("usage")
+
+        (text, usage), attempts = await self.traffic.call(request, self._classify)
+        n_tokens = int(usage.get("total_tokens") or 0) if isinstance(usage, dict) else 0
+        return Completion(text=text, latency_s=time.perf_counter() - start, n_tokens=n_tokens, attempts=attempts)
 
     def _classify(self, exc: Exception) -> BackendError:
         where = f"{endpoint_host(self.base_url)} model {self.model!r}"
