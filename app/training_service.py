@@ -113,7 +113,8 @@ def actions_for(status: str) -> dict[str, bool]:
 # (TrainConfig field, label, widget, choices). Every other setting can be given in the form's YAML box.
 FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("model", "model ('default' = SmolLM2-135M-Instruct, or a local folder)", "text", ()),
-    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout or file:PATH)", "choice+", ()),
+    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout, file:PATH or persona ids, comma-separated)",
+     "choice+", ()),
     ("simulator", "simulator (offline or openai:MODEL)", "text", ()),
     ("simulator_preset", "simulator preset", "choice", ()),
     ("prompt_pack", "simulator prompt pack (own, own:json, sage:DIR, rlver:DIR)", "text", ()),

@@ -87,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from storage import make_engine
+    from simulator.persona_service import open_store
     from trainer import jobs
     from trainer.distributed import broadcast_object, init_distributed
 
     rank, _ = init_distributed(config.zero_stage)
-    engine = make_engine(args.db)
+    engine = open_store(args.db)
     try:
         job_id = None
         if rank == 0:
