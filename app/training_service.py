@@ -140,10 +140,11 @@ GENERAL = "_general"  # errors that belong to no form field (the YAML box, field
 
 
 def field_choices(name: str) -> tuple[str, ...]:
-    """Allowed values of a choice field, from trainer.config."""
+    """Allowed values of a choice field, from trainer.config (persona sets: simulator.persona_sets)."""
+    from simulator.persona_sets import PERSONA_SETS
     from trainer import config as c
 
-    return {"persona_set": c.PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
+    return {"persona_set": PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
             "mode": c.MODES, "engine": c.ENGINES}.get(name, ())
 
 

@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from simulator.backends import spec_error
-from simulator.persona_sets import PERSONA_SETS, spec_error as persona_spec_error  # noqa: F401 (PERSONA_SETS: the form)
+from simulator.persona_sets import spec_error as persona_spec_error
 from simulator.rules import PRESET_ALIASES
 
 log = logging.getLogger(__name__)
