@@ -2,8 +2,11 @@
 
     python -m trainer benchmark --policy default|PATH|openai:MODEL|replay:FILE
         --simulator offline|openai:MODEL|replay:FILE [--prompt-pack own|sage:DIR]
-        [--simulator-base-url URL] [--profiles builtin|builtin:heldout|FILE|IDS] [--limit N] [--db URL] [--out FILE] [--json]
+        [--simulator-base-url URL] [--profiles SPEC] [--limit N] [--db URL] [--out FILE] [--json]
         [--resume EVAL_RUN_ID]
+
+SPEC is a persona spec (simulator.persona_sets): builtin (default), builtin:train, builtin:heldout, persona ids,
+or a profiles file (file:PATH, or PATH).
 
 Replay: with a SAGE `*_result.jsonl` F, `--policy replay:F --simulator replay:F --profiles F` plays every
 recorded dialogue through this runner and its rules; the published row and every dialogue's final emotion

@@ -5,9 +5,9 @@
         [--db URL] [--json]
 
 A persona id is the store's profile, else the built-in one; a store with no profiles is seeded with the
-built-in ones first. API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit status 0 when every
-dialogue ended (finished, or some failed / cancelled with their reason stored); 1 when every dialogue
-failed (an outage a script must see) or one did not end; 2 for bad input.
+built-in ones first. API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit
+status 0 when every dialogue ended (finished, or some failed / cancelled with their reason stored); 1 when
+every dialogue failed (an outage a script must see) or one did not end; 2 for bad input.
 """
 from __future__ import annotations
 
