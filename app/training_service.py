@@ -117,7 +117,8 @@ def actions_for(status: str) -> dict[str, bool]:
 # (TrainConfig field, label, widget, choices). Every other setting can be given in the form's YAML box.
 FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("model", "model ('default' = SmolLM2-135M-Instruct, or a local folder)", "text", ()),
-    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout or file:PATH)", "choice+", ()),
+    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout, file:PATH or persona ids, comma-separated)",
+     "choice+", ()),
     ("simulator", "simulator (offline or openai:MODEL)", "text", ()),
     ("simulator_preset", "simulator preset", "choice", ()),
     ("prompt_pack", "simulator prompt pack (own, own:json, sage:DIR, rlver:DIR)", "text", ()),
@@ -143,10 +144,11 @@ GENERAL = "_general"  # errors that belong to no form field (the YAML box, field
 
 
 def field_choices(name: str) -> tuple[str, ...]:
-    """Allowed values of a choice field, from trainer.config."""
+    """Allowed values of a choice field, from trainer.config (persona sets: simulator.persona_sets)."""
+    from simulator.persona_sets import PERSONA_SETS
     from trainer import config as c
 
-    return {"persona_set": c.PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
+    return {"persona_set": PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
             "mode": c.MODES, "engine": c.ENGINES}.get(name, ())
 
 

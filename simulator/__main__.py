@@ -4,13 +4,15 @@
     python -m simulator personas import FILE [--keep-valid] [--replace] [--db URL]
     python -m simulator personas export FILE [--format lab|rlver] [--db URL]
     python -m simulator personas seed [--db URL]
+    python -m simulator personas list [--set SPEC] [--json] [--db URL]
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
     python -m simulator prompt render < REQUEST.json   (simulator.prompt_cli)
     python -m simulator fidelity FILE|--eval-run N|--job J [--step S] [--db URL] [--json]   (simulator.fidelity)
 
-A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason").
+A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason"). `personas
+export` and `personas list` on a store with no profiles seed the built-in ones first, as the app does.
 """
 from __future__ import annotations
 
@@ -62,7 +64,9 @@ def _engine(args: argparse.Namespace):
 def cmd_personas(args: argparse.Namespace) -> int:
     from simulator import persona_service as ps
 
-    engine = _engine(args)
+    engine = ps.open_store(args.db) if args.action in ("export", "list") else _engine(args)
+    if args.action == "list":
+        return _list_personas(engine, args.set, args.json)
     if args.action == "import":
         report = ps.import_file(engine, args.file, keep_valid=args.keep_valid, replace=args.replace)
         if report.errors:
@@ -81,6 +85,26 @@ def cmd_personas(args: argparse.Namespace) -> int:
         return 0
     n = ps.seed_builtin(engine)
     print(f"seeded {n} built-in profile(s); {ps.count_profiles(engine)} in the store")
+    return 0
+
+
+def _list_personas(engine, spec: Optional[str], as_json: bool) -> int:
+    from simulator import persona_service as ps
+    from simulator.persona_sets import PersonaSpecError, resolve_personas
+
+    try:
+        profiles = resolve_personas(spec, engine) if spec else ps.list_profiles(engine)
+    except PersonaSpecError as e:
+        return _fail([f"--set: {e}"], code=2)
+    rows = [ps.summary_row(p) for p in profiles]
+    if as_json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False))
+        return 0
+    for row in rows:
+        print(f"{row['id']:<24} {row['name'][:24]:<24} {row['need_category']:<20} {row['personality']:<9} "
+              f"{row['language']:<3} {row['split'] or '-'}")
+    print(f"{len(rows)} persona(s)" + (f" in {spec}" if spec else " in the store"), file=sys.stderr)
     return 0
 
 
@@ -122,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     score.set_defaults(func=cmd_score)
 
-    personas = sub.add_parser("personas", help="import / export / seed simulated-user profiles")
+    personas = sub.add_parser("personas", help="import / export / seed / list simulated-user profiles")
     actions = personas.add_subparsers(dest="action", required=True)
     imp = actions.add_parser("import", help="import an RLVER/SAGE or lab JSONL file")
     imp.add_argument("file")
@@ -132,7 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("file")
     exp.add_argument("--format", choices=("lab", "rlver"), default="lab")
     seed = actions.add_parser("seed", help="insert the built-in profiles missing from the store")
-    for a in (imp, exp, seed):
+    lst = actions.add_parser("list", help="list the stored profiles, or those of a persona set")
+    lst.add_argument("--set", default=None, metavar="SPEC",
+                     help="builtin | builtin:train | builtin:heldout | file:PATH | persona ids (default: the store)")
+    lst.add_argument("--json", action="store_true", help="one JSON object per persona")
+    for a in (imp, exp, seed, lst):
         a.add_argument("--db", default=None, help="SQLAlchemy URL (default: RLVER_LAB_DB or the lab's SQLite file)")
     personas.set_defaults(func=cmd_personas)
 

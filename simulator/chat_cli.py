@@ -22,18 +22,6 @@ from simulator.rules import PRESETS, EmotionRules
 QUIT = ("/quit", "/exit", "/q")
 
 
-def find_profile(engine: Any, persona_id: str) -> Optional[Profile]:
-    """The stored profile with this id, else the built-in one (the store may not be seeded yet)."""
-    from simulator.persona_service import get_profile
-
-    profile = get_profile(engine, persona_id)
-    if profile is None:
-        from simulator.builtin_personas import BUILTIN_PROFILES
-
-        profile = next((p for p in BUILTIN_PROFILES if p.id == persona_id), None)
-    return profile
-
-
 def _show(turn: UserTurn, name: str, out: TextIO, inner: bool) -> None:
     change = f", {turn.delta:+g}" if turn.inner.get("raw_change") is not None else ""
     out.write(f"\n{name} [emotion {turn.emotion:g} ({turn.inner.get('tier', '')}){change}]: {turn.text}\n")
@@ -130,13 +118,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from storage import make_engine
+    from simulator.persona_service import open_store
+    from simulator.persona_sets import PersonaSpecError, resolve_personas
 
-    engine = make_engine(args.db)
-    profile = find_profile(engine, args.persona)
-    if profile is None:
-        print(f"unknown persona id {args.persona!r}: not in the store and not built in "
-              f"(list them in the Personas view, or `python -m simulator personas seed`)", file=sys.stderr)
+    engine = open_store(args.db)
+    try:
+        (profile,) = resolve_personas([args.persona], engine)
+    except PersonaSpecError as exc:
+        print(f"--persona: {exc}", file=sys.stderr)
         return 2
     spec = args.backend
     if spec == "openai":

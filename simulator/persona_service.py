@@ -7,7 +7,8 @@ the store") unless the caller asks to replace existing profiles (`replace=True`,
 importing the same file twice gives a clear message and never a duplicate or a silent overwrite.
 
 Seeding inserts the built-in profiles whose id is missing and never overwrites an edited one; a deleted
-built-in profile therefore comes back the next time the store is seeded (at app start).
+built-in profile therefore comes back the next time the store is seeded (at app start). The command line
+opens stores with `open_store`, which seeds a store that holds no profiles yet (a fresh one).
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from sqlalchemy import Engine, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from simulator.profile_io import ImportReport, LineError, Source, export_profiles, import_profiles
 from simulator.profiles import Profile, ProfileError
-from storage import Persona, read_scope, session_scope
+from storage import Persona, make_engine, read_scope, session_scope
 from storage.models import utcnow
 
 PROFILE_COLUMNS = ("id", "name", "persona", "background", "hidden_need", "need_category", "personality", "traits",
@@ -180,3 +182,24 @@ def seed_builtin(engine: Engine, profiles: Optional[Iterable[Profile]] = None) -
         new = [p for p in profiles if p.id not in existing]
         s.add_all(_fill(Persona(), p) for p in new)
     return len(new)
+
+
+SUMMARY_FIELDS = ("id", "name", "need_category", "personality", "language", "split")
+
+
+def summary_row(profile: Profile) -> dict[str, str]:
+    """What a persona listing shows: SUMMARY_FIELDS ("split" from extra; "" when it has none)."""
+    split = profile.extra.get("split", "") if isinstance(profile.extra, dict) else ""
+    return {**{k: getattr(profile, k) for k in SUMMARY_FIELDS[:-1]}, "split": split if isinstance(split, str) else ""}
+
+
+def open_store(url: Optional[str] = None) -> Engine:
+    """The store at `url` (default: the lab's), with the built-in profiles seeded when it holds none, so a
+    command on a fresh store sees the same personas as the app."""
+    engine = make_engine(url)
+    if count_profiles(engine) == 0:
+        try:
+            seed_builtin(engine)
+        except IntegrityError:  # another process seeded it at the same moment
+            pass
+    return engine

@@ -7,7 +7,7 @@ of a need the user does not have. Each probe plays a short dialogue (default 5 p
 built-in persona; a sound simulator ranks the reply tailored to the persona's situation and need above
 every hack on every persona, and leaves every hack's mean at most half the tailored mean.
 
-    python -m simulator probe [--json] [--turns 5] [--persona ID ...] [--rules standard]
+    python -m simulator probe [--json] [--turns 5] [--persona ID ... | --set builtin:heldout] [--rules standard]
                               [--backend offline|openai:MODEL --base-url URL]
 """
 from __future__ import annotations
@@ -235,6 +235,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print persona -> behaviour -> final emotion as JSON")
     parser.add_argument("--turns", type=int, default=5, help="policy turns per dialogue (default 5)")
     parser.add_argument("--persona", action="append", default=None, help="built-in persona id (repeatable)")
+    parser.add_argument("--set", default="builtin", help="persona set when no --persona is given: builtin "
+                                                         "(default), builtin:train, builtin:heldout or file:PATH")
     parser.add_argument("--rules", choices=sorted(PRESETS), default="standard", help="emotion rules preset")
     parser.add_argument("--backend", default="offline",
                         help="offline (default: scorer v3), offline:v2 (the previous scorer) or openai:MODEL")
@@ -244,16 +246,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.builtin_personas import BUILTIN_PROFILES
+    from simulator.persona_sets import PersonaSpecError, resolve_personas
 
-    profiles = [p for p in BUILTIN_PROFILES if p.language == "en"]
-    if args.persona:
-        known = {p.id: p for p in BUILTIN_PROFILES}
-        missing = [i for i in args.persona if i not in known]
-        if missing:
-            print(f"unknown persona id(s): {', '.join(missing)}; see `python -m simulator personas`", file=sys.stderr)
-            return 2
-        profiles = [known[i] for i in args.persona]
+    try:
+        profiles = resolve_personas(args.persona or args.set)
+    except PersonaSpecError as exc:
+        print(f"--persona/--set: {exc}", file=sys.stderr)
+        return 2
     if args.turns < 1:
         print(f"--turns must be at least 1, got {args.turns}", file=sys.stderr)
         return 2

@@ -53,7 +53,7 @@ def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
     engine, personas = seeded
     out = list(live.start_rollout(engine, "s2", **_args(["no-such-persona"], "default")))
     status = out[-1][0].replace("\\", "")  # Markdown escapes removed
-    assert "Cannot start" in status and "persona(s) not in the store: no-such-persona" in status
+    assert "Cannot start" in status and "unknown persona id(s): no-such-persona" in status
     out = list(live.start_rollout(engine, "s2", **_args(personas, str(tmp_path / "missing-model"))))
     assert "Cannot load the policy" in out[-1][0]
     out = list(live.start_rollout(engine, "s2", **_args([], "default")))

@@ -7,10 +7,40 @@ from collections import Counter
 
 import pytest
 
-from simulator.builtin_personas import BUILTIN_IDS, BUILTIN_PROFILES, SPLITS, builtin_profiles, get_builtin
+from simulator.builtin_personas import (BUILTIN_IDS, BUILTIN_PROFILES, LIBRARY_PATH, SPLITS, builtin_profiles,
+                                        get_builtin, load_library)
+from simulator.profile_io import dumps_profiles, import_profiles
 from simulator.profiles import NEED_CATEGORIES, PERSONALITIES, Profile
 
 IDS = [p.id for p in BUILTIN_PROFILES]
+HELDOUT_IDS = ["en-03-aisha-bello", "en-08-kwame-asante", "en-12-sam-rivera", "en-16-minh-nguyen",
+               "en-20-ahmed-yilmaz", "en-22-ben-carter", "en-27-mei-lin-wong", "en-32-zoe-kim"]
+
+
+def test_library_file_imports_cleanly_and_writes_back_byte_for_byte() -> None:
+    """The data file is plain lab JSONL: the importer reads every line without a problem, and exporting
+    what it read gives the file back unchanged (no field lost, reordered or re-encoded)."""
+    report = import_profiles(LIBRARY_PATH)
+    assert report.errors == [] and report.n_lines == len(report.profiles) == 32
+    assert report.profiles == BUILTIN_PROFILES
+    assert dumps_profiles(report.profiles, "lab") == LIBRARY_PATH.read_text(encoding="utf-8")
+    assert BUILTIN_IDS[0] == "en-01-maya-chen" and BUILTIN_IDS[-1] == "en-32-zoe-kim"
+    assert [int(pid[3:5]) for pid in BUILTIN_IDS] == list(range(1, 33))
+    assert [p.id for p in BUILTIN_PROFILES if p.extra["split"] == "heldout"] == HELDOUT_IDS
+    assert Counter(p.extra["split"] for p in BUILTIN_PROFILES) == {"train": 24, "heldout": 8}
+
+
+def test_a_broken_library_file_names_the_line_and_field(tmp_path) -> None:
+    lines = LIBRARY_PATH.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[1])
+    record["extra"]["split"] = "test"
+    path = tmp_path / "library.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(record), *lines[2:]]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: extra\.split: must be one of train, heldout"):
+        load_library(path)
+    path.write_text(lines[0] + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="lacks need categories"):
+        load_library(path)
 
 
 def test_library_size_and_balance() -> None:

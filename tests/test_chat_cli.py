@@ -101,7 +101,7 @@ def test_one_megabyte_reply(monkeypatch, capsys, db_url, server):
 
 def test_unknown_persona(monkeypatch, capsys, db_url):
     code, _, err = chat(monkeypatch, capsys, db_url, [], "--persona", "nobody-here")
-    assert code == 2 and "unknown persona id 'nobody-here'" in err
+    assert code == 2 and "unknown persona id(s): nobody-here" in err and "en-01-maya-chen" in err
     assert dialogues(db_url) == []
 
 

@@ -151,6 +151,27 @@ def test_seed_builtin_library(engine):
     assert ps.list_profiles(engine, language="en")
 
 
+def test_open_store_seeds_only_a_store_without_profiles(tmp_path: Path):
+    from simulator.builtin_personas import BUILTIN_IDS
+
+    fresh = ps.open_store(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert sorted(p.id for p in ps.list_profiles(fresh)) == sorted(BUILTIN_IDS)
+    ps.delete_profile(fresh, BUILTIN_IDS[0])
+    fresh.dispose()
+    again = ps.open_store(f"sqlite:///{tmp_path / 'fresh.db'}")  # not fresh: a deleted profile stays deleted
+    assert ps.count_profiles(again) == len(BUILTIN_IDS) - 1 and ps.get_profile(again, BUILTIN_IDS[0]) is None
+    again.dispose()
+    own = make_engine(f"sqlite:///{tmp_path / 'own.db'}")
+    ps.save_profile(own, make("mine"), create=True)
+    own.dispose()
+    mine = ps.open_store(f"sqlite:///{tmp_path / 'own.db'}")
+    assert [p.id for p in ps.list_profiles(mine)] == ["mine"]
+    assert ps.summary_row(ps.get_profile(mine, "mine")) == {
+        "id": "mine", "name": "Person mine", "need_category": "deep_empathy", "personality": "passive",
+        "language": "en", "split": ""}
+    mine.dispose()
+
+
 def test_released_test_profiles_import(engine, shared_data: Path):
     report = ps.import_file(engine, shared_data / "rlver" / "test_profile.jsonl")
     assert report.ok and report.stored == 100

@@ -90,3 +90,15 @@ def test_cli_json_and_table(capsys):
 def test_cli_unknown_persona(capsys):
     assert probes.main(["--persona", "nobody"]) == 2
     assert "unknown persona id(s): nobody" in capsys.readouterr().err
+
+
+def test_cli_persona_set(capsys, tmp_path):
+    from simulator.builtin_personas import get_builtin
+    from simulator.profile_io import dumps_profiles
+
+    path = tmp_path / "one.jsonl"
+    path.write_text(dumps_profiles([get_builtin("en-20-ahmed-yilmaz")]), encoding="utf-8")
+    assert probes.main(["--json", "--turns", "1", "--backend", "offline:v2", "--set", f"file:{path}"]) in (0, 1)
+    assert list(json.loads(capsys.readouterr().out)) == ["en-20-ahmed-yilmaz"]
+    assert probes.main(["--set", "builtin:everyone"]) == 2
+    assert "unknown persona set 'builtin:everyone'" in capsys.readouterr().err

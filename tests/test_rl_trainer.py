@@ -263,3 +263,20 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
                                  (3, ["step-000002", "step-000003"])]
     assert [c["step"] for c in jobs.job_detail(engine, job_id)["checkpoints"]] == [3]
     assert [p.name for p in checkpoints.list_checkpoints(root)] == ["step-000003"]
+
+
+def test_persona_set_is_resolved_with_the_store_first(engine):
+    """Ids in a config's list are the store's profiles, else the built-in ones; an unknown id fails before
+    any model is loaded, naming persona_set."""
+    from simulator.persona_service import save_profile
+    from tests.conftest import make_sim_profile
+    from trainer.config import ConfigError
+    from trainer.rl_trainer import training_personas
+
+    save_profile(engine, make_sim_profile("mia"), create=True)
+    found = training_personas(TrainConfig(persona_set=["mia", "en-20-ahmed-yilmaz"]), engine)
+    assert [p.id for p in found] == ["mia", "en-20-ahmed-yilmaz"]
+    assert len(training_personas(TrainConfig(persona_set="builtin:heldout"))) == 8
+    with pytest.raises(ConfigError) as info:
+        training_personas(TrainConfig(persona_set=["mia", "nobody"]))  # no store: mia is unknown too
+    assert "unknown persona id(s): mia, nobody" in info.value.errors["persona_set"]

@@ -89,3 +89,26 @@ def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, d
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 2 and all(r["status"] == "failed" and r["error"] for r in rows)
     assert "all 2 dialogue(s) failed" in proc.stderr
+
+
+def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
+    """A store no command has opened yet: the built-in personas are seeded first, as the app does, so a
+    built-in id works and the dialogue's persona is in the store."""
+    from simulator.builtin_personas import BUILTIN_IDS, get_builtin
+    from simulator.persona_service import get_profile, list_profiles
+    from storage import make_engine
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", "rollout", "--persona", "en-20-ahmed-yilmaz", "--policy",
+         str(tiny_model_dir), "--simulator", "offline:v2", "--max-turns", "1", "--max-new-tokens", "8",
+         "--db", db_url, "--json"],
+        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    store = make_engine(db_url)
+    assert sorted(p.id for p in list_profiles(store)) == sorted(BUILTIN_IDS)
+    assert get_profile(store, "en-20-ahmed-yilmaz") == get_builtin("en-20-ahmed-yilmaz")
+    stored = load_dialogue(store, row["id"])
+    assert stored["persona_id"] == "en-20-ahmed-yilmaz"
+    assert stored["turns"][0]["text"] == get_builtin("en-20-ahmed-yilmaz").first_line
+    store.dispose()

@@ -119,3 +119,36 @@ def test_plugin_registry(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.setitem(cli.PLUGINS, "chat", ("lab_test_broken", "z"))
     with pytest.raises(ModuleNotFoundError):  # a broken plugin is not reported as "unavailable"
         cli.main(["chat"])
+
+
+def test_fresh_store_export_and_list_show_the_built_in_personas(tmp_path: Path, capsys):
+    from simulator.builtin_personas import BUILTIN_PROFILES
+    from simulator.profile_io import import_profiles
+
+    db = f"sqlite:///{tmp_path / 'fresh.db'}"
+    out = run("personas", "export", str(tmp_path / "all.jsonl"), "--db", db)
+    assert out.returncode == 0 and f"exported {len(BUILTIN_PROFILES)} profile(s)" in out.stdout
+    exported = import_profiles(tmp_path / "all.jsonl")
+    assert exported.errors == [] and sorted(exported.profiles, key=lambda p: p.id) == BUILTIN_PROFILES
+
+    assert cli.main(["personas", "list", "--set", "builtin:heldout", "--json", "--db", db]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 8 and all(r["split"] == "heldout" for r in rows)
+    assert rows[4] == {"id": "en-20-ahmed-yilmaz", "name": "Ahmed Yılmaz", "need_category": "sincere_praise",
+                       "personality": "negative", "language": "en", "split": "heldout"}
+    assert cli.main(["personas", "list", "--db", f"sqlite:///{tmp_path / 'other.db'}"]) == 0  # seeds it too
+    listed = capsys.readouterr()
+    assert len(listed.out.splitlines()) == len(BUILTIN_PROFILES) and "32 persona(s) in the store" in listed.err
+    assert "en-32-zoe-kim" in listed.out and "not_at_fault" in listed.out
+    assert cli.main(["personas", "list", "--set", "builtin:everyone", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "--set: unknown persona set 'builtin:everyone'" in err and "builtin:heldout" in err
+
+
+def test_import_into_a_fresh_store_stores_only_the_file(tmp_path: Path, capsys):
+    db = f"sqlite:///{tmp_path / 'fresh.db'}"
+    f = tmp_path / "p.jsonl"
+    f.write_text(profile_line("eve"))
+    assert cli.main(["personas", "import", str(f), "--db", db]) == 0
+    assert cli.main(["personas", "list", "--json", "--db", db]) == 0  # not empty: nothing seeded
+    assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines() if line.startswith("{")] == ["eve"]

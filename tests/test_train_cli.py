@@ -79,10 +79,16 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     policy = Path(result["checkpoint"]) / "policy"
-    AutoModelForCausalLM.from_pretrained(policy)
+    assert result["policy_path"] == str(policy)
+    AutoModelForCausalLM.from_pretrained(result["policy_path"])
     assert AutoTokenizer.from_pretrained(policy).chat_template
     assert (Path(result["checkpoint"]) / "critic" / "value_head.pt").exists()
     engine.dispose()
+    for args in (["jobs", str(result["job_id"])], ["jobs"]):  # the job's JSON row says the same
+        listed = _cli(*args, "--db", db_url, "--json", env_home=tmp_path / "home")
+        row = json.loads(listed.communicate(timeout=120)[0].strip().splitlines()[-1])
+        assert listed.returncode == 0 and row["status"] == "succeeded"
+        assert (row["checkpoint"], row["policy_path"]) == (result["checkpoint"], result["policy_path"])
 
 
 def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: str, tiny_model_dir: Path):

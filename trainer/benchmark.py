@@ -28,7 +28,7 @@ from sqlalchemy import Engine, select
 from simulator.backends import spec_error
 from simulator.backends.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.fingerprint import canonical_json
-from simulator.profile_io import BadFileError, import_profiles
+from simulator.persona_sets import PersonaSpecError, resolve_personas
 from simulator.profiles import Profile
 from simulator.rules import PRESETS, EmotionRules
 from simulator.scoring import BenchmarkSummary
@@ -53,7 +53,7 @@ class BenchmarkConfig:
     prompt_pack: str = "own"  # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
-    profiles: str = "builtin"  # builtin | builtin:train | builtin:heldout | PATH (JSONL, lab or RLVER format)
+    profiles: str = "builtin"  # a persona spec (simulator.persona_sets): builtin[:train|:heldout], file:PATH, ids
     limit: int = 0  # first N profiles of the set (0 = all)
     mode: str = "direct"  # think | direct
     temperature: float = 0.7  # policy sampling (recorded with the run)
@@ -90,7 +90,7 @@ class BenchmarkConfig:
                                                       or self.simulator_max_tokens < 1):
             e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
         if not isinstance(self.profiles, str) or not self.profiles.strip():
-            e["profiles"] = "required: 'builtin' or a profiles file"
+            e["profiles"] = "required: 'builtin', 'builtin:heldout', a profiles file or persona ids"
         if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0:
             e["limit"] = f"must be a non-negative integer (0 = all), got {self.limit!r}"
         if self.mode not in ("think", "direct"):
@@ -161,35 +161,14 @@ def protocol_record(config: BenchmarkConfig, languages: list[str], context_lengt
     return record
 
 # -------------------------------------------------------------------------------------------- profiles
-def load_profiles(spec: str, limit: int = 0) -> list[Profile]:
-    """The benchmark's profiles: a built-in set or a JSONL file (lab or RLVER/SAGE format), first `limit`.
-    An empty, unreadable or malformed file raises BenchmarkInputError listing every problem by line."""
-    from simulator.transcripts import is_transcript_file, profiles_from_transcripts
-
-    if spec in ("builtin", "builtin:train", "builtin:heldout"):
-        from simulator.builtin_personas import BUILTIN_PROFILES
-
-        split = spec.partition(":")[2]
-        profiles = [p for p in BUILTIN_PROFILES if not split or p.extra.get("split") == split]
-    else:
-        path = Path(spec[len("file:"):] if spec.startswith("file:") else spec).expanduser()
-        if not path.is_file():
-            raise BenchmarkInputError(f"profiles: file {str(path)!r} does not exist "
-                                      "(use 'builtin' or a JSONL profiles file)")
-        if is_transcript_file(path):  # a SAGE *_result.jsonl: the profiles its dialogues were played with
-            try:
-                return profiles_from_transcripts(path)[:limit or None]
-            except BadFileError as e:
-                raise BenchmarkInputError(f"profiles: {path}: {e}") from None
-        report = import_profiles(path)
-        if report.errors:
-            shown = "\n  ".join(str(e) for e in report.errors[:20])
-            more = f"\n  ... and {len(report.errors) - 20} more" if len(report.errors) > 20 else ""
-            raise BenchmarkInputError(f"profiles: {path} has {len(report.errors)} problem(s):\n  {shown}{more}")
-        profiles = report.profiles
-        if not profiles:
-            raise BenchmarkInputError(f"profiles: {path} holds no profiles")
-    return profiles[:limit] if limit else list(profiles)
+def load_profiles(spec: str, limit: int = 0, store: Optional[Engine] = None) -> list[Profile]:
+    """The benchmark's profiles (a persona spec: simulator.persona_sets), first `limit`. A bad spec or
+    file raises BenchmarkInputError on "profiles", listing every problem of a file by line."""
+    try:
+        profiles = resolve_personas(spec, store)
+    except PersonaSpecError as e:
+        raise BenchmarkInputError(f"profiles: {e}") from None
+    return profiles[:limit] if limit else profiles
 
 
 def profile_set_hash(profiles: list[Profile]) -> str:
@@ -307,7 +286,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
     if config is None:
         raise BenchmarkInputError("config: required for a new eval run")
     config.validate()
-    profiles = load_profiles(config.profiles, config.limit)
+    profiles = load_profiles(config.profiles, config.limit, engine)
     factory, fp = _simulator(config, profiles)
     policy = _policy(config)
     try:
@@ -424,7 +403,7 @@ def start_benchmark_job(engine: Engine, engine_url: str, config: dict[str, Any])
     from trainer.jobs import create_job, launch
 
     cfg = BenchmarkConfig.from_dict(config)
-    load_profiles(cfg.profiles, cfg.limit)
+    load_profiles(cfg.profiles, cfg.limit, engine)
     job_id = create_job(engine, "benchmark", cfg.to_dict(), name=cfg.name or f"benchmark {cfg.policy}", seed=cfg.seed)
     launch(engine_url, job_id)
     return job_id

@@ -2,8 +2,11 @@
 
     python -m trainer benchmark --policy default|PATH|openai:MODEL|replay:FILE
         --simulator offline|openai:MODEL|replay:FILE [--prompt-pack own|sage:DIR]
-        [--simulator-base-url URL] [--profiles FILE|builtin] [--limit N] [--db URL] [--out FILE] [--json]
+        [--simulator-base-url URL] [--profiles SPEC] [--limit N] [--db URL] [--out FILE] [--json]
         [--resume EVAL_RUN_ID]
+
+SPEC is a persona spec (simulator.persona_sets): builtin (default), builtin:train, builtin:heldout, persona ids,
+or a profiles file (file:PATH, or PATH).
 
 Replay: with a SAGE `*_result.jsonl` F, `--policy replay:F --simulator replay:F --profiles F` plays every
 recorded dialogue through this runner and its rules; the published row and every dialogue's final emotion
@@ -24,7 +27,7 @@ import json
 import sys
 from typing import Optional
 
-from storage import make_engine
+from simulator.persona_service import open_store
 from trainer import benchmark as bm
 from trainer.benchmark import BenchmarkConfig, BenchmarkInputError
 
@@ -44,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulator-base-url", default=d.simulator_base_url,
                    help="OpenAI-compatible endpoint of the simulator (key from OPENAI_API_KEY)")
     p.add_argument("--profiles", default=d.profiles,
-                   help="builtin | builtin:train | builtin:heldout | a profiles JSONL file (default: %(default)s)")
+                   help="builtin | builtin:train | builtin:heldout | file:PATH (profiles JSONL or a SAGE "
+                        "*_result.jsonl) | persona ids (default: %(default)s)")
     p.add_argument("--limit", type=int, default=d.limit, help="only the first N profiles (0 = all)")
     p.add_argument("--mode", choices=("direct", "think"), default=d.mode)
     p.add_argument("--temperature", type=float, default=d.temperature, help="policy sampling temperature")
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.transcripts import export_sage_jsonl
 
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True))
-    engine = make_engine(args.db)
+    engine = open_store(args.db)
     try:
         config = None if args.resume is not None else config_from_args(args)
         result = bm.run_benchmark(engine, config, eval_run_id=args.resume, log=log)

@@ -25,6 +25,7 @@ import yaml
 
 from simulator.backends import spec_error
 from simulator.backends.traffic import TrafficLimits
+from simulator.persona_sets import spec_error as persona_spec_error
 from simulator.rules import PRESET_ALIASES
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,6 @@ ENGINES = ("transformers", "vllm")
 DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
-PERSONA_SETS = ("builtin", "builtin:train", "builtin:heldout")
 SIMULATOR_PRESETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.rules.PRESETS
 
 
@@ -53,8 +53,8 @@ class TrainConfig:
     # --- what is trained, against what
     model: str = "default"  # 'default' = SmolLM2-135M-Instruct, or a local Hugging Face folder
     critic_model: str = ""  # PPO critic: '' = a copy of the policy with a value head, or a folder
-    persona_set: Union[str, list[str]] = "builtin:train"  # builtin | builtin:train | builtin:heldout |
-    # [id, ...] | file:PATH (profiles JSONL/JSON, lab or RLVER format)
+    persona_set: Union[str, list[str]] = "builtin:train"  # a persona spec (simulator.persona_sets): builtin |
+    # builtin:train | builtin:heldout | built-in id(s) | [id, ...] | file:PATH (profiles JSONL, lab or RLVER format)
     simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (key from OPENAI_API_KEY)
     simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
     prompt_pack: str = "own"  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
@@ -310,20 +310,8 @@ class TrainConfig:
         return e
 
     def _persona_set_errors(self, check_paths: bool) -> dict[str, str]:
-        ps = self.persona_set
-        if isinstance(ps, list):
-            if not ps or not all(isinstance(p, str) and p.strip() for p in ps):
-                return {"persona_set": "a list of persona ids must be non-empty and hold only ids"}
-            return {}
-        if ps in PERSONA_SETS:
-            return {}
-        if isinstance(ps, str) and ps.startswith("file:"):
-            path = Path(ps[len("file:"):]).expanduser()
-            if check_paths and not path.is_file():
-                return {"persona_set": f"profiles file {str(path)!r} does not exist"}
-            return {}
-        return {"persona_set": f"unknown persona set {ps!r}; one of {', '.join(PERSONA_SETS)}, "
-                               "a list of persona ids, or file:PATH"}
+        problem = persona_spec_error(self.persona_set, check_paths)
+        return {"persona_set": problem} if problem else {}
 
     def _model_errors(self) -> dict[str, str]:
         from trainer.models import default_gguf_path, resolve_policy

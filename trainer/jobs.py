@@ -49,6 +49,7 @@ RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has
 JOB_KINDS = ("train", "benchmark")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
 STATE_FILE = "trainer_state.pt"  # what makes a checkpoint folder complete (trainer.checkpoints writes it last)
+POLICY_DIR = "policy"  # the trained model inside a checkpoint folder (a Hugging Face folder, LoRA merged)
 
 
 class JobCancelled(Exception):
@@ -321,6 +322,12 @@ def last_checkpoint(engine: Engine, job_id: int, disk_root: Optional[str | Path]
     return max(complete, key=lambda r: (r["step"], bool(r["metrics"])), default=None)
 
 
+def policy_path(checkpoint_path: Optional[str]) -> Optional[str]:
+    """Where the model of a checkpoint folder is (None without a checkpoint): what `--policy` and
+    `model:` take to use the trained policy."""
+    return str(Path(checkpoint_path) / POLICY_DIR) if checkpoint_path else None
+
+
 def __getattr__(name: str) -> Any:
     """JobContext (the job process's side) lives in trainer.job_context; imported on first use."""
     if name == "JobContext":
@@ -332,4 +339,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError", "JobOwnershipLost", "cancel",
            "clone", "create_job", "job_detail", "last_checkpoint", "launch", "list_jobs", "log_tail",
-           "mark_stale_jobs", "pid_alive", "reopen", "resume"]
+           "mark_stale_jobs", "pid_alive", "policy_path", "reopen", "resume"]

@@ -4,7 +4,8 @@
 The job's kind picks the work: "train" runs the RL trainer, "benchmark" the Sentient benchmark runner.
 Exit status of `job`: 0 succeeded, 1 failed, 2 the job cannot run (unknown id, wrong state, owned by
 another live process), 143 cancelled. Listing first marks stale jobs interrupted (a dead or silent
-process), so the CLI alone shows the truth; `jobs JOB_ID` exits 2 for an unknown job.
+process), so the CLI alone shows the truth; `jobs JOB_ID` exits 2 for an unknown job. With --json each job
+also gives its last checkpoint and policy_path, the trained model in it (None without a checkpoint).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Callable, Optional
 from sqlalchemy import Engine
 
 from storage import make_engine
+from trainer import jobs
 from trainer.jobs import JobCancelled, JobContext, JobError
 
 EXIT_CANCELLED = 143
@@ -78,13 +80,13 @@ def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per job")
 
 
-def _row(job: dict[str, Any]) -> dict[str, Any]:
-    return {k: (str(job[k]) if k == "heartbeat_at" and job[k] is not None else job[k]) for k in LIST_COLUMNS}
+def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any]:
+    row = {k: (str(job[k]) if k == "heartbeat_at" and job[k] is not None else job[k]) for k in LIST_COLUMNS}
+    row.update(checkpoint=checkpoint, policy_path=jobs.policy_path(checkpoint))
+    return row
 
 
 def run_jobs(args: argparse.Namespace) -> int:
-    from trainer import jobs
-
     engine = make_engine(args.db)
     try:
         if args.job_id is not None:
@@ -95,10 +97,11 @@ def run_jobs(args: argparse.Namespace) -> int:
             found = [detail]
         else:
             found = jobs.list_jobs(engine, kind=args.kind, limit=args.limit)
+        checkpoints = [(jobs.last_checkpoint(engine, job["id"]) or {}).get("path") for job in found]
     finally:
         engine.dispose()
-    for job in found:
-        row = _row(job)
+    for job, checkpoint in zip(found, checkpoints):
+        row = _row(job, checkpoint)
         if args.json:
             print(json.dumps(row, ensure_ascii=False))
         else:

@@ -42,34 +42,14 @@ class SimulatorOutage(RuntimeError):
     """Too many dialogues of a step failed on the simulator side to train on the rest."""
 
 
-def resolve_personas(config: TrainConfig, store: Any = None) -> list:
-    """The profiles named by config.persona_set (built-in split, store ids or a profiles file)."""
-    from trainer.benchmark import BenchmarkInputError, load_profiles
+def training_personas(config: TrainConfig, store: Any = None) -> list:
+    """The profiles of config.persona_set (simulator.persona_sets; the store's for ids); ConfigError if none."""
+    from simulator.persona_sets import PersonaSpecError, resolve_personas
 
-    spec = config.persona_set
-    if isinstance(spec, list):
-        from simulator.builtin_personas import BUILTIN_PROFILES
-
-        builtin = {p.id: p for p in BUILTIN_PROFILES}
-        found, missing = [], []
-        for pid in spec:
-            profile = None
-            if store is not None:
-                from simulator.persona_service import get_profile
-
-                profile = get_profile(store, pid)
-            profile = profile or builtin.get(pid)
-            (found.append(profile) if profile else missing.append(pid))
-        if missing:
-            raise ConfigError({"persona_set": f"unknown persona id(s): {', '.join(missing)}"})
-        return found
     try:
-        profiles = load_profiles(spec)
-    except BenchmarkInputError as exc:
+        return resolve_personas(config.persona_set, store)
+    except PersonaSpecError as exc:
         raise ConfigError({"persona_set": str(exc)}) from None
-    if not profiles:
-        raise ConfigError({"persona_set": f"{spec!r} holds no profiles"})
-    return profiles
 
 
 def _device(config: TrainConfig) -> str:
@@ -95,7 +75,7 @@ class RLTrainer:
                                                      lab_home() / "runs" / datetime.now().strftime("%Y%m%d-%H%M%S")))
         self.checkpoint_root = self.output_dir / "checkpoints"
         clean_partial(self.checkpoint_root)
-        self.profiles = resolve_personas(config, engine)  # before the (slow) model load: fail fast
+        self.profiles = training_personas(config, engine)  # before the (slow) model load: fail fast
         if is_main():
             self.output_dir.mkdir(parents=True, exist_ok=True)
             config.to_yaml(self.output_dir / "train_config.yaml")

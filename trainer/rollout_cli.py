@@ -4,9 +4,10 @@
         [--simulator offline|openai:MODEL] [--simulator-base-url URL] [--mode think|direct] [--max-turns N]
         [--db URL] [--json]
 
-API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit status 0 when every
-dialogue ended (finished, or some failed / cancelled with their reason stored); 1 when every dialogue
-failed (an outage a script must see) or one did not end; 2 for bad input.
+A persona id is the store's profile, else the built-in one; a store with no profiles is seeded with the
+built-in ones first. API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit
+status 0 when every dialogue ended (finished, or some failed / cancelled with their reason stored); 1 when
+every dialogue failed (an outage a script must see) or one did not end; 2 for bad input.
 """
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ import sys
 import threading
 from typing import Any, Optional
 
-from simulator.profiles import Profile
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--persona", action="append", required=True, metavar="ID", help="persona id (repeatable)")
+    p.add_argument("--persona", action="append", required=True, metavar="ID",
+                   help="persona id, stored or built-in (repeatable)")
     p.add_argument("--group", type=int, default=1, metavar="N", help="dialogues per persona (GRPO group size)")
     p.add_argument("--policy", default="default", help="default | PATH | vllm:PATH|default | openai:MODEL")
     p.add_argument("--policy-base-url", default=None, help="base URL for an openai: policy")
@@ -41,29 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object per dialogue")
 
 
-def load_profiles(engine: Any, ids: list[str]) -> list[Profile]:
-    """Profiles from the store, in the order given; KeyError naming the missing ids."""
-    try:
-        from simulator.persona_service import get_profile
-    except ImportError:  # fallback: read the Persona rows directly
-        from storage import Persona, read_scope
-
-        def get_profile(eng: Any, pid: str) -> Optional[Profile]:
-            with read_scope(eng) as s:
-                row = s.get(Persona, pid)
-                if row is None:
-                    return None
-                return Profile.from_dict({c: getattr(row, c) for c in Persona.__table__.columns.keys()})
-    found = {pid: get_profile(engine, pid) for pid in dict.fromkeys(ids)}
-    missing = [pid for pid, prof in found.items() if prof is None]
-    if missing:
-        raise KeyError(f"persona(s) not in the store: {', '.join(missing)} "
-                       "(list them with the Personas view or `python -m simulator personas`)")
-    return [found[pid] for pid in ids]
-
-
 def run(args: argparse.Namespace) -> int:
-    from storage import make_engine
+    from simulator.persona_service import open_store
+    from simulator.persona_sets import PersonaSpecError, resolve_personas
     from trainer.engines import make_engine as make_policy
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
 
@@ -79,11 +59,11 @@ def run(args: argparse.Namespace) -> int:
                                seed=args.seed).validate()
     except ValueError as exc:
         return fail(str(exc))
-    store = make_engine(args.db)
+    store = open_store(args.db)
     try:
-        profiles = load_profiles(store, args.persona)
-    except KeyError as exc:
-        return fail(exc.args[0])
+        profiles = resolve_personas(args.persona, store)
+    except PersonaSpecError as exc:
+        return fail(f"--persona: {exc}")
     try:
         factory = make_simulator_factory(args.simulator, rules=args.rules, base_url=args.simulator_base_url,
                                          seed=args.seed)

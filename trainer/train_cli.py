@@ -2,7 +2,8 @@
 
 Both run a training job recorded in the store, in this process: the job row carries status, pid,
 heartbeat, progress, metrics, checkpoints and the log file (stdout is also written to the job's log).
-`--json` ends the output with one JSON line: job_id, status, steps, metrics, checkpoint, error.
+`--json` ends the output with one JSON line: job_id, status, steps, metrics, checkpoint, policy_path (the
+trained model: the checkpoint's `policy/` folder), error.
 Under the `deepspeed` launcher every rank runs the same command; rank 0 owns the job row.
 
 Exit status: 0 succeeded, 1 failed, 2 bad input (invalid config, unknown job, wrong state), 143 cancelled.
@@ -87,12 +88,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from storage import make_engine
+    from simulator.persona_service import open_store
     from trainer import jobs
     from trainer.distributed import broadcast_object, init_distributed
 
     rank, _ = init_distributed(config.zero_stage)
-    engine = make_engine(args.db)
+    engine = open_store(args.db)
     try:
         job_id = None
         if rank == 0:
@@ -221,7 +222,8 @@ def _result(engine: Any, job_id: int, summary: dict[str, Any]) -> dict[str, Any]
     metrics = summary.get("metrics") or {name: series["value"][-1]
                                          for name, series in (detail.get("metrics") or {}).items()}
     return {"job_id": job_id, "status": detail.get("status"), "steps": detail.get("step"),
-            "metrics": metrics, "checkpoint": last["path"] if last else None, "error": detail.get("error", "")}
+            "metrics": metrics, "checkpoint": last["path"] if last else None,
+            "policy_path": jobs.policy_path(last["path"] if last else None), "error": detail.get("error", "")}
 
 
 def main(argv: Optional[list[str]] = None) -> int:

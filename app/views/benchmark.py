@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from app import training_service as ts
 from app.context import LabContext
 from app.render import md
+from simulator.persona_sets import PERSONA_SETS
 
 LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
                "profiles", "finished", "protocol"]
@@ -23,7 +24,6 @@ PUBLISHED_HEADERS = ["rank", "model", "score", "success", "failure", "n", "simul
 BREAKDOWN_HEADERS = ["group", "score", "success", "failure", "n", "errors", "95% CI"]
 DIALOGUE_HEADERS = ["dialogue", "profile", "hidden need", "personality", "final emotion", "outcome", "turns",
                     "error"]
-PROFILE_SETS = ("builtin", "builtin:train", "builtin:heldout")
 
 
 def simulator_label(fp: dict[str, Any], fp_hash: str = "") -> str:
@@ -206,8 +206,8 @@ def build(ctx: LabContext) -> None:
             sim_max_tokens = gr.Number(value=None, precision=0, minimum=1, scale=1,
                                        label="simulator max tokens (empty: backend default)")
         with gr.Row():
-            profiles = gr.Dropdown(choices=list(PROFILE_SETS), value="builtin", allow_custom_value=True,
-                                   label="profiles (a set or a JSONL file path)", scale=2)
+            profiles = gr.Dropdown(choices=list(PERSONA_SETS), value="builtin", allow_custom_value=True,
+                                   label="profiles (a set, a JSONL file path or persona ids)", scale=2)
             limit = gr.Number(value=0, precision=0, minimum=0, label="limit (0 = all)", scale=1)
             mode = gr.Radio(choices=["direct", "think"], value="direct", label="mode", scale=1)
             seed = gr.Number(value=0, precision=0, label="seed", scale=1)

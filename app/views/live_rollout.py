@@ -84,7 +84,7 @@ def start_rollout(engine, request_key: str, persona_ids: list[str], policy: str,
     """Generator of (status markdown, figure, columns HTML, finished-dialogue choices)."""
     from trainer.engines import make_engine as make_policy
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
-    from trainer.rollout_cli import load_profiles
+    from simulator.persona_sets import resolve_personas
 
     live: dict[str, LiveDialogue] = {}
 
@@ -104,7 +104,7 @@ def start_rollout(engine, request_key: str, persona_ids: list[str], policy: str,
         try:
             config = RolloutConfig(mode=mode, max_turns=int(max_turns), max_new_tokens=int(max_new_tokens),
                                    temperature=float(temperature), seed=int(seed)).validate()
-            profiles = load_profiles(engine, list(persona_ids))
+            profiles = resolve_personas(list(persona_ids), engine)
             factory = make_simulator_factory(simulator.strip() or "offline", rules=rules,
                                              base_url=simulator_url.strip() or None, seed=int(seed))
         except (KeyError, ValueError, ImportError) as exc:
