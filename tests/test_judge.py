@@ -177,3 +177,27 @@ def test_benchmark_view_radar_shows_the_run_means_per_judge(engine, db_url, caps
         "empathic depth", "core insight", "solution crafting", "dialogue guidance", "style adaptability"]
     expected = [(rows[ids["warm"]].scores[d] + rows[ids["cold"]].scores[d]) / 2 for d in DIMENSIONS]
     assert list(trace.r[:5]) == pytest.approx(expected)
+
+
+@pytest.mark.browser
+def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screenshot):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainer import eval_runs
+
+    engine, page = lab_server.engine, browser_page
+    ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD})
+    with session_scope(engine) as s:
+        run_id = s.get(Dialogue, ids["warm"]).eval_run_id
+    eval_runs.finish_eval_run(engine, run_id, "succeeded")
+    with start_server() as server, ThreadPoolExecutor(1) as pool:  # sync Playwright holds this thread's loop
+        pool.submit(_judge, capsys, server, "--eval-run", str(run_id), "--db", lab_server.engine_url).result()
+    page.get_by_role("tab", name="Benchmark").click()
+    row = page.locator("#bench-lab [role=gridcell]").filter(has_text="judged").first
+    row.wait_for()
+    row.click()
+    page.locator("#bench-judge-summary").get_by_text("Social-cognition judge", exact=False).wait_for()
+    page.locator("#bench-judge .js-plotly-plot .polarlayer").wait_for()
+    page.locator("#bench-judge").scroll_into_view_if_needed()
+    screenshot(page, "benchmark-judge.png", full_page=False)
+    assert page.dialogs == []
