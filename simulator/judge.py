@@ -203,7 +203,9 @@ class Judge:
                 completion = await self.backend.complete(messages, response_format=fmt)
             except BackendError as exc:
                 kind = "timeout" if exc.reason == "timeout" else "backend"
-                result.error_kind, result.error = kind, f"{exc.reason}: {exc}"
+                hint = ("; if the endpoint does not take response_format, judge without the JSON schema "
+                        "(--no-json-schema)" if exc.reason == "rejected" and fmt is not None else "")
+                result.error_kind, result.error = kind, f"{exc.reason}: {exc}{hint}"
                 return result
             result.attempts, result.raw = attempt, completion.text
             result.latency_s += completion.latency_s

@@ -147,6 +147,15 @@ def test_judge_without_json_schema_and_on_a_collection(engine, db_url, capsys):
     assert set(out["means"]) == set(DIMENSIONS)
 
 
+def test_an_endpoint_that_fails_every_call_leaves_an_error_on_every_dialogue(engine, db_url, capsys):
+    ids = _store_dialogues(engine, {"a": WARM, "b": COLD}, eval_run=False)
+    with start_server(models=["another-model"]) as server:
+        code, out = _judge(capsys, server, "--dialogues", *map(str, ids.values()), "--db", db_url)
+    assert code == 1 and out["ok"] == 0 and out["errors"] == {"backend": 2}
+    rows = _rows(engine)
+    assert all("does not know model 'scripted'" in rows[i].error for i in ids.values())
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "name one set of dialogues"),
     (["--eval-run", "1", "--collection", "x"], "got --eval-run, --collection"),

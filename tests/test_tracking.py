@@ -114,3 +114,31 @@ def test_report_to_of_the_wrong_type_in_yaml_names_the_field():
     with pytest.raises(ConfigError) as err:
         TrainConfig.from_dict({"report_to": "wandb"})
     assert "report_to" in err.value.errors
+
+
+def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path):
+    """A run killed after step 3 whose last checkpoint is step 1 trains steps 2-3 again: TensorBoard shows
+    the new values, once each."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from trainer.rollout_types import RolloutSample
+    from trainer.tracking import make_tracking
+
+    sample = RolloutSample(key="k", dialogue_id=1, profile_id="maya", group_id="g", final_emotion=55.0, reward=0.55,
+                           emotions=[40.0, 55.0], outcome="max_turns", status="finished",
+                           messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                     {"role": "user", "content": "ok"}])
+    first = make_tracking(["tensorboard"], tmp_path, "run", {})
+    for step in (1, 2, 3):
+        first.log_step(step, {"reward_mean": float(step)}, [sample])
+    first.close()
+    resumed = make_tracking(["tensorboard"], tmp_path, "run", {}, start_step=1)
+    for step in (2, 3):
+        resumed.log_step(step, {"reward_mean": 10.0 * step}, [sample])
+    resumed.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    assert [(p.step, p.value) for p in events.Scalars("reward_mean")] == [(1, 1.0), (2, 20.0), (3, 30.0)]
+    text = events.Tensors("sample_dialogues/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert text == ("**maya** · final emotion 55 · reward 0.550 · max_turns\n- user (40): hi\n- assistant: hello\n"
+                    "- user (55): ok")

@@ -8,7 +8,8 @@ default) and to W&B, MLflow or Trackio when `report_to` names them.
 Scalars keep the names the job stores (`reward_mean`, `approx_kl`, ...), so the store, TensorBoard and the
 trackers show the same series. Where each one writes:
   * tensorboard: `<output_dir>/tensorboard` (a resumed run purges the steps after its checkpoint);
-  * wandb: offline unless WANDB_MODE says otherwise (never needs the network), files in `<output_dir>`;
+  * wandb: offline unless WANDB_MODE says otherwise (never needs the network), files in WANDB_DIR or
+    `<output_dir>`;
     project WANDB_PROJECT (default "rlver-lab");
   * mlflow: MLFLOW_TRACKING_URI, else a SQLite store `<output_dir>/mlflow.db`; experiment
     MLFLOW_EXPERIMENT_NAME (default "rlver-lab"); dialogues as text artifacts;
@@ -90,7 +91,8 @@ class WandbTracker:
 
         self.wandb = wandb
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT), name=run_name,
-                              config=config, dir=str(output_dir), mode=os.environ.get("WANDB_MODE", "offline"))
+                              config=config, dir=os.environ.get("WANDB_DIR") or str(output_dir),
+                              mode=os.environ.get("WANDB_MODE", "offline"))
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         self.run.log(dict(metrics), step=step)
@@ -209,7 +211,7 @@ def dialogue_markdown(sample: Any) -> str:
         if m.get("role") == "user":
             emotion = sample.emotions[n_user] if n_user < len(sample.emotions) else None
             n_user += 1
-            lines.append(f"- user" + (f" ({emotion:g})" if emotion is not None else "") + f": {m.get('content', '')}")
+            lines.append("- user" + (f" ({emotion:g})" if emotion is not None else "") + f": {m.get('content', '')}")
         else:
             lines.append(f"- assistant: {m.get('content', '')}")
     return "\n".join(lines)
