@@ -197,7 +197,8 @@ class JudgeScore(Base):
     __table_args__ = (UniqueConstraint("dialogue_id", "judge_hash"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"), index=True)
-    eval_run_id: Mapped[Optional[int]] = mapped_column(Integer, nullable=True, index=True)  # the dialogue's
+    eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True,
+                                                       index=True)  # the dialogue's, for a run's radar
     judge_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)  # endpoint, model, prompt, sampling
     judge_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
     status: Mapped[str] = mapped_column(String(16), default="ok")  # ok | error

@@ -9,7 +9,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from simulator.judge import DIMENSIONS, JudgeInput, JudgeParseError, judge_messages, load_prompt, parse_judgement
 from simulator.scripted_server import start_server
@@ -139,12 +139,15 @@ def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_ur
 
 
 def test_judge_without_json_schema_and_on_a_collection(engine, db_url, capsys):
-    _store_dialogues(engine, {"a": WARM, "b": COLD}, eval_run=False)
+    ids = _store_dialogues(engine, {"a": WARM, "b": COLD}, eval_run=False)
     with start_server() as server:
         code, out = _judge(capsys, server, "--collection", "judge-test", "--no-json-schema", "--db", db_url)
         assert not any("response_format" in b for b in server.requests)
     assert code == 0 and out["ok"] == 2 and out["fingerprint"]["response_format"] == "none"
     assert set(out["means"]) == set(DIMENSIONS)
+    with session_scope(engine) as s:  # a deleted dialogue takes its ratings with it
+        s.execute(delete(Dialogue).where(Dialogue.id == ids["a"]))
+    assert set(_rows(engine)) == {ids["b"]}
 
 
 def test_an_endpoint_that_fails_every_call_leaves_an_error_on_every_dialogue(engine, db_url, capsys):
