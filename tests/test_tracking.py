@@ -142,3 +142,24 @@ def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path):
     text = events.Tensors("sample_dialogues/text_summary")[0].tensor_proto.string_val[0].decode()
     assert text == ("**maya** · final emotion 55 · reward 0.550 · max_turns\n- user (40): hi\n- assistant: hello\n"
                     "- user (55): ok")
+
+
+def test_wandb_runs_offline_without_a_key_when_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Only where wandb is installed (it is not in requirements.txt): no WANDB_MODE and no key means an
+    offline run in the job folder, with each step's dialogues as a table."""
+    pytest.importorskip("wandb")
+    from trainer.rollout_types import RolloutSample
+    from trainer.tracking import make_tracking
+
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    sample = RolloutSample(key="k", dialogue_id=1, profile_id="maya", group_id="g", final_emotion=55.0,
+                           messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    tracking = make_tracking(["wandb"], tmp_path, "job-1", {"report_to": ["wandb"]})
+    assert tracking.trackers[0].run.settings.mode == "offline"
+    for step in (1, 2):
+        tracking.log_step(step, {"reward_mean": 0.1 * step}, [sample])
+    assert [t.name for t in tracking.trackers] == ["wandb"]  # nothing failed
+    tracking.close()
+    tables = sorted(tmp_path.glob("wandb/offline-run-*/files/media/table/sample_dialogues_*.table.json"))
+    assert len(tables) == 2 and "**maya**" in json.loads(tables[0].read_text())["data"][0][0]
