@@ -10,6 +10,8 @@ both sides of a dialogue:
     follow the tier named in the prompt and say goodbye at S and F. Prompts in SAGE's own format (one user
     message asking for "Content: ... Change:" or "Thinking: ... Response:", as the `sage:DIR` pack sends)
     get answers in that format: the change scores the last message of the prompt's JSON history;
+  * the social-cognition judge: its requests get JSON ratings, or the garbage, refusal or hang of
+    `judge_mode` (simulator/scripted_judge.py);
   * the policy: any other request gets a short assistant reply (with a <think> block when the system
     prompt mentions <think>).
 Configurable: latency per call (fixed, or lognormal with a median and p99: simulator.server_latency), a
@@ -35,6 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Sequence
 
 from simulator.server_latency import LatencyModel
+from simulator import scripted_judge
 
 FAULTS = ("429", "500", "timeout", "malformed", "wrong_format")
 _SUPPORT = re.compile(r"understand|hear you|sounds|makes sense|proud|impressive|admire|brave|you did|not your fault|"
@@ -55,8 +58,10 @@ _POLICY = ["That sounds really hard. What happened next?", "I'm here and listeni
 
 
 def classify_request(messages: Sequence[dict]) -> str:
-    """'emotion' | 'reply' | 'opening' | 'sage_emotion' | 'sage_reply' | 'policy' from the sections the
-    messages ask for."""
+    """'judge' | 'emotion' | 'reply' | 'opening' | 'sage_emotion' | 'sage_reply' | 'policy' from the sections
+    the messages ask for."""
+    if scripted_judge.is_judge_request(messages):
+        return "judge"
     text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
     if len(messages) == 1 and "TargetCompletion:\n" in text and "Change:\n" in text:
         return "sage_emotion"
@@ -93,6 +98,8 @@ STATS_KEPT = 100_000  # latencies and timeline entries kept (the most recent)
 
 
 class ScriptedServer:
+    judge_mode = "json"  # how the social-cognition judge's requests are answered (simulator.scripted_judge)
+
     def __init__(self, latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
                  faults: Sequence[str] = FAULTS, hang_s: float = 30.0, api_key: Optional[str] = None,
                  models: Optional[Sequence[str]] = None, host: str = "127.0.0.1", port: int = 0,
@@ -248,6 +255,11 @@ class ScriptedServer:
     def _content(self, role: str, messages: list, rng: random.Random) -> str:
         text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
         zh = "[情绪变化]" in text or "[回复规划]" in text or "[开场白]" in text
+        if role == "judge":
+            mode = scripted_judge.judge_mode(messages, self.judge_mode)
+            if mode == "hang":
+                self._stopping.wait(self.hang_s)
+            return scripted_judge.judge_answer(messages, mode)
         if role == "emotion":
             found = re.findall(r"<<<\n?(.*?)\n?>>>", text, re.S)
             change = score_reply(found[-1] if found else "")

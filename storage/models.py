@@ -187,3 +187,29 @@ class Checkpoint(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     job: Mapped[Job] = relationship(back_populates="checkpoints")
+
+
+class JudgeScore(Base):
+    """One dialogue's ratings by the social-cognition judge (simulator/judge.py): a 1-5 score and a reason
+    per dimension, or the error that kept it from being judged. One row per dialogue and judge fingerprint."""
+
+    __tablename__ = "judge_score"
+    __table_args__ = (UniqueConstraint("dialogue_id", "judge_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"), index=True)
+    eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True,
+                                                       index=True)  # the dialogue's, for a run's radar
+    judge_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)  # endpoint, model, prompt, sampling
+    judge_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
+    status: Mapped[str] = mapped_column(String(16), default="ok")  # ok | error
+    error_kind: Mapped[str] = mapped_column(String(16), default="")  # parse | refusal | timeout | empty | backend
+    error: Mapped[str] = mapped_column(Text, default="")
+    scores: Mapped[dict[str, Any]] = mapped_column(default=dict)  # dimension -> 1..5
+    reasons: Mapped[dict[str, Any]] = mapped_column(default=dict)  # dimension -> text
+    mean: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    raw: Mapped[str] = mapped_column(Text, default="")  # the judge's last answer
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    n_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,4 +1,4 @@
-"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs.
+"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs, judge.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen command's module is imported, so a module that is missing or broken disables its own command
@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "benchmark": ("trainer.benchmark_cli", "score a policy on the Sentient benchmark"),
     "job": ("trainer.jobs_cli", "run a recorded job in this process"),
     "jobs": ("trainer.jobs_cli", "list the jobs of the store, or show one (stale ones marked interrupted)"),
+    "judge": ("trainer.judge_cli", "rate stored dialogues with the social-cognition LLM judge"),
 }
 
 

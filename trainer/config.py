@@ -27,6 +27,7 @@ from simulator.backends import spec_error
 from simulator.backends.traffic import TrafficLimits
 from simulator.persona_sets import spec_error as persona_spec_error
 from simulator.rules import PRESET_ALIASES
+from trainer.tracking import report_to_error
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,8 @@ class TrainConfig:
     save_every: int = 50  # checkpoint every K steps (and at the last step); 0 = only at the end
     keep_checkpoints: int = 3  # newest checkpoints kept on disk (0 = all)
     store_dialogues: bool = True  # write every rollout dialogue and turn to the store
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | mlflow |
+    # trackio | none: where each step's metrics and sample dialogues also go (trainer/tracking.py)
 
     def __post_init__(self) -> None:
         old = self.simulator_preset
@@ -304,6 +307,8 @@ class TrainConfig:
             e["lora"] = "LoRA with ZeRO-3 is not supported; use zero1/zero2"
         if spec_error(self.simulator):
             e["simulator"] = spec_error(self.simulator)
+        if report_to_error(self.report_to):
+            e["report_to"] = report_to_error(self.report_to)
         e.update(self._persona_set_errors(check_paths))
         if check_paths:
             e.update(self._model_errors())

@@ -34,6 +34,7 @@ from trainer.checkpoints import clean_partial, load_checkpoint, prune_checkpoint
 from trainer.config import ConfigError, TrainConfig
 from trainer.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
 from trainer.learner import Learner, make_batch
+from trainer.tracking import Tracking, make_tracking
 
 SIMULATOR_OUTAGE_FRACTION = 0.5  # more than this share of a step's dialogues lost to simulator errors fails the job
 
@@ -94,6 +95,8 @@ class RLTrainer:
         self.policy_engine = self._make_policy_engine(policy_path)
         self.rollout = self._make_rollout()
         self.last_metrics: dict[str, float] = {}
+        self.last_samples: list = []  # this rank's dialogues of the last step
+        self.tracking = Tracking([])  # set by train(): TensorBoard and the report_to trackers
 
     # ----------------------------------------------------------------------------------------- set-up
     @staticmethod
@@ -174,8 +177,9 @@ class RLTrainer:
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            return self.rollout.run(self.profiles_for_step(step), self.config.effective_group_size,
-                                    seed=self.config.seed * 1_000_003 + step, step=step)
+            self.last_samples = self.rollout.run(self.profiles_for_step(step), self.config.effective_group_size,
+                                                 seed=self.config.seed * 1_000_003 + step, step=step)
+            return self.last_samples
         finally:
             stop.set()
             watcher.join()
@@ -231,6 +235,23 @@ class RLTrainer:
         c, step = self.config, self.start_step
         self._log(f"training {c.algorithm} ({c.mode}) on {len(self.profiles)} profiles, steps "
                   f"{self.start_step + 1}..{c.steps}, {self.world_size} rank(s), output {self.output_dir}")
+        self.tracking = self._make_tracking()
+        try:
+            step = self._train_steps()
+        finally:
+            self.tracking.close()
+        return {"steps": step, "metrics": self.last_metrics, "checkpoint": self.last_checkpoint,
+                "output_dir": str(self.output_dir)}
+
+    def _make_tracking(self) -> Tracking:
+        c = self.config
+        if not is_main() or c.report_to == ["none"]:
+            return Tracking([])
+        name = f"job-{self.job.job_id}" if self.job is not None else self.output_dir.name
+        return make_tracking(c.report_to, self.output_dir, name, c.to_dict(), self.start_step)
+
+    def _train_steps(self) -> int:
+        c, step = self.config, self.start_step
         for step in range(self.start_step + 1, c.steps + 1):
             if self._cancelled():
                 step -= 1
@@ -244,8 +265,7 @@ class RLTrainer:
                 self._report(step, metrics)
             if (c.save_every and step % c.save_every == 0) or step == c.steps:
                 self.save(step)
-        return {"steps": step, "metrics": self.last_metrics, "checkpoint": self.last_checkpoint,
-                "output_dir": str(self.output_dir)}
+        return step
 
     def save(self, step: int) -> str:
         """Write the step's checkpoint, record it in the job, and only then prune older ones."""
@@ -269,6 +289,7 @@ class RLTrainer:
         if self.job is not None:
             self.job.log_metrics(step, metrics)
             self.job.progress(step, self.config.steps)
+        self.tracking.log_step(step, metrics, self.last_samples)
         keys = ("reward_mean", "final_emotion_mean", "success_rate", "policy_loss", "approx_kl", "entropy",
                 "grad_norm", "step_s")
         traffic = traffic_text(snapshot())  # an openai simulator's endpoint, '' for the offline one

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from app import training_service as ts
 from app.context import LabContext
+from app.judge_panel import judge_view
 from app.render import md
 from simulator.persona_sets import PERSONA_SETS
 
@@ -236,6 +237,8 @@ def build(ctx: LabContext) -> None:
                              label="dialogues (click one to open it in Transcripts)", elem_id="bench-dialogues")
     fidelity_md = gr.Markdown("", elem_id="bench-fidelity-summary")
     fidelity_plot = gr.Plot(label="emotion changes vs the published DeepSeek-V3 judgements", elem_id="bench-fidelity")
+    judge_md = gr.Markdown("", elem_id="bench-judge-summary")
+    judge_plot = gr.Plot(label="social-cognition judge (1-5, python -m trainer judge)", elem_id="bench-judge")
     timer = gr.Timer(3.0)
     board_sig = gr.State(None)
 
@@ -274,6 +277,9 @@ def build(ctx: LabContext) -> None:
     def on_lab_row_fidelity(evt: gr.SelectData):
         return fidelity_view(engine, evt.row_value[2] if evt.row_value else None)
 
+    def on_lab_row_judge(evt: gr.SelectData):
+        return judge_view(engine, evt.row_value[2] if evt.row_value else None)
+
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
 
@@ -284,4 +290,5 @@ def build(ctx: LabContext) -> None:
         refresh, gr.State(None), outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
+    lab_table.select(on_lab_row_judge, None, [judge_md, judge_plot])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
