@@ -4,6 +4,7 @@
     python -m simulator personas import FILE [--keep-valid] [--replace] [--db URL]
     python -m simulator personas export FILE [--format lab|rlver] [--db URL]
     python -m simulator personas seed [--db URL]
+    python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.persona_lint)
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
@@ -84,6 +85,12 @@ def cmd_personas(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_personas_lint(args: argparse.Namespace) -> int:
+    from simulator.persona_lint import run
+
+    return run(args)
+
+
 def cmd_transcripts(args: argparse.Namespace) -> int:
     from simulator import transcripts as tr
     from simulator.scoring import format_summary
@@ -135,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     for a in (imp, exp, seed):
         a.add_argument("--db", default=None, help="SQLAlchemy URL (default: RLVER_LAB_DB or the lab's SQLite file)")
     personas.set_defaults(func=cmd_personas)
+    lint = actions.add_parser("lint", help="warnings per profile: leaked hidden need, long first line, missing "
+                                           "reactions, style contradictions, language mismatch, near-duplicates")
+    which = lint.add_mutually_exclusive_group(required=True)
+    which.add_argument("file", nargs="?", help="an RLVER/SAGE or lab JSONL file")
+    which.add_argument("--set", help="builtin, builtin:train or builtin:heldout")
+    lint.add_argument("--json", action="store_true", help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
+    lint.set_defaults(func=cmd_personas_lint)
 
     transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")
     tactions = transcripts.add_subparsers(dest="action", required=True)
