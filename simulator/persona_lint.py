@@ -6,20 +6,22 @@ first_talk) and the problem, with the threshold it crossed:
 
 - hidden need leaked: a sentence of the persona, or the first line, says the hidden need. Flagged only when
   both hold: embedding similarity to the hidden need >= LEAK_SIMILARITY (the lab's offline sentence model,
-  simulator.backends.embedding) and at least LEAK_MIN_SHARED shared content words (English words of 4+
-  letters outside a stop list; Chinese character pairs outside a stop list). The background is not checked:
-  the released scenes end with the hidden intention on purpose.
+  simulator.backends.embedding, on the texts with English pronouns made neutral) and at least
+  LEAK_MIN_SHARED shared content words (English words of 4+ letters outside a stop list; Chinese character
+  triples once stop words are cut out). The background is not checked: the released scenes end with the
+  hidden intention on purpose.
 - first line too long (FIRST_LINE_MAX_WORDS words, FIRST_LINE_MAX_CHARS Chinese characters) or asking more
   than FIRST_LINE_MAX_QUESTIONS questions.
-- no reaction to replies that fit / miss the need: the background has no line naming a reply together with
-  a fit (resp. miss) word from the small lists FIT_WORDS / MISS_WORDS, and extra has no fit_examples (resp.
+- no reaction to replies that fit / miss the need: the background has no line (with the next one) naming a
+  reply together with a fit (resp. miss) word from the small lists FIT_WORDS / MISS_WORDS, and extra has no fit_examples (resp.
   miss_examples).
 - personality or traits contradicting the speaking style: the explicit word lists STYLE_CLASHES and
   PERSONALITY_CLASHES, matched in the persona's speaking-style section (the whole persona if it has none);
-  a style word after a negation ("never shouts") does not count.
+  a style word after a negation ("never shouts", "不喜欢拐弯抹角") does not count.
 - language mismatch: a text field written in another script than the profile's language (share of Chinese
   characters among letters, see `script_language`).
-- near-duplicates in the set: embedding similarity of persona + background >= DUPLICATE_SIMILARITY.
+- near-duplicates in the set: embedding similarity of persona + background >= DUPLICATE_SIMILARITY and at
+  least DUPLICATE_MIN_OVERLAP of their content words shared.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from simulator.profiles import Profile
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> unit-norm rows, e.g. embedding.embed_sync
 
-LEAK_SIMILARITY = 0.6
+LEAK_SIMILARITY = 0.7
 LEAK_MIN_SHARED = 2
 DUPLICATE_SIMILARITY = 0.9
 DUPLICATE_MIN_OVERLAP = 0.5  # Jaccard share of content words of persona + background
@@ -53,7 +55,9 @@ same should since some someone something still such than that their them then th
 this those through today very want wants what when where which while will with without would your yours
 yourself instead actually person people feel feels""".split())
 _ZH_STOP = re.compile("你|的|了|是|在|地|和|与|希望|对方|事件|想要|认为|自己|没有|进行|什么")
-_NEGATED = re.compile(r"(\b(not|never|rarely|seldom|no|without)\W+(\w+\W+)?|[不没无]\w?)$")
+_NEGATED = re.compile(r"(\b(not|never|rarely|seldom|no|without)\W+(\w+\W+)?|([不没无]|回避|避免)\w{0,3})$")
+_PRONOUNS = [(re.compile(rf"\b({words})\b", re.IGNORECASE), neutral) for words, neutral in
+             (("i|you|she|he", "they"), ("me|him", "them"), ("my|your|his|her", "their"), ("i'm|you're", "they're"))]
 
 # Words that mark a line of the background as a reaction to the other person's reply, and its direction.
 REPLY_WORDS = ("repl", "respon", "answer", "the other person", "someone", "if they", "npc", "回复", "回应", "对方")
@@ -127,6 +131,14 @@ def sentences(text: str) -> list[str]:
     return [s.strip(" *-#\t") for s in re.split(r"(?<=[.!?。！？])\s*|\n", text) if s.strip(" *-#\t")]
 
 
+def neutral_pronouns(text: str) -> str:
+    """English pronouns made third-person plural ("I want" -> "they want"): a first line in the first person
+    and a hidden need in the second or third say the same thing, and the sentence model should see that."""
+    for pattern, neutral in _PRONOUNS:
+        text = pattern.sub(neutral, text)
+    return text
+
+
 def _length(text: str) -> tuple[int, str, int]:
     """(length, unit, limit) of a first line: Chinese characters or words."""
     if _has_cjk(text):
@@ -167,8 +179,10 @@ def first_line_warnings(p: Profile) -> list[LintWarning]:
 
 
 def reaction_warnings(p: Profile) -> list[LintWarning]:
-    lines = [s.lower() for s in re.split(r"[\n。]", p.background)]
-    reply_lines = [s for s in lines if any(w in s for w in REPLY_WORDS)]
+    lines = [s.lower() for s in re.split(r"[\n。]", p.background) if s.strip()]
+    # a reaction may put its heading and its text on two lines: look at each line with the next one
+    pairs = [a + " " + b for a, b in zip(lines, lines[1:] + [""])]
+    reply_lines = [s for s in pairs if any(w in s for w in REPLY_WORDS)]
     out = []
     for kind, words in (("fit", FIT_WORDS), ("miss", MISS_WORDS)):
         described = any(any(w in s for w in words) for s in reply_lines)
@@ -218,7 +232,7 @@ def leak_warnings(p: Profile, embed: Embed) -> list[LintWarning]:
     shared = leak_candidates(p)
     if not shared:
         return []
-    vecs = embed([p.hidden_need] + [s for _, s, _ in shared])
+    vecs = embed([neutral_pronouns(t) for t in [p.hidden_need] + [s for _, s, _ in shared]])
     out, seen = [], set()
     for (f, s, words), sim in zip(shared, vecs[1:] @ vecs[0]):
         if sim >= LEAK_SIMILARITY and f not in seen:
@@ -307,7 +321,7 @@ def lint_profiles(profiles: Iterable[Profile], embed: Optional[Embed] = None,
     for p in profiles:
         candidates = leak_candidates(p)
         if candidates:
-            texts += [p.hidden_need] + [s for _, s, _ in candidates]
+            texts += [neutral_pronouns(t) for t in [p.hidden_need] + [s for _, s, _ in candidates]]
     if len(profiles) + len(others) > 1:
         texts += [duplicate_text(p) for p in [*profiles, *others]]
     embed = _batched(embed or default_embed(), list(dict.fromkeys(texts)))
