@@ -160,3 +160,19 @@ def test_released_rlver_profiles_lint(shared_data: Path, capsys):
     fields = {w["field"] for r in results for w in r["warnings"]}
     assert fields <= {"player", "scene", "first_talk", "cha_group", "main_cha", "task"}
     assert sum(len(r["warnings"]) for r in results) <= 10
+
+
+def test_personas_view_functions_on_a_real_store(engine):
+    from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
+    from simulator import persona_service as ps
+
+    ps.save_profile(engine, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)
+    ps.save_profile(engine, make_sim_profile(pid="clean"), create=True)
+    listed = rows_with_warnings(engine)
+    assert HEADERS[-1] == "warnings" and [(r[0], r[-1]) for r in listed] == [("asks-a-lot", "2"), ("clean", "1")]
+    # both are near-duplicates of each other (the same persona and background); "asks-a-lot" also asks 3 questions
+    warnings = form_warnings(engine, ps.get_profile(engine, "clean"))
+    assert kinds(warnings) == [("persona", "persona and background are a near-duplicate of 'asks-a-lot'")]
+    text = warnings_markdown(warnings)
+    assert text.startswith("**Lint: 1 warning(s)**\n- ⚠ persona: persona and background are a near-duplicate")
+    assert warnings_markdown([]) == "Lint: no warnings."
