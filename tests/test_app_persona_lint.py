@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 from simulator import persona_service as ps
 
 pytestmark = pytest.mark.browser
+LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
 
 
 def fill(page, elem_id: str, text: str) -> None:
@@ -21,7 +22,7 @@ def choose(page, elem_id: str, option: str) -> None:
 def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows):
     page = browser_page
     expect(page.locator("#persona-table")).to_contain_text("warnings")
-    expect(page.locator("#persona-count")).to_contain_text("32 of 32")
+    expect(page.locator("#persona-count")).to_contain_text("32 of 32", timeout=LINT_WAIT)
     assert {row[-1] for row in grid_rows(page, "persona-table")} == {"0"}  # the built-ins lint clean
 
     page.click("#persona-new")
@@ -39,20 +40,20 @@ def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows
     # Checked before saving: the unsaved form is linted.
     page.click("#persona-lint")
     warnings = page.locator("#persona-warnings")
-    expect(warnings).to_contain_text("1 warning(s)")
+    expect(warnings).to_contain_text("1 warning(s)", timeout=LINT_WAIT)
     expect(warnings).to_contain_text("first_line: asks 3 questions; at most 2")
     assert ps.get_profile(lab_server.engine, "ui-asks-a-lot") is None
 
     page.click("#persona-save")
-    expect(page.locator("#persona-status")).to_contain_text("Saved ui-asks-a-lot")
+    expect(page.locator("#persona-status")).to_contain_text("Saved ui-asks-a-lot", timeout=LINT_WAIT)
     expect(warnings).to_contain_text("first_line: asks 3 questions")
     page.locator("#persona-search textarea").fill("ui-asks-a-lot")
     page.locator("#persona-search textarea").press("Enter")
-    expect(page.locator("#persona-count")).to_contain_text("1 of 33")
+    expect(page.locator("#persona-count")).to_contain_text("1 of 33", timeout=LINT_WAIT)
     assert grid_rows(page, "persona-table")[0][-1] == "1"
 
     # Fixed in the form and saved: the editor and the list say so.
     fill(page, "persona-first-line", "Long night. Don't ask.")
     page.click("#persona-save")
-    expect(warnings).to_contain_text("no warnings")
+    expect(warnings).to_contain_text("no warnings", timeout=LINT_WAIT)
     expect(page.locator("#persona-table [role=gridcell]").last).to_have_text("0")

@@ -174,5 +174,5 @@ def test_personas_view_functions_on_a_real_store(engine):
     warnings = form_warnings(engine, ps.get_profile(engine, "clean"))
     assert kinds(warnings) == [("persona", "persona and background are a near-duplicate of 'asks-a-lot'")]
     text = warnings_markdown(warnings)
-    assert text.startswith("**Lint: 1 warning(s)**\n- ⚠ persona: persona and background are a near-duplicate")
+    assert text.startswith("**Lint: 1 warning(s)**\n- ⚠ persona: persona and background are a near")  # md-escaped
     assert warnings_markdown([]) == "Lint: no warnings."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -161,6 +162,7 @@ def build(ctx: LabContext) -> None:
         with gr.Column(scale=6):
             title = gr.Markdown("### New persona", elem_id="persona-form-title")
             lint_md = gr.Markdown("", elem_id="persona-warnings")
+            lint_due = gr.State(None)  # a new value asks for the editor's lint (run after the form is shown)
             inputs, errs = [], []
             # id/name, language/difficulty, need/personality side by side; the long texts full width
             for group in [FORM[0:2], FORM[2:4], FORM[4:6]] + [[f] for f in FORM[6:]]:
@@ -184,19 +186,27 @@ def build(ctx: LabContext) -> None:
     id_box = inputs[0]
     filters = [search, f_need, f_pers, f_lang]
 
+    # The list and the form show at once; their lint warnings (which may wait for the sentence model) follow
+    # in a second event, asked for through the counts_due / lint_due states.
     def refresh(s, n, p, l):
-        data = rows_with_warnings(engine, s, n, p, l)
+        data = [row + [""] for row in rows(engine, s, n, p, l)]
         total = ps.count_profiles(engine)
-        return data, f"{len(data)} of {total} profiles"
+        return data, f"{len(data)} of {total} profiles", time.time()
+
+    def fill_counts(s, n, p, l):
+        return rows_with_warnings(engine, s, n, p, l)
+
+    def lint_stored(profile_id: Optional[str]):
+        p = ps.get_profile(engine, profile_id) if profile_id else None
+        return warnings_markdown(form_warnings(engine, p)) if p else ""
 
     def load(profile_id: Optional[str]):
         p = ps.get_profile(engine, profile_id) if profile_id else None
         head = f"### Editing **{md(p.id)}**" if p else "### New persona"
-        lint = warnings_markdown(form_warnings(engine, p)) if p else ""
-        return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + [lint] + \
-            _field_errors({})
+        return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + \
+            ["Lint: checking…" if p else "", time.time()] + _field_errors({})
 
-    form_out = [editing, title, id_box] + inputs + [lint_md] + errs
+    form_out = [editing, title, id_box] + inputs + [lint_md, lint_due] + errs
 
     def on_select(evt: gr.SelectData):
         row = evt.row_value or []
@@ -211,13 +221,14 @@ def build(ctx: LabContext) -> None:
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
             msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
-            return [gr.update()] * (len(form_out) - len(errs)) + _field_errors(exc.errors) + [msg, gr.update(), gr.update()]
-        data, n = refresh(*values_and_filters[len(FIELDS):])
-        return load(profile.id) + [f"Saved **{md(profile.id)}** ({md(profile.name)}).", data, n]
+            return [gr.update()] * (len(form_out) - len(errs)) + _field_errors(exc.errors) + [msg] + \
+                [gr.update()] * len(list_out)
+        return load(profile.id) + [f"Saved **{md(profile.id)}** ({md(profile.name)}).",
+                                   *refresh(*values_and_filters[len(FIELDS):])]
 
     def on_duplicate(editing_id, *flt):
         if not editing_id:
-            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate.", gr.update(), gr.update()]
+            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate."] + [gr.update()] * len(list_out)
         copy = ps.duplicate_profile(engine, editing_id)
         return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
@@ -246,7 +257,8 @@ def build(ctx: LabContext) -> None:
             raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)
 
-    list_out = [table, count]
+    counts_due = gr.State(None)  # a new value asks for the warnings column of the listed rows
+    list_out = [table, count, counts_due]
     ctx.refresh_on_show(refresh, filters, list_out)
     for comp in filters:
         (comp.submit if comp is search else comp.change)(refresh, filters, list_out)
@@ -261,5 +273,7 @@ def build(ctx: LabContext) -> None:
     confirm_btn.click(on_delete, [editing] + filters, form_out + [status] + list_out).then(
         lambda: gr.update(visible=False), None, confirm_row)
     lint_btn.click(on_lint, [editing] + inputs, lint_md)
+    lint_due.change(lint_stored, [editing], lint_md)
+    counts_due.change(fill_counts, filters, table)
     import_btn.click(on_import, [up, keep_valid, replace] + filters, [import_report] + list_out)
     export_btn.click(on_export, [fmt] + filters, export_file)
