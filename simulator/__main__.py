@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     which = lint.add_mutually_exclusive_group(required=True)
     which.add_argument("file", nargs="?", help="an RLVER/SAGE or lab JSONL file")
     which.add_argument("--set", help="builtin, builtin:train or builtin:heldout")
-    lint.add_argument("--json", action="store_true", help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
+    lint.add_argument("--json", action="store_true",
+                      help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
     lint.set_defaults(func=cmd_personas_lint)
 
     transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")

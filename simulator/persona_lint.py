@@ -13,8 +13,8 @@ first_talk) and the problem, with the threshold it crossed:
 - first line too long (FIRST_LINE_MAX_WORDS words, FIRST_LINE_MAX_CHARS Chinese characters) or asking more
   than FIRST_LINE_MAX_QUESTIONS questions.
 - no reaction to replies that fit / miss the need: the background has no line (with the next one) naming a
-  reply together with a fit (resp. miss) word from the small lists FIT_WORDS / MISS_WORDS, and extra has no fit_examples (resp.
-  miss_examples).
+  reply together with a fit (resp. miss) word from the small lists FIT_WORDS / MISS_WORDS, and extra has no
+  fit_examples (resp. miss_examples).
 - personality or traits contradicting the speaking style: the explicit word lists STYLE_CLASHES and
   PERSONALITY_CLASHES, matched in the persona's speaking-style section (the whole persona if it has none);
   a style word after a negation ("never shouts", "不喜欢拐弯抹角") does not count.
@@ -392,7 +392,8 @@ def run(args) -> int:
     else:
         print(format_table(results))
     if errors:
-        print(f"{args.file}: {len(errors)} problem(s); only the valid lines were linted", file=sys.stderr)
+        what = "only the valid lines were linted" if loaded else "nothing linted"
+        print(f"{args.file}: {len(errors)} problem(s); {what}", file=sys.stderr)
         for line in errors:
             print(line, file=sys.stderr)
     return 1 if errors else 0

@@ -6,7 +6,6 @@ import copy
 import json
 from pathlib import Path
 
-import pytest
 from conftest import make_sim_profile
 
 from simulator import __main__ as cli

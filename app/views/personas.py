@@ -85,7 +85,8 @@ def form_warnings(engine, profile: Profile) -> list[pl.LintWarning]:
 def warnings_markdown(warnings: list[pl.LintWarning]) -> str:
     if not warnings:
         return "Lint: no warnings."
-    return "\n".join([f"**Lint: {len(warnings)} warning(s)**"] + [f"- ⚠ {md(w.field)}: {md(w.problem)}" for w in warnings])
+    lines = [f"- ⚠ {md(w.field)}: {md(w.problem)}" for w in warnings]
+    return "\n".join([f"**Lint: {len(warnings)} warning(s)**"] + lines)
 
 
 def split_traits(value: str) -> list[str]:
@@ -228,7 +229,8 @@ def build(ctx: LabContext) -> None:
 
     def on_duplicate(editing_id, *flt):
         if not editing_id:
-            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate."] + [gr.update()] * len(list_out)
+            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate."] + \
+                [gr.update()] * len(list_out)
         copy = ps.duplicate_profile(engine, editing_id)
         return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
