@@ -5,6 +5,7 @@
     python -m simulator personas export FILE [--format lab|rlver] [--db URL]
     python -m simulator personas seed [--db URL]
     python -m simulator personas list [--set SPEC] [--json] [--db URL]
+    python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.persona_lint)
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
@@ -106,6 +107,10 @@ def _list_personas(engine, spec: Optional[str], as_json: bool) -> int:
               f"{row['language']:<3} {row['split'] or '-'}")
     print(f"{len(rows)} persona(s)" + (f" in {spec}" if spec else " in the store"), file=sys.stderr)
     return 0
+def cmd_personas_lint(args: argparse.Namespace) -> int:
+    from simulator.persona_lint import run
+
+    return run(args)
 
 
 def cmd_transcripts(args: argparse.Namespace) -> int:
@@ -163,6 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
     for a in (imp, exp, seed, lst):
         a.add_argument("--db", default=None, help="SQLAlchemy URL (default: RLVER_LAB_DB or the lab's SQLite file)")
     personas.set_defaults(func=cmd_personas)
+    lint = actions.add_parser("lint", help="warnings per profile: leaked hidden need, long first line, missing "
+                                           "reactions, style contradictions, language mismatch, near-duplicates")
+    which = lint.add_mutually_exclusive_group(required=True)
+    which.add_argument("file", nargs="?", help="an RLVER/SAGE or lab JSONL file")
+    which.add_argument("--set", metavar="SPEC", help="a persona spec: builtin, builtin:train, builtin:heldout, ids")
+    lint.add_argument("--json", action="store_true",
+                      help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
+    lint.set_defaults(func=cmd_personas_lint)
 
     transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")
     tactions = transcripts.add_subparsers(dest="action", required=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -12,6 +13,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
+from simulator import persona_lint as pl
 from simulator import persona_service as ps
 from simulator.profiles import DIFFICULTIES, LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile, ProfileError
 
@@ -27,7 +29,8 @@ FORM = [("id", "Id", "text", 1), ("name", "Name", "text", 1), ("language", "Lang
 FIELDS = [f for f, *_ in FORM]
 NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
 PERSONALITY_CHOICES = [(key, key) for key in PERSONALITIES]
-HEADERS = ["id", "name", "need", "personality", "language", "source"]
+HEADERS = ["id", "name", "need", "personality", "language", "source", "warnings"]
+LINT_MAX = 300  # profiles linted together (list counts, near-duplicates of the form's profile); more: not counted
 MAX_LISTED = 200  # problems listed in the import report (the count says how many more)
 log = logging.getLogger("rlver.app.personas")
 
@@ -55,9 +58,35 @@ def _any(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [("any", "")] + choices
 
 
+def _row(p: Profile) -> list[str]:
+    return [p.id, p.name, p.need_category, p.personality, p.language, p.source]
+
+
 def rows(engine, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
     profiles = ps.list_profiles(engine, search or "", need or None, personality or None, language or None)
-    return [[p.id, p.name, p.need_category, p.personality, p.language, p.source] for p in profiles]
+    return [_row(p) for p in profiles]
+
+
+def rows_with_warnings(engine, search: str = "", need: str = "", personality: str = "",
+                       language: str = "") -> list[list[str]]:
+    """The listed rows with their lint warnings count (near-duplicates among the listed profiles); the count
+    is left empty when more than LINT_MAX profiles are listed."""
+    profiles = ps.list_profiles(engine, search or "", need or None, personality or None, language or None)
+    counts = {pid: str(len(ws)) for pid, ws in pl.lint_profiles(profiles).items()} if len(profiles) <= LINT_MAX else {}
+    return [_row(p) + [counts.get(p.id, "")] for p in profiles]
+
+
+def form_warnings(engine, profile: Profile) -> list[pl.LintWarning]:
+    """Lint warnings of the profile in the form, near-duplicates looked for in the store (up to LINT_MAX)."""
+    stored = [p for p in ps.list_profiles(engine) if p.id != profile.id]
+    return pl.lint_profiles([profile], others=stored if len(stored) <= LINT_MAX else [])[profile.id]
+
+
+def warnings_markdown(warnings: list[pl.LintWarning]) -> str:
+    if not warnings:
+        return "Lint: no warnings."
+    lines = [f"- ⚠ {md(w.field)}: {md(w.problem)}" for w in warnings]
+    return "\n".join([f"**Lint: {len(warnings)} warning(s)**"] + lines)
 
 
 def split_traits(value: str) -> list[str]:
@@ -133,6 +162,8 @@ def build(ctx: LabContext) -> None:
                 export_file = gr.File(label="Exported file", interactive=False, elem_id="persona-export-file")
         with gr.Column(scale=6):
             title = gr.Markdown("### New persona", elem_id="persona-form-title")
+            lint_md = gr.Markdown("", elem_id="persona-warnings")
+            lint_due = gr.State(None)  # a new value asks for the editor's lint (run after the form is shown)
             inputs, errs = [], []
             # id/name, language/difficulty, need/personality side by side; the long texts full width
             for group in [FORM[0:2], FORM[2:4], FORM[4:6]] + [[f] for f in FORM[6:]]:
@@ -146,6 +177,7 @@ def build(ctx: LabContext) -> None:
                 new_btn = gr.Button("New", elem_id="persona-new")
                 dup_btn = gr.Button("Duplicate", elem_id="persona-duplicate")
                 del_btn = gr.Button("Delete", variant="stop", elem_id="persona-delete")
+                lint_btn = gr.Button("Check warnings", elem_id="persona-lint")
             with gr.Row(visible=False) as confirm_row:
                 gr.Markdown("Delete this persona? Dialogues that used it keep their copy of the id.")
                 confirm_btn = gr.Button("Yes, delete", variant="stop", elem_id="persona-delete-confirm")
@@ -155,17 +187,27 @@ def build(ctx: LabContext) -> None:
     id_box = inputs[0]
     filters = [search, f_need, f_pers, f_lang]
 
+    # The list and the form show at once; their lint warnings (which may wait for the sentence model) follow
+    # in a second event, asked for through the counts_due / lint_due states.
     def refresh(s, n, p, l):
-        data = rows(engine, s, n, p, l)
+        data = [row + [""] for row in rows(engine, s, n, p, l)]
         total = ps.count_profiles(engine)
-        return data, f"{len(data)} of {total} profiles"
+        return data, f"{len(data)} of {total} profiles", time.time()
+
+    def fill_counts(s, n, p, l):
+        return rows_with_warnings(engine, s, n, p, l)
+
+    def lint_stored(profile_id: Optional[str]):
+        p = ps.get_profile(engine, profile_id) if profile_id else None
+        return warnings_markdown(form_warnings(engine, p)) if p else ""
 
     def load(profile_id: Optional[str]):
         p = ps.get_profile(engine, profile_id) if profile_id else None
         head = f"### Editing **{md(p.id)}**" if p else "### New persona"
-        return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + _field_errors({})
+        return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + \
+            ["Lint: checking…" if p else "", time.time()] + _field_errors({})
 
-    form_out = [editing, title, id_box] + inputs + errs
+    form_out = [editing, title, id_box] + inputs + [lint_md, lint_due] + errs
 
     def on_select(evt: gr.SelectData):
         row = evt.row_value or []
@@ -180,13 +222,15 @@ def build(ctx: LabContext) -> None:
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
             msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
-            return [gr.update()] * (len(form_out) - len(errs)) + _field_errors(exc.errors) + [msg, gr.update(), gr.update()]
-        data, n = refresh(*values_and_filters[len(FIELDS):])
-        return load(profile.id) + [f"Saved **{md(profile.id)}** ({md(profile.name)}).", data, n]
+            return [gr.update()] * (len(form_out) - len(errs)) + _field_errors(exc.errors) + [msg] + \
+                [gr.update()] * len(list_out)
+        return load(profile.id) + [f"Saved **{md(profile.id)}** ({md(profile.name)}).",
+                                   *refresh(*values_and_filters[len(FIELDS):])]
 
     def on_duplicate(editing_id, *flt):
         if not editing_id:
-            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate.", gr.update(), gr.update()]
+            return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate."] + \
+                [gr.update()] * len(list_out)
         copy = ps.duplicate_profile(engine, editing_id)
         return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
@@ -196,6 +240,10 @@ def build(ctx: LabContext) -> None:
         ok = ps.delete_profile(engine, editing_id)
         return load(None) + [f"Deleted **{md(editing_id)}**." if ok else f"**{md(editing_id)}** was already gone.",
                              *refresh(*flt)]
+
+    def on_lint(editing_id, *values):
+        original = ps.get_profile(engine, editing_id) if editing_id else None
+        return warnings_markdown(form_warnings(engine, form_profile(dict(zip(FIELDS, values)), original)))
 
     def on_import(path, keep, repl, *flt):
         if not path:
@@ -211,7 +259,8 @@ def build(ctx: LabContext) -> None:
             raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)
 
-    list_out = [table, count]
+    counts_due = gr.State(None)  # a new value asks for the warnings column of the listed rows
+    list_out = [table, count, counts_due]
     ctx.refresh_on_show(refresh, filters, list_out)
     for comp in filters:
         (comp.submit if comp is search else comp.change)(refresh, filters, list_out)
@@ -225,5 +274,8 @@ def build(ctx: LabContext) -> None:
     cancel_btn.click(lambda: gr.update(visible=False), None, confirm_row)
     confirm_btn.click(on_delete, [editing] + filters, form_out + [status] + list_out).then(
         lambda: gr.update(visible=False), None, confirm_row)
+    lint_btn.click(on_lint, [editing] + inputs, lint_md)
+    lint_due.change(lint_stored, [editing], lint_md)
+    counts_due.change(fill_counts, filters, table)
     import_btn.click(on_import, [up, keep_valid, replace] + filters, [import_report] + list_out)
     export_btn.click(on_export, [fmt] + filters, export_file)

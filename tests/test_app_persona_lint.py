@@ -1,0 +1,61 @@
+"""Persona lint in the Personas view, in a real browser: the warnings count column and the editor's warnings."""
+from __future__ import annotations
+
+import pytest
+from helpers import wait_for
+from playwright.sync_api import expect
+
+from simulator import persona_service as ps
+
+pytestmark = pytest.mark.browser
+LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
+
+
+def fill(page, elem_id: str, text: str) -> None:
+    page.locator(f"#{elem_id} textarea").fill(text)
+
+
+def choose(page, elem_id: str, option: str) -> None:
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option).click()
+
+
+def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows):
+    page = browser_page
+    expect(page.locator("#persona-table")).to_contain_text("warnings")
+    expect(page.locator("#persona-count")).to_contain_text("32 of 32", timeout=LINT_WAIT)
+    # the counts follow the listing in a second event; the built-ins lint clean
+    wait_for(lambda: {row[-1] for row in grid_rows(page, "persona-table")} == {"0"}, timeout=LINT_WAIT / 1000)
+
+    page.click("#persona-new")
+    expect(page.locator("#persona-id textarea")).to_have_value("")
+    fill(page, "persona-id", "ui-asks-a-lot")
+    fill(page, "persona-name", "Mara, night nurse")
+    choose(page, "persona-need-category", "Just listen to the venting (just_listen)")
+    choose(page, "persona-personality", "avoidant")
+    fill(page, "persona-traits", "tired, proud, guarded")
+    fill(page, "persona-persona", "Mara, 41, a night-shift nurse who jokes to deflect and talks in short bursts.")
+    fill(page, "persona-background", "Her ward lost a patient last night. Replies that let her vent calm her; "
+                                     "advice or silver linings make her shut down.")
+    fill(page, "persona-hidden-need", "To be heard without being fixed.")
+    fill(page, "persona-first-line", "Why me? Why tonight? Why always me?")
+    # Checked before saving: the unsaved form is linted.
+    page.click("#persona-lint")
+    warnings = page.locator("#persona-warnings")
+    expect(warnings).to_contain_text("1 warning(s)", timeout=LINT_WAIT)
+    expect(warnings).to_contain_text("first_line: asks 3 questions; at most 2")
+    assert ps.get_profile(lab_server.engine, "ui-asks-a-lot") is None
+
+    page.click("#persona-save")
+    expect(page.locator("#persona-status")).to_contain_text("Saved ui-asks-a-lot", timeout=LINT_WAIT)
+    expect(warnings).to_contain_text("first_line: asks 3 questions")
+    page.locator("#persona-search textarea").fill("ui-asks-a-lot")
+    page.locator("#persona-search textarea").press("Enter")
+    expect(page.locator("#persona-count")).to_contain_text("1 of 33", timeout=LINT_WAIT)
+    wait_for(lambda: grid_rows(page, "persona-table")[0][-1] == "1", timeout=LINT_WAIT / 1000)
+
+    # Fixed in the form and saved: the editor and the list say so.
+    fill(page, "persona-first-line", "Long night. Don't ask.")
+    page.click("#persona-save")
+    expect(warnings).to_contain_text("no warnings", timeout=LINT_WAIT)
+    expect(page.locator("#persona-table [role=gridcell]").last).to_have_text("0")
