@@ -3,7 +3,7 @@
     flock /tmp/rlver-heavy.lock .venv/bin/python benchmarks/rollout_throughput.py
 
 (a) orchestration: 32 dialogues x 8 policy turns against the scripted OpenAI-compatible server
-    (simulator.scripted_server, in its own process) answering every simulator call after 200 ms, with the tiny policy.
+    (testkit.scripted_server, in its own process) answering every simulator call after 200 ms, with the tiny policy.
     Each user turn is two calls (emotion step, then reply step), so a round cannot take less than
     2 x 200 ms plus the policy's batch time. "ideal" = policy time + rounds x 2 x latency (every call
     of a round overlapped); "sequential" = one dialogue and one call at a time, as the reference code
@@ -42,7 +42,7 @@ def _timed(engine):
 
 _SERVER = """
 import sys
-from simulator.scripted_server import start_server
+from testkit.scripted_server import start_server
 server = start_server(latency_s=float(sys.argv[1]))
 print(server.base_url, flush=True)
 sys.stdin.read()  # serve until the parent closes our stdin
@@ -65,7 +65,7 @@ def orchestration(n_dialogues: int, turns: int, latency: float, sequential_sampl
     from simulator.rules import EmotionRules
     from trainer.engines import make_engine
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
-    from trainer.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     policy = make_engine(str(build_tiny_model(tiny_dir)))
     profiles = [p for p in BUILTIN_PROFILES if p.language == "en" and p.first_line][:8]

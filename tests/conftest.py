@@ -61,7 +61,7 @@ def _lab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~100K-parameter Qwen2 model with a byte-level BPE chat tokenizer, built offline."""
-    from trainer.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
 

@@ -10,7 +10,7 @@ from simulator.backends import make_backend
 from simulator.fingerprint import fingerprint_hash
 from simulator.prompts import load_templates, prompt_hash
 from simulator.rules import EmotionRules, get_preset
-from simulator.scripted_server import classify_request, start_server
+from testkit.scripted_server import classify_request, start_server
 
 GOOD = "I hear you. Covering all those shifts was a lot, and you did it well."
 

@@ -1,7 +1,7 @@
 """`python -m trainer benchmark` and benchmark jobs, end to end with real processes.
 
 Policies: the tiny random model (fixture tiny_model_dir) or a real OpenAI-compatible HTTP server on
-127.0.0.1 (simulator.scripted_server) whose replies are supportive; simulators: the offline one or the
+127.0.0.1 (testkit.scripted_server) whose replies are supportive; simulators: the offline one or the
 same server playing the simulated user over HTTP.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from helpers import wait_for as _wait_for
 
 from simulator.profile_io import dumps_profiles
-from simulator.scripted_server import ScriptedServer
+from testkit.scripted_server import ScriptedServer
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from simulator.prompt_packs import OwnPack

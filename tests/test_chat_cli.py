@@ -10,7 +10,7 @@ import pytest
 from conftest import make_sim_profile
 from simulator import chat_cli
 from simulator.builtin_personas import BUILTIN_PROFILES
-from simulator.scripted_server import start_server
+from testkit.scripted_server import start_server
 from storage import make_engine
 from storage.dialogues import load_dialogue
 from storage.models import Dialogue

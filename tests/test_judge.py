@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import delete, select
 
 from simulator.judge import DIMENSIONS, JudgeInput, JudgeParseError, judge_messages, load_prompt, parse_judgement
-from simulator.scripted_server import start_server
+from testkit.scripted_server import start_server
 from storage import Dialogue, EvalRun, JudgeScore, Turn, read_scope, session_scope
 from trainer.__main__ import main
 

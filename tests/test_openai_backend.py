@@ -1,4 +1,4 @@
-"""The openai backend against a real OpenAI-compatible HTTP server on 127.0.0.1 (simulator.scripted_server)."""
+"""The openai backend against a real OpenAI-compatible HTTP server on 127.0.0.1 (testkit.scripted_server)."""
 import asyncio
 import socket
 
@@ -7,7 +7,7 @@ import pytest
 from conftest import make_sim_profile
 from simulator.agent import SentientAgent
 from simulator.backends import BackendError, make_backend
-from simulator.scripted_server import FAULTS, start_server
+from testkit.scripted_server import FAULTS, start_server
 from storage.dialogues import add_turn, finish_dialogue, load_dialogue, start_dialogue
 
 REPLIES = ["I hear you. That sounds like a hard year, and you did a lot.", "Whatever, get over it.",

@@ -316,7 +316,7 @@ def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):
 
 def test_api_policy_and_api_simulator_over_http(engine):
     """--policy openai:MODEL with --simulator openai:MODEL, both served by the scripted local server."""
-    from simulator.scripted_server import start_server
+    from testkit.scripted_server import start_server
     from trainer.engines import make_engine
     from trainer.rollout import make_simulator_factory
 

@@ -76,7 +76,7 @@ def test_missing_command_module_disables_only_that_command(monkeypatch, capsys):
 def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, db_url, tiny_model_dir):
     """A simulator that refuses every call (wrong API key): the dialogues are stored as failed and the
     command says so with exit status 1, so a script sees the outage."""
-    from simulator.scripted_server import start_server
+    from testkit.scripted_server import start_server
 
     with start_server(api_key="right-key", models=["sim"]) as server:
         proc = subprocess.run(

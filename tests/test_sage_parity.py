@@ -194,7 +194,7 @@ def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data,
                                                                     monkeypatch):
     """The pack end to end over real HTTP: the simulator endpoint receives SAGE's exact prompt as one user
     message, its answer is parsed as SAGE parses it, and the policy gets SAGE's system prompt."""
-    from simulator.scripted_server import ScriptedServer
+    from testkit.scripted_server import ScriptedServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"

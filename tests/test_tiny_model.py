@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from trainer.tiny_model import build_tiny_model
+from testkit.tiny_model import build_tiny_model
 
 
 def test_tiny_model_builds_loads_and_trains(tiny_model_dir):

@@ -14,8 +14,8 @@ from helpers import wait_for
 from simulator.backends import BackendError, make_backend
 from simulator.backends.traffic import (Traffic, TrafficLimits, parse_retry_after, read_snapshot, traffic_text,
                                         write_snapshot)
-from simulator.scripted_server import ScriptedServer, start_server
-from simulator.server_latency import LatencyModel
+from testkit.scripted_server import ScriptedServer, start_server
+from testkit.server_latency import LatencyModel
 
 
 def backend_for(server, **kw):

@@ -37,7 +37,7 @@ def main(tiny, other_dir):
     from tests.test_rollout import Factory, profile
     from trainer.engines import SamplingConfig, make_engine
     from trainer.rollout import RolloutConfig, RolloutEngine
-    from trainer.tiny_model import build_tiny_model
+    from testkit.tiny_model import build_tiny_model
 
     out = {}
     engine = make_engine(f"vllm:{tiny}", dtype="float32", max_model_len=1024)

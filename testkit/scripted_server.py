@@ -11,17 +11,17 @@ both sides of a dialogue:
     message asking for "Content: ... Change:" or "Thinking: ... Response:", as the `sage:DIR` pack sends)
     get answers in that format: the change scores the last message of the prompt's JSON history;
   * the social-cognition judge: its requests get JSON ratings, or the garbage, refusal or hang of
-    `judge_mode` (simulator/scripted_judge.py);
+    `judge_mode` (testkit/scripted_judge.py);
   * the policy: any other request gets a short assistant reply (with a <think> block when the system
     prompt mentions <think>).
-Configurable: latency per call (fixed, or lognormal with a median and p99: simulator.server_latency), a
+Configurable: latency per call (fixed, or lognormal with a median and p99: testkit.server_latency), a
 share of HTTP 429 answers carrying a Retry-After header (sent at once, before any latency, as a gateway
 refuses), an API key check, a model allow-list and fault injection (HTTP 429 without Retry-After / 500,
 hangs past the client timeout, malformed JSON bodies, wrong-format content) at a rate. Latencies, 429s and
 faults each come from their own stream seeded by `seed`. The server keeps its own statistics: every delay
 it drew (`latencies`) and the receive time and status of every request (`timeline`, time.monotonic()).
 
-`python -m simulator.scripted_server [--port 8000] [--latency-median-s 0.8 --latency-p99-s 6]
+`python -m testkit.scripted_server [--port 8000] [--latency-median-s 0.8 --latency-p99-s 6]
 [--rate-limit-share 0.05 --retry-after-s 2]` serves it until Ctrl-C.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Sequence
 
-from simulator.server_latency import LatencyModel
-from simulator import scripted_judge
+from testkit.server_latency import LatencyModel
+from testkit import scripted_judge
 
 FAULTS = ("429", "500", "timeout", "malformed", "wrong_format")
 _SUPPORT = re.compile(r"understand|hear you|sounds|makes sense|proud|impressive|admire|brave|you did|not your fault|"
@@ -98,7 +98,7 @@ STATS_KEPT = 100_000  # latencies and timeline entries kept (the most recent)
 
 
 class ScriptedServer:
-    judge_mode = "json"  # how the social-cognition judge's requests are answered (simulator.scripted_judge)
+    judge_mode = "json"  # how the social-cognition judge's requests are answered (testkit.scripted_judge)
 
     def __init__(self, latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
                  faults: Sequence[str] = FAULTS, hang_s: float = 30.0, api_key: Optional[str] = None,
@@ -380,7 +380,7 @@ def start_server(latency_s: float = 0.0, fault_rate: float = 0.0, seed: int = 0,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m simulator.scripted_server", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testkit.scripted_server", description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--latency-s", type=float, default=0.0, help="fixed delay per call")
