@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from sqlalchemy import Engine, delete, func, select
 
@@ -28,6 +28,7 @@ from simulator.rules import EmotionRules, tier
 from simulator.scoring import BenchmarkSummary, sentient_summary
 from storage import Dialogue, Turn, code_version, read_scope, session_scope
 from storage.dialogues import load_dialogue
+from storage.queries import scored_finals
 
 SAGE_KEYS = ("id", "emo_point", "emo_state", "target", "player", "scene", "character", "topic", "task", "history")
 TURN_KEYS = ("role", "content", "emotion-point", "thinking", "planning", "think")
@@ -294,10 +295,17 @@ def delete_collection(engine: Engine, collection: str, source: str = "import") -
         return s.execute(delete(Dialogue).where(Dialogue.collection == collection, Dialogue.source == source)).rowcount
 
 
-def collection_summary(engine: Engine, collection: str, n_boot: int = 2000, seed: int = 0) -> BenchmarkSummary:
-    """The benchmark summary of a collection's finished and failed dialogues."""
-    with read_scope(engine) as s:
-        rows = s.execute(select(Dialogue.final_emotion, Dialogue.status).where(
-            Dialogue.collection == collection, Dialogue.status.in_(("finished", "failed")))).all()
-    finals = [None if status == "failed" or e is None else e for e, status in rows]
-    return sentient_summary(finals, n_boot=n_boot, seed=seed)
+def dialogues_summary(store: Engine, where: Sequence[Any], n_boot: int = 2000,
+                      seed: int = 0) -> Optional[BenchmarkSummary]:
+    """The benchmark summary of the ended dialogues matching `where` (a collection, an eval run, ...), in
+    dialogue order; None when none has ended. The one place a set of stored dialogues is scored."""
+    finals = scored_finals(store, where)
+    return sentient_summary(finals, n_boot=n_boot, seed=seed) if finals else None
+
+
+def collection_summary(store: Engine, collection: str, n_boot: int = 2000, seed: int = 0) -> BenchmarkSummary:
+    """The benchmark summary of a collection's finished and failed dialogues (ValueError when there is none)."""
+    summary = dialogues_summary(store, (Dialogue.collection == collection,), n_boot=n_boot, seed=seed)
+    if summary is None:
+        raise ValueError(f"collection {collection!r}: no finished dialogues to score")
+    return summary

@@ -94,7 +94,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory):
         url = f"sqlite:///{home / 'lab.db'}"
         eng = make_engine(url)
         startup(eng)
-        ctx = LabContext(engine=eng, engine_url=url)
+        ctx = LabContext(store=eng, store_url=url)
         demo = build_app(ctx)
         port = free_port()
         launch(demo, port=port, prevent_thread_lock=True, quiet=True)

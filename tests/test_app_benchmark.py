@@ -108,7 +108,7 @@ def test_empty_leaderboard_shows_only_published(engine):
 
 @pytest.mark.browser
 def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot):
-    engine, page = lab_server.engine, browser_page
+    engine, page = lab_server.store, browser_page
     _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
     strong, ids = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
     _eval_run(engine, "remote", REMOTE, [10, 10, 10])
@@ -155,7 +155,7 @@ def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid
 
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
     cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)
-    run_id = off_loop(lambda: bm.run_benchmark(lab_server.engine, cfg, log=lambda _m: None)).eval_run_id
+    run_id = off_loop(lambda: bm.run_benchmark(lab_server.store, cfg, log=lambda _m: None)).eval_run_id
     page = browser_page
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
@@ -192,7 +192,7 @@ def test_fidelity_of_an_eval_run(engine):
 
 @pytest.mark.browser
 def test_fidelity_chart_in_browser(lab_server, browser_page):
-    engine, page = lab_server.engine, browser_page
+    engine, page = lab_server.store, browser_page
     _, ids = _eval_run(engine, "fidelity-run", REMOTE, [45, 50, 40])
     _with_changes(engine, ids, [[5, 5], [10], [-5]])
     page.get_by_role("tab", name="Benchmark").click()

@@ -151,12 +151,12 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
     _set(page, "train-extra", "critic_lr: 0.0001\nmax_dialogue_tokens: 512")
     page.locator("#train-launch").click()
     page.locator("#err-actor_lr").get_by_text("must be positive", exact=False).wait_for()
-    assert jobs.list_jobs(lab_server.engine) == []  # nothing half-launched
+    assert jobs.list_jobs(lab_server.store) == []  # nothing half-launched
     _set(page, "train-actor_lr", 0.0001)
     page.locator("#train-launch").click()
     page.locator("#train-launch-msg").get_by_text("Launched job #", exact=False).wait_for()
     assert page.locator("#err-actor_lr").inner_text().strip() == ""
-    job_id = jobs.list_jobs(lab_server.engine)[0]["id"]
+    job_id = jobs.list_jobs(lab_server.store)[0]["id"]
     try:
         seen = []
         for _ in range(240):  # the timer polls the store every 2 s
@@ -167,14 +167,14 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
                     screenshot(page, "training.png")  # a running job, its curve part-drawn
             if n >= STEPS:
                 break
-            if jobs.job_detail(lab_server.engine, job_id)["status"] in ("failed", "cancelled", "interrupted"):
+            if jobs.job_detail(lab_server.store, job_id)["status"] in ("failed", "cancelled", "interrupted"):
                 break
             page.wait_for_timeout(500)
-        detail = jobs.job_detail(lab_server.engine, job_id)
+        detail = jobs.job_detail(lab_server.store, job_id)
         assert seen[-1] == STEPS, (seen, detail["status"], detail["error"], detail["log_tail"][-2000:])
         assert any(0 < n < STEPS for n in seen), seen  # drawn while the job was still running
         page.locator("#train-summary").get_by_text("succeeded").wait_for(timeout=120_000)
         assert len(page.locator("#train-checkpoints [role=gridcell]").all()) >= 4  # at least one row
     finally:
-        jobs.cancel(lab_server.engine, job_id, force=True)
+        jobs.cancel(lab_server.store, job_id, force=True)
     assert page.dialogs == []

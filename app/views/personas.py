@@ -14,6 +14,7 @@ from app.context import LabContext
 from app.render import md
 from simulator import persona_service as ps
 from simulator.profiles import DIFFICULTIES, LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile, ProfileError
+from storage import Store
 
 # Form fields in display order: (field, label, kind, lines)
 FORM = [("id", "Id", "text", 1), ("name", "Name", "text", 1), ("language", "Language", "lang", 1),
@@ -32,11 +33,11 @@ MAX_LISTED = 200  # problems listed in the import report (the count says how man
 log = logging.getLogger("rlver.app.personas")
 
 
-def import_markdown(engine, path: Path, keep_valid: bool, replace: bool, max_listed: int = MAX_LISTED) -> str:
+def import_markdown(store: Store, path: Path, keep_valid: bool, replace: bool, max_listed: int = MAX_LISTED) -> str:
     """The import report as the CLI gives it: one line per problem ("line N: field: reason"), the first
     `max_listed` of them shown. An unexpected failure is logged and reported without its exception text."""
     try:
-        report = ps.import_file(engine, path, keep_valid=keep_valid, replace=replace)
+        report = ps.import_file(store, path, keep_valid=keep_valid, replace=replace)
     except Exception:
         log.exception("persona import of %s failed", path)
         return "**The import failed unexpectedly; nothing was stored.** The details are in the server log."
@@ -55,8 +56,8 @@ def _any(choices: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [("any", "")] + choices
 
 
-def rows(engine, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
-    profiles = ps.list_profiles(engine, search or "", need or None, personality or None, language or None)
+def rows(store: Store, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
+    profiles = ps.list_profiles(store, search or "", need or None, personality or None, language or None)
     return [[p.id, p.name, p.need_category, p.personality, p.language, p.source] for p in profiles]
 
 
@@ -105,7 +106,7 @@ def _field(name: str, label: str, kind: str, lines: int):
 
 
 def build(ctx: LabContext) -> None:
-    engine = ctx.engine
+    store = ctx.store
     editing = gr.State(None)  # id of the profile in the form, None = a new one
     with gr.Row():
         with gr.Column(scale=5):
@@ -156,12 +157,12 @@ def build(ctx: LabContext) -> None:
     filters = [search, f_need, f_pers, f_lang]
 
     def refresh(s, n, p, l):
-        data = rows(engine, s, n, p, l)
-        total = ps.count_profiles(engine)
+        data = rows(store, s, n, p, l)
+        total = ps.count_profiles(store)
         return data, f"{len(data)} of {total} profiles"
 
     def load(profile_id: Optional[str]):
-        p = ps.get_profile(engine, profile_id) if profile_id else None
+        p = ps.get_profile(store, profile_id) if profile_id else None
         head = f"### Editing **{md(p.id)}**" if p else "### New persona"
         return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + _field_errors({})
 
@@ -173,10 +174,10 @@ def build(ctx: LabContext) -> None:
 
     def on_save(editing_id, *values_and_filters):
         values = dict(zip(FIELDS, values_and_filters[:len(FIELDS)]))
-        original = ps.get_profile(engine, editing_id) if editing_id else None
+        original = ps.get_profile(store, editing_id) if editing_id else None
         try:
             profile = form_profile(values, original)
-            ps.save_profile(engine, profile, create=editing_id is None)
+            ps.save_profile(store, profile, create=editing_id is None)
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
             msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
@@ -187,26 +188,26 @@ def build(ctx: LabContext) -> None:
     def on_duplicate(editing_id, *flt):
         if not editing_id:
             return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate.", gr.update(), gr.update()]
-        copy = ps.duplicate_profile(engine, editing_id)
+        copy = ps.duplicate_profile(store, editing_id)
         return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
     def on_delete(editing_id, *flt):
         if not editing_id:
             return load(None) + ["Nothing selected.", *refresh(*flt)]
-        ok = ps.delete_profile(engine, editing_id)
+        ok = ps.delete_profile(store, editing_id)
         return load(None) + [f"Deleted **{md(editing_id)}**." if ok else f"**{md(editing_id)}** was already gone.",
                              *refresh(*flt)]
 
     def on_import(path, keep, repl, *flt):
         if not path:
             return "Choose a file first.", *refresh(*flt)
-        return import_markdown(engine, Path(path), bool(keep), bool(repl)), *refresh(*flt)
+        return import_markdown(store, Path(path), bool(keep), bool(repl)), *refresh(*flt)
 
     def on_export(f, *flt):
-        ids = [r[0] for r in rows(engine, *flt)]
+        ids = [r[0] for r in rows(store, *flt)]
         out = Path(tempfile.mkdtemp(prefix="rlver-export-")) / f"personas-{f}.jsonl"
         try:
-            ps.export_file(engine, out, fmt=f, ids=ids)
+            ps.export_file(store, out, fmt=f, ids=ids)
         except ValueError as exc:  # profiles stored before the bounds: named, never a traceback
             raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)
