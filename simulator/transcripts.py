@@ -212,7 +212,7 @@ def record_from_dialogue(d: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def import_file(engine: Engine, source: Source, keep_valid: bool = False, collection: Optional[str] = None,
+def import_file(store: Engine, source: Source, keep_valid: bool = False, collection: Optional[str] = None,
                 max_turns: int = 10) -> TranscriptImport:
     """Store a transcript file as Dialogues in one transaction. Any bad line -> nothing stored unless
     keep_valid. Records whose id is already in the collection are skipped and listed in `duplicates`."""
@@ -224,7 +224,7 @@ def import_file(engine: Engine, source: Source, keep_valid: bool = False, collec
     records, report.errors, report.n_lines = read_transcripts(source)
     if (report.errors and not keep_valid) or not records:
         return report
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         stored = set(s.scalars(select(Dialogue.external_id).where(Dialogue.source == "import",
                                                                    Dialogue.collection == collection)))
     report.duplicates = [r["id"] for _, r in records if r["id"] in stored]
@@ -232,7 +232,7 @@ def import_file(engine: Engine, source: Source, keep_valid: bool = False, collec
     digest = hashlib.sha256(read_bytes(source)).hexdigest()
     policy = collection[: -len("_result.jsonl")] if collection.endswith("_result.jsonl") else collection
     rules, version = EmotionRules(max_turns=max_turns), code_version()
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         rows = [_dialogue_row(n, r, collection, policy, digest, rules, version) for n, r in records]
         s.add_all(rows)
         s.flush()
@@ -255,11 +255,11 @@ def _dialogue_row(number: int, r: dict[str, Any], collection: str, policy: str, 
                     config=config, code_version=version, turns=turns)
 
 
-def export_sage_jsonl(engine: Engine, dialogue_ids: Iterable[int], path: Union[str, Path]) -> int:
+def export_sage_jsonl(store: Engine, dialogue_ids: Iterable[int], path: Union[str, Path]) -> int:
     """Write stored dialogues as a SAGE `*_result.jsonl` file (whole file or nothing); returns how many."""
     records, used = [], set()
     for i in dialogue_ids:
-        d = load_dialogue(engine, i)
+        d = load_dialogue(store, i)
         if d is None:
             raise KeyError(f"dialogue {i} does not exist")
         record = record_from_dialogue(d)
@@ -272,26 +272,26 @@ def export_sage_jsonl(engine: Engine, dialogue_ids: Iterable[int], path: Union[s
 
 
 # ---------------------------------------------------------------- queries for the transcript view
-def list_collections(engine: Engine, source: str = "import") -> list[dict[str, Any]]:
+def list_collections(store: Engine, source: str = "import") -> list[dict[str, Any]]:
     """Collections (imported files) with their dialogue counts, newest first."""
     query = (select(Dialogue.collection, func.count(Dialogue.id), func.max(Dialogue.created_at))
              .where(Dialogue.source == source).group_by(Dialogue.collection).order_by(func.max(Dialogue.created_at).desc()))
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return [{"collection": c, "n": n} for c, n, _ in s.execute(query)]
 
 
-def list_dialogues(engine: Engine, collection: str) -> list[dict[str, Any]]:
+def list_dialogues(store: Engine, collection: str) -> list[dict[str, Any]]:
     """The dialogues of a collection in import order: id, external_id, name, final_emotion, outcome, n_turns."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.scalars(select(Dialogue).where(Dialogue.collection == collection).order_by(Dialogue.id))
         return [{"id": d.id, "external_id": d.external_id, "name": (d.persona_snapshot or {}).get("name", ""),
                  "topic": ((d.persona_snapshot or {}).get("extra") or {}).get("topic", ""),
                  "final_emotion": d.final_emotion, "outcome": d.outcome, "n_turns": d.n_turns} for d in rows]
 
 
-def delete_collection(engine: Engine, collection: str, source: str = "import") -> int:
+def delete_collection(store: Engine, collection: str, source: str = "import") -> int:
     """Delete a collection's dialogues (their turns go with them); returns how many."""
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         return s.execute(delete(Dialogue).where(Dialogue.collection == collection, Dialogue.source == source)).rowcount
 
 
