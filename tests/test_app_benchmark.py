@@ -159,7 +159,7 @@ def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid
     page = browser_page
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
-    rows = wait_for(lambda: [r for r in grid_rows(page, "bench-lab") if r[3].endswith("(replay)")], timeout=30)
+    rows = wait_for(lambda: [r for r in grid_rows(page, "bench-lab") if r[3].endswith("(replay)")], timeout=180)
     assert rows[0][2] == str(run_id) and rows[0][-1].startswith(bm.PROTOCOL_VERSION)
     lab.locator("[role=gridcell]").filter(has_text=f"{f.name} (replay)").first.click()
     page.locator("#bench-run").get_by_text(f"Eval run #{run_id}", exact=False).wait_for()

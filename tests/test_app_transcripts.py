@@ -60,7 +60,7 @@ def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_da
     page.get_by_role("tab", name="Transcripts").click()
     page.locator("#transcript-file input[type=file]").set_input_files(str(shared_data / "sage" / "gpt-4.1_result.jsonl"))
     page.click("#transcript-import")
-    expect(page.locator("#transcript-import-report")).to_contain_text("100 dialogue(s) imported", timeout=60_000)
+    expect(page.locator("#transcript-import-report")).to_contain_text("100 dialogue(s) imported", timeout=180_000)
     summary = page.locator("#transcript-summary")
     expect(summary).to_contain_text("Score 68.2")
     expect(summary).to_contain_text("success 35 · failure 13 · n 100")
