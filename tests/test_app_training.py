@@ -5,6 +5,7 @@ import os
 import time
 
 import pytest
+from helpers import wait_for
 
 from app import training_service as ts
 from storage import Checkpoint, Job, Metric, session_scope
@@ -122,6 +123,28 @@ def test_form_other_settings_box_errors():
     per_field, other = ts.error_updates(errors)
     assert "clip\\_eps" in other and not any(per_field)
 
+
+
+def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_runner(engine, db_url):
+    from datetime import timedelta
+
+    from trainer.config import TrainConfig
+
+    ahead = jobs.create_job(engine, "train", {}, name="ahead")
+    with session_scope(engine) as s:  # a live running job whose heartbeat stays fresh for the whole test
+        job = s.get(Job, ahead)
+        job.status, job.pid, job.heartbeat_at = "running", os.getpid(), utcnow() + timedelta(hours=1)
+    job_id, message = ts.launch_training_job(engine, db_url, TrainConfig(algorithm="grpo", mode="think"), "  ")
+    assert message == f"Launched job #{job_id}; it waits in the queue behind job(s) #{ahead}."
+    detail = jobs.job_detail(engine, job_id)
+    assert detail["name"] == "grpo-think" and detail["status"] == "queued"
+    pid = detail["pid"]
+    log = wait_for(lambda: "queued behind" in jobs.log_tail(detail["log_path"]) and detail["log_path"], timeout=240)
+    assert jobs.cancel(engine, job_id) == "cancelled"
+    wait_for(lambda: not jobs.pid_alive(pid), timeout=240)
+    text = jobs.log_tail(log)
+    assert text.count(f"job {job_id} queued behind job(s) {ahead}") == 1  # stdout is the log: written once
+    assert f"job {job_id} cancelled while queued" in text
 
 
 def _set(page, elem_id, value):

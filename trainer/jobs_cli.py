@@ -3,8 +3,9 @@
 
 The job runs through trainer.job_runner.run_job, as every job does; its kind picks the work: "train" runs
 the RL trainer, "benchmark" the Sentient benchmark runner. Exit status of `job`: 0 succeeded, 1 failed,
-2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing first marks stale jobs interrupted (a dead or silent
-process), so the CLI alone shows the truth; `jobs JOB_ID` exits 2 for an unknown job.
+2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing
+first marks stale jobs interrupted (a dead or silent process), so the CLI alone shows the truth;
+`jobs JOB_ID` exits 2 for an unknown job.
 """
 from __future__ import annotations
 

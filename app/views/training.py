@@ -112,16 +112,8 @@ def build(ctx: LabContext) -> None:
         per_field, other = ts.error_updates(problems)
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip()]
-        new_id = jobs.create_job(store, "train", config.to_dict(), name=job_name.strip() or
-                                 f"{config.algorithm}-{config.mode}", seed=config.seed)
-        try:
-            jobs.launch(url, new_id)
-        except (jobs.JobError, OSError) as exc:
-            return [*per_field, other, f"Job #{new_id} was recorded but could not start: {md(exc)}",
-                    ts.jobs_rows(jobs.list_jobs(store)), new_id]
-        ahead = [j["id"] for j in jobs.list_jobs(store) if j["status"] in ts.LIVE_STATUSES and j["id"] < new_id]
-        queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
-        return [*per_field, other, f"Launched job #{new_id}{queue}.", ts.jobs_rows(jobs.list_jobs(store)), new_id]
+        new_id, message = ts.launch_training_job(store, url, config, job_name)
+        return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id]
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
