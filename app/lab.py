@@ -20,10 +20,10 @@ from typing import Any, Optional
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr
-from sqlalchemy import Engine
 
 from app.context import TRANSCRIPTS_TAB, LabContext
 from app.render import CSS, md
+from storage import Store
 
 log = logging.getLogger("rlver.app")
 
@@ -38,7 +38,7 @@ VIEWS: list[tuple[str, str, str]] = [
 ]
 
 
-def startup(store: Engine) -> dict[str, Any]:
+def startup(store: Store) -> dict[str, Any]:
     """Seed the built-in personas and mark jobs whose process died as interrupted. Returns what was done."""
     done: dict[str, Any] = {}
     from simulator.persona_service import seed_builtin
