@@ -38,8 +38,8 @@ def _wait_for_step(engine, proc, step: int, timeout: float = 600) -> int:
     def reached():
         assert proc.poll() is None, proc.stdout.read()
         with read_scope(engine) as s:
-            job = s.scalars(select(Job)).first()
-        return job.id if job and step in _metric_steps(engine, job.id, "reward_mean") else None
+            job_id = s.scalars(select(Job.id)).first()
+        return job_id if job_id and step in _metric_steps(engine, job_id, "reward_mean") else None
 
     return wait_for(reached, timeout=timeout, every=0.2)
 
