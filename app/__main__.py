@@ -75,13 +75,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     from app.context import LabContext
     from app.lab import build_app, launch, startup
 
-    engine = make_engine(args.db)
-    done = startup(engine)
+    store = make_engine(args.db)
+    done = startup(store)
     print(f"RLVER Lab: store ready ({done.get('seeded', 0)} built-in personas added), "
           f"serving http://{args.host}:{args.port}{' with a login' if args.auth else ''}", flush=True)
     # The real URL (password included) goes only to job processes, through their environment; the page and
     # the logs never show it.
-    ctx = LabContext(engine=engine, engine_url=engine.url.render_as_string(hide_password=False))
+    ctx = LabContext(store=store, store_url=store.url.render_as_string(hide_password=False))
     launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth)
     return 0
 

@@ -1,11 +1,11 @@
-"""LabContext: what every view needs (the store engine, settings) and the cross-view link to Transcripts."""
+"""LabContext: what every view needs (the store, settings) and the cross-view link to Transcripts."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sqlalchemy import Engine
+from storage import Store
 
 TRANSCRIPTS_TAB = "transcripts"
 
@@ -20,8 +20,8 @@ class LabContext:
         btn.click(lambda i: ctx.open_dialogue(i), inputs=[id_box], outputs=ctx.link_outputs)
     """
 
-    engine: Engine
-    engine_url: str = ""
+    store: Store
+    store_url: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     url: str = ""  # where the lab is served, once launched
     tabs: Any = None  # gr.Tabs holding every view

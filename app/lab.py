@@ -20,10 +20,10 @@ from typing import Any, Optional
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr
-from sqlalchemy import Engine
 
 from app.context import TRANSCRIPTS_TAB, LabContext
 from app.render import CSS, md
+from storage import Store
 
 log = logging.getLogger("rlver.app")
 
@@ -38,13 +38,13 @@ VIEWS: list[tuple[str, str, str]] = [
 ]
 
 
-def startup(engine: Engine) -> dict[str, Any]:
+def startup(store: Store) -> dict[str, Any]:
     """Seed the built-in personas and mark jobs whose process died as interrupted. Returns what was done."""
     done: dict[str, Any] = {}
     from simulator.persona_service import seed_builtin
 
     try:
-        done["seeded"] = seed_builtin(engine)
+        done["seeded"] = seed_builtin(store)
     except ModuleNotFoundError as exc:  # a checkout without the built-in library still serves the lab
         if exc.name != "simulator.builtin_personas":
             raise
@@ -55,7 +55,7 @@ def startup(engine: Engine) -> dict[str, Any]:
     except ImportError:  # the jobs module is optional for the personas/transcripts-only lab
         mark_stale_jobs = None
     if mark_stale_jobs is not None:
-        done["interrupted"] = mark_stale_jobs(engine)
+        done["interrupted"] = mark_stale_jobs(store)
     return done
 
 

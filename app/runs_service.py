@@ -18,23 +18,23 @@ Series = list[tuple[int, float]]
 MAX_COMPARE = 4
 
 
-def metric_names(engine: Engine, job_ids: Iterable[int]) -> list[str]:
+def metric_names(store: Engine, job_ids: Iterable[int]) -> list[str]:
     """Names of the metrics any of the jobs recorded, sorted (reward first, then emotion, then the rest)."""
     ids = [int(j) for j in job_ids]
     if not ids:
         return []
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         names = set(s.scalars(select(Metric.name).where(Metric.job_id.in_(ids)).distinct()))
     return sorted(names, key=lambda n: (0 if "reward" in n else 1 if "emotion" in n else 2, n))
 
 
-def metric_series(engine: Engine, job_ids: Iterable[int], name: str) -> dict[int, Series]:
+def metric_series(store: Engine, job_ids: Iterable[int], name: str) -> dict[int, Series]:
     """{job_id: [(step, value), ...]} of one metric, ordered by step; jobs without it map to []."""
     ids = [int(j) for j in job_ids]
     out: dict[int, Series] = {j: [] for j in ids}
     if not ids:
         return out
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.execute(select(Metric.job_id, Metric.step, Metric.value)
                          .where(Metric.job_id.in_(ids), Metric.name == name).order_by(Metric.step))
         for job_id, step, value in rows:
@@ -42,10 +42,10 @@ def metric_series(engine: Engine, job_ids: Iterable[int], name: str) -> dict[int
     return out
 
 
-def job_labels(engine: Engine, job_ids: Iterable[int]) -> dict[int, str]:
+def job_labels(store: Engine, job_ids: Iterable[int]) -> dict[int, str]:
     """'#id name (algorithm)' per job, for legends and column headers."""
     ids = [int(j) for j in job_ids]
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         found = {j.id: (j.name or j.kind, (j.config or {}).get("algorithm", ""))
                  for j in s.scalars(select(Job).where(Job.id.in_(ids)))} if ids else {}
     labels = {}
@@ -78,11 +78,11 @@ def curves_figure(series: dict[str, Series], title: str = "", y_title: str = "",
     return fig
 
 
-def compare_figure(engine: Engine, job_ids: list[int], name: str,
+def compare_figure(store: Engine, job_ids: list[int], name: str,
                    marker_step: Optional[int] = None) -> go.Figure:
     """One metric of 2-4 jobs overlaid."""
-    labels = job_labels(engine, job_ids)
-    data = metric_series(engine, job_ids, name)
+    labels = job_labels(store, job_ids)
+    data = metric_series(store, job_ids, name)
     return curves_figure({labels[j]: data[j] for j in job_ids}, title=name, marker_step=marker_step)
 
 
@@ -129,18 +129,18 @@ def config_diff(configs: dict[str, dict[str, Any]], only_different: bool = True)
     return ["setting", *flat.keys()], rows
 
 
-def job_configs(engine: Engine, job_ids: list[int]) -> dict[str, dict[str, Any]]:
+def job_configs(store: Engine, job_ids: list[int]) -> dict[str, dict[str, Any]]:
     """{label: config} of the jobs, in the order given."""
-    labels = job_labels(engine, job_ids)
-    with read_scope(engine) as s:
+    labels = job_labels(store, job_ids)
+    with read_scope(store) as s:
         found = {j.id: dict(j.config or {}) for j in s.scalars(select(Job).where(Job.id.in_(job_ids)))} \
             if job_ids else {}
     return {labels[j]: found.get(j, {}) for j in job_ids}
 
 
-def dialogue_steps(engine: Engine, job_id: int) -> list[int]:
+def dialogue_steps(store: Engine, job_id: int) -> list[int]:
     """Steps of a job that recorded dialogues, ascending."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         steps = s.scalars(select(Dialogue.step).where(Dialogue.job_id == int(job_id), Dialogue.step.is_not(None))
                           .distinct().order_by(Dialogue.step))
         return [int(x) for x in steps]
@@ -157,14 +157,14 @@ def dialogue_cell(d: Dialogue) -> str:
     return f"#{d.id} {_persona_name(d)} · {emo} · {d.outcome or d.status}"
 
 
-def step_groups(engine: Engine, job_id: int, step: int) -> tuple[list[str], list[list[str]]]:
+def step_groups(store: Engine, job_id: int, step: int) -> tuple[list[str], list[list[str]]]:
     """A step's dialogues, one row per GRPO group (group_id), its rollouts side by side.
 
     Returns (headers, rows): headers 'group', 'mean', 'rollout 1'..'rollout G'; each cell is
     dialogue_cell(d). Dialogues without a group id (PPO) each form their own row.
     """
     groups: dict[str, list[Dialogue]] = defaultdict(list)
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         for d in s.scalars(select(Dialogue).where(Dialogue.job_id == int(job_id), Dialogue.step == int(step))
                            .order_by(Dialogue.group_id, Dialogue.id)):
             s.expunge(d)

@@ -1,11 +1,12 @@
 """Presentation helpers for the Training view: the jobs table, a job's summary, curves and checkpoints.
 
-Inputs are the plain dicts of trainer.jobs (list_jobs, job_detail); nothing here starts or stops a job.
+Inputs are the plain dicts of trainer.jobs (list_jobs, job_detail). `launch_training_job` is the one thing
+here that starts a job: it records it and launches its process (which runs it through trainer.job_runner).
 """
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import plotly.graph_objects as go
 
@@ -13,6 +14,10 @@ from app.plots import TIER_COLOURS, tier_bands
 from app.render import md
 from app.runs_service import Series, curves_figure
 from simulator.backends.traffic import read_snapshot, traffic_text
+from storage import Store
+
+if TYPE_CHECKING:
+    from trainer.config import TrainConfig
 
 JOB_HEADERS = ["id", "name", "kind", "status", "progress", "algorithm", "created", "note"]
 LIVE_STATUSES = ("queued", "running")
@@ -220,6 +225,22 @@ def error_updates(errors: dict[str, str]) -> tuple[list[str], str]:
     per_field = [f"⚠ {md(errors[n])}" if n in errors else "" for n in FORM_NAMES]
     other = [f"**{md(k)}**: {md(v)}" if k != GENERAL else md(v) for k, v in errors.items() if k not in FORM_NAMES]
     return per_field, "\n\n".join(other)
+
+
+def launch_training_job(store: Store, store_url: str, config: TrainConfig, name: str = "") -> tuple[int, str]:
+    """Record a training job for a validated TrainConfig and launch its process; (job id, the message the
+    Training view shows: launched, waiting behind earlier live jobs, or recorded but not started)."""
+    from trainer import jobs
+
+    name = name.strip() or f"{config.algorithm}-{config.mode}"
+    job_id = jobs.create_job(store, "train", config.to_dict(), name=name, seed=config.seed)
+    try:
+        jobs.launch(store_url, job_id)
+    except (jobs.JobError, OSError) as exc:
+        return job_id, f"Job #{job_id} was recorded but could not start: {md(exc)}"
+    ahead = [j["id"] for j in jobs.list_jobs(store) if j["status"] in LIVE_STATUSES and j["id"] < job_id]
+    queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
+    return job_id, f"Launched job #{job_id}{queue}."
 
 
 def benchmark_config_for(detail: Optional[dict[str, Any]], checkpoint_path: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from sqlalchemy import Engine, delete, func, select
 
@@ -28,6 +28,7 @@ from simulator.rules import EmotionRules, tier
 from simulator.scoring import BenchmarkSummary, sentient_summary
 from storage import Dialogue, Turn, code_version, read_scope, session_scope
 from storage.dialogues import load_dialogue
+from storage.queries import scored_finals
 
 SAGE_KEYS = ("id", "emo_point", "emo_state", "target", "player", "scene", "character", "topic", "task", "history")
 TURN_KEYS = ("role", "content", "emotion-point", "thinking", "planning", "think")
@@ -211,7 +212,7 @@ def record_from_dialogue(d: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def import_file(engine: Engine, source: Source, keep_valid: bool = False, collection: Optional[str] = None,
+def import_file(store: Engine, source: Source, keep_valid: bool = False, collection: Optional[str] = None,
                 max_turns: int = 10) -> TranscriptImport:
     """Store a transcript file as Dialogues in one transaction. Any bad line -> nothing stored unless
     keep_valid. Records whose id is already in the collection are skipped and listed in `duplicates`."""
@@ -223,7 +224,7 @@ def import_file(engine: Engine, source: Source, keep_valid: bool = False, collec
     records, report.errors, report.n_lines = read_transcripts(source)
     if (report.errors and not keep_valid) or not records:
         return report
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         stored = set(s.scalars(select(Dialogue.external_id).where(Dialogue.source == "import",
                                                                    Dialogue.collection == collection)))
     report.duplicates = [r["id"] for _, r in records if r["id"] in stored]
@@ -231,7 +232,7 @@ def import_file(engine: Engine, source: Source, keep_valid: bool = False, collec
     digest = hashlib.sha256(read_bytes(source)).hexdigest()
     policy = collection[: -len("_result.jsonl")] if collection.endswith("_result.jsonl") else collection
     rules, version = EmotionRules(max_turns=max_turns), code_version()
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         rows = [_dialogue_row(n, r, collection, policy, digest, rules, version) for n, r in records]
         s.add_all(rows)
         s.flush()
@@ -254,11 +255,11 @@ def _dialogue_row(number: int, r: dict[str, Any], collection: str, policy: str, 
                     config=config, code_version=version, turns=turns)
 
 
-def export_sage_jsonl(engine: Engine, dialogue_ids: Iterable[int], path: Union[str, Path]) -> int:
+def export_sage_jsonl(store: Engine, dialogue_ids: Iterable[int], path: Union[str, Path]) -> int:
     """Write stored dialogues as a SAGE `*_result.jsonl` file (whole file or nothing); returns how many."""
     records, used = [], set()
     for i in dialogue_ids:
-        d = load_dialogue(engine, i)
+        d = load_dialogue(store, i)
         if d is None:
             raise KeyError(f"dialogue {i} does not exist")
         record = record_from_dialogue(d)
@@ -271,33 +272,40 @@ def export_sage_jsonl(engine: Engine, dialogue_ids: Iterable[int], path: Union[s
 
 
 # ---------------------------------------------------------------- queries for the transcript view
-def list_collections(engine: Engine, source: str = "import") -> list[dict[str, Any]]:
+def list_collections(store: Engine, source: str = "import") -> list[dict[str, Any]]:
     """Collections (imported files) with their dialogue counts, newest first."""
     query = (select(Dialogue.collection, func.count(Dialogue.id), func.max(Dialogue.created_at))
              .where(Dialogue.source == source).group_by(Dialogue.collection).order_by(func.max(Dialogue.created_at).desc()))
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return [{"collection": c, "n": n} for c, n, _ in s.execute(query)]
 
 
-def list_dialogues(engine: Engine, collection: str) -> list[dict[str, Any]]:
+def list_dialogues(store: Engine, collection: str) -> list[dict[str, Any]]:
     """The dialogues of a collection in import order: id, external_id, name, final_emotion, outcome, n_turns."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.scalars(select(Dialogue).where(Dialogue.collection == collection).order_by(Dialogue.id))
         return [{"id": d.id, "external_id": d.external_id, "name": (d.persona_snapshot or {}).get("name", ""),
                  "topic": ((d.persona_snapshot or {}).get("extra") or {}).get("topic", ""),
                  "final_emotion": d.final_emotion, "outcome": d.outcome, "n_turns": d.n_turns} for d in rows]
 
 
-def delete_collection(engine: Engine, collection: str, source: str = "import") -> int:
+def delete_collection(store: Engine, collection: str, source: str = "import") -> int:
     """Delete a collection's dialogues (their turns go with them); returns how many."""
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         return s.execute(delete(Dialogue).where(Dialogue.collection == collection, Dialogue.source == source)).rowcount
 
 
-def collection_summary(engine: Engine, collection: str, n_boot: int = 2000, seed: int = 0) -> BenchmarkSummary:
-    """The benchmark summary of a collection's finished and failed dialogues."""
-    with read_scope(engine) as s:
-        rows = s.execute(select(Dialogue.final_emotion, Dialogue.status).where(
-            Dialogue.collection == collection, Dialogue.status.in_(("finished", "failed")))).all()
-    finals = [None if status == "failed" or e is None else e for e, status in rows]
-    return sentient_summary(finals, n_boot=n_boot, seed=seed)
+def dialogues_summary(store: Engine, where: Sequence[Any], n_boot: int = 2000,
+                      seed: int = 0) -> Optional[BenchmarkSummary]:
+    """The benchmark summary of the ended dialogues matching `where` (a collection, an eval run, ...), in
+    dialogue order; None when none has ended. The one place a set of stored dialogues is scored."""
+    finals = scored_finals(store, where)
+    return sentient_summary(finals, n_boot=n_boot, seed=seed) if finals else None
+
+
+def collection_summary(store: Engine, collection: str, n_boot: int = 2000, seed: int = 0) -> BenchmarkSummary:
+    """The benchmark summary of a collection's finished and failed dialogues (ValueError when there is none)."""
+    summary = dialogues_summary(store, (Dialogue.collection == collection,), n_boot=n_boot, seed=seed)
+    if summary is None:
+        raise ValueError(f"collection {collection!r}: no finished dialogues to score")
+    return summary

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import Base, StoreMeta
 
+Store = Engine  # the store as services take it (`store: Store`), made by make_engine
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUSY_TIMEOUT_MS = 30_000
 

@@ -68,6 +68,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # --- Browser tests: the whole lab on a free port, driven by headless Debian chromium (Playwright) ------------
 CHROMIUM = "/usr/bin/chromium"
+BROWSER_WAIT_MS = 90_000  # the longest a page action or an `expect` waits for its condition
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-dev-shm-usage"]
 
@@ -94,7 +95,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory):
         url = f"sqlite:///{home / 'lab.db'}"
         eng = make_engine(url)
         startup(eng)
-        ctx = LabContext(engine=eng, engine_url=url)
+        ctx = LabContext(store=eng, store_url=url)
         demo = build_app(ctx)
         port = free_port()
         launch(demo, port=port, prevent_thread_lock=True, quiet=True)
@@ -112,7 +113,7 @@ def browser_page(lab_server):
     `page.dialogs` (and dismissed) so a test can assert none fired."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -124,7 +125,9 @@ def browser_page(lab_server):
             dialog.dismiss()
 
         page.on("dialog", _on_dialog)
-        page.set_default_timeout(30_000)
+        # every wait is on a condition, with limits generous enough for a busy 2-core machine
+        page.set_default_timeout(BROWSER_WAIT_MS)
+        expect.set_options(timeout=BROWSER_WAIT_MS)
         page.goto(lab_server.url)
         page.wait_for_selector(".gradio-container", state="attached")
         try:

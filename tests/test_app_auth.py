@@ -63,13 +63,13 @@ def served_lab(tmp_path):
         yield base, ids
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
     assert "s3cret-Passw0rd" not in log.read_text()
 
 
 def test_anonymous_page_holds_nothing_from_the_store(served_lab):
     base, ids = served_lab
-    with httpx.Client(base_url=base, timeout=30) as c:
+    with httpx.Client(base_url=base, timeout=60) as c:
         anonymous = c.get("/")
         assert anonymous.status_code == 200
         for kind, marker in MARKERS.items():

@@ -108,7 +108,7 @@ def test_empty_leaderboard_shows_only_published(engine):
 
 @pytest.mark.browser
 def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot):
-    engine, page = lab_server.engine, browser_page
+    engine, page = lab_server.store, browser_page
     _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
     strong, ids = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
     _eval_run(engine, "remote", REMOTE, [10, 10, 10])
@@ -155,11 +155,11 @@ def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid
 
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
     cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)
-    run_id = off_loop(lambda: bm.run_benchmark(lab_server.engine, cfg, log=lambda _m: None)).eval_run_id
+    run_id = off_loop(lambda: bm.run_benchmark(lab_server.store, cfg, log=lambda _m: None)).eval_run_id
     page = browser_page
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
-    rows = wait_for(lambda: [r for r in grid_rows(page, "bench-lab") if r[3].endswith("(replay)")], timeout=30)
+    rows = wait_for(lambda: [r for r in grid_rows(page, "bench-lab") if r[3].endswith("(replay)")], timeout=180)
     assert rows[0][2] == str(run_id) and rows[0][-1].startswith(bm.PROTOCOL_VERSION)
     lab.locator("[role=gridcell]").filter(has_text=f"{f.name} (replay)").first.click()
     page.locator("#bench-run").get_by_text(f"Eval run #{run_id}", exact=False).wait_for()
@@ -192,7 +192,7 @@ def test_fidelity_of_an_eval_run(engine):
 
 @pytest.mark.browser
 def test_fidelity_chart_in_browser(lab_server, browser_page):
-    engine, page = lab_server.engine, browser_page
+    engine, page = lab_server.store, browser_page
     _, ids = _eval_run(engine, "fidelity-run", REMOTE, [45, 50, 40])
     _with_changes(engine, ids, [[5, 5], [10], [-5]])
     page.get_by_role("tab", name="Benchmark").click()

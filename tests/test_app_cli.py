@@ -60,14 +60,14 @@ def test_served_lab_enforces_the_login_and_never_prints_it(tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base, proc, log)
-        with httpx.Client(base_url=base, timeout=10) as c:
+        with httpx.Client(base_url=base, timeout=60) as c:
             assert c.get("/config").status_code == 401
             assert c.post("/login", data={"username": "ana", "password": "wrong"}).status_code >= 400
             assert c.post("/login", data={"username": "ana", "password": secret}).status_code == 200
             assert c.get("/config").status_code == 200
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
     text = log.read_text()
     assert "store ready" in text and "with a login" in text
     assert secret not in text

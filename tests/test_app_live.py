@@ -72,16 +72,16 @@ def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_
     page.locator("#live-max-turns input[type=number]").press("Enter")
     page.click("#live-start")
     chats = page.locator("#live-chats")
-    expect(chats.locator(".live-col")).to_have_count(2, timeout=60_000)
+    expect(chats.locator(".live-col")).to_have_count(2, timeout=180_000)
     # At least two policy turns streamed (turns can arrive faster than the page is polled).
-    expect(chats.locator(".live-col").first.locator(".turn-assistant").nth(1)).to_be_attached(timeout=60_000)
+    expect(chats.locator(".live-col").first.locator(".turn-assistant").nth(1)).to_be_attached(timeout=180_000)
     expect(page.locator("#live-plot .scatterlayer .trace")).to_have_count(2)
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "live.png", full_page=False)
     page.click("#live-stop")
     page.click("#live-stop")
     # "Done." only when every dialogue had already ended before Stop reached the run (a fast machine).
-    expect(page.locator("#live-status")).to_contain_text(re.compile(r"Stopped|Done"), timeout=60_000)
+    expect(page.locator("#live-status")).to_contain_text(re.compile(r"Stopped|Done"), timeout=180_000)
     assert page.dialogs == []
     page.locator("#live-finished input").click()
     page.get_by_role("option").first.click()

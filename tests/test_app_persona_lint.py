@@ -44,7 +44,7 @@ def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows
     warnings = page.locator("#persona-warnings")
     expect(warnings).to_contain_text("1 warning(s)", timeout=LINT_WAIT)
     expect(warnings).to_contain_text("first_line: asks 3 questions; at most 2")
-    assert ps.get_profile(lab_server.engine, "ui-asks-a-lot") is None
+    assert ps.get_profile(lab_server.store, "ui-asks-a-lot") is None
 
     page.click("#persona-save")
     expect(page.locator("#persona-status")).to_contain_text("Saved ui-asks-a-lot", timeout=LINT_WAIT)

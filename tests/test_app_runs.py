@@ -90,7 +90,7 @@ def test_parse_ids():
 
 @pytest.mark.browser
 def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_rows, screenshot):
-    engine, page = lab_server.engine, browser_page
+    engine, page = lab_server.store, browser_page
     a = _job(engine, "ppo-run", {"algorithm": "ppo", "actor_lr": 1e-6}, [0.1, 0.2, 0.4])
     b = _job(engine, "grpo-run", {"algorithm": "grpo", "actor_lr": 1e-6}, [0.3, 0.5, 0.6])
     for g in ("g0", "g1"):

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
+from helpers import wait_for
 
 from app import training_service as ts
 from storage import Checkpoint, Job, Metric, session_scope
@@ -123,6 +125,28 @@ def test_form_other_settings_box_errors():
 
 
 
+def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_runner(engine, db_url):
+    from datetime import timedelta
+
+    from trainer.config import TrainConfig
+
+    ahead = jobs.create_job(engine, "train", {}, name="ahead")
+    with session_scope(engine) as s:  # a live running job whose heartbeat stays fresh for the whole test
+        job = s.get(Job, ahead)
+        job.status, job.pid, job.heartbeat_at = "running", os.getpid(), utcnow() + timedelta(hours=1)
+    job_id, message = ts.launch_training_job(engine, db_url, TrainConfig(algorithm="grpo", mode="think"), "  ")
+    assert message == f"Launched job #{job_id}; it waits in the queue behind job(s) #{ahead}."
+    detail = jobs.job_detail(engine, job_id)
+    assert detail["name"] == "grpo-think" and detail["status"] == "queued"
+    pid = detail["pid"]
+    log = wait_for(lambda: "queued behind" in jobs.log_tail(detail["log_path"]) and detail["log_path"], timeout=240)
+    assert jobs.cancel(engine, job_id) == "cancelled"
+    wait_for(lambda: not jobs.pid_alive(pid), timeout=240)
+    text = jobs.log_tail(log)
+    assert text.count(f"job {job_id} queued behind job(s) {ahead}") == 1  # stdout is the log: written once
+    assert f"job {job_id} cancelled while queued" in text
+
+
 def _set(page, elem_id, value):
     box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
     box.fill(str(value))
@@ -151,15 +175,16 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
     _set(page, "train-extra", "critic_lr: 0.0001\nmax_dialogue_tokens: 512")
     page.locator("#train-launch").click()
     page.locator("#err-actor_lr").get_by_text("must be positive", exact=False).wait_for()
-    assert jobs.list_jobs(lab_server.engine) == []  # nothing half-launched
+    assert jobs.list_jobs(lab_server.store) == []  # nothing half-launched
     _set(page, "train-actor_lr", 0.0001)
     page.locator("#train-launch").click()
     page.locator("#train-launch-msg").get_by_text("Launched job #", exact=False).wait_for()
     assert page.locator("#err-actor_lr").inner_text().strip() == ""
-    job_id = jobs.list_jobs(lab_server.engine)[0]["id"]
+    job_id = jobs.list_jobs(lab_server.store)[0]["id"]
     try:
         seen = []
-        for _ in range(240):  # the timer polls the store every 2 s
+        deadline = time.monotonic() + 900  # a generous limit: the job trains on a busy machine
+        while time.monotonic() < deadline:  # the view's timer polls the store every 2 s
             n = _points(page, "train-reward")
             if not seen or n != seen[-1]:
                 seen.append(n)
@@ -167,14 +192,14 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
                     screenshot(page, "training.png")  # a running job, its curve part-drawn
             if n >= STEPS:
                 break
-            if jobs.job_detail(lab_server.engine, job_id)["status"] in ("failed", "cancelled", "interrupted"):
+            if jobs.job_detail(lab_server.store, job_id)["status"] in ("failed", "cancelled", "interrupted"):
                 break
             page.wait_for_timeout(500)
-        detail = jobs.job_detail(lab_server.engine, job_id)
+        detail = jobs.job_detail(lab_server.store, job_id)
         assert seen[-1] == STEPS, (seen, detail["status"], detail["error"], detail["log_tail"][-2000:])
         assert any(0 < n < STEPS for n in seen), seen  # drawn while the job was still running
-        page.locator("#train-summary").get_by_text("succeeded").wait_for(timeout=120_000)
+        page.locator("#train-summary").get_by_text("succeeded").wait_for(timeout=300_000)
         assert len(page.locator("#train-checkpoints [role=gridcell]").all()) >= 4  # at least one row
     finally:
-        jobs.cancel(lab_server.engine, job_id, force=True)
+        jobs.cancel(lab_server.store, job_id, force=True)
     assert page.dialogs == []

@@ -60,7 +60,7 @@ def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_da
     page.get_by_role("tab", name="Transcripts").click()
     page.locator("#transcript-file input[type=file]").set_input_files(str(shared_data / "sage" / "gpt-4.1_result.jsonl"))
     page.click("#transcript-import")
-    expect(page.locator("#transcript-import-report")).to_contain_text("100 dialogue(s) imported", timeout=60_000)
+    expect(page.locator("#transcript-import-report")).to_contain_text("100 dialogue(s) imported", timeout=180_000)
     summary = page.locator("#transcript-summary")
     expect(summary).to_contain_text("Score 68.2")
     expect(summary).to_contain_text("success 35 · failure 13 · n 100")
@@ -82,9 +82,9 @@ def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_da
 
 @pytest.mark.browser
 def test_dialogue_opens_from_the_url(browser_page, lab_server):
-    d = start_dialogue(lab_server.engine, persona_id="linked", source="rollout", policy_ref="default")
-    add_turn(lab_server.engine, d, 0, "user", "opened by link", emotion=40.0)
-    finish_dialogue(lab_server.engine, d, "finished", 40.0, outcome="max_turns")
+    d = start_dialogue(lab_server.store, persona_id="linked", source="rollout", policy_ref="default")
+    add_turn(lab_server.store, d, 0, "user", "opened by link", emotion=40.0)
+    finish_dialogue(lab_server.store, d, "finished", 40.0, outcome="max_turns")
     page = browser_page
     page.goto(f"{lab_server.url}?dialogue={d}")
     expect(page.get_by_role("tab", name="Transcripts")).to_have_attribute("aria-selected", "true")
@@ -119,7 +119,7 @@ def test_fidelity_of_a_collection(engine, tmp_path):
 def test_fidelity_chart_of_a_collection_in_browser(browser_page, lab_server, tmp_path):
     for name, text in (("fidelity-mini", MINI), ("fidelity-one", MINI.splitlines(keepends=True)[1])):
         (tmp_path / f"{name}_result.jsonl").write_text(text, encoding="utf-8")
-        tr.import_file(lab_server.engine, tmp_path / f"{name}_result.jsonl")
+        tr.import_file(lab_server.store, tmp_path / f"{name}_result.jsonl")
     page = browser_page
     page.get_by_role("tab", name="Personas").click()
     page.get_by_role("tab", name="Transcripts").click()  # showing the view refreshes its collections

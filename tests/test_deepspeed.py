@@ -68,7 +68,7 @@ def _launch(model: Path, out: Path, ranks: int, zero: str) -> dict:
                    PYTHONPATH=str(REPO))
         procs.append(subprocess.Popen([sys.executable, __file__, str(model), str(out), zero], cwd=REPO, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = [p.communicate(timeout=300)[0] for p in procs]
+    logs = [p.communicate(timeout=900)[0] for p in procs]
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log[-3000:]
     return json.loads(out.read_text())
@@ -99,7 +99,7 @@ def test_train_command_under_the_deepspeed_launcher(tiny_model_dir: Path, tmp_pa
     cmd = [str(launcher), "--no_local_rank", "--num_gpus", "2", "--master_port", str(_free_port()),
            "--module", "trainer", "train", "--config", str(REPO / "configs" / "tiny-test.yaml"),
            "--set", f"model={tiny_model_dir}", "--set", "deepspeed=zero2", "--db", db_url, "--json"]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     result = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
     assert result["status"] == "succeeded" and result["steps"] == 2

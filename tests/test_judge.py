@@ -197,13 +197,13 @@ def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screensho
 
     from trainer import eval_runs
 
-    engine, page = lab_server.engine, browser_page
+    engine, page = lab_server.store, browser_page
     ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD})
     with session_scope(engine) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
     eval_runs.finish_eval_run(engine, run_id, "succeeded")
     with start_server() as server, ThreadPoolExecutor(1) as pool:  # sync Playwright holds this thread's loop
-        pool.submit(_judge, capsys, server, "--eval-run", str(run_id), "--db", lab_server.engine_url).result()
+        pool.submit(_judge, capsys, server, "--eval-run", str(run_id), "--db", lab_server.store_url).result()
     page.get_by_role("tab", name="Benchmark").click()
     row = page.locator("#bench-lab [role=gridcell]").filter(has_text="judged").first
     row.wait_for()

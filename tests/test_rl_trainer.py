@@ -147,7 +147,7 @@ def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: 
 
     cfg = _loop_config(tiny_model_dir, tmp_path, algorithm="grpo", group_size=2, mode="think", steps=1,
                        max_new_tokens=12)
-    result = RLTrainer(cfg, engine=engine).train()
+    result = RLTrainer(cfg, store=engine).train()
     assert result["steps"] == 1 and result["metrics"]["dialogues"] == 4
     assert result["metrics"]["logprob_mismatch"] < 1e-3  # recomputed on the sampled ids, not re-tokenised text
 
@@ -179,7 +179,7 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
     monkeypatch.setattr(checkpoints.torch, "save", disk_full_at_step_2)
     with pytest.raises(checkpoints.CheckpointError):
         with ctx:
-            RLTrainer(cfg, engine=engine, job=ctx).train()
+            RLTrainer(cfg, store=engine, job=ctx).train()
     with read_scope(engine) as s:
         job = s.get(Job, job_id)
         assert job.status == "failed" and "No space left on device" in job.error and "step 2" in job.error
@@ -208,7 +208,7 @@ def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Pat
 
     monkeypatch.setattr(checkpoints, "_write", cancel_mid_write)
     with ctx:
-        result = RLTrainer(cfg, engine=engine, job=ctx).train()
+        result = RLTrainer(cfg, store=engine, job=ctx).train()
     assert result["steps"] == 1
     with read_scope(engine) as s:
         assert s.get(Job, job_id).status == "cancelled"
@@ -232,7 +232,7 @@ def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tm
     job_id, ctx = _job(engine, cfg)
     with pytest.raises(SimulatorOutage):
         with ctx:
-            RLTrainer(cfg, engine=engine, job=ctx).train()
+            RLTrainer(cfg, store=engine, job=ctx).train()
     with read_scope(engine) as s:
         job = s.get(Job, job_id)
         assert job.status == "failed" and "dialogues failed on the simulator side" in job.error
@@ -258,7 +258,7 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
 
     ctx.add_checkpoint = add_checkpoint
     with ctx:
-        RLTrainer(cfg, engine=engine, job=ctx).train()
+        RLTrainer(cfg, store=engine, job=ctx).train()
     assert on_disk_at_record == [(1, ["step-000001"]), (2, ["step-000001", "step-000002"]),
                                  (3, ["step-000002", "step-000003"])]
     assert [c["step"] for c in jobs.job_detail(engine, job_id)["checkpoints"]] == [3]

@@ -264,7 +264,7 @@ def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir,
         ctx = jobs.JobContext(engine, job_id, heartbeat_s=0.1, install_signals=False)
         host = server.base_url.split("//")[1].split("/")[0]
         with ctx:
-            RLTrainer(cfg, engine=engine, job=ctx).train()
+            RLTrainer(cfg, store=engine, job=ctx).train()
             wait_for(lambda: read_snapshot(ctx.output_dir).get(host, {}).get("sent") == server.calls, timeout=10)
         assert server.max_in_flight == 1 and server.rate_limited > 0
     detail = jobs.job_detail(engine, job_id)

@@ -6,9 +6,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from helpers import wait_for
 from sqlalchemy import select
 
 from storage import Checkpoint, Dialogue, Job, Metric, make_engine, read_scope
@@ -33,19 +33,16 @@ def _cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
 
 
 
-def _wait_for_step(engine, proc, step: int, timeout: float = 240) -> int:
+def _wait_for_step(engine, proc, step: int, timeout: float = 600) -> int:
     """The id of the (only) job once its metrics of `step` are stored; the trainer must stay alive."""
-    deadline = time.monotonic() + timeout
-    job_id = None
-    while time.monotonic() < deadline:
-        with read_scope(engine) as s:
-            job = s.scalars(select(Job)).first()
-            job_id = job.id if job else None
-        if job_id and step in _metric_steps(engine, job_id, "reward_mean"):
-            return job_id
+    def reached():
         assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.2)
-    raise AssertionError(f"no metrics of step {step} within {timeout} s")
+        with read_scope(engine) as s:
+            job_id = s.scalars(select(Job.id)).first()
+        return job_id if job_id and step in _metric_steps(engine, job_id, "reward_mean") else None
+
+    return wait_for(reached, timeout=timeout, every=0.2)
+
 
 def _metric_steps(engine, job_id: int, name: str) -> list[int]:
     with read_scope(engine) as s:
@@ -55,7 +52,7 @@ def _metric_steps(engine, job_id: int, name: str) -> list[int]:
 def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     config = _write_config(tmp_path, tiny_model_dir)
     proc = _cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == 2 and result["error"] == ""
@@ -94,12 +91,12 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
 def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: str, tiny_model_dir: Path):
     config = _write_config(tmp_path, tiny_model_dir, actor_lr=-1.0, algorithm="grpo", group_size=1)
     proc = _cli("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2
     assert "actor_lr: must be positive" in out and "group_size" in out
     proc = _cli("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
                 "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "persona_set: unknown persona set 'nobody'" in out
     engine = make_engine(db_url)
     with read_scope(engine) as s:
@@ -125,7 +122,7 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     assert jobs.last_checkpoint(engine, job_id)["step"] >= 2
 
     resumed = _cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
-    out, _ = resumed.communicate(timeout=300)
+    out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == steps
@@ -146,10 +143,10 @@ def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str)
     engine = make_engine(db_url)
     job_id = jobs.create_job(engine, "train", {"steps": 1})
     proc = _cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out
     proc = _cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "not a training job" in out
     engine.dispose()
 
@@ -168,11 +165,11 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
     os.killpg(proc.pid, signal.SIGSTOP)
     try:
         resumed = _cli("resume", str(job_id), "--db", db_url, env_home=home)
-        out, _ = resumed.communicate(timeout=120)
+        out, _ = resumed.communicate(timeout=600)
         assert resumed.returncode == 2 and f"still owned by live process {proc.pid}" in out, out
     finally:
         os.killpg(proc.pid, signal.SIGCONT)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     with read_scope(engine) as s:
         job = s.get(Job, job_id)

@@ -35,6 +35,7 @@ from simulator.scoring import BenchmarkSummary
 from storage import EvalRun, code_version, read_scope, session_scope
 from trainer.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
                                scored_dialogues)
+from trainer.job_context import watch_cancel
 
 PROTOCOL_PRESET = "standard"
 PROTOCOL_VERSION = "sage-test_npc-1"
@@ -321,10 +322,9 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",
         source="benchmark",
         eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
-    stop = threading.Event()
-    if job is not None:  # Cancel of the job -> stop the dialogues in flight
+    if job is not None:
         job.progress(n_done, total)
-        threading.Thread(target=_watch, args=(job, rollout, stop), daemon=True, name="benchmark-cancel").start()
+    end_watch = watch_cancel(job, rollout.cancel)  # Cancel of the job -> stop the dialogues in flight
     restore_signals = _stop_on_signals(rollout, eval_run_id, log) if job is None else (lambda: None)
     status = "succeeded"
     try:
@@ -341,7 +341,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         finish_eval_run(engine, eval_run_id, "failed")
         raise
     finally:
-        stop.set()
+        end_watch()
         restore_signals()
         policy.close()
     if config.simulator.startswith("replay:"):
@@ -377,15 +377,8 @@ def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None])
     return restore
 
 
-def _watch(job: Any, rollout: Any, stop: threading.Event) -> None:
-    while not stop.wait(0.2):
-        if job.cancelled:
-            rollout.cancel()
-            return
-
-
 def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
-    """Entry of a "benchmark" job (trainer.jobs_cli): the job's eval run is resumed when it has one."""
+    """Entry of a "benchmark" job (trainer.job_runner): the job's eval run is resumed when it has one."""
     config = BenchmarkConfig.from_dict(ctx.config)
     with read_scope(engine) as s:
         existing = s.scalars(select(EvalRun.id).where(EvalRun.job_id == ctx.job_id).order_by(EvalRun.id)).first()

@@ -11,10 +11,10 @@ from sqlalchemy import Engine, select
 from simulator.profiles import NEED_CATEGORIES, PERSONALITIES
 from simulator.published import PUBLISHED_FINGERPRINT, published_rows
 from simulator.scoring import BenchmarkSummary, sentient_summary
+from simulator.transcripts import dialogues_summary
 from storage import Dialogue, EvalRun, Turn, read_scope, session_scope
 from storage.models import utcnow
-
-SCORED_STATUSES = ("finished", "failed")  # a dialogue in one of these is done; "failed" = an error
+from storage.queries import SCORED_STATUSES
 
 
 # ---------------------------------------------------------------------------------------- eval run rows
@@ -65,8 +65,7 @@ def scored_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
 def summarize_run(engine: Engine, eval_run_id: int) -> Optional[BenchmarkSummary]:
     """The run's summary in dialogue order with the scorer's default bootstrap (seed 0), so the exported
     SAGE file scores to the same numbers with `python -m simulator score`."""
-    finals = [d["final_emotion"] for d in scored_dialogues(engine, eval_run_id)]
-    return sentient_summary(finals) if finals else None
+    return dialogues_summary(engine, (Dialogue.eval_run_id == eval_run_id,))
 
 
 def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[BenchmarkSummary]:

@@ -1,6 +1,6 @@
 """JobContext: the job process's side of a job (queue, heartbeat, ownership, what the work loop reports).
 
-`with JobContext(engine, job_id) as ctx:` takes the job's OS lock (trainer.job_owner; refused with
+`with JobContext(store, job_id) as ctx:` takes the job's OS lock (trainer.job_owner; refused with
 JobError when a live process holds it), waits for its turn in the queue, marks the job running,
 heartbeats, and on exit marks it succeeded / failed (with the error) / cancelled.
 
@@ -18,7 +18,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -31,13 +31,40 @@ from trainer.jobs import (HEARTBEAT_S, QUEUE_POLL_S, STALE_AFTER_S, JobCancelled
                           job_dir, last_checkpoint, mark_stale_jobs)
 
 
+CANCEL_POLL_S = 0.2  # how often a running rollout looks at its job's Cancel flag
+
+
+def watch_cancel(job: Any, stop: Callable[[], None], poll_s: float = CANCEL_POLL_S) -> Callable[[], None]:
+    """Call `stop()` once, from a thread, as soon as `job.cancelled` turns true (Cancel, or this process
+    lost the job): how the dialogues in flight end when their job is cancelled. Returns the function that
+    ends the watch; call it when the work is done. job None: nothing to watch."""
+    if job is None:
+        return lambda: None
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(poll_s):
+            if job.cancelled:
+                stop()
+                return
+
+    thread = threading.Thread(target=watch, daemon=True, name=f"cancel-watch-{getattr(job, 'job_id', '')}")
+    thread.start()
+
+    def end() -> None:
+        done.set()
+        thread.join()
+
+    return end
+
+
 class JobContext:
     """The job's side: see the module docstring. SIGTERM (Cancel) only sets `cancelled`; the work loop
     checks it between units (or calls check_cancelled()) so a step or dialogue in progress ends cleanly."""
 
-    def __init__(self, engine: Any, job_id: int, heartbeat_s: float = HEARTBEAT_S,
+    def __init__(self, store: Any, job_id: int, heartbeat_s: float = HEARTBEAT_S,
                  stale_after_s: float = STALE_AFTER_S, install_signals: bool = True):
-        self.engine, self.job_id = engine, job_id
+        self.store, self.job_id = store, job_id
         self.heartbeat_s, self.stale_after_s = heartbeat_s, stale_after_s
         self.install_signals = install_signals
         self._cancel = threading.Event()
@@ -47,14 +74,14 @@ class JobContext:
         self._old_handler: Any = None
         self._signals_installed = False
         self._pid = os.getpid()
-        with read_scope(engine) as s:
+        with read_scope(store) as s:
             job = s.get(Job, job_id)
             if job is None:
                 raise JobError(f"job {job_id} does not exist")
             self.kind, self.config, self.seed = job.kind, dict(job.config), job.seed
-            self.output_dir = job.output_dir or str(job_dir(engine, job_id))
+            self.output_dir = job.output_dir or str(job_dir(store, job_id))
         self._lock = JobLock(self.output_dir)
-        self.last_checkpoint = last_checkpoint(engine, job_id, self._checkpoint_root())
+        self.last_checkpoint = last_checkpoint(store, job_id, self._checkpoint_root())
 
     def _checkpoint_root(self) -> Optional[Path]:
         """Where a training job's checkpoint folders are (None for other kinds)."""
@@ -98,7 +125,7 @@ class JobContext:
     def check_owner(self) -> None:
         """Raise JobOwnershipLost when the job row no longer names this process (a read, for callers
         about to write files of the job)."""
-        with read_scope(self.engine) as s:
+        with read_scope(self.store) as s:
             self._own(s)
 
     # -- life cycle
@@ -110,7 +137,7 @@ class JobContext:
             self._old_handler = signal.signal(signal.SIGTERM, self.request_cancel)
             self._signals_installed = True
         try:
-            with session_scope(self.engine) as s:
+            with session_scope(self.store) as s:
                 job = s.get(Job, self.job_id)
                 if job.status != "queued":
                     raise JobError(f"job {self.job_id} is {job.status}; only a queued job can run")
@@ -128,8 +155,8 @@ class JobContext:
     def _wait_turn(self) -> None:
         announced = False
         while True:
-            mark_stale_jobs(self.engine, self.stale_after_s)  # a dead job ahead never blocks the queue
-            with session_scope(self.engine) as s:  # BEGIN IMMEDIATE: the claim below is atomic
+            mark_stale_jobs(self.store, self.stale_after_s)  # a dead job ahead never blocks the queue
+            with session_scope(self.store) as s:  # BEGIN IMMEDIATE: the claim below is atomic
                 me = self._own(s)
                 cancelled = me.status == "cancelled" or self.cancelled
                 if cancelled:
@@ -170,7 +197,7 @@ class JobContext:
                 status, error = "failed", f"{exc_type.__name__}: {exc}"
                 traceback.print_exception(exc_type, exc, tb)
             try:
-                with session_scope(self.engine) as s:
+                with session_scope(self.store) as s:
                     job = self._own(s)
                     job.status, job.error, job.finished_at, job.heartbeat_at = status, error, utcnow(), utcnow()
             except JobOwnershipLost as lost:
@@ -184,7 +211,7 @@ class JobContext:
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
             try:
-                with session_scope(self.engine) as s:
+                with session_scope(self.store) as s:
                     job = self._own(s)
                     job.heartbeat_at = utcnow()
                     if job.status == "interrupted":  # marked stale while stalled; we still own it
@@ -207,7 +234,7 @@ class JobContext:
 
     # -- what the work loop reports (each write checks ownership first)
     def progress(self, step: int, total: int) -> None:
-        with session_scope(self.engine) as s:
+        with session_scope(self.store) as s:
             job = self._own(s)
             job.step, job.total_steps = int(step), int(total)
             job.progress = min(1.0, step / total) if total > 0 else 0.0
@@ -216,7 +243,7 @@ class JobContext:
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         """Write metrics of one step; a (step, name) written before is replaced, never duplicated."""
         values = {str(k): float(v) for k, v in metrics.items() if v is not None}
-        with session_scope(self.engine) as s:
+        with session_scope(self.store) as s:
             self._own(s)
             existing = {m.name: m for m in s.scalars(select(Metric).where(
                 Metric.job_id == self.job_id, Metric.step == int(step), Metric.name.in_(list(values))))}
@@ -228,7 +255,7 @@ class JobContext:
 
     def add_checkpoint(self, step: int, path: str, metrics: Optional[dict[str, Any]] = None) -> None:
         """Record a checkpoint written completely at `path` (a rewrite of the same step replaces it)."""
-        with session_scope(self.engine) as s:
+        with session_scope(self.store) as s:
             self._own(s)
             row = s.scalars(select(Checkpoint).where(Checkpoint.job_id == self.job_id,
                                                      Checkpoint.step == int(step))).first()
@@ -242,7 +269,7 @@ class JobContext:
         """Delete the rows of checkpoints whose folders were pruned, so they are never listed or offered."""
         if not paths:
             return
-        with session_scope(self.engine) as s:
+        with session_scope(self.store) as s:
             self._own(s)
             for row in s.scalars(select(Checkpoint).where(Checkpoint.job_id == self.job_id,
                                                           Checkpoint.path.in_([str(p) for p in paths]))):

@@ -1,8 +1,8 @@
 """Background jobs: training and benchmark runs as separate OS processes that write to the store.
 
 The app (or a shell) creates a Job row and `launch`es `python -m trainer job JOB_ID` in a new process
-group, so the job outlives a closed browser and a restarted app. Inside the job process `JobContext`
-takes the job through its life:
+group, so the job outlives a closed browser and a restarted app. Every entry point runs a job through
+trainer.job_runner.run_job; inside the job process `JobContext` takes the job through its life:
 
     queued --(its turn: no other live job running, no older live job waiting)--> running
     running --(normal exit)--> succeeded | --(exception)--> failed | --(SIGTERM / Cancel)--> cancelled
@@ -74,25 +74,25 @@ def _live(job: Job, stale_after_s: float = STALE_AFTER_S) -> bool:
     return pid_alive(job.pid) and _fresh(job, stale_after_s)
 
 
-def job_dir(engine: Engine, job_id: int) -> Path:
+def job_dir(store: Engine, job_id: int) -> Path:
     """The job's folder, keyed by the store's id (not created here; call outside a write transaction)."""
-    return jobs_root(engine) / str(job_id)
+    return jobs_root(store) / str(job_id)
 
 
-def jobs_root(engine: Engine) -> Path:
-    return lab_home() / "jobs" / store_id(engine)
+def jobs_root(store: Engine) -> Path:
+    return lab_home() / "jobs" / store_id(store)
 
 
 # ------------------------------------------------------------------------------------------ service API
-def create_job(engine: Engine, kind: str, config: dict[str, Any], name: str = "",
+def create_job(store: Engine, kind: str, config: dict[str, Any], name: str = "",
                parent_id: Optional[int] = None, seed: int = 0) -> int:
     """Record a queued job (nothing runs until `launch`). Returns its id."""
     if kind not in JOB_KINDS:
         raise JobError(f"kind: unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
     if not isinstance(config, dict):
         raise JobError(f"config: must be a dict, got {type(config).__name__}")
-    root = jobs_root(engine)
-    with session_scope(engine) as s:
+    root = jobs_root(store)
+    with session_scope(store) as s:
         job = Job(kind=kind, name=name or kind, config=config, status="queued", seed=int(seed),
                   code_version=code_version(), parent_id=parent_id)
         s.add(job)
@@ -107,14 +107,14 @@ def create_job(engine: Engine, kind: str, config: dict[str, Any], name: str = ""
         return job.id
 
 
-def launch(engine_url: str, job_id: int) -> int:
+def launch(store_url: str, job_id: int) -> int:
     """Start `python -m trainer job JOB_ID` in a new process group; record pid and log path; return pid.
 
     The store URL goes to the child in RLVER_LAB_DB, not on its command line, so a URL holding a
     password never shows in a process list or a log."""
-    engine = make_engine(engine_url)
+    store = make_engine(store_url)
     try:
-        with read_scope(engine) as s:
+        with read_scope(store) as s:
             job = s.get(Job, job_id)
             if job is None:
                 raise JobError(f"job {job_id} does not exist")
@@ -122,10 +122,10 @@ def launch(engine_url: str, job_id: int) -> int:
                 raise JobError(f"job {job_id} is {job.status}; only a queued job can be launched")
             if _live(job):
                 raise JobError(f"job {job_id} already has a live process (pid {job.pid})")
-            folder = Path(job.output_dir or job_dir(engine, job_id))
+            folder = Path(job.output_dir or job_dir(store, job_id))
         folder.mkdir(parents=True, exist_ok=True)
         log_path = folder / "job.log"
-        env = dict(os.environ, RLVER_LAB_DB=engine_url, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "trainer", "job", str(job_id)], cwd=PROJECT_ROOT,
@@ -133,21 +133,28 @@ def launch(engine_url: str, job_id: int) -> int:
                                     start_new_session=True)
         # Reap the child when it ends so it never lingers as a zombie of the launching process.
         threading.Thread(target=proc.wait, daemon=True, name=f"reap-job-{job_id}").start()
-        with session_scope(engine) as s:
+        with session_scope(store) as s:
             job = s.get(Job, job_id)
             job.log_path = str(log_path)
             if job.status == "queued" and job.pid in (None, proc.pid):  # the child may have got there first
                 job.pid, job.heartbeat_at = proc.pid, utcnow()
         return proc.pid
     finally:
-        engine.dispose()
+        store.dispose()
 
 
-def cancel(engine: Engine, job_id: int, force: bool = False) -> str:
+def set_log_path(store: Engine, job_id: int, path: str) -> None:
+    """Record the job's log file unless it has one already (jobs.launch records the file it writes to)."""
+    with session_scope(store) as s:
+        job = s.get(Job, job_id)
+        job.log_path = job.log_path or path
+
+
+def cancel(store: Engine, job_id: int, force: bool = False) -> str:
     """Cancel a job. Queued: marked cancelled (its waiting process, if any, is signalled). Running: SIGTERM
     to its process group; the job ends its current unit and marks itself cancelled. force=True: SIGKILL
     and mark cancelled at once. Returns the status after the call."""
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         job = s.get(Job, job_id)
         if job is None:
             raise JobError(f"job {job_id} does not exist")
@@ -159,7 +166,7 @@ def cancel(engine: Engine, job_id: int, force: bool = False) -> str:
             job.error = job.error or "cancelled"
     if pid_alive(pid):
         _signal_group(pid, signal.SIGKILL if force else signal.SIGTERM)
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return s.get(Job, job_id).status
 
 
@@ -175,11 +182,11 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def mark_stale_jobs(engine: Engine, stale_after_s: float = STALE_AFTER_S) -> list[int]:
+def mark_stale_jobs(store: Engine, stale_after_s: float = STALE_AFTER_S) -> list[int]:
     """Mark interrupted every running job whose heartbeat stopped or whose process is gone, and every
     launched queued job whose process is gone. Returns their ids."""
     now, marked = utcnow(), []
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         for job in s.scalars(select(Job).where(Job.status.in_(("running", "queued")))):
             if job.status == "queued" and job.pid is None:
                 continue  # created, never launched
@@ -195,28 +202,28 @@ def mark_stale_jobs(engine: Engine, stale_after_s: float = STALE_AFTER_S) -> lis
     return marked
 
 
-def _mark_stale_if_possible(engine: Engine) -> None:
+def _mark_stale_if_possible(store: Engine) -> None:
     """mark_stale_jobs for a reader: a store whose write lock stays taken (e.g. by a stalled process)
     delays it by the busy timeout but never fails the read."""
     try:
-        mark_stale_jobs(engine)
+        mark_stale_jobs(store)
     except OperationalError as exc:
         print(f"could not mark stale jobs (store busy): {exc.orig}", file=sys.stderr)
 
 
-def resume(engine: Engine, engine_url: str, job_id: int, stop_owner: bool = False) -> int:
+def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False) -> int:
     """Launch an interrupted / failed / cancelled job again under the same id; it continues from its last
     checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid."""
-    reopen(engine, job_id, stop_owner=stop_owner)
-    return launch(engine_url, job_id)
+    reopen(store, job_id, stop_owner=stop_owner)
+    return launch(store_url, job_id)
 
 
-def reopen(engine: Engine, job_id: int, stop_owner: bool = False) -> None:
+def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
     """Put an interrupted / failed / cancelled job back in the queue (for a resume in this process or by
     `launch`). A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
     or with stop_owner=True killed first. The owner is checked before anything is written: a stalled owner
     may hold the store's write lock."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         if job is None:
             raise JobError(f"job {job_id} does not exist")
@@ -232,8 +239,8 @@ def reopen(engine: Engine, job_id: int, stop_owner: bool = False) -> None:
                        "it, or resume with stop-owner to kill it first")
     if owner is not None:
         _stop_owner(folder)
-    mark_stale_jobs(engine)
-    with session_scope(engine) as s:
+    mark_stale_jobs(store)
+    with session_scope(store) as s:
         job = s.get(Job, job_id)
         if job.status not in ("interrupted", "failed", "cancelled"):
             raise JobError(f"job {job_id} is {job.status}; only an interrupted, failed or cancelled job "
@@ -248,27 +255,27 @@ def _stop_owner(folder: str) -> None:
         raise JobError(str(exc)) from None
 
 
-def clone(engine: Engine, job_id: int) -> int:
+def clone(store: Engine, job_id: int) -> int:
     """A new queued job with the same kind, config and seed; parent_id points at the original."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         if job is None:
             raise JobError(f"job {job_id} does not exist")
         kind, config, name, seed = job.kind, dict(job.config), job.name, job.seed
-    return create_job(engine, kind, config, name=f"{name} (clone of #{job_id})", parent_id=job_id, seed=seed)
+    return create_job(store, kind, config, name=f"{name} (clone of #{job_id})", parent_id=job_id, seed=seed)
 
 
 def _job_dict(job: Job) -> dict[str, Any]:
     return {c: getattr(job, c) for c in Job.__table__.columns.keys()}
 
 
-def list_jobs(engine: Engine, kind: Optional[str] = None, limit: int = 100) -> list[dict[str, Any]]:
+def list_jobs(store: Engine, kind: Optional[str] = None, limit: int = 100) -> list[dict[str, Any]]:
     """Newest first, as plain dicts (every Job column); stale jobs are marked interrupted first."""
-    _mark_stale_if_possible(engine)
+    _mark_stale_if_possible(store)
     q = select(Job).order_by(Job.id.desc()).limit(limit)
     if kind:
         q = q.where(Job.kind == kind)
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return [_job_dict(j) for j in s.scalars(q)]
 
 
@@ -283,12 +290,12 @@ def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
     return "\n".join(lines[-max_lines:])
 
 
-def job_detail(engine: Engine, job_id: int, log_lines: int = 200) -> Optional[dict[str, Any]]:
+def job_detail(store: Engine, job_id: int, log_lines: int = 200) -> Optional[dict[str, Any]]:
     """Everything a job view shows: the job's columns, metrics as series {name: {"step": [..], "value":
     [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does not exist.
     A stale job is marked interrupted first."""
-    _mark_stale_if_possible(engine)
-    with read_scope(engine) as s:
+    _mark_stale_if_possible(store)
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         if job is None:
             return None
@@ -306,11 +313,11 @@ def job_detail(engine: Engine, job_id: int, log_lines: int = 200) -> Optional[di
     return out
 
 
-def last_checkpoint(engine: Engine, job_id: int, disk_root: Optional[str | Path] = None) -> Optional[dict[str, Any]]:
+def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] = None) -> Optional[dict[str, Any]]:
     """The job's latest checkpoint {step, path, metrics}, or None. With disk_root (the checkpoints folder
     of a training job): the newest *complete* one (its STATE_FILE written), recorded or only on disk (a
     kill between writing a checkpoint and recording it)."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = [{"step": c.step, "path": c.path, "metrics": dict(c.metrics)} for c in s.scalars(
             select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc(), Checkpoint.id.desc()))]
     if disk_root is None:
@@ -339,4 +346,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError", "JobOwnershipLost", "cancel",
            "clone", "create_job", "job_detail", "last_checkpoint", "launch", "list_jobs", "log_tail",
-           "mark_stale_jobs", "pid_alive", "policy_path", "reopen", "resume"]
+           "mark_stale_jobs", "pid_alive", "policy_path", "reopen", "resume", "set_log_path"]

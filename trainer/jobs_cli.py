@@ -1,42 +1,22 @@
 """`python -m trainer job JOB_ID [--db URL]`: run a recorded job in this process (what `jobs.launch` starts).
 `python -m trainer jobs [JOB_ID] [--kind K] [--db URL] [--json]`: list the jobs, or show one.
 
-The job's kind picks the work: "train" runs the RL trainer, "benchmark" the Sentient benchmark runner.
-Exit status of `job`: 0 succeeded, 1 failed, 2 the job cannot run (unknown id, wrong state, owned by
-another live process), 143 cancelled. Listing first marks stale jobs interrupted (a dead or silent
-process), so the CLI alone shows the truth; `jobs JOB_ID` exits 2 for an unknown job. With --json each job
-also gives its last checkpoint and policy_path, the trained model in it (None without a checkpoint).
+The job runs through trainer.job_runner.run_job, as every job does; its kind picks the work: "train" runs
+the RL trainer, "benchmark" the Sentient benchmark runner. Exit status of `job`: 0 succeeded, 1 failed,
+2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing
+first marks stale jobs interrupted (a dead or silent process), so the CLI alone shows the truth;
+`jobs JOB_ID` exits 2 for an unknown job. With --json each job also
+gives its last checkpoint and policy_path, the trained model in it (None without a checkpoint).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any, Callable, Optional
-
-from sqlalchemy import Engine
+from typing import Any, Optional
 
 from storage import make_engine
 from trainer import jobs
-from trainer.jobs import JobCancelled, JobContext, JobError
-
-EXIT_CANCELLED = 143
-
-
-def _run_train(engine: Engine, ctx: JobContext) -> None:
-    from trainer.config import TrainConfig
-    from trainer.rl_trainer import RLTrainer
-
-    RLTrainer(TrainConfig.from_dict(ctx.config), engine=engine, job=ctx).train()
-
-
-def _run_benchmark(engine: Engine, ctx: JobContext) -> None:
-    from trainer.benchmark import run_benchmark_job
-
-    run_benchmark_job(engine, ctx)
-
-
-RUNNERS: dict[str, Callable[[Engine, JobContext], None]] = {"train": _run_train, "benchmark": _run_benchmark}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,25 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    engine = make_engine(args.db)
+    from trainer.job_runner import run_job
+
+    store = make_engine(args.db)
     try:
-        ctx = JobContext(engine, args.job_id)
-        if ctx.kind not in RUNNERS:
-            print(f"job {args.job_id}: unknown kind {ctx.kind!r}; one of {', '.join(RUNNERS)}", file=sys.stderr)
-            return 2
-        with ctx:
-            RUNNERS[ctx.kind](engine, ctx)
-        return EXIT_CANCELLED if ctx.cancelled else 0
-    except JobCancelled as e:
-        print(str(e), file=sys.stderr)
-        return EXIT_CANCELLED
-    except JobError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception:  # already recorded as failed (with the error) and printed by JobContext
-        return 1
+        return run_job(store, args.job_id)
     finally:
-        engine.dispose()
+        store.dispose()
 
 
 # ------------------------------------------------------------------------------------ python -m trainer jobs
@@ -87,19 +55,19 @@ def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any
 
 
 def run_jobs(args: argparse.Namespace) -> int:
-    engine = make_engine(args.db)
+    store = make_engine(args.db)
     try:
         if args.job_id is not None:
-            detail = jobs.job_detail(engine, args.job_id, log_lines=0)
+            detail = jobs.job_detail(store, args.job_id, log_lines=0)
             if detail is None:
                 print(f"error: job {args.job_id} does not exist", file=sys.stderr)
                 return 2
             found = [detail]
         else:
-            found = jobs.list_jobs(engine, kind=args.kind, limit=args.limit)
-        checkpoints = [(jobs.last_checkpoint(engine, job["id"]) or {}).get("path") for job in found]
+            found = jobs.list_jobs(store, kind=args.kind, limit=args.limit)
+        checkpoints = [(jobs.last_checkpoint(store, job["id"]) or {}).get("path") for job in found]
     finally:
-        engine.dispose()
+        store.dispose()
     for job, checkpoint in zip(found, checkpoints):
         row = _row(job, checkpoint)
         if args.json:

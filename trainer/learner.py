@@ -30,6 +30,24 @@ from trainer.distributed import Optimized, all_reduce_max, all_reduce_sum, deeps
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+# The metrics Learner.update returns, by name (means over its optimizer steps unless noted).
+POLICY_LOSS = "policy_loss"  # the clipped surrogate loss
+CLIP_FRAC = "clip_frac"  # share of policy tokens whose probability ratio was clipped
+APPROX_KL = "approx_kl"  # KL(old || new) estimate of how far an update moved the policy
+ENTROPY = "entropy"  # mean token entropy of the policy
+KL_REF = "kl_ref"  # KL to the frozen reference (only with a reference model)
+VALUE_LOSS = "value_loss"  # clipped critic loss (PPO only)
+GRAD_NORM = "grad_norm"  # policy gradient norm before clipping
+CRITIC_GRAD_NORM = "critic_grad_norm"  # (PPO only)
+LOGPROB_MISMATCH = "logprob_mismatch"  # mean |recomputed - sampled| log-prob: engine / trainer numerics
+ADVANTAGE_MEAN = "advantage_mean"  # mean advantage over policy tokens (all ranks)
+ACTOR_LR = "actor_lr"  # the policy's learning rate after the update
+UPDATES = "updates"  # optimizer steps taken (a count, not a mean)
+# What each micro-batch adds up (summed over micro-batches and ranks, in this order); _MISMATCH and _KNOWN
+# make LOGPROB_MISMATCH and are not reported themselves.
+_MISMATCH, _KNOWN = "_mismatch", "_known"
+MICRO_SUMS = (POLICY_LOSS, CLIP_FRAC, APPROX_KL, ENTROPY, KL_REF, VALUE_LOSS, _MISMATCH, _KNOWN)
+
 
 @dataclass
 class Batch:
@@ -280,32 +298,31 @@ class Learner:
                 chunks = self._chunks(mb)
                 # every rank runs the same number of micro-batches (collectives happen in backward)
                 n_micro = all_reduce_max(len(chunks))
-                sums = torch.zeros(8, dtype=torch.float64)
+                sums = torch.zeros(len(MICRO_SUMS), dtype=torch.float64)
                 for k in range(n_micro):
                     idx, weight = (chunks[k], 1.0) if k < len(chunks) else (order[:1], 0.0)
                     sums += self._micro_step(batch, idx, stats, adv, returns, denom, weight, k == n_micro - 1)
                 sums = all_reduce_sum(sums)
                 grad_norm = self.policy.step()
                 critic_norm = self.critic.step() if self.critic is not None else 0.0
-                for k, v in zip(("policy_loss", "clip_frac", "approx_kl", "entropy", "kl_ref", "value_loss",
-                                 "_mismatch", "_known"), sums.tolist()):
-                    totals[k] = totals.get(k, 0.0) + v
-                totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm
-                totals["critic_grad_norm"] = totals.get("critic_grad_norm", 0.0) + critic_norm
+                for name, v in zip(MICRO_SUMS, sums.tolist()):
+                    totals[name] = totals.get(name, 0.0) + v
+                totals[GRAD_NORM] = totals.get(GRAD_NORM, 0.0) + grad_norm
+                totals[CRITIC_GRAD_NORM] = totals.get(CRITIC_GRAD_NORM, 0.0) + critic_norm
                 n_updates += 1
-        mismatch, known = totals.pop("_mismatch"), totals.pop("_known")
+        mismatch, known = totals.pop(_MISMATCH), totals.pop(_KNOWN)
         metrics = {k: v / max(1, n_updates) for k, v in totals.items()}
-        if known > 0:  # |recomputed - sampled| log-prob: engine/trainer numerics agreement
-            metrics["logprob_mismatch"] = mismatch / known
+        if known > 0:
+            metrics[LOGPROB_MISMATCH] = mismatch / known
         if self.critic is None:
-            metrics.pop("value_loss"), metrics.pop("critic_grad_norm")
+            metrics.pop(VALUE_LOSS), metrics.pop(CRITIC_GRAD_NORM)
         if self.reference is None:
-            metrics.pop("kl_ref")
+            metrics.pop(KL_REF)
         m = mask.to(torch.float64)
         sums = all_reduce_sum(torch.stack([(adv.double() * m).sum(), m.sum()]))
-        metrics["advantage_mean"] = float(sums[0] / sums[1].clamp(min=1))
-        metrics["actor_lr"] = self.policy.lr()
-        metrics["updates"] = float(n_updates)
+        metrics[ADVANTAGE_MEAN] = float(sums[0] / sums[1].clamp(min=1))
+        metrics[ACTOR_LR] = self.policy.lr()
+        metrics[UPDATES] = float(n_updates)
         self.policy.module.eval()
         return metrics
 
@@ -335,9 +352,9 @@ class Learner:
             v_loss, _ = A.value_loss(values, stats["old_values"][idx].to(dev), returns[idx].to(dev), mask,
                                      c.value_clip_eps, denom)
             self.critic.backward(v_loss, boundary)
-        return torch.tensor([pg_loss.item(), clip_frac.item(), approx_kl.item(), entropy_mean.item(),
-                             kl_ref.item(), v_loss.item(), mismatch.item(), known.sum().item()],
-                            dtype=torch.float64)
+        sums = {POLICY_LOSS: pg_loss, CLIP_FRAC: clip_frac, APPROX_KL: approx_kl, ENTROPY: entropy_mean,
+                KL_REF: kl_ref, VALUE_LOSS: v_loss, _MISMATCH: mismatch, _KNOWN: known.sum()}
+        return torch.tensor([sums[name].item() for name in MICRO_SUMS], dtype=torch.float64)
 
     # -------------------------------------------------------------------------------------------- weights
     def generation_model(self) -> nn.Module:

@@ -7,17 +7,16 @@
         metrics   -> the job (store) and stdout
         every save_every steps: an atomic checkpoint (HF folders + optimizer / scheduler / RNG state)
 
-`RLTrainer(config, engine=store engine, job=JobContext).train()` runs inside a job process
-(`python -m trainer train|job`); under the `deepspeed` launcher every rank runs the same loop on its share
-of the profiles and rank 0 reports. A resumed run (the job's last checkpoint, or `resume_from`) continues
-at the step after the checkpoint with the same weights, optimizer, scheduler, RNG and profile order, so no
-step is lost or repeated.
+`RLTrainer(config, store=the store, job=JobContext).train()` runs inside a job process
+(`python -m trainer train|resume|job`, all through trainer.job_runner); under the `deepspeed` launcher
+every rank runs the same loop on its share of the profiles and rank 0 reports. A resumed run (the job's
+last checkpoint, or `resume_from`) continues at the step after the checkpoint with the same weights,
+optimizer, scheduler, RNG and profile order, so no step is lost or repeated.
 """
 from __future__ import annotations
 
 import random
 import statistics
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ from trainer import algorithms as A
 from trainer.checkpoints import clean_partial, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.config import ConfigError, TrainConfig
 from trainer.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
+from trainer.job_context import watch_cancel
 from trainer.learner import Learner, make_batch
 from trainer.tracking import Tracking, make_tracking
 
@@ -64,19 +64,19 @@ def _device(config: TrainConfig) -> str:
 
 
 class RLTrainer:
-    def __init__(self, config: TrainConfig, engine: Any = None, job: Any = None,
+    def __init__(self, config: TrainConfig, store: Any = None, job: Any = None,
                  resume_from: Optional[str | Path] = None):
         from trainer.models import resolve_policy
 
         self.config = config.validate()
-        self.store, self.job = engine, job
+        self.store, self.job = store, job
         self.rank, self.world_size = init_distributed(config.zero_stage)
         self._seed_everything(config.seed + self.rank)
         self.output_dir = Path(config.output_dir or (job.output_dir if job is not None else
                                                      lab_home() / "runs" / datetime.now().strftime("%Y%m%d-%H%M%S")))
         self.checkpoint_root = self.output_dir / "checkpoints"
         clean_partial(self.checkpoint_root)
-        self.profiles = training_personas(config, engine)  # before the (slow) model load: fail fast
+        self.profiles = training_personas(config, store)  # before the (slow) model load: fail fast
         if is_main():
             self.output_dir.mkdir(parents=True, exist_ok=True)
             config.to_yaml(self.output_dir / "train_config.yaml")
@@ -166,23 +166,13 @@ class RLTrainer:
 
     def _rollout(self, step: int) -> list:
         """Run this rank's dialogues of the step; a Cancel of the job stops them."""
-        stop = threading.Event()
-
-        def watch() -> None:
-            while not stop.wait(0.2):
-                if self.job is not None and self.job.cancelled:
-                    self.rollout.cancel()
-                    return
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
+        end_watch = watch_cancel(self.job, self.rollout.cancel)
         try:
             self.last_samples = self.rollout.run(self.profiles_for_step(step), self.config.effective_group_size,
                                                  seed=self.config.seed * 1_000_003 + step, step=step)
             return self.last_samples
         finally:
-            stop.set()
-            watcher.join()
+            end_watch()
 
     def _cancelled(self) -> bool:
         """The job's Cancel flag, as rank 0 sees it (every rank stops at the same point)."""

@@ -18,6 +18,7 @@ from app.context import LabContext
 from app.judge_panel import judge_view
 from app.render import md
 from simulator.persona_sets import PERSONA_SETS
+from storage import Store
 
 LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
                "profiles", "finished", "protocol"]
@@ -173,7 +174,7 @@ def run_title(run: Optional[dict[str, Any]], cuts: Optional[dict[str, int]] = No
             f"policy: {md(run.get('model_ref', ''))}\n\n{protocol_details(run.get('protocol'), cuts)}")
 
 
-def fidelity_view(engine: Any, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
+def fidelity_view(store: Store, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
     """(summary markdown, chart) of an eval run's emotion changes vs the published ones (simulator.fidelity)."""
     from app.plots import fidelity_figure
     from simulator.fidelity import eval_run_report
@@ -181,7 +182,7 @@ def fidelity_view(engine: Any, run_id: Optional[int]) -> tuple[str, Optional[go.
     if run_id in (None, ""):
         return "", None
     try:
-        report = eval_run_report(engine, int(run_id))
+        report = eval_run_report(store, int(run_id))
     except KeyError as exc:
         return md(str(exc).strip("'")), None
     return f"**Fidelity** · {report.summary()}", fidelity_figure(report)
@@ -192,7 +193,7 @@ def build(ctx: LabContext) -> None:
     from trainer import benchmark as bm, eval_runs
     from trainer import jobs
 
-    engine, url = ctx.engine, ctx.engine_url
+    store, url = ctx.store, ctx.store_url
     with gr.Accordion("Run a benchmark", open=True):
         with gr.Row():
             policy = gr.Textbox(value="default", label="policy ('default', a model folder, openai:MODEL, "
@@ -243,9 +244,9 @@ def build(ctx: LabContext) -> None:
     board_sig = gr.State(None)
 
     def refresh(sig: Any):
-        jobs.mark_stale_jobs(engine)
-        job_rows = ts.jobs_rows(jobs.list_jobs(engine, kind="benchmark", limit=20))
-        groups = eval_runs.leaderboard(engine)
+        jobs.mark_stale_jobs(store)
+        job_rows = ts.jobs_rows(jobs.list_jobs(store, kind="benchmark", limit=20))
+        groups = eval_runs.leaderboard(store)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
         if sig == new_sig:
             return job_rows, gr.skip(), gr.skip(), gr.skip(), sig
@@ -260,7 +261,7 @@ def build(ctx: LabContext) -> None:
         if base and base.strip():
             config["simulator_base_url"] = base.strip()
         try:
-            job_id = bm.start_benchmark_job(engine, url, config)
+            job_id = bm.start_benchmark_job(store, url, config)
         except (ValueError, OSError) as exc:
             return f"Not started: {md(exc)}"
         return f"Benchmark job #{job_id} started; its run joins the leaderboard when it finishes."
@@ -269,16 +270,16 @@ def build(ctx: LabContext) -> None:
         run_id = evt.row_value[2] if evt.row_value else None
         if run_id in (None, ""):
             return [gr.skip()] * 4
-        run = eval_runs.get_eval_run(engine, int(run_id))
-        need, pers = breakdown_tables(eval_runs.breakdown(engine, int(run_id)))
-        return (run_title(run, eval_runs.truncations(engine, int(run_id))), need, pers,
-                dialogue_rows(eval_runs.eval_run_dialogues(engine, int(run_id))))
+        run = eval_runs.get_eval_run(store, int(run_id))
+        need, pers = breakdown_tables(eval_runs.breakdown(store, int(run_id)))
+        return (run_title(run, eval_runs.truncations(store, int(run_id))), need, pers,
+                dialogue_rows(eval_runs.eval_run_dialogues(store, int(run_id))))
 
     def on_lab_row_fidelity(evt: gr.SelectData):
-        return fidelity_view(engine, evt.row_value[2] if evt.row_value else None)
+        return fidelity_view(store, evt.row_value[2] if evt.row_value else None)
 
     def on_lab_row_judge(evt: gr.SelectData):
-        return judge_view(engine, evt.row_value[2] if evt.row_value else None)
+        return judge_view(store, evt.row_value[2] if evt.row_value else None)
 
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)

@@ -19,6 +19,7 @@ from app.plots import emotion_figure
 from app.render import dialogue_html, md, user_emotions
 from simulator import persona_service as ps
 from simulator.rules import PRESETS
+from storage import Store
 
 OFFLINE_NOTE = ("**Offline simulator**: a deterministic development and demo environment. Its emotions are not "
                 "produced by an LLM, and its scores are **not comparable with the Sentient benchmark**; use "
@@ -74,11 +75,11 @@ def finished_choices(live: dict[str, LiveDialogue]) -> list[tuple[str, int]]:
             for d in live.values() if d.status != "running" and d.dialogue_id is not None]
 
 
-def persona_choices(engine) -> list[tuple[str, str]]:
-    return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(engine)]
+def persona_choices(store: Store) -> list[tuple[str, str]]:
+    return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)]
 
 
-def start_rollout(engine, request_key: str, persona_ids: list[str], policy: str, policy_url: str, simulator: str,
+def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy: str, policy_url: str, simulator: str,
                   simulator_url: str, rules: str, mode: str, group: int, max_turns: int, max_new_tokens: int,
                   temperature: float, seed: int):
     """Generator of (status markdown, figure, columns HTML, finished-dialogue choices)."""
@@ -104,7 +105,7 @@ def start_rollout(engine, request_key: str, persona_ids: list[str], policy: str,
         try:
             config = RolloutConfig(mode=mode, max_turns=int(max_turns), max_new_tokens=int(max_new_tokens),
                                    temperature=float(temperature), seed=int(seed)).validate()
-            profiles = resolve_personas(list(persona_ids), engine)
+            profiles = resolve_personas(list(persona_ids), store)
             factory = make_simulator_factory(simulator.strip() or "offline", rules=rules,
                                              base_url=simulator_url.strip() or None, seed=int(seed))
         except (KeyError, ValueError, ImportError) as exc:
@@ -117,7 +118,7 @@ def start_rollout(engine, request_key: str, persona_ids: list[str], policy: str,
         except (FileNotFoundError, ValueError, OSError) as exc:
             yield out(f"**Cannot load the policy** {md(policy)}: {md(exc)}")
             return
-        rollout = RolloutEngine(policy_engine, factory, store=engine, config=config)
+        rollout = RolloutEngine(policy_engine, factory, store=store, config=config)
         with _RUNS_LOCK:
             stopped_early = _RUNS.get(request_key) == "stop"
             _RUNS[request_key] = rollout
@@ -160,7 +161,7 @@ def stop_rollout(request_key: str) -> str:
 
 
 def build(ctx: LabContext) -> None:
-    engine = ctx.engine
+    store = ctx.store
     with gr.Row():
         with gr.Column(scale=3, min_width=320):
             personas = gr.Dropdown([], value=[], multiselect=True,  # filled on load (after any login)
@@ -199,7 +200,7 @@ def build(ctx: LabContext) -> None:
 
     def on_start(persona_ids, policy_, policy_url_, simulator_, simulator_url_, rules_, mode_, group_, max_turns_,
                  max_new_tokens_, temperature_, seed_, request: gr.Request):
-        yield from start_rollout(engine, request.session_hash or "", persona_ids, policy_, policy_url_, simulator_,
+        yield from start_rollout(store, request.session_hash or "", persona_ids, policy_, policy_url_, simulator_,
                                  simulator_url_, rules_, mode_, group_, max_turns_, max_new_tokens_, temperature_,
                                  seed_)
 
@@ -209,7 +210,7 @@ def build(ctx: LabContext) -> None:
     simulator.change(lambda s: gr.update(visible=(s or "offline").strip().startswith("offline")), simulator, sim_note)
 
     def fill_personas(current: Optional[list[str]]):
-        choices = persona_choices(engine)
+        choices = persona_choices(store)
         ids = [pid for _, pid in choices]
         kept = [pid for pid in current or [] if pid in ids]
         return gr.update(choices=choices, value=kept or ids[:1])

@@ -16,6 +16,7 @@ from app.render import md
 from simulator import persona_lint as pl
 from simulator import persona_service as ps
 from simulator.profiles import DIFFICULTIES, LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile, ProfileError
+from storage import Store
 
 # Form fields in display order: (field, label, kind, lines)
 FORM = [("id", "Id", "text", 1), ("name", "Name", "text", 1), ("language", "Language", "lang", 1),
@@ -35,11 +36,11 @@ MAX_LISTED = 200  # problems listed in the import report (the count says how man
 log = logging.getLogger("rlver.app.personas")
 
 
-def import_markdown(engine, path: Path, keep_valid: bool, replace: bool, max_listed: int = MAX_LISTED) -> str:
+def import_markdown(store: Store, path: Path, keep_valid: bool, replace: bool, max_listed: int = MAX_LISTED) -> str:
     """The import report as the CLI gives it: one line per problem ("line N: field: reason"), the first
     `max_listed` of them shown. An unexpected failure is logged and reported without its exception text."""
     try:
-        report = ps.import_file(engine, path, keep_valid=keep_valid, replace=replace)
+        report = ps.import_file(store, path, keep_valid=keep_valid, replace=replace)
     except Exception:
         log.exception("persona import of %s failed", path)
         return "**The import failed unexpectedly; nothing was stored.** The details are in the server log."
@@ -62,23 +63,23 @@ def _row(p: Profile) -> list[str]:
     return [p.id, p.name, p.need_category, p.personality, p.language, p.source]
 
 
-def rows(engine, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
-    profiles = ps.list_profiles(engine, search or "", need or None, personality or None, language or None)
+def rows(store: Store, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
+    profiles = ps.list_profiles(store, search or "", need or None, personality or None, language or None)
     return [_row(p) for p in profiles]
 
 
-def rows_with_warnings(engine, search: str = "", need: str = "", personality: str = "",
+def rows_with_warnings(store: Store, search: str = "", need: str = "", personality: str = "",
                        language: str = "") -> list[list[str]]:
     """The listed rows with their lint warnings count (near-duplicates among the listed profiles); the count
     is left empty when more than LINT_MAX profiles are listed."""
-    profiles = ps.list_profiles(engine, search or "", need or None, personality or None, language or None)
+    profiles = ps.list_profiles(store, search or "", need or None, personality or None, language or None)
     counts = {pid: str(len(ws)) for pid, ws in pl.lint_profiles(profiles).items()} if len(profiles) <= LINT_MAX else {}
     return [_row(p) + [counts.get(p.id, "")] for p in profiles]
 
 
-def form_warnings(engine, profile: Profile) -> list[pl.LintWarning]:
+def form_warnings(store: Store, profile: Profile) -> list[pl.LintWarning]:
     """Lint warnings of the profile in the form, near-duplicates looked for in the store (up to LINT_MAX)."""
-    stored = [p for p in ps.list_profiles(engine) if p.id != profile.id]
+    stored = [p for p in ps.list_profiles(store) if p.id != profile.id]
     return pl.lint_profiles([profile], others=stored if len(stored) <= LINT_MAX else [])[profile.id]
 
 
@@ -134,7 +135,7 @@ def _field(name: str, label: str, kind: str, lines: int):
 
 
 def build(ctx: LabContext) -> None:
-    engine = ctx.engine
+    store = ctx.store
     editing = gr.State(None)  # id of the profile in the form, None = a new one
     with gr.Row():
         with gr.Column(scale=5):
@@ -190,19 +191,19 @@ def build(ctx: LabContext) -> None:
     # The list and the form show at once; their lint warnings (which may wait for the sentence model) follow
     # in a second event, asked for through the counts_due / lint_due states.
     def refresh(s, n, p, l):
-        data = [row + [""] for row in rows(engine, s, n, p, l)]
-        total = ps.count_profiles(engine)
+        data = [row + [""] for row in rows(store, s, n, p, l)]
+        total = ps.count_profiles(store)
         return data, f"{len(data)} of {total} profiles", time.time()
 
     def fill_counts(s, n, p, l):
-        return rows_with_warnings(engine, s, n, p, l)
+        return rows_with_warnings(store, s, n, p, l)
 
     def lint_stored(profile_id: Optional[str]):
-        p = ps.get_profile(engine, profile_id) if profile_id else None
-        return warnings_markdown(form_warnings(engine, p)) if p else ""
+        p = ps.get_profile(store, profile_id) if profile_id else None
+        return warnings_markdown(form_warnings(store, p)) if p else ""
 
     def load(profile_id: Optional[str]):
-        p = ps.get_profile(engine, profile_id) if profile_id else None
+        p = ps.get_profile(store, profile_id) if profile_id else None
         head = f"### Editing **{md(p.id)}**" if p else "### New persona"
         return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + \
             ["Lint: checking…" if p else "", time.time()] + _field_errors({})
@@ -215,10 +216,10 @@ def build(ctx: LabContext) -> None:
 
     def on_save(editing_id, *values_and_filters):
         values = dict(zip(FIELDS, values_and_filters[:len(FIELDS)]))
-        original = ps.get_profile(engine, editing_id) if editing_id else None
+        original = ps.get_profile(store, editing_id) if editing_id else None
         try:
             profile = form_profile(values, original)
-            ps.save_profile(engine, profile, create=editing_id is None)
+            ps.save_profile(store, profile, create=editing_id is None)
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
             msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
@@ -231,30 +232,30 @@ def build(ctx: LabContext) -> None:
         if not editing_id:
             return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate."] + \
                 [gr.update()] * len(list_out)
-        copy = ps.duplicate_profile(engine, editing_id)
+        copy = ps.duplicate_profile(store, editing_id)
         return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
     def on_delete(editing_id, *flt):
         if not editing_id:
             return load(None) + ["Nothing selected.", *refresh(*flt)]
-        ok = ps.delete_profile(engine, editing_id)
+        ok = ps.delete_profile(store, editing_id)
         return load(None) + [f"Deleted **{md(editing_id)}**." if ok else f"**{md(editing_id)}** was already gone.",
                              *refresh(*flt)]
 
     def on_lint(editing_id, *values):
-        original = ps.get_profile(engine, editing_id) if editing_id else None
-        return warnings_markdown(form_warnings(engine, form_profile(dict(zip(FIELDS, values)), original)))
+        original = ps.get_profile(store, editing_id) if editing_id else None
+        return warnings_markdown(form_warnings(store, form_profile(dict(zip(FIELDS, values)), original)))
 
     def on_import(path, keep, repl, *flt):
         if not path:
             return "Choose a file first.", *refresh(*flt)
-        return import_markdown(engine, Path(path), bool(keep), bool(repl)), *refresh(*flt)
+        return import_markdown(store, Path(path), bool(keep), bool(repl)), *refresh(*flt)
 
     def on_export(f, *flt):
-        ids = [r[0] for r in rows(engine, *flt)]
+        ids = [r[0] for r in rows(store, *flt)]
         out = Path(tempfile.mkdtemp(prefix="rlver-export-")) / f"personas-{f}.jsonl"
         try:
-            ps.export_file(engine, out, fmt=f, ids=ids)
+            ps.export_file(store, out, fmt=f, ids=ids)
         except ValueError as exc:  # profiles stored before the bounds: named, never a traceback
             raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)

@@ -14,12 +14,12 @@ def job_choices(ctx: LabContext) -> list[str]:
     """'#id name (algorithm)' of every training job, newest first."""
     from trainer.jobs import list_jobs
 
-    jobs = list_jobs(ctx.engine, kind="train", limit=200)
-    return list(rs.job_labels(ctx.engine, [j["id"] for j in jobs]).values())
+    jobs = list_jobs(ctx.store, kind="train", limit=200)
+    return list(rs.job_labels(ctx.store, [j["id"] for j in jobs]).values())
 
 
 def build(ctx: LabContext) -> None:
-    engine = ctx.engine
+    store = ctx.store
     gr.Markdown("Compare up to 4 training runs. Pick the runs, a metric, and a step to see its dialogues.")
     with gr.Row():
         runs = gr.Dropdown(choices=[], multiselect=True, max_choices=rs.MAX_COMPARE,  # filled on load
@@ -42,34 +42,34 @@ def build(ctx: LabContext) -> None:
 
     def on_runs(values: list[str], current_metric: str, all_settings: bool):
         ids = rs.parse_job_ids(values)
-        names = rs.metric_names(engine, ids)
+        names = rs.metric_names(store, ids)
         chosen = current_metric if current_metric in names else (names[0] if names else None)
-        headers, rows = rs.config_diff(rs.job_configs(engine, ids), only_different=not all_settings)
-        fig = rs.compare_figure(engine, ids, chosen) if chosen else rs.curves_figure({})
-        labels = list(rs.job_labels(engine, ids).values())
+        headers, rows = rs.config_diff(rs.job_configs(store, ids), only_different=not all_settings)
+        fig = rs.compare_figure(store, ids, chosen) if chosen else rs.curves_figure({})
+        labels = list(rs.job_labels(store, ids).values())
         return (gr.update(choices=names, value=chosen), fig, gr.update(value=rows, headers=headers),
                 gr.update(choices=labels, value=labels[0] if labels else None))
 
     def on_metric(values: list[str], name: str, picked_step: Any):
         ids = rs.parse_job_ids(values)
         mark = int(picked_step) if picked_step not in (None, "") else None
-        return rs.compare_figure(engine, ids, name, marker_step=mark) if name else rs.curves_figure({})
+        return rs.compare_figure(store, ids, name, marker_step=mark) if name else rs.curves_figure({})
 
     def on_diff(values: list[str], all_settings: bool):
-        headers, rows = rs.config_diff(rs.job_configs(engine, rs.parse_job_ids(values)),
+        headers, rows = rs.config_diff(rs.job_configs(store, rs.parse_job_ids(values)),
                                        only_different=not all_settings)
         return gr.update(value=rows, headers=headers)
 
     def on_step_job(label: str):
         ids = rs.parse_job_ids([label])
-        steps = rs.dialogue_steps(engine, ids[0]) if ids else []
+        steps = rs.dialogue_steps(store, ids[0]) if ids else []
         return gr.update(choices=steps, value=steps[-1] if steps else None)
 
     def on_step(label: str, picked_step: Any):
         ids = rs.parse_job_ids([label])
         if not ids or picked_step in (None, ""):
             return gr.update(value=[], headers=["group"])
-        headers, rows = rs.step_groups(engine, ids[0], int(picked_step))
+        headers, rows = rs.step_groups(store, ids[0], int(picked_step))
         return gr.update(value=rows, headers=headers)
 
     def on_cell(evt: gr.SelectData):

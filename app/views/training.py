@@ -42,7 +42,7 @@ def _job_id(value: Any) -> Optional[int]:
 def build(ctx: LabContext) -> None:
     from trainer import jobs
 
-    engine, url = ctx.engine, ctx.engine_url
+    store, url = ctx.store, ctx.store_url
     with gr.Row():
         with gr.Column(scale=2, min_width=380):
             gr.Markdown("### New training job")
@@ -90,7 +90,7 @@ def build(ctx: LabContext) -> None:
     def show(jid: Any, sig: Any = None):
         """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
         jid = _job_id(jid)
-        detail = jobs.job_detail(engine, jid, log_lines=60) if jid else None
+        detail = jobs.job_detail(store, jid, log_lines=60) if jid else None
         new_sig = None if detail is None else (
             detail["status"], detail["step"], detail["progress"], detail["heartbeat_at"] is None,
             sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
@@ -104,7 +104,7 @@ def build(ctx: LabContext) -> None:
                 list(new_sig) if new_sig else None]
 
     def tick(jid: Any, sig: Any):  # list_jobs marks stale jobs interrupted first
-        return [ts.jobs_rows(jobs.list_jobs(engine)), *show(jid, sig)]
+        return [ts.jobs_rows(jobs.list_jobs(store)), *show(jid, sig)]
 
     def on_launch(job_name: str, *values: Any):
         *form, extra_yaml = values
@@ -112,16 +112,8 @@ def build(ctx: LabContext) -> None:
         per_field, other = ts.error_updates(problems)
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip()]
-        new_id = jobs.create_job(engine, "train", config.to_dict(), name=job_name.strip() or
-                                 f"{config.algorithm}-{config.mode}", seed=config.seed)
-        try:
-            jobs.launch(url, new_id)
-        except (jobs.JobError, OSError) as exc:
-            return [*per_field, other, f"Job #{new_id} was recorded but could not start: {md(exc)}",
-                    ts.jobs_rows(jobs.list_jobs(engine)), new_id]
-        ahead = [j["id"] for j in jobs.list_jobs(engine) if j["status"] in ts.LIVE_STATUSES and j["id"] < new_id]
-        queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
-        return [*per_field, other, f"Launched job #{new_id}{queue}.", ts.jobs_rows(jobs.list_jobs(engine)), new_id]
+        new_id, message = ts.launch_training_job(store, url, config, job_name)
+        return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id]
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
@@ -129,12 +121,12 @@ def build(ctx: LabContext) -> None:
             return "Pick a job first.", gr.skip()
         try:
             if action == "cancel":
-                msg = f"Job #{jid}: {jobs.cancel(engine, jid)}."
+                msg = f"Job #{jid}: {jobs.cancel(store, jid)}."
             elif action == "resume":
-                jobs.resume(engine, url, jid)
+                jobs.resume(store, url, jid)
                 msg = f"Job #{jid} resumes from its last checkpoint."
             else:
-                new_id = jobs.clone(engine, jid)
+                new_id = jobs.clone(store, jid)
                 jobs.launch(url, new_id)
                 return f"Cloned job #{jid} as #{new_id} and launched it.", new_id
         except (jobs.JobError, OSError) as exc:
@@ -147,9 +139,9 @@ def build(ctx: LabContext) -> None:
             return "Pick a checkpoint in the table first."
         from trainer.benchmark import start_benchmark_job
 
-        config = ts.benchmark_config_for(jobs.job_detail(engine, jid) if jid else None, path.strip())
+        config = ts.benchmark_config_for(jobs.job_detail(store, jid) if jid else None, path.strip())
         try:
-            bench_id = start_benchmark_job(engine, url, config)
+            bench_id = start_benchmark_job(store, url, config)
         except (ValueError, OSError) as exc:
             return f"Benchmark not started: {md(exc)}"
         return f"Benchmark job #{bench_id} started for `{md(path.strip())}`; see the Benchmark view."
@@ -162,7 +154,7 @@ def build(ctx: LabContext) -> None:
 
     def edit_as_new(jid: Any):
         jid = _job_id(jid)
-        detail = jobs.job_detail(engine, jid) if jid else None
+        detail = jobs.job_detail(store, jid) if jid else None
         if detail is None:
             return [gr.skip()] * (len(widgets) + 1)
         return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
@@ -171,7 +163,7 @@ def build(ctx: LabContext) -> None:
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
-    ctx.refresh_on_show(lambda: ts.jobs_rows(jobs.list_jobs(engine)), None, table)
+    ctx.refresh_on_show(lambda: ts.jobs_rows(jobs.list_jobs(store)), None, table)
     for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
         button.click(lambda jid, a=action: act(a, jid), [job_id], [action_msg, job_id])
     to_form.click(edit_as_new, [job_id], [name, *widgets])
