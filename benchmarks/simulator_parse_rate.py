@@ -79,7 +79,7 @@ def main() -> int:
     args = ap.parse_args()
     from simulator.builtin_personas import BUILTIN_PROFILES
     from simulator.profile_io import import_profiles
-    from trainer.models import resolve_policy
+    from trainer.policy_model import resolve_policy
 
     model = str(resolve_policy(args.model))
     profiles = list(BUILTIN_PROFILES[: args.steps])

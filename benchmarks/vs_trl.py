@@ -2,7 +2,7 @@
 
     python benchmarks/vs_trl.py [--steps 3] [--prompts 2] [--group 4] [--max-new-tokens 48] [--threads 2]
 
-Model: SmolLM2-135M-Instruct (trainer.models.default_model_dir). Prompts: single-turn chats built from the
+Model: SmolLM2-135M-Instruct (simulator.model_files.default_model_dir). Prompts: single-turn chats built from the
 built-in personas (the direct-mode system prompt + the persona's first line). Reward: the offline
 simulator's score of the reply, max(emotion after one reply / 100, 0) under the "rlver-hard" rules. Both
 trainers sample at temperature 1.0 with the same max new tokens, group size and prompts per step, with no
@@ -71,7 +71,7 @@ def run_ours(args: argparse.Namespace) -> dict:
     from trainer.engines.base import SamplingConfig
     from trainer.engines.hf_engine import HFEngine
     from trainer.learner import Learner, make_batch
-    from trainer.models import default_model_dir
+    from simulator.model_files import default_model_dir
 
     model = default_model_dir()
     n = args.prompts * args.group
@@ -111,7 +111,7 @@ def run_trl(args: argparse.Namespace) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainer.models import default_model_dir
+    from simulator.model_files import default_model_dir
 
     model = default_model_dir()
     reward = make_reward()

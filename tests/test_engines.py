@@ -10,7 +10,7 @@ import torch
 
 from trainer.engines import SamplingConfig, make_engine
 from trainer.engines.hf_engine import HFEngine
-from trainer.models import resolve_policy
+from trainer.policy_model import resolve_policy
 
 CHATS = [[{"role": "user", "content": "hi"}],
          [{"role": "system", "content": "Be kind and brief."},
@@ -140,7 +140,7 @@ def test_openai_engine_needs_a_key_for_the_public_api(monkeypatch):
 
 @pytest.mark.slow
 def test_default_model_is_converted_once_and_generates():
-    from trainer.models import default_model_dir
+    from simulator.model_files import default_model_dir
 
     path = default_model_dir()
     assert (path / "model.safetensors").exists() and (path / "DONE").exists()

