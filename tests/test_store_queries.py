@@ -1,8 +1,6 @@
 """Collections of stored dialogues (storage.queries) and the one function that scores a set of them
-(simulator.transcripts.dialogues_summary), on a real SQLite file; and the layering rule that views reach
-the store only through services."""
+(simulator.transcripts.dialogues_summary), on a real SQLite file."""
 from __future__ import annotations
-
 
 import pytest
 
