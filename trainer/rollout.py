@@ -6,72 +6,51 @@ Each round (as in the paper's multi-turn PPO, without the reference code's bugs)
      (one asyncio task per dialogue; Stop cancels the tasks still waiting);
   3. dialogues that ended leave the active set. Dialogues are tracked by their key, never by their
      position in a shrinking list, so each reply always goes to its own simulated user.
-Turns are written to the store as they happen (storage.dialogues), and events go to `on_event`.
+The rollout knows no store: a `recorder` (trainer.rollout_types.RolloutRecorder, e.g.
+storage.recorder.DialogueRecorder) is told of every dialogue and turn as it happens, then events go to
+`on_event`. Samples carry emotions, the final emotion and format flags; the reward is computed by the
+training step (trainer.algorithms.rlver_reward).
 With `shared_opening` the members of a group start from one opening: the first member's simulated user
 speaks and the others adopt it (RLVER clones a group's simulators from one that has already spoken).
 
-The data classes live in trainer/rollout_types.py.
-
-Token bookkeeping. A turn's prompt is built from token ids, never by re-tokenising earlier output:
-prompt[t+1] = prompt[t] + kept[t] + ids(template text between the reply and the next assistant header).
-Direct mode: kept[t] = the sampled ids, so the whole dialogue is one causal sequence in which every
-sampled token sits after exactly the context it was sampled with. Think mode: as in the paper the later
-prompts drop earlier thoughts (kept[t] = ids of the visible reply), so a turn's sampled thought is not in
-later prompts; the sample then holds one *segment* per turn (its prompt + its sampled ids). Each segment
-is a causal sequence of its own; `RolloutSample.rows()` gives them for log-prob recomputation, and
-`input_ids` is their concatenation (one segment in direct mode: the dialogue).
+The data classes live in trainer/rollout_types.py, the token bookkeeping in trainer/rollout_tokens.py.
 """
 from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import logging
 import queue
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from dataclasses import asdict
+from typing import Any, Awaitable, Iterator, Optional
 
+from simulator.agent import SimulatorFactory, UserTurn
 from simulator.profiles import Profile
-from storage import dialogues as store_dialogues
 from trainer.engines.base import Generation, PolicyEngine, SamplingConfig
-from trainer.rollout_types import RolloutConfig, RolloutEvent, RolloutSample
+from trainer.rollout_tokens import DialogueState, add_tokens, extend_prompt
+from trainer.rollout_types import DialogueStart, RolloutConfig, RolloutEvent, RolloutRecorder, RolloutSample
 from trainer.templates import system_prompt, visible_reply
 
 log = logging.getLogger(__name__)
-_PLACEHOLDER = "\x00REPLY\x00"
-
-
-@dataclass
-class _Dialogue:
-    key: str
-    profile: Profile
-    group_id: str
-    seed: int
-    agent: Any
-    dialogue_id: Optional[int] = None
-    messages: list[dict] = field(default_factory=list)
-    prompt_ids: list[int] = field(default_factory=list)
-    sample: Optional[RolloutSample] = None
-    open_segment: list[int] = field(default_factory=list)  # ids of the segment being extended
-    last_generation: Optional[Generation] = None
 
 
 class RolloutEngine:
     """Runs dialogues between a policy engine and simulated users; see the module docstring."""
 
-    def __init__(self, engine: PolicyEngine, simulator_factory: Callable[..., Any], store: Any = None,
-                 config: Optional[RolloutConfig] = None, on_event: Optional[Callable[[RolloutEvent], None]] = None):
+    def __init__(self, engine: PolicyEngine, simulator_factory: SimulatorFactory,
+                 config: Optional[RolloutConfig] = None, on_event: Optional[Any] = None,
+                 recorder: Optional[RolloutRecorder] = None):
+        """`on_event(RolloutEvent)`: called on every event (a failing listener is logged, not raised);
+        `recorder`: told of every dialogue and turn first (see RolloutRecorder)."""
         self.engine = engine
         self.simulator_factory = simulator_factory
-        self.store = store
+        self.recorder = recorder
         self.config = (config or RolloutConfig()).validate()
         self.on_event = on_event
         self._cancel = threading.Event()
-        self._cfg = self.config
-        self._factory_takes_seed = len(inspect.signature(simulator_factory).parameters) >= 2
 
     # ---- control -------------------------------------------------------------------------------
     def cancel(self) -> None:
@@ -135,17 +114,18 @@ class RolloutEngine:
         profiles = [p.validate() for p in profiles]
         if not profiles:
             raise ValueError("no profiles: pass at least one persona")
-        self._cfg = cfg
         self.engine.stop_event = self._cancel
         run_tag = uuid.uuid4().hex[:8]
-        dialogues: dict[str, _Dialogue] = {}
+        dialogues: dict[str, DialogueState] = {}
         for i, profile in enumerate(profiles):
             group_id = f"{run_tag}-{i}"
             for j in range(group_size):
                 key = f"{group_id}-{j}"
                 seed = cfg.seed * 100_003 + i * group_size + j
                 dialogues[key] = self._new_dialogue(key, profile, group_id, seed, cfg)
-        await self._openings(dialogues, cfg)
+        openings = _SharedOpenings(dialogues.values(), cfg.shared_opening)
+        await self._concurrently(dialogues, {k: self._open(d, cfg, openings) for k, d in dialogues.items()
+                                             if d.sample.status == "running"})
         round_index = 0
         while True:
             active = [k for k, d in dialogues.items() if d.sample.status == "running"]
@@ -165,61 +145,46 @@ class RolloutEngine:
         return [d.sample for d in dialogues.values()]
 
     # ---- one dialogue's lifecycle -------------------------------------------------------------
-    def _new_dialogue(self, key: str, profile: Profile, group_id: str, seed: int, cfg: RolloutConfig) -> _Dialogue:
+    def _new_dialogue(self, key: str, profile: Profile, group_id: str, seed: int,
+                      cfg: RolloutConfig) -> DialogueState:
         sample = RolloutSample(key=key, dialogue_id=None, profile_id=profile.id, group_id=group_id)
-        d = _Dialogue(key=key, profile=profile, group_id=group_id, seed=seed, agent=None, sample=sample)
+        d = DialogueState(key=key, profile=profile, group_id=group_id, seed=seed, sample=sample)
         try:
-            d.agent = (self.simulator_factory(profile, seed) if self._factory_takes_seed
-                       else self.simulator_factory(profile))
-            fp = d.agent.fingerprint() if hasattr(d.agent, "fingerprint") else {}
+            d.agent = self.simulator_factory(profile, seed)
+            fp = d.agent.fingerprint()
         except Exception as exc:  # a simulator that cannot be built fails its dialogue, not the run
             fp, d.agent = {}, None
             sample.status, sample.outcome = "failed", "error"
             sample.error = f"simulator could not be created: {type(exc).__name__}: {exc}"
-        if self.store is not None:
-            from simulator.fingerprint import fingerprint_hash
-
-            d.dialogue_id = store_dialogues.start_dialogue(
-                self.store, persona_id=profile.id, persona_snapshot=profile.to_dict(), source=cfg.source,
-                policy_ref=self.engine.model_ref, mode=cfg.mode, simulator_fingerprint=fp,
-                fingerprint_hash=fingerprint_hash(fp) if fp else "", job_id=cfg.job_id, step=cfg.step,
-                eval_run_id=cfg.eval_run_id,
-                group_id=group_id, seed=seed,
-                config={"rollout": asdict(cfg), "policy": self.engine.describe()})
+        if self.recorder is not None:
+            d.dialogue_id = self.recorder.dialogue_started(DialogueStart(
+                key, profile, group_id, seed, fp, self.engine.model_ref, self.engine.describe(), cfg))
             sample.dialogue_id = d.dialogue_id
         self._emit("started", d)
         if sample.status == "failed":
-            self._store_finish(d)
-            self._emit("finished", d, sample=sample)
+            self._report_finished(d)
         return d
 
-    def _record_turn(self, d: _Dialogue, role: str, text: str, **fields: Any) -> None:
-        index = len(d.messages)
+    def _record_turn(self, d: DialogueState, role: str, text: str, **fields: Any) -> None:
+        turn = {"role": role, "index": len(d.messages), "text": text, **fields}
         d.messages.append({"role": role, "content": text})
-        if self.store is not None:
-            store_dialogues.add_turn(self.store, d.dialogue_id, index, role, text,
-                                     **{k: v for k, v in fields.items() if k != "done"})
-        self._emit("turn", d, turn={"role": role, "index": index, "text": text, **fields})
+        if self.recorder is not None:
+            self.recorder.turn_recorded(d.dialogue_id, turn)
+        self._emit("turn", d, turn=turn)
 
-    def _finish(self, d: _Dialogue, status: str, outcome: str, error: str = "") -> None:
+    def _finish(self, d: DialogueState, status: str, outcome: str, error: str = "") -> None:
         s = d.sample
         s.status, s.outcome, s.error = status, outcome, error
         s.final_emotion = s.emotions[-1] if s.emotions else None
-        reward = max((s.final_emotion or 0.0) / 100.0, 0.0)
-        if not s.format_ok:
-            reward -= self._cfg.bad_think_penalty
-        s.reward = reward
         s.messages = list(d.messages)
-        self._store_finish(d)
-        self._emit("finished", d, sample=s)
+        self._report_finished(d)
 
-    def _store_finish(self, d: _Dialogue) -> None:
-        if self.store is not None:
-            s = d.sample
-            store_dialogues.finish_dialogue(self.store, d.dialogue_id, s.status, s.final_emotion,
-                                            outcome=s.outcome, error=s.error)
+    def _report_finished(self, d: DialogueState) -> None:
+        if self.recorder is not None:
+            self.recorder.dialogue_finished(d.dialogue_id, d.sample)
+        self._emit("finished", d, sample=d.sample)
 
-    def _emit(self, kind: str, d: _Dialogue, turn: Optional[dict] = None,
+    def _emit(self, kind: str, d: DialogueState, turn: Optional[dict] = None,
               sample: Optional[RolloutSample] = None) -> None:
         if self.on_event is None:
             return
@@ -229,7 +194,7 @@ class RolloutEngine:
             log.exception("rollout event listener failed")
 
     # ---- the simulator side ---------------------------------------------------------------------
-    async def _concurrently(self, dialogues: dict[str, _Dialogue], steps: dict[str, Any]) -> None:
+    async def _concurrently(self, dialogues: dict[str, DialogueState], steps: dict[str, Awaitable]) -> None:
         """Run one step coroutine per dialogue concurrently; Stop cancels those still running."""
         if not steps:
             return
@@ -265,36 +230,30 @@ class RolloutEngine:
         while not self._cancel.is_set():
             await asyncio.sleep(0.05)
 
-    async def _openings(self, dialogues: dict[str, _Dialogue], cfg: RolloutConfig) -> None:
-        """Every running dialogue's opening; with cfg.shared_opening one per group, copied to its members."""
-        active = [d for d in dialogues.values() if d.sample.status == "running"]
-        first: dict[str, _Dialogue] = {}
-        for d in active:
-            first.setdefault(d.group_id, d)
-        speakers = list(first.values()) if cfg.shared_opening else active
-        openings: dict[str, Any] = {}
-        await self._concurrently(dialogues, {d.key: self._opening_step(d, cfg, openings) for d in speakers})
-        for d in active:
-            if d.sample.status != "running" or d.key in openings:
-                continue
-            leader = first[d.group_id]
-            if leader.key not in openings:
+    async def _open(self, d: DialogueState, cfg: RolloutConfig, openings: "_SharedOpenings") -> None:
+        """The dialogue's opening; with cfg.shared_opening only the group's first member speaks and the
+        others adopt a copy of its opening."""
+        leader = openings.leader(d)
+        if leader is not None:
+            ut = await openings.wait(d.group_id)
+            if ut is None:
                 self._finish(d, "failed", "error", f"the group's shared opening failed: {leader.sample.error}")
-                continue
+                return
             if hasattr(d.agent, "adopt_opening"):
                 d.agent.adopt_opening(leader.agent)
-            self._apply_user_turn(d, copy.deepcopy(openings[leader.key]), cfg)
-
-    async def _opening_step(self, d: _Dialogue, cfg: RolloutConfig, openings: dict[str, Any]) -> None:
+            self._apply_user_turn(d, ut, cfg)
+            return
+        ut = None
         try:
             ut = await d.agent.opening()
         except Exception as exc:
             self._finish(d, "failed", "error", f"simulator failed on the opening: {type(exc).__name__}: {exc}")
             return
-        openings[d.key] = copy.deepcopy(ut)
+        finally:
+            openings.spoke(d, ut)
         self._apply_user_turn(d, ut, cfg)
 
-    async def _turn_step(self, d: _Dialogue, g: Generation, cfg: RolloutConfig, latency: float) -> None:
+    async def _turn_step(self, d: DialogueState, g: Generation, cfg: RolloutConfig, latency: float) -> None:
         """Record the policy's reply, then get the simulated user's answer to it."""
         self._apply_policy_turn(d, g, cfg, latency)
         if d.sample.status != "running":
@@ -313,7 +272,7 @@ class RolloutEngine:
             return
         self._apply_user_turn(d, ut, cfg)
 
-    def _apply_user_turn(self, d: _Dialogue, ut: Any, cfg: RolloutConfig) -> None:
+    def _apply_user_turn(self, d: DialogueState, ut: UserTurn, cfg: RolloutConfig) -> None:
         s = d.sample
         if ut.emotion is not None:
             s.emotions.append(float(ut.emotion))
@@ -329,40 +288,11 @@ class RolloutEngine:
         elif not (ut.text or "").strip():
             self._finish(d, "failed", "error", f"simulator returned an empty message after turn {s.n_turns}")
         else:
-            self._extend_prompt(d, cfg)
+            extend_prompt(self.engine, d, cfg.mode, self._system(d, cfg))
 
     # ---- the policy side ----------------------------------------------------------------------
-    def _extend_prompt(self, d: _Dialogue, cfg: RolloutConfig) -> None:
-        """prompt ids for the next policy turn, built from the previous prompt and the kept reply ids."""
-        if not self.engine.supports_token_ids:
-            return
-        if d.last_generation is None:  # first turn: system prompt + opening, rendered once
-            d.prompt_ids = self.engine.encode_chat([self._system(d, cfg), *d.messages])
-            return
-        g, reply = d.last_generation, d.messages[-2]["content"]
-        # The policy's own history keeps its sampled ids; only a think block removed from it (think mode)
-        # makes us encode the visible reply instead.
-        keep_sampled = cfg.mode == "direct" or (not d.sample.thoughts[-1] and reply == g.text)
-        kept = list(g.token_ids) if keep_sampled else self.engine.encode_text(reply)
-        ended = keep_sampled and bool(kept) and kept[-1] == self.engine.eos_token_id
-        d.prompt_ids = d.prompt_ids + kept + self.engine.encode_text(self._between(d, ended))
-
-    def _between(self, d: _Dialogue, reply_has_eos: bool) -> str:
-        """Template text from the end of the last reply to the next assistant header (incl. new user turn)."""
-        history = [{"role": "system", "content": "s"}, *d.messages[:-2],
-                   {"role": "assistant", "content": _PLACEHOLDER}]
-        before = self.engine.render(history, add_generation_prompt=False)
-        after = self.engine.render(history + [d.messages[-1]], add_generation_prompt=True)
-        if not after.startswith(before):
-            raise RuntimeError("the chat template does not render histories as prefixes of each other")
-        text = before[before.rindex(_PLACEHOLDER) + len(_PLACEHOLDER):] + after[len(before):]
-        eos_text = self.engine.tokenizer.eos_token or ""
-        if reply_has_eos and eos_text and text.startswith(eos_text):
-            text = text[len(eos_text):]
-        return text
-
-    async def _policy_round(self, dialogues: dict[str, _Dialogue], keys: list[str], cfg: RolloutConfig,
-                            round_index: int) -> list[tuple[_Dialogue, Generation, float]]:
+    async def _policy_round(self, dialogues: dict[str, DialogueState], keys: list[str], cfg: RolloutConfig,
+                            round_index: int) -> list[tuple[DialogueState, Generation, float]]:
         """Sample the next policy turn of every active dialogue in one batch: (dialogue, reply, latency)."""
         batch = []
         limit = cfg.max_tokens or self.engine.context_length
@@ -398,7 +328,7 @@ class RolloutEngine:
         return [(d, self._clip(g, budget), latency) for (d, budget), g in zip(batch, gens)]
 
     @staticmethod
-    def _system(d: _Dialogue, cfg: RolloutConfig) -> dict:
+    def _system(d: DialogueState, cfg: RolloutConfig) -> dict:
         language = d.profile.language
         return {"role": "system", "content": cfg.system_prompts.get(language) or system_prompt(cfg.mode, language)}
 
@@ -410,14 +340,14 @@ class RolloutEngine:
         return Generation(text=self.engine.decode(ids), token_ids=ids, logprobs=g.logprobs[:budget],
                           prompt_ids=g.prompt_ids, finish_reason="length")
 
-    def _apply_policy_turn(self, d: _Dialogue, g: Generation, cfg: RolloutConfig, latency: float) -> None:
+    def _apply_policy_turn(self, d: DialogueState, g: Generation, cfg: RolloutConfig, latency: float) -> None:
         s = d.sample
         s.n_turns += 1
         d.last_generation = g
         thought, reply, ok = visible_reply(g.text, cfg.mode, cfg.bad_think)
         s.thoughts.append(thought)
         s.format_ok = s.format_ok and ok
-        self._add_tokens(d, g)
+        add_tokens(self.engine, d, g)
         problems = []
         if g.finish_reason == "length":
             problems.append(f"reply cut at {len(g.token_ids)} tokens (no end of turn)")
@@ -436,32 +366,38 @@ class RolloutEngine:
             self._finish(d, "failed", "error",
                          f"{turn}: endless reply, no end of turn within {len(g.token_ids)} tokens")
 
-    def _add_tokens(self, d: _Dialogue, g: Generation) -> None:
-        """Append the turn's prompt (as new context) and sampled ids to the sample's token layout."""
-        if not self.engine.supports_token_ids:
-            return
-        s = d.sample
-        prompt = g.prompt_ids or d.prompt_ids
-        if d.open_segment and prompt[:len(d.open_segment)] == d.open_segment:
-            new_context = prompt[len(d.open_segment):]  # the same causal sequence continues
-            seg_start = s.segments.pop()[0]
-        else:
-            new_context, seg_start = list(prompt), len(s.input_ids)  # a new segment (think mode)
-            d.open_segment = []
-        s.input_ids += new_context
-        s.action_mask += [0] * len(new_context)
-        s.old_logprobs += [0.0] * len(new_context)
-        start = len(s.input_ids)
-        s.input_ids += list(g.token_ids)
-        s.action_mask += [1] * len(g.token_ids)
-        s.old_logprobs += list(g.logprobs)
-        s.turn_spans.append((start, len(s.input_ids)))
-        s.segments.append((seg_start, len(s.input_ids)))
-        d.open_segment = d.open_segment + new_context + list(g.token_ids)
+
+class _SharedOpenings:
+    """With a shared opening, which member of a group speaks (the first one still running) and the opening
+    it said, handed to the others (a copy each); without one, every dialogue speaks for itself."""
+
+    def __init__(self, dialogues: Any, shared: bool):
+        self.leaders: dict[str, DialogueState] = {}
+        self.said: dict[str, asyncio.Future] = {}
+        if shared:
+            for d in dialogues:
+                if d.sample.status == "running":
+                    self.leaders.setdefault(d.group_id, d)
+
+    def leader(self, d: DialogueState) -> Optional[DialogueState]:
+        """The dialogue whose opening `d` adopts, or None when `d` speaks for itself."""
+        leader = self.leaders.get(d.group_id)
+        return None if leader is None or leader is d else leader
+
+    def _future(self, group_id: str) -> asyncio.Future:
+        return self.said.setdefault(group_id, asyncio.get_running_loop().create_future())
+
+    def spoke(self, d: DialogueState, opening: Optional[UserTurn]) -> None:
+        """`d` said `opening` (None: it failed)."""
+        if self.leaders.get(d.group_id) is d and not self._future(d.group_id).done():
+            self._future(d.group_id).set_result(copy.deepcopy(opening))
+
+    async def wait(self, group_id: str) -> Optional[UserTurn]:
+        return copy.deepcopy(await asyncio.shield(self._future(group_id)))
 
 
 def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pack: str = "own", **backend_kw: Any
-                           ) -> Callable[[Profile, int], Any]:
+                           ) -> SimulatorFactory:
     """factory(profile, seed) -> SentientAgent sharing one backend (spec "offline", "openai:MODEL" or
     "replay:FILE") and one prompt pack ("own" or "sage:DIR", see simulator.prompt_packs).
 
@@ -475,7 +411,7 @@ def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pac
     backend = make_backend(spec, **backend_kw)
     prompts = load_pack(pack)
 
-    def factory(profile: Profile, seed: int) -> Any:
+    def factory(profile: Profile, seed: int) -> SentientAgent:
         return SentientAgent(profile, backend, rules_obj, seed=seed, pack=prompts)
 
     return factory

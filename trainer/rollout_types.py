@@ -1,9 +1,12 @@
 """The rollout's data: its settings (RolloutConfig), a finished dialogue as training data (RolloutSample,
-token layout in trainer/rollout.py's docstring) and the events the engine streams (RolloutEvent)."""
+token layout in trainer/rollout.py's docstring), the events the engine streams (RolloutEvent) and the
+contract of whoever records dialogues as they happen (RolloutRecorder, e.g. storage.recorder)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Protocol
+
+from simulator.profiles import Profile
 
 from trainer.engines.base import SamplingConfig
 from trainer.templates import BAD_THINK_POLICIES, MODES
@@ -25,8 +28,7 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
-    bad_think: str = "penalize"  # see trainer.templates
-    bad_think_penalty: float = 0.0  # subtracted from the reward of a dialogue with a badly formed turn
+    bad_think: str = "penalize"  # see trainer.templates (the penalty: trainer.algorithms.RewardConfig)
     truncated: str = "keep"  # a reply that hit max_new_tokens: keep it (flagged) or fail the dialogue
     empty_reply: str = "fail"  # an empty policy reply: fail the dialogue, or "judge" it like any (SAGE)
     source: str = "rollout"
@@ -72,9 +74,8 @@ class RolloutSample:
     outcome: str = ""
     error: str = ""
     status: str = "running"  # finished | failed | cancelled
-    reward: float = 0.0
     n_turns: int = 0
-    format_ok: bool = True
+    format_ok: bool = True  # False once a turn had no well-formed think block
     messages: list[dict] = field(default_factory=list)  # the visible transcript
     thoughts: list[str] = field(default_factory=list)  # per policy turn ("" in direct mode)
 
@@ -92,3 +93,31 @@ class RolloutEvent:
     group_id: str
     turn: Optional[dict] = None  # role, index, text, think, emotion, delta, inner, error
     sample: Optional[RolloutSample] = None  # on finished
+
+
+@dataclass
+class DialogueStart:
+    """What is known of a dialogue when it starts: what a recorder stores with it."""
+
+    key: str  # the rollout's own name of the dialogue (unique within a run)
+    profile: Profile
+    group_id: str  # the dialogues of one profile in one run (a GRPO group)
+    seed: int  # the dialogue's seed (its simulated user's; its policy turns derive theirs from it)
+    simulator_fingerprint: dict[str, Any]  # {} when the simulated user could not be built
+    policy_ref: str  # PolicyEngine.model_ref
+    policy: dict[str, Any]  # PolicyEngine.describe()
+    config: RolloutConfig
+
+
+class RolloutRecorder(Protocol):
+    """Told of every dialogue as it happens, in order, before the event listeners. An exception raised
+    here fails the dialogue (a store that cannot be written is not ignored)."""
+
+    def dialogue_started(self, start: DialogueStart) -> Optional[int]:
+        """Returns the dialogue's id (e.g. its store row), carried by its events and sample."""
+
+    def turn_recorded(self, dialogue_id: Optional[int], turn: dict[str, Any]) -> None:
+        """`turn`: role, index (the message position), text and the turn's fields (as RolloutEvent.turn)."""
+
+    def dialogue_finished(self, dialogue_id: Optional[int], sample: RolloutSample) -> None:
+        """The sample's status, outcome, error and final emotion are final."""
