@@ -70,9 +70,9 @@ class RecordingEngine(HFEngine):
         super().__init__(*a, **kw)
         self.batches: list[int] = []
 
-    def generate_ids(self, prompt_ids, params):
+    def generate_ids(self, prompt_ids, params, seeds=None):
         self.batches.append(len(prompt_ids))
-        return super().generate_ids(prompt_ids, params)
+        return super().generate_ids(prompt_ids, params, seeds)
 
 
 class ScriptedPolicy(HFEngine):
@@ -82,7 +82,7 @@ class ScriptedPolicy(HFEngine):
         super().__init__(path)
         self.script, self.calls = script, 0
 
-    def generate_ids(self, prompt_ids, params):
+    def generate_ids(self, prompt_ids, params, seeds=None):
         out = []
         for ids in prompt_ids:
             self.calls += 1
@@ -109,7 +109,7 @@ def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, eng
     policy.batches.clear()
     factory = Factory({"ann": 1, "bob": 2, "cat": 3})
     rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
-                            config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1))
+                            config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1, schedule="rounds"))
     samples = rollout.run([profile("ann"), profile("bob"), profile("cat")], group_size=2)
     assert policy.batches == [6, 4, 2]  # every round: all active dialogues in one batch
     assert [s.profile_id for s in samples] == ["ann", "ann", "bob", "bob", "cat", "cat"]
@@ -218,10 +218,11 @@ def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, engine)
     assert stored["status"] == "failed" and "simulator service went away" in stored["error"]
 
 
-def test_events_stream_and_stop_cancels_cleanly(policy, engine):
+@pytest.mark.parametrize("schedule", ["rounds", "async"])
+def test_events_stream_and_stop_cancels_cleanly(policy, engine, schedule):
     events = []
     rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), recorder=DialogueRecorder(engine),
-                            config=RolloutConfig(max_new_tokens=4, max_turns=10))
+                            config=RolloutConfig(max_new_tokens=4, max_turns=10, schedule=schedule))
 
     def on_event(ev):
         events.append(ev)
@@ -232,7 +233,10 @@ def test_events_stream_and_stop_cancels_cleanly(policy, engine):
     rollout.on_event = on_event
     samples = rollout.run([profile("ann"), profile("bob")])
     assert all(s.status == "cancelled" and s.outcome == "cancelled" for s in samples)
-    assert all(s.n_turns == 2 for s in samples)
+    # rounds: both replies of the round are kept; async: a reply sampled in a later batch than the one that
+    # triggered Stop is cut and not kept
+    assert [s.n_turns for s in samples] == [2, 2] if schedule == "rounds" else \
+        max(s.n_turns for s in samples) == 2 and min(s.n_turns for s in samples) >= 1
     for s in samples:
         assert load_dialogue(engine, s.dialogue_id)["status"] == "cancelled"
     kinds = [e.kind for e in events]
@@ -247,6 +251,12 @@ def test_bad_config_and_profiles_are_named(policy):
         RolloutConfig(mode="chatty").validate()
     with pytest.raises(ValueError, match="max_turns"):
         RolloutConfig(max_turns=0).validate()
+    with pytest.raises(ValueError, match="schedule must be one of async, rounds, got 'eager'"):
+        RolloutConfig(schedule="eager").validate()
+    with pytest.raises(ValueError, match="max_batch must be a positive integer"):
+        RolloutConfig(max_batch=0).validate()
+    with pytest.raises(ValueError, match="gather_ms must be a number >= 0"):
+        RolloutConfig(gather_ms=-1).validate()
     rollout = RolloutEngine(policy, Factory({}))
     with pytest.raises(ValueError, match="no profiles"):
         rollout.run([])
@@ -347,9 +357,9 @@ def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
 
 def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
     class StopMidway(HFEngine):
-        def generate_ids(self, prompt_ids, params):
+        def generate_ids(self, prompt_ids, params, seeds=None):
             self.stop_event.set()  # Stop pressed while the batch is being generated
-            out = super().generate_ids(prompt_ids, params)
+            out = super().generate_ids(prompt_ids, params, seeds)
             self.lengths = [len(g.token_ids) for g in out]
             return out
 

@@ -1,11 +1,17 @@
 """The multi-turn rollout engine: many policy <-> simulated-user dialogues, run to the end.
 
-Each round (as in the paper's multi-turn PPO, without the reference code's bugs):
-  1. the policy turns of ALL active dialogues are sampled in ONE batch (`PolicyEngine.generate_ids`);
-  2. every dialogue then records its reply and awaits its own simulated user, all concurrently
-     (one asyncio task per dialogue; Stop cancels the tasks still waiting);
-  3. dialogues that ended leave the active set. Dialogues are tracked by their key, never by their
-     position in a shrinking list, so each reply always goes to its own simulated user.
+Schedules (RolloutConfig.schedule):
+- "async" (default): one asyncio task per dialogue plays it from its opening to its end; each policy turn
+  is submitted as soon as the dialogue's simulated user has answered, and the policy batches whatever is
+  ready (trainer.engines.scheduler: a gathering scheduler for engines with token ids, concurrent requests
+  for chat engines). A slow simulated user delays only its own dialogue.
+- "rounds" (as in the paper's multi-turn PPO, without the reference code's bugs): the policy turns of ALL
+  active dialogues are sampled in ONE batch, then every dialogue records its reply and awaits its own
+  simulated user, all concurrently; the next round waits for the slowest user.
+Either way every dialogue is tracked by its key, never by a position in a shrinking list, so each reply
+goes to its own simulated user, and Stop cancels the steps still waiting. Every policy turn has its own
+seed (from the dialogue's seed and the turn), so both schedules sample the same replies where the engine
+honours per-request seeds (trainer/engines/base.py).
 The rollout knows no store: a `recorder` (trainer.rollout_types.RolloutRecorder, e.g.
 storage.recorder.DialogueRecorder) is told of every dialogue and turn as it happens, then events go to
 `on_event`. Samples carry emotions, the final emotion and format flags; the reward is computed by the
@@ -18,19 +24,19 @@ The data classes live in trainer/rollout_types.py, the token bookkeeping in trai
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import queue
 import threading
-import time
 import uuid
 from dataclasses import asdict
 from typing import Any, Awaitable, Iterator, Optional
 
 from simulator.agent import SimulatorFactory, UserTurn
 from simulator.profiles import Profile
-from trainer.engines.base import Generation, PolicyEngine, SamplingConfig
-from trainer.rollout_tokens import DialogueState, add_tokens, extend_prompt
+from trainer.engines.base import Generation, PolicyEngine
+from trainer.engines.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
+from trainer.rollout_state import DialogueState, SharedOpenings
+from trainer.rollout_tokens import add_tokens, extend_prompt
 from trainer.rollout_types import DialogueStart, RolloutConfig, RolloutEvent, RolloutRecorder, RolloutSample
 from trainer.templates import system_prompt, visible_reply
 
@@ -114,6 +120,8 @@ class RolloutEngine:
         profiles = [p.validate() for p in profiles]
         if not profiles:
             raise ValueError("no profiles: pass at least one persona")
+        if self.engine.supports_token_ids and not (cfg.max_tokens or self.engine.context_length):
+            raise ValueError("max_tokens: the policy engine does not say its context length; set max_tokens")
         self.engine.stop_event = self._cancel
         run_tag = uuid.uuid4().hex[:8]
         dialogues: dict[str, DialogueState] = {}
@@ -123,26 +131,69 @@ class RolloutEngine:
                 key = f"{group_id}-{j}"
                 seed = cfg.seed * 100_003 + i * group_size + j
                 dialogues[key] = self._new_dialogue(key, profile, group_id, seed, cfg)
-        openings = _SharedOpenings(dialogues.values(), cfg.shared_opening)
-        await self._concurrently(dialogues, {k: self._open(d, cfg, openings) for k, d in dialogues.items()
-                                             if d.sample.status == "running"})
-        round_index = 0
+        openings = SharedOpenings(dialogues.values(), cfg.shared_opening)
+        running = {k: d for k, d in dialogues.items() if d.sample.status == "running"}
+        if cfg.schedule == "async":
+            await self._run_async(running, cfg, openings)
+        else:
+            await self._concurrently(running, {k: self._open(d, cfg, openings) for k, d in running.items()})
+            await self._run_rounds(running, cfg)
+        return [d.sample for d in dialogues.values()]
+
+    async def _run_async(self, dialogues: dict[str, DialogueState], cfg: RolloutConfig,
+                         openings: SharedOpenings) -> None:
+        if self.engine.supports_token_ids:
+            policy: Any = BatchScheduler(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch, cfg.gather_ms / 1000)
+        else:
+            policy = ConcurrentRequests(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch)
+        try:
+            await self._concurrently(dialogues, {k: self._play(d, cfg, openings, policy)
+                                                 for k, d in dialogues.items()})
+        finally:
+            await policy.close()
+
+    async def _play(self, d: DialogueState, cfg: RolloutConfig, openings: SharedOpenings, policy: Any) -> None:
+        """One dialogue from its opening to its end, each policy turn submitted as soon as it can be."""
+        await self._open(d, cfg, openings)
+        while d.sample.status == "running":
+            request = self._request(d, cfg)
+            if request is None:
+                return
+            try:
+                result = await policy.generate(request)
+            except Exception as exc:  # the engine failed for the whole batch
+                self._finish(d, "failed", "error", f"policy generation failed: {type(exc).__name__}: {exc}")
+                return
+            if result.stopped:  # Stop during generation: the cut reply is not recorded
+                self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                return
+            await self._turn_step(d, result.generation, cfg, result.latency_s)
+
+    async def _run_rounds(self, dialogues: dict[str, DialogueState], cfg: RolloutConfig) -> None:
         while True:
-            active = [k for k, d in dialogues.items() if d.sample.status == "running"]
+            active = [d for d in dialogues.values() if d.sample.status == "running"]
             if not active:
-                break
+                return
             if self.cancelled:
-                for k in active:
-                    self._finish(dialogues[k], "cancelled", "cancelled", "stopped by the user")
-                break
-            replies = await self._policy_round(dialogues, active, cfg, round_index)
+                for d in active:
+                    self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                return
+            requests = {d.key: r for d in active if (r := self._request(d, cfg)) is not None}
+            if not requests:
+                continue
+            try:  # every active dialogue's policy turn in one batch
+                results = await asyncio.to_thread(sample_batch, self.engine, list(requests.values()),
+                                                  cfg.temperature, cfg.top_p)
+            except Exception as exc:  # the engine failed for the whole batch: every dialogue of it fails
+                for key in requests:
+                    self._finish(dialogues[key], "failed", "error",
+                                 f"policy generation failed: {type(exc).__name__}: {exc}")
+                continue
             if self.cancelled:  # Stop during generation: the cut replies are not recorded
                 continue
             # each dialogue records its reply and asks its own simulated user, all at the same time
-            await self._concurrently(dialogues, {d.key: self._turn_step(d, g, cfg, latency)
-                                                 for d, g, latency in replies})
-            round_index += 1
-        return [d.sample for d in dialogues.values()]
+            await self._concurrently(dialogues, {key: self._turn_step(dialogues[key], r.generation, cfg, r.latency_s)
+                                                 for key, r in zip(requests, results)})
 
     # ---- one dialogue's lifecycle -------------------------------------------------------------
     def _new_dialogue(self, key: str, profile: Profile, group_id: str, seed: int,
@@ -230,7 +281,7 @@ class RolloutEngine:
         while not self._cancel.is_set():
             await asyncio.sleep(0.05)
 
-    async def _open(self, d: DialogueState, cfg: RolloutConfig, openings: "_SharedOpenings") -> None:
+    async def _open(self, d: DialogueState, cfg: RolloutConfig, openings: SharedOpenings) -> None:
         """The dialogue's opening; with cfg.shared_opening only the group's first member speaks and the
         others adopt a copy of its opening."""
         leader = openings.leader(d)
@@ -291,54 +342,21 @@ class RolloutEngine:
             extend_prompt(self.engine, d, cfg.mode, self._system(d, cfg))
 
     # ---- the policy side ----------------------------------------------------------------------
-    async def _policy_round(self, dialogues: dict[str, DialogueState], keys: list[str], cfg: RolloutConfig,
-                            round_index: int) -> list[tuple[DialogueState, Generation, float]]:
-        """Sample the next policy turn of every active dialogue in one batch: (dialogue, reply, latency)."""
-        batch = []
-        limit = cfg.max_tokens or self.engine.context_length
-        for k in keys:
-            d = dialogues[k]
-            if not self.engine.supports_token_ids:
-                batch.append((d, cfg.max_new_tokens))
-                continue
-            if limit is None:
-                raise ValueError("max_tokens: the policy engine does not say its context length; set max_tokens")
-            budget = limit - len(d.prompt_ids)
-            if budget < 1:
-                self._finish(d, "finished", "max_tokens")
-            else:
-                batch.append((d, min(cfg.max_new_tokens or budget, budget)))
-        if not batch:
-            return []
-        caps = [b for _, b in batch]
-        params = SamplingConfig(cfg.temperature, cfg.top_p, None if None in caps else max(caps),
-                                None if cfg.seed is None else cfg.seed * 7919 + round_index)
-        t0 = time.monotonic()
-        try:
-            if self.engine.supports_token_ids:
-                gens = await asyncio.to_thread(self.engine.generate_ids, [d.prompt_ids for d, _ in batch], params)
-            else:
-                gens = await asyncio.to_thread(self.engine.generate,
-                                               [[self._system(d, cfg), *d.messages] for d, _ in batch], params)
-        except Exception as exc:  # the engine failed for the whole batch: every dialogue of it fails
-            for d, _ in batch:
-                self._finish(d, "failed", "error", f"policy generation failed: {type(exc).__name__}: {exc}")
-            return []
-        latency = (time.monotonic() - t0) / len(batch)
-        return [(d, self._clip(g, budget), latency) for (d, budget), g in zip(batch, gens)]
+    def _request(self, d: DialogueState, cfg: RolloutConfig) -> Optional[PolicyRequest]:
+        """The dialogue's next policy turn, with its own seed; None when its token budget is spent (it ends)."""
+        seed = (d.seed * 7919 + d.sample.n_turns) % 2**31
+        if not self.engine.supports_token_ids:
+            return PolicyRequest([self._system(d, cfg), *d.messages], cfg.max_new_tokens, seed)
+        budget = (cfg.max_tokens or self.engine.context_length) - len(d.prompt_ids)
+        if budget < 1:
+            self._finish(d, "finished", "max_tokens")
+            return None
+        return PolicyRequest(d.prompt_ids, min(cfg.max_new_tokens or budget, budget), seed)
 
     @staticmethod
     def _system(d: DialogueState, cfg: RolloutConfig) -> dict:
         language = d.profile.language
         return {"role": "system", "content": cfg.system_prompts.get(language) or system_prompt(cfg.mode, language)}
-
-    def _clip(self, g: Generation, budget: Optional[int]) -> Generation:
-        """Cut a generation to its dialogue's token budget (the batch may have sampled further)."""
-        if budget is None or len(g.token_ids) <= budget:
-            return g
-        ids = g.token_ids[:budget]
-        return Generation(text=self.engine.decode(ids), token_ids=ids, logprobs=g.logprobs[:budget],
-                          prompt_ids=g.prompt_ids, finish_reason="length")
 
     def _apply_policy_turn(self, d: DialogueState, g: Generation, cfg: RolloutConfig, latency: float) -> None:
         s = d.sample
@@ -365,35 +383,6 @@ class RolloutEngine:
         elif g.finish_reason == "length" and cfg.truncated == "fail":
             self._finish(d, "failed", "error",
                          f"{turn}: endless reply, no end of turn within {len(g.token_ids)} tokens")
-
-
-class _SharedOpenings:
-    """With a shared opening, which member of a group speaks (the first one still running) and the opening
-    it said, handed to the others (a copy each); without one, every dialogue speaks for itself."""
-
-    def __init__(self, dialogues: Any, shared: bool):
-        self.leaders: dict[str, DialogueState] = {}
-        self.said: dict[str, asyncio.Future] = {}
-        if shared:
-            for d in dialogues:
-                if d.sample.status == "running":
-                    self.leaders.setdefault(d.group_id, d)
-
-    def leader(self, d: DialogueState) -> Optional[DialogueState]:
-        """The dialogue whose opening `d` adopts, or None when `d` speaks for itself."""
-        leader = self.leaders.get(d.group_id)
-        return None if leader is None or leader is d else leader
-
-    def _future(self, group_id: str) -> asyncio.Future:
-        return self.said.setdefault(group_id, asyncio.get_running_loop().create_future())
-
-    def spoke(self, d: DialogueState, opening: Optional[UserTurn]) -> None:
-        """`d` said `opening` (None: it failed)."""
-        if self.leaders.get(d.group_id) is d and not self._future(d.group_id).done():
-            self._future(d.group_id).set_result(copy.deepcopy(opening))
-
-    async def wait(self, group_id: str) -> Optional[UserTurn]:
-        return copy.deepcopy(await asyncio.shield(self._future(group_id)))
 
 
 def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pack: str = "own", **backend_kw: Any

@@ -1,4 +1,4 @@
-"""A dialogue in flight (DialogueState) and its token bookkeeping.
+"""The token bookkeeping of a dialogue in flight (trainer.rollout_state.DialogueState).
 
 A turn's prompt is built from token ids, never by re-tokenising earlier output:
 prompt[t+1] = prompt[t] + kept[t] + ids(template text between the reply and the next assistant header).
@@ -11,32 +11,10 @@ is a causal sequence of its own; `RolloutSample.rows()` gives them for log-prob 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
-
-from simulator.agent import SimulatedUser
-from simulator.profiles import Profile
 from trainer.engines.base import Generation, PolicyEngine
-from trainer.rollout_types import RolloutSample
+from trainer.rollout_state import DialogueState
 
 _PLACEHOLDER = "\x00REPLY\x00"
-
-
-@dataclass
-class DialogueState:
-    """One dialogue while it runs: its simulated user, visible messages, sample and token layout."""
-
-    key: str
-    profile: Profile
-    group_id: str
-    seed: int
-    sample: RolloutSample
-    agent: Optional[SimulatedUser] = None  # None when it could not be built (the dialogue failed)
-    dialogue_id: Optional[int] = None  # given by the recorder
-    messages: list[dict] = field(default_factory=list)  # the visible transcript so far
-    prompt_ids: list[int] = field(default_factory=list)  # the next policy turn's prompt
-    open_segment: list[int] = field(default_factory=list)  # ids of the causal segment being extended
-    last_generation: Optional[Generation] = None
 
 
 def extend_prompt(engine: PolicyEngine, d: DialogueState, mode: str, system: dict) -> None:

@@ -12,11 +12,18 @@ from trainer.engines.base import SamplingConfig
 from trainer.templates import BAD_THINK_POLICIES, MODES
 
 TRUNCATED_POLICIES = ("keep", "fail")
+SCHEDULES = ("async", "rounds")
 
 
 @dataclass
 class RolloutConfig:
     mode: str = "direct"  # think | direct
+    # "async": each dialogue's next policy turn is sampled as soon as its simulated user has answered,
+    # batched with whatever else is ready (trainer.engines.scheduler); "rounds": the turns of all active
+    # dialogues in one batch, then wait for every simulated user (the earlier loop, kept for comparison)
+    schedule: str = "async"
+    max_batch: int = 32  # async: most policy turns in one batch (chat engines: requests in flight at once)
+    gather_ms: float = 5.0  # async: how long a ready turn waits for others to join its batch
     max_turns: int = 8  # policy turns per dialogue
     max_new_tokens: Optional[int] = 256  # per policy turn (None: no cap but the dialogue's budget)
     max_tokens: Optional[int] = 4096  # per dialogue: prompt + reply (None: the model's context; API: none)
@@ -40,9 +47,13 @@ class RolloutConfig:
         errs = []
         if self.mode not in MODES:
             errs.append(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for name in ("max_turns", "max_new_tokens", "max_tokens"):
+        if self.schedule not in SCHEDULES:
+            errs.append(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if not isinstance(self.gather_ms, (int, float)) or isinstance(self.gather_ms, bool) or self.gather_ms < 0:
+            errs.append(f"gather_ms must be a number >= 0, got {self.gather_ms!r}")
+        for name in ("max_turns", "max_batch", "max_new_tokens", "max_tokens"):
             v = getattr(self, name)
-            if (v is not None or name == "max_turns") and (not isinstance(v, int) or v < 1):
+            if (v is not None or name in ("max_turns", "max_batch")) and (not isinstance(v, int) or v < 1):
                 errs.append(f"{name} must be a positive integer, got {v!r}")
         if self.bad_think not in BAD_THINK_POLICIES:
             errs.append(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {self.bad_think!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Optional
 from urllib.parse import urlparse
 
@@ -35,20 +36,28 @@ class OpenAIEngine(PolicyEngine):
         host = urlparse(self.base_url).netloc if self.base_url else "api.openai.com"
         self.model_ref = f"openai:{model}@{host}"
 
-    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
         raise NotImplementedError("the openai engine has no token access; call generate() with chat histories")
 
     def encode_chat(self, messages: list[dict]) -> list[int]:
         return []
 
-    def generate(self, prompts: list[list[dict]], params: SamplingConfig) -> list[Generation]:
+    def generate(self, prompts: list[list[dict]], params: SamplingConfig,
+                 seeds: Optional[list[int]] = None) -> list[Generation]:
+        """One request per prompt, concurrently; `seeds` (one per prompt) go out as each request's seed."""
         params.validate()
         for p in prompts:
             check_messages(p)
         if not prompts:
             return []
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"seeds: {len(seeds)} seeds for {len(prompts)} prompts")
+        each = [params if seeds is None else replace(params, seed=s) for s in (seeds or [None] * len(prompts))]
+        if len(prompts) == 1:  # no pool for a single request (the async rollout sends them one by one)
+            return [self._one(prompts[0], each[0])]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
-            return list(pool.map(lambda p: self._one(p, params), prompts))
+            return list(pool.map(self._one, prompts, each))
 
     def _one(self, messages: list[dict], params: SamplingConfig) -> Generation:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": params.temperature,
