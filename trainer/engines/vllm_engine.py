@@ -5,6 +5,9 @@ processes, so scripts that create this engine must guard their entry point with
 `if __name__ == "__main__":`. On CPU the KV cache size comes from VLLM_CPU_KVCACHE_SPACE (GiB); we
 default it to 2 when unset so a laptop is not asked for the vLLM default. The engine core runs
 in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0 unless set), so `load_weights` hands tensors over directly.
+The rollout's async schedule feeds it through the gathering scheduler (trainer.engines.scheduler), not
+vLLM's AsyncLLM (which would be a second engine with a second copy of the weights); per-request seeds keep
+each reply independent of its batch.
 """
 from __future__ import annotations
 
