@@ -70,7 +70,6 @@ class BatchScheduler:
                  gather_s: float = 0.005):
         self.engine, self.temperature, self.top_p = engine, temperature, top_p
         self.max_batch, self.gather_s = max_batch, gather_s
-        self.batch_sizes: list[int] = []  # every batch sent, in order
         self._waiting: list[tuple[PolicyRequest, asyncio.Future, float]] = []
         self._arrived = asyncio.Event()
         self._closing = False
@@ -114,7 +113,6 @@ class BatchScheduler:
             self._waiting = self._waiting[self.max_batch:]
             if not batch:
                 continue
-            self.batch_sizes.append(len(batch))
             try:
                 results = await asyncio.to_thread(sample_batch, self.engine, [r for r, _, _ in batch],
                                                   self.temperature, self.top_p)
