@@ -83,3 +83,16 @@ def test_async_and_rounds_sample_the_same_dialogues(policy):
         assert a.old_logprobs == pytest.approx(r.old_logprobs, abs=1e-4)
         assert a.messages == r.messages and a.emotions == r.emotions
         assert_exact_tokens(policy, a)
+
+
+@pytest.mark.parametrize("schedule", ["async", "rounds"])
+def test_a_failing_policy_batch_fails_its_dialogues_with_the_reason(tiny_model_dir, schedule):
+    class Broken(RecordingEngine):
+        def generate_ids(self, prompt_ids, params, seeds=None):
+            raise RuntimeError("out of memory")
+
+    samples = RolloutEngine(Broken(tiny_model_dir), SlowAndFastFactory({"ann": (3, 0.0), "bob": (3, 0.05)}),
+                            config=RolloutConfig(max_new_tokens=4, schedule=schedule)).run(
+        [profile("ann"), profile("bob")])
+    assert [(s.status, s.n_turns) for s in samples] == [("failed", 0), ("failed", 0)]
+    assert all(s.error == "policy generation failed: RuntimeError: out of memory" for s in samples)
