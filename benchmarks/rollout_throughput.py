@@ -108,11 +108,12 @@ def critical_path(samples: list, events: list, batch_s: dict) -> tuple[float, fl
 def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_sample: int, tiny_dir: Path) -> dict:
     from simulator.builtin_personas import BUILTIN_PROFILES
     from simulator.rules import EmotionRules
-    from trainer.engines import make_engine
+    from trainer.engines import SamplingConfig, make_engine
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
     from trainer.tiny_model import build_tiny_model
 
     policy = make_engine(str(build_tiny_model(tiny_dir)))
+    policy.generate([[{"role": "user", "content": "hi"}]], SamplingConfig(max_new_tokens=2), seeds=[0])  # warm-up
     profiles = [p for p in BUILTIN_PROFILES if p.language == "en" and p.first_line][:8]
     group = max(1, n_dialogues // len(profiles))
     # Every dialogue runs the full number of turns: no success/failure/goodbye end.
@@ -125,7 +126,8 @@ def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_samp
                                          concurrency=max(32, 2 * n_dialogues))
         stats = _timed(policy)
         for schedule in ("async", "rounds"):
-            config = RolloutConfig(max_turns=turns, max_new_tokens=8, seed=0, schedule=schedule,
+            # an empty reply of the random tiny policy is judged like any other, so every dialogue runs T turns
+            config = RolloutConfig(max_turns=turns, max_new_tokens=8, seed=0, schedule=schedule, empty_reply="judge",
                                    max_batch=max(32, n_dialogues))
             events: list = []
             stats.update(seconds=0.0, calls=0, batch_s={})

@@ -1,8 +1,9 @@
 """Policy turns sampled as they become ready (the rollout's "async" schedule), and the one-call batch that
 both schedules use.
 
-- `BatchScheduler` (engines with token ids: transformers, vLLM): a request waits up to `gather_s` after
-  the oldest waiting one for others to join it, or until `max_batch` wait, then they go to the engine as
+- `BatchScheduler` (engines with token ids: transformers, vLLM): ready requests wait until none has
+  arrived for `gather_s` (a burst of answers is processed one after another, a few ms each), at most
+  `GATHER_CAP` x `gather_s` after the oldest, or until `max_batch` wait; then they go to the engine as
   one batch. One batch runs at a time (one model); requests that arrive meanwhile form the next one.
   vLLM goes through this same scheduler, not vLLM's AsyncLLM: the lab's vLLM engine is the in-process
   `vllm.LLM` whose weights training pushes in place, and a second, async engine would hold a second copy.
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from trainer.engines.base import Generation, PolicyEngine, SamplingConfig
+
+GATHER_CAP = 10  # the oldest waiting request goes out at most this many gather windows after it arrived
 
 
 @dataclass
@@ -101,7 +104,8 @@ class BatchScheduler:
                 await self._arrived.wait()
                 continue
             while not self._closing and len(self._waiting) < self.max_batch:
-                left = self._waiting[0][2] + self.gather_s - loop.time()
+                oldest, newest = self._waiting[0][2], self._waiting[-1][2]
+                left = min(newest + self.gather_s, oldest + GATHER_CAP * self.gather_s) - loop.time()
                 if left <= 0:
                     break
                 self._arrived.clear()
