@@ -24,13 +24,11 @@ class DialogueRecorder:
         self.store = store
 
     def dialogue_started(self, start: "DialogueStart") -> int:
-        from simulator.fingerprint import fingerprint_hash
-
-        cfg, fp = start.config, start.simulator_fingerprint
+        cfg = start.config
         return dialogues.start_dialogue(
             self.store, persona_id=start.profile.id, persona_snapshot=start.profile.to_dict(), source=cfg.source,
-            policy_ref=start.policy_ref, mode=cfg.mode, simulator_fingerprint=fp,
-            fingerprint_hash=fingerprint_hash(fp) if fp else "", job_id=cfg.job_id, step=cfg.step,
+            policy_ref=start.policy_ref, mode=cfg.mode, simulator_fingerprint=start.simulator_fingerprint,
+            fingerprint_hash=start.fingerprint_hash, job_id=cfg.job_id, step=cfg.step,
             eval_run_id=cfg.eval_run_id, group_id=start.group_id, seed=start.seed,
             config={"rollout": asdict(cfg), "policy": start.policy})
 

@@ -32,6 +32,7 @@ from dataclasses import asdict
 from typing import Any, Awaitable, Iterator, Optional
 
 from simulator.agent import SimulatorFactory, UserTurn
+from simulator.fingerprint import fingerprint_hash
 from simulator.profiles import Profile
 from trainer.engines.base import Generation, PolicyEngine
 from trainer.engines.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
@@ -214,7 +215,8 @@ class RolloutEngine:
             sample.error = f"simulator could not be created: {type(exc).__name__}: {exc}"
         if self.recorder is not None:
             d.dialogue_id = self.recorder.dialogue_started(DialogueStart(
-                key, profile, group_id, seed, fp, self.engine.model_ref, self.engine.describe(), cfg))
+                key, profile, group_id, seed, fp, fingerprint_hash(fp) if fp else "", self.engine.model_ref,
+                self.engine.describe(), cfg))
             sample.dialogue_id = d.dialogue_id
         self._emit("started", d)
         if sample.status == "failed":
