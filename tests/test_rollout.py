@@ -241,7 +241,11 @@ def test_events_stream_and_stop_cancels_cleanly(policy, engine, schedule):
     for s in samples:
         assert load_dialogue(engine, s.dialogue_id)["status"] == "cancelled"
     kinds = [e.kind for e in events]
-    assert kinds[:2] == ["started", "started"] and kinds[-2:] == ["finished", "finished"]
+    assert kinds[:2] == ["started", "started"] and kinds[-1] == "finished"
+    for s in samples:  # each dialogue's last event is its end (async: one may end before the other's last turn)
+        assert [e.kind for e in events if e.key == s.key][-1] == "finished"
+    if schedule == "rounds":
+        assert kinds[-2:] == ["finished", "finished"]
     turns = [e for e in events if e.kind == "turn" and e.key == samples[0].key]
     assert [t.turn["index"] for t in turns] == list(range(len(turns)))
     assert turns[0].turn["role"] == "user" and turns[0].turn["emotion"] == 30.0
