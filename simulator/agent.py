@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from simulator.backends.base import BackendError, Completion
 from simulator.fingerprint import fingerprint_hash
@@ -42,6 +42,27 @@ class UserTurn:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class SimulatedUser(Protocol):
+    """The simulated user of one dialogue, as the rollout engine drives it (SentientAgent is the lab's).
+
+    Optional extras the rollout uses when present: `rules` (an EmotionRules; `rules.judges(n)` says whether
+    the n-th reply gets a reaction) and `adopt_opening(other)` (continue from a group leader's opening)."""
+
+    async def opening(self) -> UserTurn:
+        """The first user message (no emotion step)."""
+
+    async def respond(self, dialogue: list[dict], reply: str) -> UserTurn:
+        """React to the policy's `reply` (think block removed); `dialogue` is the visible history before it.
+        Failures come back as a UserTurn with outcome "error"; an exception fails only this dialogue."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What produces this user's turns (backend, model, prompts, rules): stored with the dialogue."""
+
+
+# Builds a dialogue's simulated user from its profile and seed.
+SimulatorFactory = Callable[[Profile, int], SimulatedUser]
 
 
 class SentientAgent:

@@ -1,6 +1,6 @@
 """Writing dialogues and turns as they happen: one short transaction per call.
 
-Shared by the rollout engine, the benchmark runner, the terminal chat and transcript import, so a
+Shared by the rollout (through storage.recorder), the benchmark runner, the terminal chat and transcript import, so a
 dialogue looks the same in the store wherever it came from.
 """
 from __future__ import annotations
@@ -17,38 +17,38 @@ _DIALOGUE_FIELDS = {c for c in Dialogue.__table__.columns.keys() if c not in ("i
 _TURN_FIELDS = {c for c in Turn.__table__.columns.keys() if c not in ("id", "dialogue_id", "created_at")}
 
 
-def start_dialogue(engine: Engine, **fields: Any) -> int:
+def start_dialogue(store: Engine, **fields: Any) -> int:
     """Create a running dialogue and return its id. Unknown field names raise TypeError."""
     unknown = set(fields) - _DIALOGUE_FIELDS
     if unknown:
         raise TypeError(f"unknown dialogue field(s): {', '.join(sorted(unknown))}")
     fields.setdefault("code_version", code_version())
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         d = Dialogue(**fields)
         s.add(d)
         s.flush()
         return d.id
 
 
-def add_turn(engine: Engine, dialogue_id: int, index: int, role: str, text: str, **fields: Any) -> int:
+def add_turn(store: Engine, dialogue_id: int, index: int, role: str, text: str, **fields: Any) -> int:
     """Append one turn (index is the message position, 0-based) and return its id."""
     unknown = set(fields) - _TURN_FIELDS
     if unknown:
         raise TypeError(f"unknown turn field(s): {', '.join(sorted(unknown))}")
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         t = Turn(dialogue_id=dialogue_id, index=index, role=role, text=text, **fields)
         s.add(t)
         s.flush()
         return t.id
 
 
-def finish_dialogue(engine: Engine, dialogue_id: int, status: str, final_emotion: Optional[float],
+def finish_dialogue(store: Engine, dialogue_id: int, status: str, final_emotion: Optional[float],
                     outcome: str = "", error: str = "", **fields: Any) -> None:
     """Mark a dialogue finished / failed / cancelled with its final emotion, outcome and reason."""
     unknown = set(fields) - _DIALOGUE_FIELDS
     if unknown:
         raise TypeError(f"unknown dialogue field(s): {', '.join(sorted(unknown))}")
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         d = s.get(Dialogue, dialogue_id)
         if d is None:
             raise KeyError(f"dialogue {dialogue_id} does not exist")
@@ -60,9 +60,9 @@ def finish_dialogue(engine: Engine, dialogue_id: int, status: str, final_emotion
             setattr(d, k, v)
 
 
-def load_dialogue(engine: Engine, dialogue_id: int) -> Optional[dict[str, Any]]:
+def load_dialogue(store: Engine, dialogue_id: int) -> Optional[dict[str, Any]]:
     """A dialogue with its turns as plain dicts (for views and exports), or None."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         d = s.get(Dialogue, dialogue_id)
         if d is None:
             return None

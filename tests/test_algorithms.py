@@ -28,6 +28,22 @@ def test_shaped_reward_defaults_to_paper_reward_and_shapes_when_asked():
     assert A.shaped_reward(60, n_reply_tokens=120, length_penalty=1.0, length_target=100) == pytest.approx(0.4)
 
 
+def test_rlver_reward_is_the_paper_reward_unless_configured():
+    from trainer.rollout_types import RolloutSample
+
+    s = RolloutSample(key="k", dialogue_id=None, profile_id="p", group_id="g", emotions=[30, 45, 60],
+                      final_emotion=60, turn_spans=[(3, 63), (70, 130)])
+    assert A.rlver_reward(s) == pytest.approx(0.6)
+    s.format_ok = False  # a turn broke the think format: penalised only when a penalty is configured
+    assert A.rlver_reward(s) == pytest.approx(0.6)
+    assert A.rlver_reward(s, A.RewardConfig(bad_think_penalty=0.1)) == pytest.approx(0.5)
+    # shaping: +0.5 * (60 - 30) / 100 and 1.0 * (120 reply tokens - 100) / 100 off
+    shaped = A.RewardConfig(turn_delta_coef=0.5, length_penalty=1.0, length_target=100)
+    assert A.rlver_reward(s, shaped) == pytest.approx(0.6 + 0.15 - 0.2)
+    # no emotion at all (e.g. a failed opening) scores 0
+    assert A.rlver_reward(RolloutSample(key="k", dialogue_id=None, profile_id="p", group_id="g")) == 0.0
+
+
 def test_grpo_advantages_hand_computed():
     scores = torch.tensor([1.0, 0.0, 0.5, 0.5, 0.2, 0.4])
     adv = A.grpo_advantages(scores, ["a", "a", "a", "a", "b", "b"], eps=1e-6)

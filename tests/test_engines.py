@@ -61,6 +61,28 @@ def test_seed_reproducible_and_stop_ids_end_the_reply(hf, tiny_model_dir):
     assert g.token_ids == ref.token_ids[:k + 1] and g.finish_reason == "stop"  # the stop id is kept
 
 
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_per_prompt_seeds_make_a_reply_independent_of_its_batch(hf, top_p):
+    """With one seed per prompt a row samples the same ids alone or beside others; the log-probs follow the
+    convention of base.py (softmax(logits / T) over the top-p nucleus), and other seeds sample otherwise."""
+    ids = [hf.encode_chat(c) for c in CHATS]
+    params = SamplingConfig(temperature=0.8, top_p=top_p, max_new_tokens=8)
+    batch = hf.generate_ids(ids, params, seeds=[11, 12, 13])
+    for row, seed in enumerate((11, 12, 13)):
+        [alone] = hf.generate_ids(ids[row:row + 1], params, seeds=[seed])
+        assert alone.token_ids == batch[row].token_ids
+        assert alone.logprobs == pytest.approx(batch[row].logprobs, abs=1e-4)
+    assert [g.token_ids for g in hf.generate_ids(ids, params, seeds=[21, 22, 23])] != [g.token_ids for g in batch]
+    for g in batch:
+        expected = _recompute(hf, g.prompt_ids, g.token_ids, 0.8)
+        if top_p == 1.0:
+            assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+        else:  # renormalised over the nucleus: at least the full distribution's log-prob
+            assert all(lp >= e - 1e-4 for lp, e in zip(g.logprobs, expected.tolist()))
+    with pytest.raises(ValueError, match="seeds: 2 seeds for 3 prompts"):
+        hf.generate_ids(ids, params, seeds=[1, 2])
+
+
 def test_bad_inputs_are_named(hf, tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         make_engine(str(tmp_path / "missing"))

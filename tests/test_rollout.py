@@ -3,34 +3,24 @@ think stripping, the store, events, Stop, and bad input."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import torch
 
+from simulator.agent import UserTurn
 from simulator.profiles import Profile
 from storage.dialogues import load_dialogue
+from storage.recorder import DialogueRecorder
+from trainer.algorithms import rlver_reward
 from trainer.engines.base import Generation
 from trainer.engines.hf_engine import HFEngine
 from trainer.rollout import RolloutConfig, RolloutEngine
 
 
-@dataclass
-class UserTurn:  # the simulator.agent.UserTurn protocol
-    text: str
-    emotion: float
-    delta: float = 0.0
-    inner: dict = field(default_factory=dict)
-    done: bool = False
-    outcome: str = ""
-    error: str = ""
-    latency_s: float = 0.0
-    n_tokens: int = 0
-
-
 class ScriptedAgent:
-    """A simulated user following the SentientAgent protocol: +5 per reply, leaves after `ends_after`
+    """A simulated user (simulator.agent.SimulatedUser): +5 per reply, leaves after `ends_after`
     replies, raises on reply `fail_at`. It keeps every reply it receives so routing can be checked."""
 
     def __init__(self, profile: Profile, seed: int, ends_after: int = 3, fail_at: int = 0, delay: float = 0.01):
@@ -80,9 +70,9 @@ class RecordingEngine(HFEngine):
         super().__init__(*a, **kw)
         self.batches: list[int] = []
 
-    def generate_ids(self, prompt_ids, params):
+    def generate_ids(self, prompt_ids, params, seeds=None):
         self.batches.append(len(prompt_ids))
-        return super().generate_ids(prompt_ids, params)
+        return super().generate_ids(prompt_ids, params, seeds)
 
 
 class ScriptedPolicy(HFEngine):
@@ -92,7 +82,7 @@ class ScriptedPolicy(HFEngine):
         super().__init__(path)
         self.script, self.calls = script, 0
 
-    def generate_ids(self, prompt_ids, params):
+    def generate_ids(self, prompt_ids, params, seeds=None):
         out = []
         for ids in prompt_ids:
             self.calls += 1
@@ -118,8 +108,8 @@ def recompute(engine: HFEngine, ids: list[int]) -> torch.Tensor:
 def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, engine):
     policy.batches.clear()
     factory = Factory({"ann": 1, "bob": 2, "cat": 3})
-    rollout = RolloutEngine(policy, factory, store=engine,
-                            config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1))
+    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1, schedule="rounds"))
     samples = rollout.run([profile("ann"), profile("bob"), profile("cat")], group_size=2)
     assert policy.batches == [6, 4, 2]  # every round: all active dialogues in one batch
     assert [s.profile_id for s in samples] == ["ann", "ann", "bob", "bob", "cat", "cat"]
@@ -133,7 +123,7 @@ def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, eng
         assert agent.profile.id == s.profile_id
         assert agent.histories[-1] == s.messages[:-2]  # visible history before the reply
         assert s.emotions == [30.0 + 5 * i for i in range(s.n_turns + 1)]
-        assert s.final_emotion == s.emotions[-1] and s.reward == pytest.approx(s.final_emotion / 100)
+        assert s.final_emotion == s.emotions[-1] and rlver_reward(s) == pytest.approx(s.final_emotion / 100)
         stored = load_dialogue(engine, s.dialogue_id)
         assert stored["status"] == "finished" and stored["n_turns"] == s.n_turns
         assert stored["group_id"] == s.group_id and stored["mode"] == "direct"
@@ -192,19 +182,19 @@ def test_think_mode_strips_earlier_thoughts_with_exact_segments(tiny_model_dir):
 
 def test_bad_think_fail_policy_and_empty_reply(tiny_model_dir, engine):
     pol = ScriptedPolicy(tiny_model_dir, lambda n: "just words")
-    rollout = RolloutEngine(pol, Factory({"ann": 3}), store=engine,
+    rollout = RolloutEngine(pol, Factory({"ann": 3}), recorder=DialogueRecorder(engine),
                             config=RolloutConfig(mode="think", bad_think="fail"))
     [s] = rollout.run([profile("ann")])
     assert s.status == "failed" and s.outcome == "error" and "policy turn 1" in s.error and "<think>" in s.error
     assert load_dialogue(engine, s.dialogue_id)["error"] == s.error
     empty = ScriptedPolicy(tiny_model_dir, lambda n: "   ")
-    [s] = RolloutEngine(empty, Factory({"ann": 3}), store=engine).run([profile("ann")])
+    [s] = RolloutEngine(empty, Factory({"ann": 3}), recorder=DialogueRecorder(engine)).run([profile("ann")])
     assert s.status == "failed" and "empty reply" in s.error
     assert load_dialogue(engine, s.dialogue_id)["status"] == "failed"
 
 
 def test_endless_reply_and_token_budget(policy, engine):
-    rollout = RolloutEngine(policy, Factory({"ann": 5}), store=engine,
+    rollout = RolloutEngine(policy, Factory({"ann": 5}), recorder=DialogueRecorder(engine),
                             config=RolloutConfig(max_new_tokens=3, truncated="fail"))
     [s] = rollout.run([profile("ann")])
     if s.status == "failed":  # the random model may still sample the end-of-turn id within 3 tokens
@@ -218,7 +208,8 @@ def test_endless_reply_and_token_budget(policy, engine):
 
 def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, engine):
     factory = Factory({"ann": 3, "bob": 3}, fail={"bob": 2})
-    samples = RolloutEngine(policy, factory, store=engine, config=RolloutConfig(max_new_tokens=4)).run(
+    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=4)).run(
         [profile("ann"), profile("bob")])
     ann, bob = samples
     assert ann.status == "finished" and ann.n_turns == 3
@@ -228,10 +219,11 @@ def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, engine)
     assert stored["status"] == "failed" and "simulator service went away" in stored["error"]
 
 
-def test_events_stream_and_stop_cancels_cleanly(policy, engine):
+@pytest.mark.parametrize("schedule", ["rounds", "async"])
+def test_events_stream_and_stop_cancels_cleanly(policy, engine, schedule):
     events = []
-    rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), store=engine,
-                            config=RolloutConfig(max_new_tokens=4, max_turns=10))
+    rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=4, max_turns=10, schedule=schedule))
 
     def on_event(ev):
         events.append(ev)
@@ -242,11 +234,18 @@ def test_events_stream_and_stop_cancels_cleanly(policy, engine):
     rollout.on_event = on_event
     samples = rollout.run([profile("ann"), profile("bob")])
     assert all(s.status == "cancelled" and s.outcome == "cancelled" for s in samples)
-    assert all(s.n_turns == 2 for s in samples)
+    # rounds: both replies of the round are kept; async: a reply sampled in a later batch than the one that
+    # triggered Stop is cut and not kept
+    assert [s.n_turns for s in samples] == [2, 2] if schedule == "rounds" else \
+        max(s.n_turns for s in samples) == 2 and min(s.n_turns for s in samples) >= 1
     for s in samples:
         assert load_dialogue(engine, s.dialogue_id)["status"] == "cancelled"
     kinds = [e.kind for e in events]
-    assert kinds[:2] == ["started", "started"] and kinds[-2:] == ["finished", "finished"]
+    assert kinds[:2] == ["started", "started"] and kinds[-1] == "finished"
+    for s in samples:  # each dialogue's last event is its end (async: one may end before the other's last turn)
+        assert [e.kind for e in events if e.key == s.key][-1] == "finished"
+    if schedule == "rounds":
+        assert kinds[-2:] == ["finished", "finished"]
     turns = [e for e in events if e.kind == "turn" and e.key == samples[0].key]
     assert [t.turn["index"] for t in turns] == list(range(len(turns)))
     assert turns[0].turn["role"] == "user" and turns[0].turn["emotion"] == 30.0
@@ -257,6 +256,12 @@ def test_bad_config_and_profiles_are_named(policy):
         RolloutConfig(mode="chatty").validate()
     with pytest.raises(ValueError, match="max_turns"):
         RolloutConfig(max_turns=0).validate()
+    with pytest.raises(ValueError, match="schedule must be one of async, rounds, got 'eager'"):
+        RolloutConfig(schedule="eager").validate()
+    with pytest.raises(ValueError, match="max_batch must be a positive integer"):
+        RolloutConfig(max_batch=0).validate()
+    with pytest.raises(ValueError, match="gather_ms must be a number >= 0"):
+        RolloutConfig(gather_ms=-1).validate()
     rollout = RolloutEngine(policy, Factory({}))
     with pytest.raises(ValueError, match="no profiles"):
         rollout.run([])
@@ -273,7 +278,8 @@ def test_real_offline_simulator(policy, engine):
 
     factory = make_simulator_factory("offline", rules="training")
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
-    samples = RolloutEngine(policy, factory, store=engine, config=RolloutConfig(max_new_tokens=8, max_turns=3)
+    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=8, max_turns=3)
                             ).run([prof], group_size=2)
     for s in samples:
         assert s.status == "finished" and s.outcome in ("success", "failure", "goodbye", "max_turns"), s.error
@@ -299,13 +305,13 @@ def test_only_the_reply_at_the_rules_cap_goes_unjudged(policy):
 
 
 def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):
-    rollout = RolloutEngine(policy, Factory({"ann": 2, "bob": 2}), store=engine,
+    rollout = RolloutEngine(policy, Factory({"ann": 2, "bob": 2}), recorder=DialogueRecorder(engine),
                             config=RolloutConfig(max_new_tokens=4))
     events = list(rollout.stream([profile("ann"), profile("bob")]))
     assert [e.kind for e in events].count("finished") == 2 and events[-1].kind == "finished"
     assert sum(1 for e in events if e.kind == "turn" and e.turn["role"] == "assistant") == 4
     assert all(e.sample.status == "finished" for e in events if e.kind == "finished")
-    stopper = RolloutEngine(policy, Factory({"ann": 50}), store=engine,
+    stopper = RolloutEngine(policy, Factory({"ann": 50}), recorder=DialogueRecorder(engine),
                             config=RolloutConfig(max_new_tokens=4, max_turns=50))
     gen = stopper.stream([profile("ann")])
     first = next(gen)
@@ -325,7 +331,8 @@ def test_api_policy_and_api_simulator_over_http(engine):
         pol = make_engine("openai:scripted", base_url=server.base_url, api_key="unused")
         factory = make_simulator_factory("openai:scripted", rules="standard", base_url=server.base_url,
                                          api_key="unused", max_retries=0)
-        samples = RolloutEngine(pol, factory, store=engine, config=RolloutConfig(mode="think", max_turns=3)).run(
+        samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(engine),
+                                config=RolloutConfig(mode="think", max_turns=3)).run(
             [profile("ann", first_line="My manager took credit for my work.")], group_size=2)
     finally:
         server.stop()
@@ -357,14 +364,15 @@ def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
 
 def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
     class StopMidway(HFEngine):
-        def generate_ids(self, prompt_ids, params):
+        def generate_ids(self, prompt_ids, params, seeds=None):
             self.stop_event.set()  # Stop pressed while the batch is being generated
-            out = super().generate_ids(prompt_ids, params)
+            out = super().generate_ids(prompt_ids, params, seeds)
             self.lengths = [len(g.token_ids) for g in out]
             return out
 
     pol = StopMidway(tiny_model_dir)
-    rollout = RolloutEngine(pol, Factory({"ann": 5}), store=engine, config=RolloutConfig(max_new_tokens=200))
+    rollout = RolloutEngine(pol, Factory({"ann": 5}), recorder=DialogueRecorder(engine),
+                            config=RolloutConfig(max_new_tokens=200))
     [s] = rollout.run([profile("ann")])
     assert max(pol.lengths) == 1  # generation stopped after one step instead of 200
     assert s.status == "cancelled" and s.n_turns == 0
@@ -387,7 +395,8 @@ class OpeningAgent(ScriptedAgent):
 @pytest.mark.parametrize("shared", [True, False])
 def test_shared_opening_gives_a_group_one_generated_first_message(policy, engine, shared):
     OpeningAgent.calls = 0
-    rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1), store=engine,
+    rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1),
+                            recorder=DialogueRecorder(engine),
                             config=RolloutConfig(max_new_tokens=4, shared_opening=shared))
     samples = rollout.run([profile("ann"), profile("bob")], group_size=3)
     assert all(s.status == "finished" for s in samples)

@@ -124,13 +124,13 @@ def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path):
     from trainer.rollout_types import RolloutSample
     from trainer.tracking import make_tracking
 
-    sample = RolloutSample(key="k", dialogue_id=1, profile_id="maya", group_id="g", final_emotion=55.0, reward=0.55,
+    sample = RolloutSample(key="k", dialogue_id=1, profile_id="maya", group_id="g", final_emotion=55.0,
                            emotions=[40.0, 55.0], outcome="max_turns", status="finished",
                            messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
                                      {"role": "user", "content": "ok"}])
     first = make_tracking(["tensorboard"], tmp_path, "run", {})
     for step in (1, 2, 3):
-        first.log_step(step, {"reward_mean": float(step)}, [sample])
+        first.log_step(step, {"reward_mean": float(step)}, [sample], [0.55])
     first.close()
     resumed = make_tracking(["tensorboard"], tmp_path, "run", {}, start_step=1)
     for step in (2, 3):

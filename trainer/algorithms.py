@@ -4,8 +4,8 @@ Shapes: B dialogues, T token positions. `mask` is 1 on the policy's own (sampled
 prompt, the simulated user's turns and padding: only those tokens carry advantages and losses.
 
 Reward (RLVER, arXiv 2507.03112): one scalar per dialogue, r = max(final_emotion / 100, 0), placed on
-the last policy token of the dialogue. Shaping terms (`shaped_reward`) are deviations from the paper and
-are off by default.
+the last policy token of the dialogue. `rlver_reward(sample, config)` is the one place it is computed; the
+format penalty and the shaping terms of `RewardConfig` are deviations from the paper and are off by default.
 
 Estimators:
 - GAE (PPO, Schulman et al. 2016) over the policy's tokens only; the paper uses gamma = lambda = 1, so
@@ -19,10 +19,14 @@ data-parallel ranks when training is distributed), so 1 rank and N ranks give th
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from trainer.rollout_types import RolloutSample
 
 # --------------------------------------------------------------------------------------------- rewards
 
@@ -49,6 +53,25 @@ def shaped_reward(final_emotion: Optional[float], emotions: Sequence[float] = ()
     if length_penalty and n_reply_tokens > length_target:
         r -= length_penalty * (n_reply_tokens - length_target) / 100.0
     return r
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The reward's settings beyond the paper's; the defaults give the paper's reward exactly."""
+
+    bad_think_penalty: float = 0.0  # subtracted when a policy turn had no well-formed <think> block
+    turn_delta_coef: float = 0.0  # see shaped_reward
+    length_penalty: float = 0.0  # see shaped_reward
+    length_target: int = 0  # see shaped_reward
+
+
+def rlver_reward(sample: "RolloutSample", config: RewardConfig = RewardConfig()) -> float:
+    """A finished dialogue's scalar reward: max(final emotion / 100, 0), minus `bad_think_penalty` when a
+    turn broke the think format (`sample.format_ok` False), plus the configured shaping."""
+    n_reply_tokens = sum(b - a for a, b in sample.turn_spans)
+    reward = shaped_reward(sample.final_emotion, sample.emotions, n_reply_tokens, config.turn_delta_coef,
+                           config.length_penalty, config.length_target)
+    return reward if sample.format_ok else reward - config.bad_think_penalty
 
 
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:

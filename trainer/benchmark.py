@@ -274,6 +274,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
 
     `job` is a trainer.jobs.JobContext when running as a background job: progress goes to it and its
     Cancel stops the dialogues in flight (they are marked cancelled and played again on resume)."""
+    from storage.recorder import DialogueRecorder
     from trainer.rollout import RolloutConfig, RolloutEngine
 
     if eval_run_id is not None:
@@ -316,7 +317,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
             job.progress(n_done, total)
 
     rules = protocol_rules()
-    rollout = RolloutEngine(policy, factory, store=engine, on_event=on_event, config=RolloutConfig(
+    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine), on_event=on_event, config=RolloutConfig(
         mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens or None,
         max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
         seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",

@@ -82,8 +82,11 @@ def _rows(sample: Any) -> list[tuple[list[int], list[int], list[float]]]:
     return [(ids, mask, lps)]
 
 
-def make_batch(samples: Sequence[Any], pad_token_id: int) -> Batch:
-    """Pad samples (RolloutSample, or dicts with input_ids, action_mask, reward, group_id) into rows."""
+def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequence[float]] = None) -> Batch:
+    """Pad samples (RolloutSample, or dicts with input_ids, action_mask, group_id) into rows. `rewards`: one
+    per sample (trainer.algorithms.rlver_reward); without it each sample's own "reward" field."""
+    if rewards is not None and len(rewards) != len(samples):
+        raise ValueError(f"rewards: {len(rewards)} values for {len(samples)} samples")
     rows, scores, groups, index = [], [], [], []
     for i, s in enumerate(samples):
         for ids, mask, lps in _rows(s):
@@ -91,7 +94,7 @@ def make_batch(samples: Sequence[Any], pad_token_id: int) -> Batch:
                 raise ValueError(f"sample {i}: input_ids ({len(ids)}) and action_mask ({len(mask)}) differ in length")
             if len(ids) >= 2 and any(mask):
                 rows.append((ids, mask, lps if len(lps) == len(ids) else [0.0] * len(ids)))
-                scores.append(float(_field(s, "reward")))
+                scores.append(float(_field(s, "reward") if rewards is None else rewards[i]))
                 groups.append(_field(s, "group_id"))
                 index.append(i)
     if not rows:  # nothing sampled on this rank (e.g. every dialogue failed at the opening): a dummy row

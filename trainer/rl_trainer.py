@@ -2,7 +2,7 @@
 
     for step in 1..steps:
         dialogues = rollout(this step's profiles x group_size)     policy vs the simulated user (rollout.py)
-        reward    = max(final emotion / 100, 0)                    (+ labelled shaping, off by default)
+        reward    = rlver_reward(dialogue)                         max(final emotion / 100, 0) (+ shaping, off)
         update    = Learner.update(batch)                          advantages + clipped minibatch updates
         metrics   -> the job (store) and stdout
         every save_every steps: an atomic checkpoint (HF folders + optimizer / scheduler / RNG state)
@@ -96,6 +96,7 @@ class RLTrainer:
         self.rollout = self._make_rollout()
         self.last_metrics: dict[str, float] = {}
         self.last_samples: list = []  # this rank's dialogues of the last step
+        self.last_rewards: list[float] = []  # and their rewards
         self.tracking = Tracking([])  # set by train(): TensorBoard and the report_to trackers
 
     # ----------------------------------------------------------------------------------------- set-up
@@ -123,6 +124,7 @@ class RLTrainer:
         return engine
 
     def _make_rollout(self) -> Any:
+        from storage.recorder import DialogueRecorder
         from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
 
         c = self.config
@@ -136,8 +138,8 @@ class RLTrainer:
                                     max_tokens=c.max_dialogue_tokens, temperature=c.temperature, top_p=c.top_p,
                                     seed=c.seed, source="train", shared_opening=c.shared_opening,
                                     job_id=getattr(self.job, "job_id", None))
-        return RolloutEngine(self.policy_engine, factory, store=self.store if c.store_dialogues else None,
-                             config=rollout_cfg)
+        recorder = DialogueRecorder(self.store) if c.store_dialogues and self.store is not None else None
+        return RolloutEngine(self.policy_engine, factory, config=rollout_cfg, recorder=recorder)
 
     def _forget_steps_after(self, step: int) -> None:
         """Metrics and dialogues a killed run wrote after its last checkpoint belong to a lost timeline:
@@ -179,25 +181,24 @@ class RLTrainer:
         flag = bool(self.job is not None and self.job.cancelled)
         return bool(broadcast_object(flag)) if self.world_size > 1 else flag
 
-    def _reward(self, sample: Any) -> float:
-        """The paper's reward max(final / 100, 0), with the configured shaping (deviations, off by default)
-        and the rollout's penalty for a malformed think block (0 unless configured)."""
+    def reward_config(self) -> A.RewardConfig:
+        """The reward's settings: the paper's reward unless shaping is configured (deviations)."""
         c = self.config
-        penalty = A.emotion_reward(sample.final_emotion) - sample.reward
-        n_tokens = sum(b - a for a, b in sample.turn_spans)
-        return A.shaped_reward(sample.final_emotion, sample.emotions, n_tokens, c.reward_turn_delta_coef,
-                               c.reward_length_penalty, c.reward_length_target) - penalty
+        return A.RewardConfig(turn_delta_coef=c.reward_turn_delta_coef, length_penalty=c.reward_length_penalty,
+                              length_target=c.reward_length_target)
 
     def train_step(self, step: int) -> dict[str, float]:
         """One rollout + update; returns the step's metrics (the same on every rank)."""
         t0 = time.monotonic()
         samples = self._rollout(step)
         t_rollout = time.monotonic() - t0
-        for s in samples:
-            s.reward = self._reward(s)
-        lost = [s for s in samples if s.status == "cancelled" or s.error.startswith("simulator")]
-        usable = [s for s in samples if s not in lost]
-        summaries = [x for part in all_gather_objects([_summary(s) for s in samples]) for x in part]
+        reward_config = self.reward_config()
+        rewards = [A.rlver_reward(s, reward_config) for s in samples]
+        self.last_rewards = rewards
+        lost = [_lost(s) for s in samples]
+        usable = [(s, r) for s, r, gone in zip(samples, rewards, lost) if not gone]
+        summaries = [x for part in all_gather_objects([_summary(s, r) for s, r in zip(samples, rewards)])
+                     for x in part]
         n_lost = sum(1 for x in summaries if x["lost"])
         if self._cancelled():
             return {}
@@ -206,7 +207,8 @@ class RLTrainer:
             raise SimulatorOutage(f"step {step}: {n_lost} of {len(summaries)} dialogues failed on the simulator "
                                   f"side, e.g. {first}")
         t1 = time.monotonic()
-        batch = make_batch(usable, self.learner.tokenizer.pad_token_id)
+        batch = make_batch([s for s, _ in usable], self.learner.tokenizer.pad_token_id,
+                           rewards=[r for _, r in usable])
         metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step)
         t_update = time.monotonic() - t1
         if self.config.engine == "vllm":
@@ -279,7 +281,7 @@ class RLTrainer:
         if self.job is not None:
             self.job.log_metrics(step, metrics)
             self.job.progress(step, self.config.steps)
-        self.tracking.log_step(step, metrics, self.last_samples)
+        self.tracking.log_step(step, metrics, self.last_samples, self.last_rewards)
         keys = ("reward_mean", "final_emotion_mean", "success_rate", "policy_loss", "approx_kl", "entropy",
                 "grad_norm", "step_s")
         traffic = traffic_text(snapshot())  # an openai simulator's endpoint, '' for the offline one
@@ -302,9 +304,13 @@ def _with_gathered_weights(generate: Any, model: torch.nn.Module) -> Any:
     return wrapped
 
 
-def _summary(s: Any) -> dict[str, Any]:
-    lost = s.status == "cancelled" or s.error.startswith("simulator")
-    return {"reward": s.reward, "final": s.final_emotion, "outcome": s.outcome, "lost": lost,
+def _lost(s: Any) -> bool:
+    """Cancelled, or failed on the simulator's side: not the policy's doing, so not trained on."""
+    return s.status == "cancelled" or s.error.startswith("simulator")
+
+
+def _summary(s: Any, reward: float) -> dict[str, Any]:
+    return {"reward": reward, "final": s.final_emotion, "outcome": s.outcome, "lost": _lost(s),
             "error": s.error, "turns": s.n_turns, "reply_tokens": sum(b - a for a, b in s.turn_spans),
             "failed": s.status == "failed"}
 

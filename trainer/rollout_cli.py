@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from simulator.persona_service import open_store
     from simulator.persona_sets import PersonaSpecError, resolve_personas
+    from storage.recorder import DialogueRecorder
+    from trainer.algorithms import rlver_reward
     from trainer.engines import make_engine as make_policy
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
 
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         elif ev.kind == "finished":
             bar.update(1)
 
-    rollout = RolloutEngine(policy, factory, store=store, config=config, on_event=on_event)
+    rollout = RolloutEngine(policy, factory, config=config, on_event=on_event, recorder=DialogueRecorder(store))
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C / job cancel: end dialogues as cancelled
             signal.signal(sig, lambda *_: rollout.cancel())
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     for s in samples:
         row = {"id": s.dialogue_id, "persona": s.profile_id, "group": s.group_id, "turns": s.n_turns,
                "final_emotion": s.final_emotion, "outcome": s.outcome, "status": s.status, "error": s.error,
-               "reward": round(s.reward, 4)}
+               "reward": round(rlver_reward(s), 4)}
         if args.json:
             print(json.dumps(row, ensure_ascii=False))
         else:

@@ -1,19 +1,29 @@
 """The rollout's data: its settings (RolloutConfig), a finished dialogue as training data (RolloutSample,
-token layout in trainer/rollout.py's docstring) and the events the engine streams (RolloutEvent)."""
+token layout in trainer/rollout.py's docstring), the events the engine streams (RolloutEvent) and the
+contract of whoever records dialogues as they happen (RolloutRecorder, e.g. storage.recorder)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Protocol
+
+from simulator.profiles import Profile
 
 from trainer.engines.base import SamplingConfig
 from trainer.templates import BAD_THINK_POLICIES, MODES
 
 TRUNCATED_POLICIES = ("keep", "fail")
+SCHEDULES = ("async", "rounds")
 
 
 @dataclass
 class RolloutConfig:
     mode: str = "direct"  # think | direct
+    # "async": each dialogue's next policy turn is sampled as soon as its simulated user has answered,
+    # batched with whatever else is ready (trainer.engines.scheduler); "rounds": the turns of all active
+    # dialogues in one batch, then wait for every simulated user (the earlier loop, kept for comparison)
+    schedule: str = "async"
+    max_batch: int = 32  # async: most policy turns in one batch (chat engines: requests in flight at once)
+    gather_ms: float = 5.0  # async: how long a ready turn waits for others to join its batch
     max_turns: int = 8  # policy turns per dialogue
     max_new_tokens: Optional[int] = 256  # per policy turn (None: no cap but the dialogue's budget)
     max_tokens: Optional[int] = 4096  # per dialogue: prompt + reply (None: the model's context; API: none)
@@ -25,8 +35,7 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
-    bad_think: str = "penalize"  # see trainer.templates
-    bad_think_penalty: float = 0.0  # subtracted from the reward of a dialogue with a badly formed turn
+    bad_think: str = "penalize"  # see trainer.templates (the penalty: trainer.algorithms.RewardConfig)
     truncated: str = "keep"  # a reply that hit max_new_tokens: keep it (flagged) or fail the dialogue
     empty_reply: str = "fail"  # an empty policy reply: fail the dialogue, or "judge" it like any (SAGE)
     source: str = "rollout"
@@ -38,9 +47,13 @@ class RolloutConfig:
         errs = []
         if self.mode not in MODES:
             errs.append(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for name in ("max_turns", "max_new_tokens", "max_tokens"):
+        if self.schedule not in SCHEDULES:
+            errs.append(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if not isinstance(self.gather_ms, (int, float)) or isinstance(self.gather_ms, bool) or self.gather_ms < 0:
+            errs.append(f"gather_ms must be a number >= 0, got {self.gather_ms!r}")
+        for name in ("max_turns", "max_batch", "max_new_tokens", "max_tokens"):
             v = getattr(self, name)
-            if (v is not None or name == "max_turns") and (not isinstance(v, int) or v < 1):
+            if (v is not None or name in ("max_turns", "max_batch")) and (not isinstance(v, int) or v < 1):
                 errs.append(f"{name} must be a positive integer, got {v!r}")
         if self.bad_think not in BAD_THINK_POLICIES:
             errs.append(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {self.bad_think!r}")
@@ -72,9 +85,8 @@ class RolloutSample:
     outcome: str = ""
     error: str = ""
     status: str = "running"  # finished | failed | cancelled
-    reward: float = 0.0
     n_turns: int = 0
-    format_ok: bool = True
+    format_ok: bool = True  # False once a turn had no well-formed think block
     messages: list[dict] = field(default_factory=list)  # the visible transcript
     thoughts: list[str] = field(default_factory=list)  # per policy turn ("" in direct mode)
 
@@ -92,3 +104,32 @@ class RolloutEvent:
     group_id: str
     turn: Optional[dict] = None  # role, index, text, think, emotion, delta, inner, error
     sample: Optional[RolloutSample] = None  # on finished
+
+
+@dataclass
+class DialogueStart:
+    """What is known of a dialogue when it starts: what a recorder stores with it."""
+
+    key: str  # the rollout's own name of the dialogue (unique within a run)
+    profile: Profile
+    group_id: str  # the dialogues of one profile in one run (a GRPO group)
+    seed: int  # the dialogue's seed (its simulated user's; its policy turns derive theirs from it)
+    simulator_fingerprint: dict[str, Any]  # {} when the simulated user could not be built
+    fingerprint_hash: str  # simulator.fingerprint.fingerprint_hash of it ("" for {})
+    policy_ref: str  # PolicyEngine.model_ref
+    policy: dict[str, Any]  # PolicyEngine.describe()
+    config: RolloutConfig
+
+
+class RolloutRecorder(Protocol):
+    """Told of every dialogue as it happens, in order, before the event listeners. An exception raised
+    here fails the dialogue (a store that cannot be written is not ignored)."""
+
+    def dialogue_started(self, start: DialogueStart) -> Optional[int]:
+        """Returns the dialogue's id (e.g. its store row), carried by its events and sample."""
+
+    def turn_recorded(self, dialogue_id: Optional[int], turn: dict[str, Any]) -> None:
+        """`turn`: role, index (the message position), text and the turn's fields (as RolloutEvent.turn)."""
+
+    def dialogue_finished(self, dialogue_id: Optional[int], sample: RolloutSample) -> None:
+        """The sample's status, outcome, error and final emotion are final."""

@@ -6,8 +6,8 @@ later turns (the rollout engine builds each prompt from the visible replies; see
 
 A reply whose think block is missing or broken is handled by `BAD_THINK_POLICIES`:
 - "penalize" (default): the visible text (tags and any unclosed thought removed) is sent to the user, the
-  turn is flagged (`format_ok=False`) and the dialogue's reward is reduced by the rollout engine's
-  `bad_think_penalty` (0 by default, as in the paper, which had no format penalty);
+  turn is flagged (`format_ok=False`) and the dialogue's reward is reduced by
+  `trainer.algorithms.RewardConfig.bad_think_penalty` (0 by default, as in the paper, which had no format penalty);
 - "as_reply": the whole text, tags removed, is the reply; nothing is flagged;
 - "fail": the dialogue ends at that turn with outcome "error" and a message naming the turn.
 """

@@ -24,7 +24,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 # report_to value -> the package it needs
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio"}
@@ -160,9 +160,12 @@ class Tracking:
     def __init__(self, trackers: Sequence[Tracker]):
         self.trackers = list(trackers)
 
-    def log_step(self, step: int, metrics: dict[str, float], samples: Sequence[Any] = ()) -> None:
+    def log_step(self, step: int, metrics: dict[str, float], samples: Sequence[Any] = (),
+                 rewards: Sequence[float] = ()) -> None:
+        """`rewards` (one per sample, as the training step computed them) go into the dialogue texts."""
         scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        texts = [dialogue_markdown(s) for s in list(samples)[:MAX_DIALOGUES_PER_STEP]]
+        shown = list(samples)[:MAX_DIALOGUES_PER_STEP]
+        texts = [dialogue_markdown(s, r) for s, r in zip(shown, list(rewards) + [None] * len(shown))]
         for tracker in list(self.trackers):
             self._call(tracker, tracker.log_metrics, step, scalars)
             if texts:
@@ -200,11 +203,12 @@ def make_tracking(report_to: list[str], output_dir: Path, run_name: str, config:
     return Tracking(trackers)
 
 
-def dialogue_markdown(sample: Any) -> str:
-    """A rollout sample as markdown: profile, final emotion, reward, then each message (user messages with
-    the emotion after them)."""
+def dialogue_markdown(sample: Any, reward: Optional[float] = None) -> str:
+    """A rollout sample as markdown: profile, final emotion, reward (when given), then each message (user
+    messages with the emotion after them)."""
     final = "—" if sample.final_emotion is None else f"{sample.final_emotion:g}"
-    head = (f"**{sample.profile_id}** · final emotion {final} · reward {sample.reward:.3f} · "
+    head = (f"**{sample.profile_id}** · final emotion {final} · "
+            + ("" if reward is None else f"reward {reward:.3f} · ") +
             f"{sample.outcome or sample.status}" + (f" · error: {sample.error}" if sample.error else ""))
     lines, n_user = [head], 0
     for m in sample.messages:

@@ -83,6 +83,7 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
                   simulator_url: str, rules: str, mode: str, group: int, max_turns: int, max_new_tokens: int,
                   temperature: float, seed: int):
     """Generator of (status markdown, figure, columns HTML, finished-dialogue choices)."""
+    from storage.recorder import DialogueRecorder
     from trainer.engines import make_engine as make_policy
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
     from simulator.persona_sets import resolve_personas
@@ -118,7 +119,7 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
         except (FileNotFoundError, ValueError, OSError) as exc:
             yield out(f"**Cannot load the policy** {md(policy)}: {md(exc)}")
             return
-        rollout = RolloutEngine(policy_engine, factory, store=store, config=config)
+        rollout = RolloutEngine(policy_engine, factory, config=config, recorder=DialogueRecorder(store))
         with _RUNS_LOCK:
             stopped_early = _RUNS.get(request_key) == "stop"
             _RUNS[request_key] = rollout

@@ -10,6 +10,11 @@ scores; vLLM: logprobs_mode="processed_logprobs"). With top_p = 1 (the training 
 log_softmax(logits / T)[token], which training recomputes by dividing its logits by the same temperature,
 so the PPO ratio is 1 at the start of an update whose weights have not changed. Greedy (T = 0): the raw
 log_softmax(logits).
+
+Seeds: `params.seed` seeds a whole call; `seeds` (one per prompt) makes each prompt's sample depend on its
+own seed only, not on which prompts share its batch, so a rollout that batches whatever is ready samples
+the same replies as one that batches in rounds (up to float rounding of the logits: the transformers
+engine pads rows differently in different batches; vLLM batches continuously anyway).
 """
 from __future__ import annotations
 
@@ -66,8 +71,9 @@ class PolicyEngine(abc.ABC):
     stop_event: Any = None
 
     @abc.abstractmethod
-    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
-        """Sample one continuation per prompt given as token ids."""
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
+        """Sample one continuation per prompt given as token ids (`seeds`: one per prompt, see above)."""
 
     @property
     def context_length(self) -> Optional[int]:
@@ -94,9 +100,10 @@ class PolicyEngine(abc.ABC):
     def eos_token_id(self) -> int:
         return self.tokenizer.eos_token_id
 
-    def generate(self, prompts: list[list[dict]], params: SamplingConfig) -> list[Generation]:
+    def generate(self, prompts: list[list[dict]], params: SamplingConfig,
+                 seeds: Optional[list[int]] = None) -> list[Generation]:
         """Render each chat history with the chat template and sample a reply."""
-        return self.generate_ids([self.encode_chat(p) for p in prompts], params)
+        return self.generate_ids([self.encode_chat(p) for p in prompts], params, seeds)
 
     def describe(self) -> dict[str, Any]:
         """What produced a result: engine kind and model reference (stored with every dialogue)."""
@@ -117,9 +124,12 @@ def check_messages(messages: Any) -> None:
             raise ValueError(f"message {i}: content must be text")
 
 
-def check_prompt_ids(prompt_ids: list[list[int]], params: SamplingConfig) -> bool:
+def check_prompt_ids(prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> bool:
     """Validate a generate_ids call; False when there is nothing to generate."""
     params.validate()
     if any(not ids for ids in prompt_ids):
         raise ValueError("every prompt needs at least one token")
+    if seeds is not None and len(seeds) != len(prompt_ids):
+        raise ValueError(f"seeds: {len(seeds)} seeds for {len(prompt_ids)} prompts")
     return bool(prompt_ids)

@@ -1,4 +1,7 @@
-"""The transformers engine: left-padded batched generation with a KV cache, on CPU or GPU."""
+"""The transformers engine: left-padded batched generation with a KV cache, on CPU or GPU.
+
+With per-prompt `seeds` (and T > 0) each row is sampled by `_RowSampler` from its own torch.Generator
+instead of transformers' one shared random stream, so a row's reply does not depend on its batch mates."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,11 +47,12 @@ class HFEngine(PolicyEngine):
         """Copy new weights (e.g. from the training model) into the generation model."""
         self.model.load_state_dict(state_dict, strict=False)
 
-    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
         import torch
-        from transformers import StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        if not check_prompt_ids(prompt_ids, params):
+        if not check_prompt_ids(prompt_ids, params, seeds):
             return []
         pad = self.tokenizer.pad_token_id
         width = max(len(ids) for ids in prompt_ids)
@@ -60,20 +64,25 @@ class HFEngine(PolicyEngine):
         greedy = params.temperature == 0
         if params.seed is not None:
             torch.manual_seed(params.seed)
+        rows = _RowSampler(seeds, params.temperature, params.top_p) if seeds is not None and not greedy else None
+        sampling = not greedy and rows is None  # transformers' own sampler (one random stream for the batch)
         stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
         with torch.inference_mode():
             out = self.model.generate(
                 stopping_criteria=StoppingCriteriaList([stop]) if stop else None,
+                logits_processor=LogitsProcessorList([rows]) if rows else None,
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
-                do_sample=not greedy, temperature=None if greedy else params.temperature,
-                top_p=None if greedy else params.top_p, top_k=0 if not greedy else None,
+                do_sample=sampling, temperature=params.temperature if sampling else None,
+                top_p=params.top_p if sampling else None, top_k=0 if sampling else None,
                 max_new_tokens=params.max_new_tokens, eos_token_id=self._stop_ids, pad_token_id=pad,
-                use_cache=True, return_dict_in_generate=True, output_scores=True,
+                use_cache=True, return_dict_in_generate=True, output_scores=rows is None,
             )
         new = out.sequences[:, width:].cpu()
-        # Processed scores (temperature and top-p applied) -> log-probs of the sampled ids (see base.py).
-        scores = torch.stack(out.scores, dim=1).float().cpu()
-        logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        if rows is not None:
+            logprobs = torch.stack(rows.logprobs, dim=1) if rows.logprobs else torch.zeros(new.shape)
+        else:  # processed scores (temperature and top-p applied) -> log-probs of the sampled ids (base.py)
+            scores = torch.stack(out.scores, dim=1).float().cpu()
+            logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         results = []
         for row, ids in enumerate(prompt_ids):
             sampled = new[row].tolist()
@@ -84,6 +93,36 @@ class HFEngine(PolicyEngine):
                 text=self.tokenizer.decode(sampled, skip_special_tokens=True), token_ids=sampled,
                 logprobs=logprobs[row, :len(sampled)].tolist(), prompt_ids=list(ids), finish_reason=finish))
         return results
+
+
+class _RowSampler:
+    """A logits processor that samples every row itself: from softmax(logits / T) over the top-p nucleus
+    (the same distribution as transformers' temperature and top-p warpers), by the Gumbel-max trick with
+    the row's own generator. It returns scores that are 0 at the chosen id and -inf elsewhere, so greedy
+    decoding picks it, and keeps each chosen id's log-prob (base.py's convention) in `logprobs`."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float):
+        import torch
+
+        self.generators = [torch.Generator().manual_seed(int(s) % 2**63) for s in seeds]
+        self.temperature, self.top_p = temperature, top_p
+        self.logprobs: list[Any] = []  # per step: [B] log-probs of the chosen ids
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        logits = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            ordered, order = torch.sort(logits, descending=False)
+            outside = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - self.top_p
+            outside[..., -1:] = False  # the most likely id always stays
+            logits = logits.masked_fill(outside.scatter(1, order, outside), float("-inf"))
+        logp = torch.log_softmax(logits, dim=-1)
+        uniform = torch.stack([torch.rand(logp.shape[-1], generator=g) for g in self.generators])
+        gumbel = -torch.log(-torch.log(uniform.clamp(min=1e-20)))
+        chosen = (logp + gumbel.to(logp.device)).argmax(dim=-1, keepdim=True)
+        self.logprobs.append(logp.gather(-1, chosen)[:, 0].cpu())
+        return torch.full_like(scores, float("-inf")).scatter_(1, chosen, 0.0)
 
 
 class _StopOnEvent:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from dataclasses import replace
 from typing import Any, Optional
 
 import openai
@@ -47,25 +48,31 @@ class OpenAIEngine(PolicyEngine):
         self.traffic = Traffic(self.base_url or DEFAULT_BASE_URL, self.limits, seed)
         self.model_ref = f"openai:{model}@{endpoint_host(self.base_url or DEFAULT_BASE_URL)}"
 
-    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
         raise NotImplementedError("the openai engine has no token access; call generate() with chat histories")
 
     def encode_chat(self, messages: list[dict]) -> list[int]:
         return []
 
-    def generate(self, prompts: list[list[dict]], params: SamplingConfig) -> list[Generation]:
+    def generate(self, prompts: list[list[dict]], params: SamplingConfig,
+                 seeds: Optional[list[int]] = None) -> list[Generation]:
+        """One request per prompt, concurrently; `seeds` (one per prompt) go out as each request's seed."""
         params.validate()
         for p in prompts:
             check_messages(p)
         if not prompts:
             return []
-        return _run(self._generate(prompts, params))
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"seeds: {len(seeds)} seeds for {len(prompts)} prompts")
+        each = [params if seeds is None else replace(params, seed=s) for s in (seeds or [None] * len(prompts))]
+        return _run(self._generate(prompts, each))
 
-    async def _generate(self, prompts: list[list[dict]], params: SamplingConfig) -> list[Generation]:
+    async def _generate(self, prompts: list[list[dict]], each: list[SamplingConfig]) -> list[Generation]:
         client = openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url, timeout=self.timeout_s,
                                     max_retries=0)
         try:
-            return list(await asyncio.gather(*[self._one(client, p, params) for p in prompts]))
+            return list(await asyncio.gather(*[self._one(client, p, q) for p, q in zip(prompts, each)]))
         finally:
             await client.close()
 

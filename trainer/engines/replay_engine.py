@@ -7,7 +7,7 @@ finish_reason "error" naming the dialogue and the turn, so that dialogue fails a
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from simulator.replay import ReplayRecord, file_sha256, load_records, replay_path
 from trainer.engines.base import Generation, PolicyEngine, SamplingConfig, check_messages
@@ -26,10 +26,12 @@ class ReplayEngine(PolicyEngine):
             first = r.user_turn(0)
             self._by_opening.setdefault(first["content"] if first else "", []).append(r)
 
-    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
         raise NotImplementedError("a replay policy has no tokens; the rollout engine uses generate()")
 
-    def generate(self, prompts: list[list[dict]], params: SamplingConfig) -> list[Generation]:
+    def generate(self, prompts: list[list[dict]], params: SamplingConfig,
+                 seeds: Optional[list[int]] = None) -> list[Generation]:
         return [self._one(p) for p in prompts]
 
     def _one(self, prompt: list[dict]) -> Generation:

@@ -5,6 +5,9 @@ processes, so scripts that create this engine must guard their entry point with
 `if __name__ == "__main__":`. On CPU the KV cache size comes from VLLM_CPU_KVCACHE_SPACE (GiB); we
 default it to 2 when unset so a laptop is not asked for the vLLM default. The engine core runs
 in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0 unless set), so `load_weights` hands tensors over directly.
+The rollout's async schedule feeds it through the gathering scheduler (trainer.engines.scheduler), not
+vLLM's AsyncLLM (which would be a second engine with a second copy of the weights); per-request seeds keep
+each reply independent of its batch.
 """
 from __future__ import annotations
 
@@ -45,20 +48,22 @@ class VLLMEngine(PolicyEngine):
     def context_length(self) -> Optional[int]:
         return self.max_model_len
 
-    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig) -> list[Generation]:
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
         from vllm import SamplingParams
 
-        if not check_prompt_ids(prompt_ids, params):
+        if not check_prompt_ids(prompt_ids, params, seeds):
             return []
         too_long = [len(ids) for ids in prompt_ids if len(ids) >= self.max_model_len]
         if too_long:
             raise ValueError(f"a prompt of {too_long[0]} tokens does not fit max_model_len={self.max_model_len}")
         # One seed per request: with a shared seed, identical prompts (a GRPO group) would sample alike.
+        if seeds is None:
+            seeds = [None if params.seed is None else params.seed + i for i in range(len(prompt_ids))]
         sp = [SamplingParams(temperature=params.temperature, top_p=params.top_p, top_k=0,
-                             max_tokens=params.max_new_tokens, logprobs=0,
-                             seed=None if params.seed is None else params.seed + i,
+                             max_tokens=params.max_new_tokens, logprobs=0, seed=seed,
                              stop_token_ids=self._stop_ids, skip_special_tokens=True)
-              for i in range(len(prompt_ids))]
+              for seed in seeds]
         outs = self.llm.generate([{"prompt_token_ids": list(ids)} for ids in prompt_ids], sp, use_tqdm=False)
         results = []
         for ids, out in zip(prompt_ids, outs):

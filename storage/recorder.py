@@ -1,0 +1,41 @@
+"""DialogueRecorder: writes a rollout's dialogues and turns to the store as they happen.
+
+The rollout engine (trainer.rollout) knows nothing of the store; it tells its recorder (the
+trainer.rollout_types.RolloutRecorder contract) when a dialogue starts, each turn and when it ends, and
+this class turns that into Dialogue and Turn rows through storage.dialogues.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Optional
+
+from sqlalchemy import Engine
+
+from storage import dialogues
+
+if TYPE_CHECKING:
+    from trainer.rollout_types import DialogueStart, RolloutSample
+
+
+class DialogueRecorder:
+    """One short write transaction per call, so a crash loses at most the turn in flight."""
+
+    def __init__(self, store: Engine):
+        self.store = store
+
+    def dialogue_started(self, start: "DialogueStart") -> int:
+        cfg = start.config
+        return dialogues.start_dialogue(
+            self.store, persona_id=start.profile.id, persona_snapshot=start.profile.to_dict(), source=cfg.source,
+            policy_ref=start.policy_ref, mode=cfg.mode, simulator_fingerprint=start.simulator_fingerprint,
+            fingerprint_hash=start.fingerprint_hash, job_id=cfg.job_id, step=cfg.step,
+            eval_run_id=cfg.eval_run_id, group_id=start.group_id, seed=start.seed,
+            config={"rollout": asdict(cfg), "policy": start.policy})
+
+    def turn_recorded(self, dialogue_id: Optional[int], turn: dict[str, Any]) -> None:
+        fields = {k: v for k, v in turn.items() if k not in ("role", "index", "text", "done")}
+        dialogues.add_turn(self.store, dialogue_id, turn["index"], turn["role"], turn["text"], **fields)
+
+    def dialogue_finished(self, dialogue_id: Optional[int], sample: "RolloutSample") -> None:
+        dialogues.finish_dialogue(self.store, dialogue_id, sample.status, sample.final_emotion,
+                                  outcome=sample.outcome, error=sample.error)
