@@ -42,3 +42,27 @@ def wait_for_http(base: str, proc: Any, log: Any, tries: int = 240) -> None:
             assert proc.poll() is None, log.read_text()
             time.sleep(0.5)
     raise AssertionError(f"{base} did not answer")
+
+
+# ---- the Personas view's form, in a real browser
+def fill(page: Any, elem_id: str, text: str) -> None:
+    page.locator(f"#{elem_id} textarea").fill(text)
+
+
+def choose(page: Any, elem_id: str, option: str) -> None:
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option).click()
+
+
+def fill_night_nurse(page: Any, persona_id: str, first_line: str) -> None:
+    """The persona form filled with one avoidant just-listen persona (the form must be new and empty)."""
+    fill(page, "persona-id", persona_id)
+    fill(page, "persona-name", "Mara, night nurse")
+    choose(page, "persona-need-category", "Just listen to the venting (just_listen)")
+    choose(page, "persona-personality", "avoidant")
+    fill(page, "persona-traits", "tired, proud, guarded")
+    fill(page, "persona-persona", "Mara, 41, a night-shift nurse who jokes to deflect and talks in short bursts.")
+    fill(page, "persona-background", "Her ward lost a patient last night. Replies that let her vent calm her; "
+                                     "advice or silver linings make her shut down.")
+    fill(page, "persona-hidden-need", "To be heard without being fixed.")
+    fill(page, "persona-first-line", first_line)

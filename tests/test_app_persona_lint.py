@@ -2,22 +2,13 @@
 from __future__ import annotations
 
 import pytest
-from helpers import wait_for
+from helpers import fill, fill_night_nurse, wait_for
 from playwright.sync_api import expect
 
 from simulator import persona_service as ps
 
 pytestmark = pytest.mark.browser
 LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
-
-
-def fill(page, elem_id: str, text: str) -> None:
-    page.locator(f"#{elem_id} textarea").fill(text)
-
-
-def choose(page, elem_id: str, option: str) -> None:
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=option).click()
 
 
 def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows):
@@ -29,16 +20,7 @@ def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows
 
     page.click("#persona-new")
     expect(page.locator("#persona-id textarea")).to_have_value("")
-    fill(page, "persona-id", "ui-asks-a-lot")
-    fill(page, "persona-name", "Mara, night nurse")
-    choose(page, "persona-need-category", "Just listen to the venting (just_listen)")
-    choose(page, "persona-personality", "avoidant")
-    fill(page, "persona-traits", "tired, proud, guarded")
-    fill(page, "persona-persona", "Mara, 41, a night-shift nurse who jokes to deflect and talks in short bursts.")
-    fill(page, "persona-background", "Her ward lost a patient last night. Replies that let her vent calm her; "
-                                     "advice or silver linings make her shut down.")
-    fill(page, "persona-hidden-need", "To be heard without being fixed.")
-    fill(page, "persona-first-line", "Why me? Why tonight? Why always me?")
+    fill_night_nurse(page, "ui-asks-a-lot", "Why me? Why tonight? Why always me?")
     # Checked before saving: the unsaved form is linted.
     page.click("#persona-lint")
     warnings = page.locator("#persona-warnings")

@@ -4,20 +4,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import choose, fill, fill_night_nurse
 from playwright.sync_api import expect
 
 from simulator import persona_service as ps
 
 pytestmark = pytest.mark.browser
-
-
-def fill(page, elem_id: str, text: str) -> None:
-    page.locator(f"#{elem_id} textarea").fill(text)
-
-
-def choose(page, elem_id: str, option: str) -> None:
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=option).click()
 
 
 def new_form(page) -> None:
@@ -31,16 +23,7 @@ def new_form(page) -> None:
 def test_create_persona_through_the_form(browser_page, lab_server, screenshot):
     page = browser_page
     new_form(page)
-    fill(page, "persona-id", "ui-night-nurse")
-    fill(page, "persona-name", "Mara, night nurse")
-    choose(page, "persona-need-category", "Just listen to the venting (just_listen)")
-    choose(page, "persona-personality", "avoidant")
-    fill(page, "persona-traits", "tired, proud, guarded")
-    fill(page, "persona-persona", "Mara, 41, a night-shift nurse who jokes to deflect and talks in short bursts.")
-    fill(page, "persona-background", "Her ward lost a patient last night. Replies that let her vent calm her; "
-                                     "advice or silver linings make her shut down.")
-    fill(page, "persona-hidden-need", "To be heard without being fixed.")
-    fill(page, "persona-first-line", "Long night. Don't ask.")
+    fill_night_nurse(page, "ui-night-nurse", "Long night. Don't ask.")
     page.click("#persona-save")
     expect(page.locator("#persona-status")).to_contain_text("Saved ui-night-nurse")
     stored = ps.get_profile(lab_server.store, "ui-night-nurse")
