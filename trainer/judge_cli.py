@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=1024)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per call")
     parser.add_argument("--max-retries", type=int, default=4, help="retries of a failed call (429, 5xx, ...)")
-    parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight")
+    parser.add_argument("--max-in-flight", type=int, default=8, help="judge calls in flight at once")
     parser.add_argument("--prompt-version", default=DEFAULT_PROMPT_VERSION,
                         help="a file of simulator/prompts/judge/ (default %(default)s)")
     parser.add_argument("--no-json-schema", action="store_true",
@@ -52,12 +52,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.temperature < 0:
             raise ValueError(f"--temperature: must be >= 0, got {args.temperature}")
-        for name in ("max_tokens", "concurrency"):
+        for name in ("max_tokens", "max_in_flight"):
             if getattr(args, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(args, name)}")
         backend = make_backend(f"openai:{args.model}", base_url=args.base_url, temperature=args.temperature,
                                max_tokens=args.max_tokens, timeout=args.timeout, max_retries=args.max_retries,
-                               concurrency=args.concurrency)
+                               max_in_flight=args.max_in_flight)
         judge = Judge(backend, prompt_version=args.prompt_version, json_schema=not args.no_json_schema)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
