@@ -7,23 +7,22 @@ this class turns that into Dialogue and Turn rows through storage.dialogues.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from sqlalchemy import Engine
 
 from storage import dialogues
 
-if TYPE_CHECKING:
-    from trainer.rollout_types import DialogueStart, RolloutSample
-
 
 class DialogueRecorder:
-    """One short write transaction per call, so a crash loses at most the turn in flight."""
+    """One short write transaction per call, so a crash loses at most the turn in flight. `start` and
+    `sample` are the rollout's DialogueStart and RolloutSample, read by attribute (storage imports nothing
+    from the trainer)."""
 
     def __init__(self, store: Engine):
         self.store = store
 
-    def dialogue_started(self, start: "DialogueStart") -> int:
+    def dialogue_started(self, start: Any) -> int:
         cfg = start.config
         return dialogues.start_dialogue(
             self.store, persona_id=start.profile.id, persona_snapshot=start.profile.to_dict(), source=cfg.source,
@@ -36,6 +35,6 @@ class DialogueRecorder:
         fields = {k: v for k, v in turn.items() if k not in ("role", "index", "text", "done")}
         dialogues.add_turn(self.store, dialogue_id, turn["index"], turn["role"], turn["text"], **fields)
 
-    def dialogue_finished(self, dialogue_id: Optional[int], sample: "RolloutSample") -> None:
+    def dialogue_finished(self, dialogue_id: Optional[int], sample: Any) -> None:
         dialogues.finish_dialogue(self.store, dialogue_id, sample.status, sample.final_emotion,
                                   outcome=sample.outcome, error=sample.error)

@@ -49,6 +49,6 @@ def test_views_reach_the_store_only_through_services():
 
 
 def test_the_rollout_loop_does_not_touch_the_store():
-    loop = sorted((ROOT / "trainer").glob("rollout*.py"))
+    loop = [p for p in sorted((ROOT / "trainer").glob("rollout*.py")) if not p.name.endswith("_cli.py")]
     assert loop
     assert offenders(loop, lambda m: m.split(".")[0] in ("storage", "sqlalchemy")) == []
