@@ -164,3 +164,12 @@ def test_simulator_prompt_pack_and_sampling_are_run_settings():
     bad = TrainConfig(prompt_pack="mine", simulator_temperature=-1, simulator_max_tokens=0).errors(check_paths=False)
     assert set(bad) >= {"prompt_pack", "simulator_temperature", "simulator_max_tokens"}
     assert TrainConfig.from_dict(c.to_dict()).prompt_pack == "sage:/some/checkout"
+
+
+def test_rollout_schedule_is_checked():
+    from trainer.config import ConfigError, TrainConfig
+
+    assert TrainConfig().rollout_schedule == "async"
+    assert TrainConfig.from_dict({"rollout_schedule": "rounds"}).validate().rollout_schedule == "rounds"
+    with pytest.raises(ConfigError, match="rollout_schedule: unknown value 'waves'; one of async, rounds"):
+        TrainConfig(rollout_schedule="waves").validate()

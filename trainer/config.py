@@ -27,6 +27,7 @@ from simulator.backends import spec_error
 from simulator.backends.traffic import TrafficLimits
 from simulator.persona_sets import spec_error as persona_spec_error
 from simulator.rules import PRESET_ALIASES
+from trainer.rollout_types import SCHEDULES
 from trainer.tracking import report_to_error
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class TrainConfig:
     algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
     mode: str = "direct"  # think (think-then-say) | direct
     engine: str = "transformers"  # rollout engine: transformers | vllm
+    rollout_schedule: str = "async"  # async (each dialogue at its own pace) | rounds (every round waits for all)
     # --- schedule
     steps: int = 1000
     dialogues_per_step: int = 32  # rollouts per step (profiles per step = dialogues_per_step / group_size)
@@ -233,6 +235,7 @@ class TrainConfig:
         choice("algorithm", ALGORITHMS)
         choice("mode", MODES)
         choice("engine", ENGINES)
+        choice("rollout_schedule", SCHEDULES)
         choice("deepspeed", DEEPSPEED)
         choice("dtype", DTYPES)
         choice("lr_scheduler", SCHEDULERS)

@@ -137,7 +137,7 @@ class RLTrainer:
         rollout_cfg = RolloutConfig(mode=c.mode, max_turns=c.max_turns, max_new_tokens=c.max_new_tokens,
                                     max_tokens=c.max_dialogue_tokens, temperature=c.temperature, top_p=c.top_p,
                                     seed=c.seed, source="train", shared_opening=c.shared_opening,
-                                    job_id=getattr(self.job, "job_id", None))
+                                    schedule=c.rollout_schedule, job_id=getattr(self.job, "job_id", None))
         recorder = DialogueRecorder(self.store) if c.store_dialogues and self.store is not None else None
         return RolloutEngine(self.policy_engine, factory, config=rollout_cfg, recorder=recorder)
 
