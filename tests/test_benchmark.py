@@ -8,9 +8,9 @@ import pytest
 from simulator.published import PUBLISHED, PUBLISHED_FINGERPRINT
 from storage import EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
-from trainer import benchmark as bm
-from trainer import eval_runs
-from trainer.benchmark import BenchmarkConfig, BenchmarkInputError
+from trainer.evaluation import benchmark as bm
+from trainer.evaluation import eval_runs
+from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 
 # ------------------------------------------------------------------------------------------ profiles

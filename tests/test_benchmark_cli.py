@@ -21,8 +21,8 @@ from testkit.scripted_server import ScriptedServer
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from simulator.prompt_packs import OwnPack
-from trainer import benchmark as bm
-from trainer import eval_runs
+from trainer.evaluation import benchmark as bm
+from trainer.evaluation import eval_runs
 from trainer import jobs
 
 REPO = Path(__file__).resolve().parent.parent

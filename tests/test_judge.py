@@ -195,7 +195,7 @@ def test_benchmark_view_radar_shows_the_run_means_per_judge(engine, db_url, caps
 def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screenshot):
     from concurrent.futures import ThreadPoolExecutor
 
-    from trainer import eval_runs
+    from trainer.evaluation import eval_runs
 
     engine, page = lab_server.store, browser_page
     ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD})

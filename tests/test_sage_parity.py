@@ -17,7 +17,7 @@ from conftest import REPO
 from simulator import rules as rules_mod
 from simulator.prompt_packs import PackError
 from simulator.reference_packs import SagePack
-from trainer import benchmark as bm
+from trainer.evaluation import benchmark as bm
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
 
@@ -67,7 +67,7 @@ def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, engine, monke
     result = _replay(engine, f)
     assert result.summary.n_errors > 0
     assert (result.summary.score, result.summary.success, result.summary.failure) != PUBLISHED["gpt-4.1"]
-    from trainer.eval_runs import scored_dialogues
+    from trainer.evaluation.eval_runs import scored_dialogues
 
     errors = [d["error"] for d in scored_dialogues(engine, result.eval_run_id) if d["error"]]
     assert any(expect in e for e in errors), errors[:3]
@@ -76,7 +76,7 @@ def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, engine, monke
 def test_replay_recorded_as_such_with_its_protocol(shared_data, engine):
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
     result = _replay(engine, f, limit=5)
-    from trainer.eval_runs import get_eval_run, leaderboard
+    from trainer.evaluation.eval_runs import get_eval_run, leaderboard
 
     run = get_eval_run(engine, result.eval_run_id)
     assert run["simulator_fingerprint"]["backend"] == "replay" and len(run["simulator_fingerprint"]["file_sha256"]) == 64
@@ -92,7 +92,7 @@ def test_runs_with_different_protocols_are_not_ranked_together(shared_data, engi
 
     monkeypatch.setattr(OwnPack, "policy_system_prompt", lambda self, language="zh": "另一个系统提示")
     _replay(engine, f, limit=3)
-    from trainer.eval_runs import leaderboard
+    from trainer.evaluation.eval_runs import leaderboard
 
     groups = [g for g in leaderboard(engine) if not g["published"]]
     assert len(groups) == 2 and len({g["protocol_hash"] for g in groups}) == 2

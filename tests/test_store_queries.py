@@ -10,7 +10,8 @@ from storage import Dialogue, EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
 from storage.queries import (collection_dialogues, collection_filter, collection_key, scored_finals,
                              store_collections)
-from trainer import eval_runs, jobs
+from trainer import jobs
+from trainer.evaluation import eval_runs
 
 
 

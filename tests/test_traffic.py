@@ -191,7 +191,7 @@ def test_bad_latency_settings_name_the_field():
 
 # --------------------------------------------------------------------------- configs, fingerprint, views
 def test_limits_are_validated_by_name_and_stay_out_of_the_fingerprint():
-    from trainer.benchmark import BenchmarkConfig
+    from trainer.evaluation.benchmark import BenchmarkConfig
     from trainer.config import TrainConfig
 
     errors = TrainConfig(simulator_requests_per_minute=-1, simulator_max_in_flight=0).errors(check_paths=False)
@@ -224,7 +224,7 @@ def test_benchmark_job_shows_traffic_while_it_runs(engine, db_url):
     """A real benchmark job over the scripted server, two requests in flight at most: its row in the jobs
     table (Training and Benchmark views) shows them in flight and the rest waiting."""
     from app import training_service as ts
-    from trainer import benchmark as bm
+    from trainer.evaluation import benchmark as bm
     from trainer import jobs
 
     with start_server(latency_s=0.2) as server:

@@ -13,13 +13,13 @@ from typing import Optional
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "rollout": ("trainer.rollout_cli", "run dialogues between a policy and simulated users"),
-    "train": ("trainer.train_cli", "train a policy with RL against the simulated user"),
-    "resume": ("trainer.train_cli", "resume a training run from its last checkpoint"),
-    "benchmark": ("trainer.benchmark_cli", "score a policy on the Sentient benchmark"),
-    "job": ("trainer.jobs_cli", "run a recorded job in this process"),
-    "jobs": ("trainer.jobs_cli", "list the jobs of the store, or show one (stale ones marked interrupted)"),
-    "judge": ("trainer.judge_cli", "rate stored dialogues with the social-cognition LLM judge"),
+    "rollout": ("trainer.cli.rollout", "run dialogues between a policy and simulated users"),
+    "train": ("trainer.cli.train", "train a policy with RL against the simulated user"),
+    "resume": ("trainer.cli.train", "resume a training run from its last checkpoint"),
+    "benchmark": ("trainer.cli.benchmark", "score a policy on the Sentient benchmark"),
+    "job": ("trainer.cli.jobs", "run a recorded job in this process"),
+    "jobs": ("trainer.cli.jobs", "list the jobs of the store, or show one (stale ones marked interrupted)"),
+    "judge": ("trainer.cli.judge", "rate stored dialogues with the social-cognition LLM judge"),
 }
 
 

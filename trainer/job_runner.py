@@ -45,7 +45,7 @@ def _run_train(store: Store, job: Any) -> dict[str, Any]:
 
 
 def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:
-    from trainer.benchmark import run_benchmark_job
+    from trainer.evaluation.benchmark import run_benchmark_job
 
     run_benchmark_job(store, job)
     return {}

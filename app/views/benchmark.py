@@ -2,7 +2,7 @@
 within each simulator fingerprint (never across), the published reference rows beside them, a bar chart,
 a run's breakdown by hidden need and personality, and its dialogues (a click opens one in Transcripts).
 
-The plain functions at the top build the tables and the chart from trainer.eval_runs' data (tested in
+The plain functions at the top build the tables and the chart from trainer.evaluation.eval_runs' data (tested in
 tests/test_app_benchmark.py); `build` only wires them to components.
 """
 from __future__ import annotations
@@ -148,7 +148,7 @@ def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
 
 
 def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[Any]], list[list[Any]]]:
-    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.eval_runs.breakdown."""
+    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.evaluation.eval_runs.breakdown."""
     def rows(items: list[dict[str, Any]]) -> list[list[Any]]:
         return [[i.get("label") or i.get("key"), _num(i.get("score")), i.get("success"), i.get("failure"), i.get("n"),
                  i.get("n_errors", 0), _ci(i)] for i in items]
@@ -190,7 +190,7 @@ def fidelity_view(store: Store, run_id: Optional[int]) -> tuple[str, Optional[go
 
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
-    from trainer import benchmark as bm, eval_runs
+    from trainer.evaluation import benchmark as bm, eval_runs
     from trainer import jobs
 
     store, url = ctx.store, ctx.store_url

@@ -137,7 +137,7 @@ def build(ctx: LabContext) -> None:
         jid = _job_id(jid)
         if not path or not path.strip():
             return "Pick a checkpoint in the table first."
-        from trainer.benchmark import start_benchmark_job
+        from trainer.evaluation.benchmark import start_benchmark_job
 
         config = ts.benchmark_config_for(jobs.job_detail(store, jid) if jid else None, path.strip())
         try:

@@ -28,8 +28,8 @@ import sys
 from typing import Optional
 
 from simulator.persona_service import open_store
-from trainer import benchmark as bm
-from trainer.benchmark import BenchmarkConfig, BenchmarkInputError
+from trainer.evaluation import benchmark as bm
+from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

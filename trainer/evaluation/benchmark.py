@@ -33,7 +33,7 @@ from simulator.profiles import Profile
 from simulator.rules import PRESETS, EmotionRules
 from simulator.scoring import BenchmarkSummary
 from storage import EvalRun, code_version, read_scope, session_scope
-from trainer.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
+from trainer.evaluation.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
                                scored_dialogues)
 from trainer.job_context import watch_cancel
 
@@ -187,7 +187,7 @@ class BenchmarkResult:
     dialogue_ids: list[int] = field(default_factory=list)  # the scored dialogues, in scoring order
     n_skipped: int = 0  # profiles finished before this call (resume)
     protocol: dict[str, Any] = field(default_factory=dict)  # as recorded on the eval run
-    truncations: dict[str, int] = field(default_factory=dict)  # trainer.eval_runs.truncations
+    truncations: dict[str, int] = field(default_factory=dict)  # trainer.evaluation.eval_runs.truncations
 
 
 def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callable[..., Any], dict[str, Any]]:

@@ -1,0 +1,1 @@
+"""The command-line entry points of `python -m trainer` (trainer/__main__.py dispatches to them)."""
