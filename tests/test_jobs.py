@@ -220,7 +220,7 @@ def test_cancel_signals_the_process_group_and_job_ends_cancelled(engine, worker)
     p = worker(job_id, 10_000)
     wait_for(lambda: len(metric_steps(engine, job_id)) >= 2)
     assert jobs.cancel(engine, job_id) == "running"  # the job itself finishes its unit, then marks itself
-    assert p.wait(timeout=180) == 0
+    assert p.wait(timeout=180) == 0, (p.stdout.read(), jobs.job_detail(engine, job_id))
     d = jobs.job_detail(engine, job_id)
     assert d["status"] == "cancelled" and d["finished_at"] is not None
     steps = d["metrics"]["reward"]["step"]
