@@ -54,6 +54,16 @@ def choose(page: Any, elem_id: str, option: str) -> None:
     page.get_by_role("option", name=option).click()
 
 
+def new_form(page: Any) -> None:
+    """Click New and wait until its reset has landed (the title may already have said "New persona")."""
+    from playwright.sync_api import expect
+
+    page.click("#persona-new")
+    expect(page.locator("#persona-form-title")).to_contain_text("New persona")
+    expect(page.locator("#persona-id textarea")).to_have_value("")
+    expect(page.locator("#persona-status")).not_to_contain_text("Not saved")
+
+
 def fill_night_nurse(page: Any, persona_id: str, first_line: str) -> None:
     """The persona form filled with one avoidant just-listen persona (the form must be new and empty)."""
     fill(page, "persona-id", persona_id)

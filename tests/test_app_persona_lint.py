@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import fill, fill_night_nurse, wait_for
+from helpers import fill, fill_night_nurse, new_form, wait_for
 from playwright.sync_api import expect
 
 from simulator import persona_service as ps
@@ -18,8 +18,7 @@ def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows
     # the counts follow the listing in a second event; the built-ins lint clean
     wait_for(lambda: {row[-1] for row in grid_rows(page, "persona-table")} == {"0"}, timeout=LINT_WAIT / 1000)
 
-    page.click("#persona-new")
-    expect(page.locator("#persona-id textarea")).to_have_value("")
+    new_form(page)
     fill_night_nurse(page, "ui-asks-a-lot", "Why me? Why tonight? Why always me?")
     # Checked before saving: the unsaved form is linted.
     page.click("#persona-lint")

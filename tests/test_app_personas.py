@@ -4,20 +4,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import choose, fill, fill_night_nurse
+from helpers import choose, fill, fill_night_nurse, new_form
 from playwright.sync_api import expect
 
 from simulator import persona_service as ps
 
 pytestmark = pytest.mark.browser
-
-
-def new_form(page) -> None:
-    page.click("#persona-new")
-    expect(page.locator("#persona-form-title")).to_contain_text("New persona")
-    # the reset has landed (the title may already have said "New persona"): fill only after it
-    expect(page.locator("#persona-id textarea")).to_have_value("")
-    expect(page.locator("#persona-status")).not_to_contain_text("Not saved")
 
 
 def test_create_persona_through_the_form(browser_page, lab_server, screenshot):
