@@ -76,3 +76,16 @@ def fill_night_nurse(page: Any, persona_id: str, first_line: str) -> None:
                                      "advice or silver linings make her shut down.")
     fill(page, "persona-hidden-need", "To be heard without being fixed.")
     fill(page, "persona-first-line", first_line)
+
+
+def tiny_train_config(tmp_path: Any, model: Any, **changes: Any) -> Any:
+    """configs/tiny-test.yaml with the given model and changes, written to tmp_path/train.yaml; its path."""
+    from pathlib import Path
+
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "tiny-test.yaml").read_text())
+    cfg.update(model=str(model), **changes)
+    path = Path(tmp_path) / "train.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from helpers import tiny_train_config
 from sqlalchemy import select
 
 from storage import Job, Metric, make_engine, read_scope
@@ -27,19 +27,11 @@ def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def _config(tmp_path: Path, model: Path, **changes) -> Path:
-    cfg = yaml.safe_load((REPO / "configs" / "tiny-test.yaml").read_text())
-    cfg.update(model=str(model), **changes)
-    path = tmp_path / "train.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
 def test_training_job_writes_tensorboard_events_and_trackio_logs(tiny_model_dir: Path, tmp_path: Path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     db_url = f"sqlite:///{tmp_path / 'lab.db'}"
-    config = _config(tmp_path, tiny_model_dir, report_to=["tensorboard", "trackio"])
+    config = tiny_train_config(tmp_path, tiny_model_dir, report_to=["tensorboard", "trackio"])
     trackio_dir = tmp_path / "trackio"
     proc = _cli(tmp_path, "-m", "trainer", "train", "--config", str(config), "--db", db_url, "--json",
                 TRACKIO_DIR=str(trackio_dir), TRACKIO_PROJECT="tracking-test")
@@ -86,7 +78,7 @@ def test_a_tracker_whose_package_is_missing_is_refused_before_training(tmp_path:
         pytest.skip(f"{tracker} is installed here")
     problem = TrainConfig(report_to=["tensorboard", tracker]).errors(check_paths=False)["report_to"]
     assert f"the {tracker} package, which is not installed" in problem and f"pip install {tracker}" in problem
-    config = _config(tmp_path, tmp_path / "no-model", report_to=[tracker])
+    config = tiny_train_config(tmp_path, tmp_path / "no-model", report_to=[tracker])
     proc = _cli(tmp_path, "-m", "trainer", "train", "--config", str(config), "--db",
                 f"sqlite:///{tmp_path / 'lab.db'}")
     assert proc.returncode == 2

@@ -8,22 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import wait_for
+from helpers import tiny_train_config, wait_for
 from sqlalchemy import select
 
 from storage import Checkpoint, Dialogue, Job, Metric, make_engine, read_scope
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _write_config(tmp_path: Path, model: Path, **changes) -> Path:
-    import yaml
-
-    cfg = yaml.safe_load((REPO / "configs" / "tiny-test.yaml").read_text())
-    cfg.update(model=str(model), **changes)
-    path = tmp_path / "train.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def _cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
@@ -50,7 +40,7 @@ def _metric_steps(engine, job_id: int, name: str) -> list[int]:
 
 
 def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
-    config = _write_config(tmp_path, tiny_model_dir)
+    config = tiny_train_config(tmp_path, tiny_model_dir)
     proc = _cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
@@ -89,7 +79,7 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
 
 
 def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: str, tiny_model_dir: Path):
-    config = _write_config(tmp_path, tiny_model_dir, actor_lr=-1.0, algorithm="grpo", group_size=1)
+    config = tiny_train_config(tmp_path, tiny_model_dir, actor_lr=-1.0, algorithm="grpo", group_size=1)
     proc = _cli("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2
@@ -109,7 +99,7 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     from trainer import jobs
 
     steps = 5
-    config = _write_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
+    config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
     home = tmp_path / "home"
     proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     engine = make_engine(db_url)
@@ -157,7 +147,7 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
     is refused (the stalled process still owns the job) and, woken, the first trainer finishes alone:
     4 dialogues per step, never 8."""
     steps = 4
-    config = _write_config(tmp_path, tiny_model_dir, steps=steps, save_every=1)
+    config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=1)
     home = tmp_path / "home"
     proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     engine = make_engine(db_url)
