@@ -6,6 +6,7 @@
     python -m simulator personas seed [--db URL]
     python -m simulator personas list [--set SPEC] [--json] [--db URL]
     python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.persona_lint)
+    python -m simulator personas sets list|show|create|split|export|coverage ...   (simulator.sets_cli)
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
@@ -159,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--replace", action="store_true", help="replace profiles whose id is already stored")
     exp = actions.add_parser("export", help="write every stored profile to a JSONL file")
     exp.add_argument("file")
-    exp.add_argument("--format", choices=("lab", "rlver"), default="lab")
+    exp.add_argument("--format", choices=("lab", "rlver", "sage"), default="lab")
     seed = actions.add_parser("seed", help="insert the built-in profiles missing from the store")
     lst = actions.add_parser("list", help="list the stored profiles, or those of a persona set")
     lst.add_argument("--set", default=None, metavar="SPEC",
@@ -176,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--json", action="store_true",
                       help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
     lint.set_defaults(func=cmd_personas_lint)
+    sets = actions.add_parser("sets", help="named persona sets: list, show, create, split, export, coverage")
+    from simulator import sets_cli
+
+    sets_cli.add_arguments(sets)
+    sets.set_defaults(func=sets_cli.run)
 
     transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")
     tactions = transcripts.add_subparsers(dest="action", required=True)

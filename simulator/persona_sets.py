@@ -5,21 +5,30 @@
                                                 SAGE *_result.jsonl (the profiles its dialogues were played with);
                                                 a bare PATH to an existing file works too
     ID | ID,ID,... | [ID, ...]                  personas by id: the store's (when one is given), else the built-in one
+    set:NAME                                    a stored persona set (simulator.persona_set_service), its members
+                                                in order; also as an item of a list of ids. Without a store the
+                                                lab's default store is read
 
 The trainer, the benchmark, the rollout / chat / probe commands and the app all resolve personas here, so a
-spec means the same everywhere and a bad one gets the same message: the spec and what is available. The
-store holds profiles, not named sets, so the only set names are PERSONA_SETS.
+spec means the same everywhere and a bad one gets the same message: the spec and what is available. Besides
+the built-in PERSONA_SETS, the store holds named sets (`set:NAME`).
+
+What a run used is recorded with `spec_record`: the spec, the set name, how many profiles and `members_hash`,
+the hash of the profiles' fingerprints in order, so a set whose members changed gives another hash.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from simulator.fingerprint import canonical_json, fingerprint_hash
 from simulator.profiles import Profile
 
 BUILTIN_SETS: dict[str, Optional[str]] = {"builtin": None, "builtin:train": "train", "builtin:heldout": "heldout"}
 PERSONA_SETS: tuple[str, ...] = tuple(BUILTIN_SETS)
 FILE_PREFIX = "file:"
+SET_PREFIX = "set:"
 MAX_LISTED_PROBLEMS = 20
 
 Spec = Union[str, Sequence[str]]
@@ -40,11 +49,15 @@ def resolve_personas(spec: Spec, store: Any = None) -> list[Profile]:
             return builtin_profiles(BUILTIN_SETS[text])
         if text.startswith(FILE_PREFIX):
             return profiles_from_file(text[len(FILE_PREFIX):])
+        if text.startswith(SET_PREFIX):
+            return stored_set_profiles(text[len(SET_PREFIX):], store)
         if text and Path(text).expanduser().is_file():
             return profiles_from_file(text)
         ids = [i.strip() for i in text.split(",") if i.strip()]
     else:
         ids = list(spec)
+        if any(isinstance(i, str) and i.strip().startswith(SET_PREFIX) for i in ids):
+            return [p for item in ids for p in resolve_personas(item if set_name(item) else [item], store)]
     if not ids or not all(isinstance(i, str) and i.strip() for i in ids):
         raise PersonaSpecError(f"persona spec {spec!r} names no personas; {available(store)}")
     found = _by_id(ids, store)
@@ -74,14 +87,16 @@ def spec_error(spec: Any, check_paths: bool = True) -> str:
     text = spec.strip()
     if text in BUILTIN_SETS:
         return ""
+    if text.startswith(SET_PREFIX):  # a stored set: its name is checked when the run opens the store
+        return "" if text[len(SET_PREFIX):].strip() else "set: needs a set name, e.g. set:my-personas"
     if text.startswith(FILE_PREFIX):
         path = Path(text[len(FILE_PREFIX):]).expanduser()
         return f"profiles file {str(path)!r} does not exist" if check_paths and not path.is_file() else ""
     ids = [i.strip() for i in text.split(",") if i.strip()]
     if ids and all(i in BUILTIN_IDS for i in ids):
         return ""
-    return f"unknown persona set {spec!r}; one of {', '.join(PERSONA_SETS)}, file:PATH, built-in persona ids, " \
-           "or a list of persona ids"
+    return f"unknown persona set {spec!r}; one of {', '.join(PERSONA_SETS)}, set:NAME, file:PATH, built-in persona " \
+           "ids, or a list of persona ids"
 
 
 def available(store: Any = None) -> str:
@@ -92,9 +107,50 @@ def available(store: Any = None) -> str:
     if store is not None:
         from simulator.persona_service import count_profiles
 
+        from simulator.persona_set_service import set_names
+
         ids += f", {count_profiles(store)} in the store"
-    return (f"a spec is one of {', '.join(PERSONA_SETS)}, file:PATH, or persona ids: {ids}; "
-            "`python -m simulator personas list` shows them")
+        names = set_names(store)
+        ids += f"; stored sets: {', '.join(SET_PREFIX + n for n in names[:10])}" + (" ..." if len(names) > 10 else "") \
+            if names else "; no stored sets"
+    return (f"a spec is one of {', '.join(PERSONA_SETS)}, set:NAME, file:PATH, or persona ids: {ids}; "
+            "`python -m simulator personas list` and `personas sets list` show them")
+
+
+def stored_set_profiles(name: str, store: Any = None) -> list[Profile]:
+    """The current profiles of the stored set `name`, in order (the lab's default store when none is given).
+    PersonaSpecError when there is no such set or a member was deleted since."""
+    from simulator.persona_set_service import set_profiles
+
+    if store is None:
+        from storage import make_engine
+
+        store = make_engine()
+    return set_profiles(store, name.strip())
+
+
+def profile_fingerprint(profile: Profile) -> str:
+    """Short hash of everything a profile holds (any edit changes it)."""
+    return fingerprint_hash(profile.to_dict())
+
+
+def members_hash(profiles: Sequence[Profile]) -> str:
+    """Short sha256 over the profiles' fingerprints in order: a persona set's content hash."""
+    text = canonical_json([profile_fingerprint(p) for p in profiles])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def set_name(spec: Any) -> str:
+    """The stored set a spec names ("" when it names none)."""
+    text = spec.strip() if isinstance(spec, str) else ""
+    return text[len(SET_PREFIX):].strip() if text.startswith(SET_PREFIX) else ""
+
+
+def spec_record(spec: Spec, profiles: Sequence[Profile]) -> dict[str, Any]:
+    """What a run records about its personas: the spec, the stored set it names ("" for none), how many
+    profiles and their members_hash (the set's content hash for `set:NAME`)."""
+    return {"spec": spec if isinstance(spec, str) else list(spec), "set": set_name(spec), "n": len(profiles),
+            "hash": members_hash(profiles)}
 
 
 def profiles_from_file(path_text: str) -> list[Profile]:

@@ -278,18 +278,21 @@ def import_profiles(source: Source) -> ImportReport:
 
 
 def dumps_profiles(profiles: Iterable[Profile], fmt: str = "lab") -> str:
-    """JSONL text of profiles in "lab" or "rlver" format. A profile that would not pass import (e.g. a
-    row stored before the bounds of simulator.json_bounds) is refused with ValueError naming it."""
-    if fmt not in ("lab", "rlver"):
-        raise ValueError(f"unknown format {fmt!r}; one of lab, rlver")
+    """JSONL text of profiles in "lab", "rlver" or "sage" format ("sage": the RLVER records SAGE's test set
+    uses, each with its scripted first line, first_talk). A profile that would not pass import (e.g. a row
+    stored before the bounds of simulator.json_bounds) is refused with ValueError naming it."""
+    if fmt not in ("lab", "rlver", "sage"):
+        raise ValueError(f"unknown format {fmt!r}; one of lab, rlver, sage")
     profiles = list(profiles)
     bad = [(p.id, p.errors()) for p in profiles]
+    if fmt == "sage":
+        bad += [(p.id, {"first_line": "is required for SAGE (first_talk)"}) for p in profiles if not p.first_line]
     bad = [(pid, errs) for pid, errs in bad if errs]
     if bad:
         shown = "; ".join(f"{quote(pid, 40)} ({next(iter(errs))}: {next(iter(errs.values()))})" for pid, errs in bad[:5])
         raise ValueError(f"{len(bad)} profile(s) are invalid and were not exported: {shown}"
                          + (" ..." if len(bad) > 5 else "") + "; fix or delete them first")
-    convert = Profile.to_dict if fmt == "lab" else profile_to_rlver
+    convert = Profile.to_dict if fmt == "lab" else profile_to_rlver  # sage: rlver records with first_talk
     return dumps_jsonl(convert(p) for p in profiles)
 
 

@@ -213,3 +213,34 @@ class JudgeScore(Base):
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
     code_version: Mapped[str] = mapped_column(String(64), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class PersonaSet(Base):
+    """A named, ordered set of stored personas (simulator.persona_set_service). `content_hash` is the hash of
+    its members' profile fingerprints in order when it was made; a member edited since gives another hash
+    when the set is resolved, so runs made before and after never look alike."""
+
+    __tablename__ = "persona_set"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    content_hash: Mapped[str] = mapped_column(String(64), default="")
+    source_kind: Mapped[str] = mapped_column(String(16), default="manual")  # filter|generation|import|split|manual
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # what made it: filters, generation id, file ...
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    members: Mapped[list["PersonaSetMember"]] = relationship(
+        back_populates="persona_set", cascade="all, delete-orphan", order_by="PersonaSetMember.position")
+
+
+class PersonaSetMember(Base):
+    """One persona of a set, at its position. The id is kept even if the persona is deleted later."""
+
+    __tablename__ = "persona_set_member"
+    __table_args__ = (UniqueConstraint("set_id", "position"), UniqueConstraint("set_id", "persona_id"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    set_id: Mapped[int] = mapped_column(ForeignKey("persona_set.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    persona_id: Mapped[str] = mapped_column(String(64))
+
+    persona_set: Mapped[PersonaSet] = relationship(back_populates="members")
