@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
 GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
 MODES = ("think", "direct")
+RECORDED_KEYS = ("personas",)  # written on a job's config by its run (what it resolved), never settings
 ENGINES = ("transformers", "vllm")
 DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -166,6 +167,7 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise ConfigError({"config": f"must be a mapping, got {type(data).__name__}"})
         names = {f.name: f for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k not in RECORDED_KEYS}
         errors = {k: "unknown setting" for k in data if k not in names}
         if "deepspeed" in data and isinstance(data["deepspeed"], (int, type(None))) and \
                 not isinstance(data["deepspeed"], bool):

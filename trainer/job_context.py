@@ -240,6 +240,13 @@ class JobContext:
             job.progress = min(1.0, step / total) if total > 0 else 0.0
             job.heartbeat_at = utcnow()
 
+    def record_config(self, key: str, value: Any) -> None:
+        """Add what the run resolved (e.g. its personas' set and hash) to the job's stored config under `key`."""
+        with session_scope(self.store) as s:
+            job = self._own(s)
+            job.config = {**dict(job.config or {}), key: value}
+        self.config[key] = value
+
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         """Write metrics of one step; a (step, name) written before is replaced, never duplicated."""
         values = {str(k): float(v) for k, v in metrics.items() if v is not None}

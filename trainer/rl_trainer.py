@@ -77,6 +77,10 @@ class RLTrainer:
         self.checkpoint_root = self.output_dir / "checkpoints"
         clean_partial(self.checkpoint_root)
         self.profiles = training_personas(config, store)  # before the (slow) model load: fail fast
+        if job is not None and is_main():  # the set and its content hash as this run found them
+            from simulator.persona_sets import spec_record
+
+            job.record_config("personas", spec_record(config.persona_set, self.profiles))
         if is_main():
             self.output_dir.mkdir(parents=True, exist_ok=True)
             config.to_yaml(self.output_dir / "train_config.yaml")

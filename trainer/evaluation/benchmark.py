@@ -28,7 +28,7 @@ from sqlalchemy import Engine, select
 from simulator.backends import spec_error
 from simulator.backends.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.fingerprint import canonical_json
-from simulator.persona_sets import PersonaSpecError, resolve_personas
+from simulator.persona_sets import PersonaSpecError, resolve_personas, spec_record
 from simulator.profiles import Profile
 from simulator.rules import PRESETS, EmotionRules
 from simulator.scoring import BenchmarkSummary
@@ -39,6 +39,7 @@ from trainer.job_context import watch_cancel
 
 PROTOCOL_PRESET = "standard"
 PROTOCOL_VERSION = "sage-test_npc-1"
+RECORDED_KEYS = ("policy_engine", "personas")  # what a run found, kept beside its config, never settings
 
 
 class BenchmarkInputError(ValueError):
@@ -237,18 +238,19 @@ def _policy(config: BenchmarkConfig) -> Any:
         raise BenchmarkInputError(f"policy: {e}") from None
 
 
-def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], ps_hash: str,
+def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], profiles: list[Profile],
               fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int],
               protocol: dict[str, Any]) -> int:
     from simulator.fingerprint import fingerprint_hash
 
-    fp_hash = fingerprint_hash(fp)
+    fp_hash, ps_hash = fingerprint_hash(fp), profile_set_hash(profiles)
     with session_scope(engine) as s:
         if eval_run_id is None:
             r = EvalRun(job_id=job_id, name=config.name or config.policy, model_ref=model_ref,
                         simulator_fingerprint=fp, fingerprint_hash=fp_hash, profile_set_hash=ps_hash,
                         protocol=protocol,
-                        config={**config.to_dict(), "policy_engine": policy_info}, status="running",
+                        config={**config.to_dict(), "policy_engine": policy_info,
+                                "personas": spec_record(config.profiles, profiles)}, status="running",
                         seed=config.seed, code_version=code_version())
             s.add(r)
             s.flush()
@@ -283,7 +285,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
             raise BenchmarkInputError(f"resume: eval run {eval_run_id} does not exist")
         if stored["status"] == "succeeded":
             raise BenchmarkInputError(f"resume: eval run {eval_run_id} already finished (score {stored['score']})")
-        cfg = {k: v for k, v in stored["config"].items() if k != "policy_engine"}
+        cfg = {k: v for k, v in stored["config"].items() if k not in RECORDED_KEYS}
         config = BenchmarkConfig.from_dict(cfg)
     if config is None:
         raise BenchmarkInputError("config: required for a new eval run")
@@ -295,7 +297,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         protocol = protocol_record(config, [p.language for p in profiles], policy.context_length)
     except ValueError as e:  # a prompt pack that cannot be read
         raise BenchmarkInputError(f"prompt_pack: {e}") from None
-    eval_run_id = _open_run(engine, config, eval_run_id, profile_set_hash(profiles), fp, policy.model_ref,
+    eval_run_id = _open_run(engine, config, eval_run_id, profiles, fp, policy.model_ref,
                             policy.describe(), getattr(job, "job_id", None), protocol)
     close_cut_off_dialogues(engine, eval_run_id)
     done = done_profile_ids(engine, eval_run_id)

@@ -1,0 +1,221 @@
+"""Stored persona sets on a real SQLite file: made from filters / a generation / an import, the stratified
+split, export round trips, set:NAME wherever personas are named, hashes recorded by runs, coverage, the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import tiny_train_config
+from sqlalchemy import select
+
+from simulator import persona_service as ps
+from simulator import persona_set_service as pss
+from simulator.__main__ import main as simulator_main
+from simulator.coverage import coverage
+from simulator.persona_sets import PersonaSpecError, members_hash, resolve_personas, spec_error
+from simulator.profile_io import import_profiles
+from simulator.profiles import NEED_CATEGORIES, PERSONALITIES
+from storage import Job, make_engine, read_scope
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def store(engine):
+    ps.seed_builtin(engine)
+    return engine
+
+
+def test_sets_from_filters_keep_the_matching_personas_and_what_made_them(store):
+    s = pss.create_from_filters(store, "avoidant-en", personality="avoidant", language="en")
+    members = pss.set_profiles(store, "avoidant-en")
+    assert s.size == len(members) > 0 and all(p.personality == "avoidant" for p in members)
+    assert len(members) == len(ps.list_profiles(store, personality="avoidant", language="en"))
+    assert (s.source_kind, s.params) == ("filter", {"filters": {"personality": "avoidant", "language": "en"}})
+    held = pss.create_from_filters(store, "held", split="heldout", need="just_listen")
+    assert [p.extra["split"] for p in pss.set_profiles(store, "held")] == ["heldout"] * held.size
+    ids = [p.id for p in members[:3]][::-1]
+    assert [p.id for p in pss.set_profiles(store, pss.create_from_filters(store, "picked", ids=ids).name)] == ids
+    assert pss.set_summary(store, "picked").source_kind == "manual"
+    assert pss.create_from_filters(store, "by-text", search=members[0].name).size >= 1
+    with pytest.raises(pss.SetError, match="name: a set named 'held' already exists"):
+        pss.create_from_filters(store, "held", need="just_listen")
+    with pytest.raises(pss.SetError, match="members: .* would be empty"):
+        pss.create_from_filters(store, "none", search="no persona says this")
+    with pytest.raises(pss.SetError, match="ids: not in the store: nope"):
+        pss.create_from_filters(store, "bad", ids=["nope"])
+    assert pss.set_names(store) == ["avoidant-en", "by-text", "held", "picked"]
+
+
+def test_generation_and_import_sets(store, tmp_path):
+    for p in ps.list_profiles(store)[:2]:
+        p.extra = {**p.extra, "generation_id": 7}
+        ps.save_profile(store, p, create=False)
+    assert pss.create_from_generation(store, "gen7", 7).size == 2
+    with pytest.raises(pss.SetError, match="generation: no stored persona comes from generation 8"):
+        pss.create_from_generation(store, "gen8", 8)
+    path = tmp_path / "two.jsonl"
+    rows = [dict(p.to_dict(), id=f"imp-{i}") for i, p in enumerate(ps.list_profiles(store)[:2])]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    report = ps.import_file(store, path)
+    s = pss.create_from_import(store, "imported", path, [p.id for p in report.profiles])
+    assert (s.size, s.source_kind, s.params["file"]) == (2, "import", "two.jsonl")
+    assert [p.id for p in pss.set_profiles(store, "imported")] == ["imp-0", "imp-1"]
+
+
+def test_hash_changes_when_a_member_changes_and_runs_see_it(store):
+    s = pss.create_from_filters(store, "negative", personality="negative")
+    assert s.current_hash == s.content_hash and not s.changed
+    before = resolve_personas("set:negative", store)
+    assert members_hash(before) == s.content_hash
+    edited = before[0]
+    edited.background += " She has also just moved house."
+    ps.save_profile(store, edited, create=False)
+    now = pss.set_summary(store, "negative")
+    assert now.content_hash == s.content_hash and now.current_hash != s.content_hash and now.changed
+    assert members_hash(resolve_personas("set:negative", store)) == now.current_hash
+    ps.delete_profile(store, before[1].id)
+    assert pss.set_summary(store, "negative").missing == [before[1].id]
+    with pytest.raises(PersonaSpecError, match=f"deleted from the store since it was made: {before[1].id}"):
+        resolve_personas("set:negative", store)
+
+
+def test_split_is_stratified_and_deterministic(store):
+    pss.create_from_filters(store, "all")
+    parent = pss.set_profiles(store, "all")
+    train, heldout = pss.split_set(store, "all", 0.8, seed=5)
+    assert (train.name, heldout.name, train.source_kind) == ("all-train", "all-heldout", "split")
+    assert train.params == {"parent": "all", "parent_hash": members_hash(parent), "seed": 5, "fraction": 0.8,
+                            "strata": ["need_category", "personality"], "side": "train"}
+    a, b = pss.set_profiles(store, "all-train"), pss.set_profiles(store, "all-heldout")
+    assert sorted(p.id for p in a + b) == sorted(p.id for p in parent) and not {p.id for p in a} & {p.id for p in b}
+    strata = {}
+    for p in parent:
+        strata.setdefault((p.need_category, p.personality), []).append(p.id)
+    for ids in (v for v in strata.values() if len(v) >= 2):  # both sides of every stratum of 2 or more
+        assert set(ids) & {p.id for p in a} and set(ids) & {p.id for p in b}
+    again = pss.stratified_split(parent, 0.8, 5)
+    assert ([p.id for p in again[0]], [p.id for p in again[1]]) == ([p.id for p in a], [p.id for p in b])
+    other = pss.stratified_split(parent, 0.8, 6)
+    assert [p.id for p in other[0]] != [p.id for p in a]
+    # a larger stratum is cut at the fraction
+    many = [type(parent[0])(**{**parent[0].to_dict(), "id": f"m{i}"}) for i in range(10)]
+    tr, ho = pss.stratified_split(many, 0.8, 0)
+    assert (len(tr), len(ho)) == (8, 2)
+    with pytest.raises(pss.SetError, match="name: a set named 'all-train' already exists"):
+        pss.split_set(store, "all", 0.8, seed=1)
+    with pytest.raises(pss.SetError, match="fraction: must be between 0 and 1"):
+        pss.split_set(store, "all", 1.0, seed=1)
+    assert pss.set_names(store) == ["all", "all-heldout", "all-train"]  # nothing half-written
+
+
+@pytest.mark.parametrize("fmt", ["lab", "rlver", "sage"])
+def test_export_round_trips_through_the_importer(store, tmp_path, fmt):
+    pss.create_from_filters(store, "passive", personality="passive")
+    out = tmp_path / f"set.{fmt}.jsonl"
+    n = pss.export_set(store, "passive", out, fmt)
+    report = import_profiles(out)
+    assert report.errors == [] and n == len(report.profiles)
+    assert [p.to_dict() for p in report.profiles] == [p.to_dict() for p in pss.set_profiles(store, "passive")]
+    if fmt == "sage":
+        assert all("first_talk" in json.loads(line) for line in out.read_text().splitlines())
+
+
+def test_sage_export_refuses_a_profile_without_a_first_line(store, tmp_path):
+    p = ps.list_profiles(store)[0]
+    p.first_line = ""
+    ps.save_profile(store, p, create=False)
+    pss.create_from_filters(store, "one", ids=[p.id])
+    with pytest.raises(ValueError, match="first_line: is required for SAGE"):
+        pss.export_set(store, "one", tmp_path / "x.jsonl", "sage")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_set_specs_resolve_everywhere_with_clear_errors(store, db_url, monkeypatch):
+    pss.create_from_filters(store, "listen", need="just_listen")
+    ids = [p.id for p in pss.set_profiles(store, "listen")]
+    assert [p.id for p in resolve_personas("set:listen", store)] == ids
+    extra = ps.list_profiles(store, need="useful_advice")[0].id
+    assert [p.id for p in resolve_personas(["set:listen", extra], store)] == ids + [extra]
+    with pytest.raises(PersonaSpecError, match="no stored persona set named 'nope'; stored sets: listen"):
+        resolve_personas("set:nope", store)
+    monkeypatch.setenv("RLVER_LAB_DB", db_url)  # commands without --db (probe, lint) read the default store
+    assert [p.id for p in resolve_personas("set:listen")] == ids
+    assert spec_error("set:listen") == "" and "needs a set name" in spec_error("set:")
+
+
+def test_coverage_counts_every_cell_and_names_the_empty_ones(store):
+    profiles = ps.list_profiles(store, need="just_listen")
+    cov = coverage(profiles)
+    assert cov.n == len(profiles) and sum(map(sum, cov.total())) == len(profiles)
+    row = cov.total()[list(NEED_CATEGORIES).index("just_listen")]
+    assert row == [sum(p.personality == t for p in profiles) for t in PERSONALITIES]
+    empty = cov.empty()
+    assert len(empty) == len(NEED_CATEGORIES) * len(PERSONALITIES) - sum(c > 0 for c in row)
+    assert ("useful_advice", "negative", "") in empty
+    by_lang = coverage(profiles, by_language=True)
+    assert by_lang.languages == ("en", "zh") and sum(map(sum, by_lang.counts["zh"])) == 0
+    assert {"need_category": "just_listen", "personality": "negative", "language": "zh"} in by_lang.to_dict()["empty"]
+
+
+def test_new_tables_are_added_to_an_existing_store_file(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as con:  # a store from before persona sets
+        con.execute("CREATE TABLE persona (id VARCHAR(64) PRIMARY KEY)")
+    make_engine(f"sqlite:///{path}").dispose()
+    with sqlite3.connect(path) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"persona_set", "persona_set_member"} <= tables
+
+
+def test_sets_cli(store, db_url, tmp_path, capsys):
+    def cli(*args):
+        code = simulator_main(["personas", "sets", *args, "--db", db_url])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    assert cli("create", "en", "--language", "en")[0] == 0
+    code, out, _ = cli("split", "en", "--fraction", "0.8", "--seed", "3")
+    assert code == 0 and "created set en-train" in out and "created set en-heldout" in out
+    code, out, _ = cli("list", "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["name"] for r in rows] == ["en", "en-heldout", "en-train"]
+    assert rows[0]["size"] == rows[1]["size"] + rows[2]["size"] and rows[2]["source_kind"] == "split"
+    code, out, _ = cli("show", "en-train", "--json")
+    shown = json.loads(out)
+    assert shown["params"]["seed"] == 3 and len(shown["members"]) == rows[2]["size"]
+    code, out, _ = cli("coverage", "en-heldout", "--json")
+    assert json.loads(out)["n"] == rows[1]["size"]
+    assert "empty cell(s)" in cli("coverage", "en")[1]
+    target = tmp_path / "en.jsonl"
+    assert cli("export", "en", str(target), "--format", "rlver")[0] == 0
+    assert len(import_profiles(target).profiles) == rows[0]["size"]
+    code, _, err = cli("split", "nope")
+    assert code == 2 and "NAME: no stored persona set named 'nope'" in err
+    code, _, err = cli("split", "en", "--fraction", "2")
+    assert code == 2 and err.startswith("--fraction: must be between 0 and 1")
+    code, _, err = cli("create", "x", "--ids", "a,b")
+    assert code == 2 and err.startswith("--ids: not in the store: a, b")
+    code, _, err = cli("create", "x", "--generation", "4", "--language", "en")
+    assert code == 2 and err.startswith("--generation: cannot be combined")
+
+
+def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_model_dir, tmp_path):
+    s = pss.create_from_filters(store, "tiny", ids=[p.id for p in ps.list_profiles(store)[:2]])
+    config = tiny_train_config(tmp_path, tiny_model_dir, persona_set="set:tiny", steps=1, dialogues_per_step=2)
+    env = dict(os.environ, RLVER_LAB_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--db", db_url,
+                           "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with read_scope(make_engine(db_url)) as session:
+        job = session.scalars(select(Job)).one()
+    assert job.config["persona_set"] == "set:tiny"
+    assert job.config["personas"] == {"spec": "set:tiny", "set": "tiny", "n": 2, "hash": s.content_hash}
+    from trainer.config import TrainConfig
+
+    assert TrainConfig.from_dict(job.config).persona_set == "set:tiny"  # a clone / resume reads it back
