@@ -122,7 +122,8 @@ def actions_for(status: str) -> dict[str, bool]:
 # (TrainConfig field, label, widget, choices). Every other setting can be given in the form's YAML box.
 FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("model", "model ('default' = SmolLM2-135M-Instruct, or a local folder)", "text", ()),
-    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout, file:PATH or persona ids, comma-separated)",
+    ("persona_set", "persona set (builtin, builtin:train, builtin:heldout, set:NAME, file:PATH or persona ids, "
+                    "comma-separated)",
      "choice+", ()),
     ("simulator", "simulator (offline or openai:MODEL)", "text", ()),
     ("simulator_preset", "simulator preset", "choice", ()),
@@ -155,6 +156,13 @@ def field_choices(name: str) -> tuple[str, ...]:
 
     return {"persona_set": PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
             "mode": c.MODES, "engine": c.ENGINES}.get(name, ())
+
+
+def persona_set_choices(store: Store) -> list[str]:
+    """The persona set field's choices: the built-in sets and set:NAME for every stored set."""
+    from simulator.persona_set_service import spec_choices
+
+    return spec_choices(store)
 
 
 def form_values(config: Optional[dict[str, Any]] = None) -> list[Any]:

@@ -248,3 +248,10 @@ def export_set(store: Engine, name: str, path: Union[str, Path], fmt: str = "lab
     if fmt not in EXPORT_FORMATS:
         raise SetError("format", f"unknown format {fmt!r}; one of {', '.join(EXPORT_FORMATS)}")
     return export_profiles(set_profiles(store, name), path, fmt)
+
+
+def spec_choices(store: Engine) -> list[str]:
+    """The persona specs a view offers: the built-in sets, then set:NAME for every stored set."""
+    from simulator.persona_sets import PERSONA_SETS, SET_PREFIX
+
+    return list(PERSONA_SETS) + [SET_PREFIX + n for n in set_names(store)]

@@ -213,9 +213,9 @@ def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_m
                            "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with read_scope(make_engine(db_url)) as session:
-        job = session.scalars(select(Job)).one()
-    assert job.config["persona_set"] == "set:tiny"
-    assert job.config["personas"] == {"spec": "set:tiny", "set": "tiny", "n": 2, "hash": s.content_hash}
+        job_config = session.scalars(select(Job.config)).one()
+    assert job_config["persona_set"] == "set:tiny"
+    assert job_config["personas"] == {"spec": "set:tiny", "set": "tiny", "n": 2, "hash": s.content_hash}
     from trainer.config import TrainConfig
 
-    assert TrainConfig.from_dict(job.config).persona_set == "set:tiny"  # a clone / resume reads it back
+    assert TrainConfig.from_dict(job_config).persona_set == "set:tiny"  # a clone / resume reads it back

@@ -17,6 +17,7 @@ from app import training_service as ts
 from app.context import LabContext
 from app.judge_panel import judge_view
 from app.render import md
+from simulator.persona_set_service import spec_choices
 from simulator.persona_sets import PERSONA_SETS
 from storage import Store
 
@@ -209,7 +210,8 @@ def build(ctx: LabContext) -> None:
                                        label="simulator max tokens (empty: backend default)")
         with gr.Row():
             profiles = gr.Dropdown(choices=list(PERSONA_SETS), value="builtin", allow_custom_value=True,
-                                   label="profiles (a set, a JSONL file path or persona ids)", scale=2)
+                                   label="profiles (a set, set:NAME, a JSONL file path or persona ids)", scale=2,
+                                   elem_id="bench-profiles")
             limit = gr.Number(value=0, precision=0, minimum=0, label="limit (0 = all)", scale=1)
             mode = gr.Radio(choices=["direct", "think"], value="direct", label="mode", scale=1)
             seed = gr.Number(value=0, precision=0, label="seed", scale=1)
@@ -293,3 +295,4 @@ def build(ctx: LabContext) -> None:
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
     lab_table.select(on_lab_row_judge, None, [judge_md, judge_plot])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
+    ctx.refresh_on_show(lambda: gr.update(choices=spec_choices(store)), None, profiles)  # stored sets too

@@ -60,7 +60,8 @@ def columns_html(live: dict[str, LiveDialogue]) -> str:
     for d in live.values():
         state = d.status if d.status == "running" else f"{d.outcome or d.status}"
         final = "" if d.final_emotion is None else f" · final {d.final_emotion:.0f}"
-        head = f"{d.label} · dialogue {d.dialogue_id if d.dialogue_id is not None else '…'} · {state}{final}"
+        stored = d.dialogue_id if d.dialogue_id is not None else "…" if d.status == "running" else "not stored"
+        head = f"{d.label} · dialogue {stored} · {state}{final}"
         foot = f"error: {d.error}" if d.error and d.status != "running" else ""
         cols.append(f"<div class='live-col'>{dialogue_html(d.turns, header=head, footer=foot)}</div>")
     return f"<div class='live-row' data-dialogues='{len(cols)}'>{''.join(cols)}</div>"
@@ -76,13 +77,19 @@ def finished_choices(live: dict[str, LiveDialogue]) -> list[tuple[str, int]]:
 
 
 def persona_choices(store: Store) -> list[tuple[str, str]]:
-    return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)]
+    """Every stored persona, then every stored persona set (as set:NAME)."""
+    from simulator.persona_set_service import list_sets
+
+    return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)] + \
+        [(f"set {s.name} ({s.size} personas)", f"set:{s.name}") for s in list_sets(store)]
 
 
 def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy: str, policy_url: str, simulator: str,
                   simulator_url: str, rules: str, mode: str, group: int, max_turns: int, max_new_tokens: int,
-                  temperature: float, seed: int):
-    """Generator of (status markdown, figure, columns HTML, finished-dialogue choices)."""
+                  temperature: float, seed: int, profiles: Optional[list] = None, record: bool = True):
+    """Generator of (status markdown, figure, columns HTML, finished-dialogue choices). `profiles` plays
+    these profiles instead of resolving `persona_ids` (the persona editor's preview); record=False stores
+    nothing."""
     from storage.recorder import DialogueRecorder
     from trainer.engines import make_engine as make_policy
     from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
@@ -93,7 +100,7 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
     def out(status: str):
         return status, figure(live), columns_html(live), gr.update(choices=finished_choices(live))
 
-    if not persona_ids:
+    if not persona_ids and not profiles:
         yield out("**Pick at least one persona.**")
         return
     with _RUNS_LOCK:
@@ -106,7 +113,7 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
         try:
             config = RolloutConfig(mode=mode, max_turns=int(max_turns), max_new_tokens=int(max_new_tokens),
                                    temperature=float(temperature), seed=int(seed)).validate()
-            profiles = resolve_personas(list(persona_ids), store)
+            profiles = profiles or resolve_personas(list(persona_ids), store)
             factory = make_simulator_factory(simulator.strip() or "offline", rules=rules,
                                              base_url=simulator_url.strip() or None, seed=int(seed))
         except (KeyError, ValueError, ImportError) as exc:
@@ -119,7 +126,8 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
         except (FileNotFoundError, ValueError, OSError) as exc:
             yield out(f"**Cannot load the policy** {md(policy)}: {md(exc)}")
             return
-        rollout = RolloutEngine(policy_engine, factory, config=config, recorder=DialogueRecorder(store))
+        rollout = RolloutEngine(policy_engine, factory, config=config,
+                                recorder=DialogueRecorder(store) if record else None)
         with _RUNS_LOCK:
             stopped_early = _RUNS.get(request_key) == "stop"
             _RUNS[request_key] = rollout

@@ -142,7 +142,8 @@ def build(ctx: LabContext) -> None:
             with gr.Row():
                 search = gr.Textbox(label="Search", placeholder="text in any field", scale=2, elem_id="persona-search")
                 f_need = gr.Dropdown(_any(NEED_CHOICES), value="", label="Hidden need", scale=2)
-                f_pers = gr.Dropdown(_any(PERSONALITY_CHOICES), value="", label="Personality", scale=1)
+                f_pers = gr.Dropdown(_any(PERSONALITY_CHOICES), value="", label="Personality", scale=1,
+                                     elem_id="persona-filter-personality")
                 f_lang = gr.Dropdown(_any([(x, x) for x in LANGUAGES]), value="", label="Language", scale=1)
             # Filled on every page load (after any login) and tab visit: jobs and the CLI write to the store too.
             table = gr.Dataframe([], headers=HEADERS, datatype="str", type="array", interactive=False,
@@ -179,6 +180,9 @@ def build(ctx: LabContext) -> None:
                 dup_btn = gr.Button("Duplicate", elem_id="persona-duplicate")
                 del_btn = gr.Button("Delete", variant="stop", elem_id="persona-delete")
                 lint_btn = gr.Button("Check warnings", elem_id="persona-lint")
+            from app.views import persona_preview
+
+            persona_preview.build(ctx, editing, inputs)
             with gr.Row(visible=False) as confirm_row:
                 gr.Markdown("Delete this persona? Dialogues that used it keep their copy of the id.")
                 confirm_btn = gr.Button("Yes, delete", variant="stop", elem_id="persona-delete-confirm")
@@ -187,6 +191,9 @@ def build(ctx: LabContext) -> None:
 
     id_box = inputs[0]
     filters = [search, f_need, f_pers, f_lang]
+    from app.views import persona_sets_panel
+
+    persona_sets_panel.build(ctx, filters)
 
     # The list and the form show at once; their lint warnings (which may wait for the sentence model) follow
     # in a second event, asked for through the counts_due / lint_due states.

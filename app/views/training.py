@@ -164,6 +164,8 @@ def build(ctx: LabContext) -> None:
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
     ctx.refresh_on_show(lambda: ts.jobs_rows(jobs.list_jobs(store)), None, table)
+    ctx.refresh_on_show(lambda: gr.update(choices=ts.persona_set_choices(store)), None,  # stored sets too
+                        widgets[ts.FORM_NAMES.index("persona_set")])
     for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
         button.click(lambda jid, a=action: act(a, jid), [job_id], [action_msg, job_id])
     to_form.click(edit_as_new, [job_id], [name, *widgets])

@@ -1,0 +1,152 @@
+"""The Personas view's "Sets" panel: the stored persona sets (name, size, hash, source), a new set from the
+view's current filters, a seeded 80/20 stratified split, export, and a set's need x personality coverage
+as a heatmap with its empty cells listed. Logic lives in simulator.persona_set_service and
+simulator.coverage."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from app.context import LabContext
+from app.render import md
+from simulator import persona_set_service as pss
+from simulator.coverage import Coverage, coverage
+from simulator.persona_sets import PersonaSpecError
+from storage import Store
+
+SET_HEADERS = ["name", "size", "hash", "source", "made from"]
+SPLIT_TAGS = [("any", ""), ("train", "train"), ("heldout", "heldout")]
+
+
+def set_rows(store: Store) -> list[list[Any]]:
+    """One row per stored set; the hash is the members' as they are now, marked when it changed since."""
+    rows = []
+    for s in pss.list_sets(store):
+        current = s.current_hash or "members deleted"
+        made = ", ".join(f"{k}={v}" for k, v in (s.params.get("filters") or s.params).items())
+        rows.append([s.name, s.size, current + (f" (was {s.content_hash})" if s.changed else ""), s.source_kind,
+                     made])
+    return rows
+
+
+def coverage_figure(cov: Optional[Coverage], title: str = "") -> go.Figure:
+    """need x personality heatmap; empty cells are shown as 0 in the coldest colour and marked ✕."""
+    fig = go.Figure()
+    if cov is not None:
+        total = cov.total()
+        fig.add_trace(go.Heatmap(z=total, x=list(cov.personalities), y=list(cov.needs), colorscale="Blues",
+                                 zmin=0, text=[[str(c) if c else "✕" for c in row] for row in total],
+                                 texttemplate="%{text}", hovertemplate="%{y} × %{x}: %{z}<extra></extra>"))
+    fig.update_layout(title=title or "Coverage: hidden need × personality", height=420,
+                      margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def empty_cells_markdown(cov: Coverage) -> str:
+    empty = cov.empty()
+    if not empty:
+        return f"{cov.n} persona(s); every need × personality cell is covered."
+    return "\n".join([f"**{len(empty)} empty cell(s)** of {cov.n} persona(s):"] +
+                     [f"- {md(n)} × {md(p)}" for n, p, _ in empty])
+
+
+def create_from_view(store: Store, name: str, search: str, need: str, personality: str, language: str,
+                     split: str) -> str:
+    """A set from the Personas view's filters; the message the panel shows."""
+    try:
+        s = pss.create_from_filters(store, name, search=(search or "").strip(), need=need or "",
+                                    personality=personality or "", language=language or "", split=split or "")
+    except pss.SetError as exc:
+        return f"**Not created.** {md(exc.field)}: {md(exc.problem)}"
+    return f"Created set **{md(s.name)}**: {s.size} persona(s), hash `{s.content_hash}`."
+
+
+def split_from_view(store: Store, name: Optional[str], fraction: Any, seed: Any) -> str:
+    if not name:
+        return "**Not split.** set: pick a set first."
+    try:
+        seed_value = int(seed) if seed not in (None, "") and float(seed) == int(seed) else seed
+        train, heldout = pss.split_set(store, name, float(fraction or 0), seed_value)
+    except pss.SetError as exc:
+        return f"**Not split.** {md(exc.field)}: {md(exc.problem)}"
+    except PersonaSpecError as exc:
+        return f"**Not split.** set: {md(exc)}"
+    return (f"Split **{md(name)}** into **{md(train.name)}** ({train.size}) and **{md(heldout.name)}** "
+            f"({heldout.size}).")
+
+
+def build(ctx: LabContext, filters: list) -> None:
+    """The panel; `filters` are the view's search, need, personality and language inputs."""
+    store = ctx.store
+    with gr.Accordion("Persona sets", open=True, elem_id="sets-panel"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                table = gr.Dataframe([], headers=SET_HEADERS, datatype="str", type="array", interactive=False,
+                                     label="Stored sets (click one for its coverage)", elem_id="sets-table")
+                with gr.Row():
+                    name = gr.Textbox(label="New set name", scale=2, elem_id="sets-name")
+                    split_tag = gr.Dropdown(SPLIT_TAGS, value="", label="Split tag", scale=1)
+                    create = gr.Button("Create from the current filters", scale=2, elem_id="sets-create")
+                with gr.Row():
+                    chosen = gr.Dropdown([], label="Set", scale=2, elem_id="sets-chosen")
+                    fraction = gr.Number(0.8, label="Train fraction", minimum=0, maximum=1, scale=1,
+                                         elem_id="sets-fraction")
+                    seed = gr.Number(0, precision=0, label="Seed", scale=1, elem_id="sets-seed")
+                    split = gr.Button("Split train / held-out", scale=2, elem_id="sets-split")
+                with gr.Row():
+                    fmt = gr.Radio([("lab", "lab"), ("RLVER", "rlver"), ("SAGE", "sage")], value="lab",
+                                   label="Export format", scale=2)
+                    export = gr.Button("Export the set", scale=1, elem_id="sets-export")
+                export_file = gr.File(label="Exported set", interactive=False, elem_id="sets-export-file")
+                status = gr.Markdown(elem_id="sets-status")
+            with gr.Column(scale=3):
+                plot = gr.Plot(coverage_figure(None), show_label=False, elem_id="sets-coverage")
+                empty = gr.Markdown(elem_id="sets-empty")
+
+    def refresh(current: Optional[str]):
+        names = pss.set_names(store)
+        return set_rows(store), gr.update(choices=names, value=current if current in names else None)
+
+    def show_coverage(set_name: Optional[str]):
+        if not set_name:
+            return coverage_figure(None), ""
+        try:
+            cov = coverage(pss.set_profiles(store, set_name))
+        except PersonaSpecError as exc:
+            return coverage_figure(None), f"**No coverage:** {md(exc)}"
+        return coverage_figure(cov, f"Coverage of {set_name}: hidden need × personality"), empty_cells_markdown(cov)
+
+    def on_create(set_name, tag, *flt):
+        message = create_from_view(store, set_name, *flt, tag)
+        rows, _ = refresh(None)
+        made = (set_name or "").strip() if message.startswith("Created") else None
+        return message, rows, gr.update(choices=pss.set_names(store), value=made) if made else gr.update(
+            choices=pss.set_names(store))
+
+    def on_split(set_name, frac, seed_):
+        message = split_from_view(store, set_name, frac, seed_)
+        return message, set_rows(store), gr.update(choices=pss.set_names(store))
+
+    def on_export(set_name, f):
+        if not set_name:
+            return gr.update(), "**Not exported.** set: pick a set first."
+        out = Path(tempfile.mkdtemp(prefix="rlver-set-")) / f"{set_name}-{f}.jsonl"
+        try:
+            n = pss.export_set(store, set_name, out, f)
+        except (ValueError, PersonaSpecError) as exc:
+            return gr.update(), f"**Not exported.** {md(exc)}"
+        return str(out), f"Exported {n} persona(s) of **{md(set_name)}** ({f} format)."
+
+    ctx.refresh_on_show(refresh, [chosen], [table, chosen])
+    create.click(on_create, [name, split_tag, *filters], [status, table, chosen])
+    split.click(on_split, [chosen, fraction, seed], [status, table, chosen])
+    export.click(on_export, [chosen, fmt], [export_file, status])
+    chosen.change(show_coverage, [chosen], [plot, empty])
+    def on_pick(evt: gr.SelectData):
+        return evt.row_value[0] if evt.row_value else gr.skip()
+
+    table.select(on_pick, None, chosen)
