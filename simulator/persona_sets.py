@@ -95,7 +95,7 @@ def spec_error(spec: Any, check_paths: bool = True) -> str:
     ids = [i.strip() for i in text.split(",") if i.strip()]
     if ids and all(i in BUILTIN_IDS for i in ids):
         return ""
-    return f"unknown persona set {spec!r}; one of {', '.join(PERSONA_SETS)}, set:NAME, file:PATH, built-in persona " \
+    return f"unknown persona set {spec!r}; one of {', '.join(PERSONA_SETS)}, file:PATH, set:NAME, built-in persona " \
            "ids, or a list of persona ids"
 
 
@@ -113,7 +113,7 @@ def available(store: Any = None) -> str:
         names = set_names(store)
         ids += f"; stored sets: {', '.join(SET_PREFIX + n for n in names[:10])}" + (" ..." if len(names) > 10 else "") \
             if names else "; no stored sets"
-    return (f"a spec is one of {', '.join(PERSONA_SETS)}, set:NAME, file:PATH, or persona ids: {ids}; "
+    return (f"a spec is one of {', '.join(PERSONA_SETS)}, file:PATH, set:NAME (a stored set), or persona ids: {ids}; "
             "`python -m simulator personas list` and `personas sets list` show them")
 
 

@@ -219,3 +219,22 @@ def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_m
     from trainer.config import TrainConfig
 
     assert TrainConfig.from_dict(job_config).persona_set == "set:tiny"  # a clone / resume reads it back
+
+
+def test_a_benchmark_on_a_set_records_its_name_and_hash(engine, shared_data):
+    """A replay of three published dialogues, their profiles named as a stored set."""
+    from simulator.transcripts import profiles_from_transcripts
+    from storage import EvalRun
+    from trainer.evaluation import benchmark as bm
+
+    f = shared_data / "sage" / "gpt-4.1_result.jsonl"
+    for p in profiles_from_transcripts(f)[:3]:
+        ps.save_profile(engine, p, create=True)
+    s = pss.create_from_filters(engine, "replayed", ids=[p.id for p in profiles_from_transcripts(f)[:3]])
+    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles="set:replayed")
+    run_id = bm.run_benchmark(engine, cfg, log=lambda _m: None).eval_run_id
+    with read_scope(engine) as session:
+        run = session.get(EvalRun, run_id)
+        config, n = dict(run.config), run.n
+    assert n == 3 and config["profiles"] == "set:replayed"
+    assert config["personas"] == {"spec": "set:replayed", "set": "replayed", "n": 3, "hash": s.content_hash}
