@@ -1,7 +1,7 @@
 """Command line: `python -m simulator score|personas|transcripts|probe|chat ...`.
 
     python -m simulator score FILE [--json]
-    python -m simulator personas import FILE [--keep-valid] [--replace] [--db URL]
+    python -m simulator personas import FILE [--keep-valid] [--replace] [--as-set NAME] [--db URL]
     python -m simulator personas export FILE [--format lab|rlver] [--db URL]
     python -m simulator personas seed [--db URL]
     python -m simulator personas list [--set SPEC] [--json] [--db URL]
@@ -77,6 +77,14 @@ def cmd_personas(args: argparse.Namespace) -> int:
                           f"({report.stored} of {report.n_lines} line(s))"] + [str(e) for e in report.errors])
         print(f"{args.file}: imported {report.stored} profile(s)" +
               (f" ({report.replaced} replaced)" if report.replaced else ""))
+        if args.as_set:
+            from simulator.persona_set_service import SetError, create_from_import
+
+            try:
+                made = create_from_import(engine, args.as_set, args.file, [p.id for p in report.profiles])
+            except SetError as e:
+                return _fail([f"--as-set: {e.problem} (the profiles are imported; no set was made)"])
+            print(f"created set {made.name}: {made.size} persona(s), hash {made.content_hash}")
         return 0
     if args.action == "export":
         try:
@@ -158,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("file")
     imp.add_argument("--keep-valid", action="store_true", help="store the valid lines even if some are bad")
     imp.add_argument("--replace", action="store_true", help="replace profiles whose id is already stored")
+    imp.add_argument("--as-set", default="", metavar="NAME", help="also store the imported profiles as a set")
     exp = actions.add_parser("export", help="write every stored profile to a JSONL file")
     exp.add_argument("file")
     exp.add_argument("--format", choices=("lab", "rlver", "sage"), default="lab")

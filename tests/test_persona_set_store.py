@@ -238,3 +238,16 @@ def test_a_benchmark_on_a_set_records_its_name_and_hash(engine, shared_data):
         config, n = dict(run.config), run.n
     assert n == 3 and config["profiles"] == "set:replayed"
     assert config["personas"] == {"spec": "set:replayed", "set": "replayed", "n": 3, "hash": s.content_hash}
+
+
+def test_commands_read_set_specs_and_import_can_make_a_set(store, db_url, tmp_path, capsys):
+    path = tmp_path / "three.jsonl"
+    rows = [dict(p.to_dict(), id=f"new-{i}") for i, p in enumerate(ps.list_profiles(store)[:3])]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert simulator_main(["personas", "import", str(path), "--as-set", "fresh", "--db", db_url]) == 0
+    assert "created set fresh: 3 persona(s)" in capsys.readouterr().out
+    assert pss.set_summary(store, "fresh").params == {"file": "three.jsonl", "n_imported": 3}
+    assert simulator_main(["personas", "list", "--set", "set:fresh", "--json", "--db", db_url]) == 0
+    assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["new-0", "new-1", "new-2"]
+    assert simulator_main(["personas", "list", "--set", "set:stale", "--db", db_url]) == 2
+    assert "--set: no stored persona set named 'stale'" in capsys.readouterr().err
