@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     seed = actions.add_parser("seed", help="insert the built-in profiles missing from the store")
     lst = actions.add_parser("list", help="list the stored profiles, or those of a persona set")
     lst.add_argument("--set", default=None, metavar="SPEC",
-                     help="builtin | builtin:train | builtin:heldout | file:PATH | persona ids (default: the store)")
+                     help="builtin | builtin:train | builtin:heldout | file:PATH | set:NAME | persona ids "
+                          "(default: the store)")
     lst.add_argument("--json", action="store_true", help="one JSON object per persona")
     for a in (imp, exp, seed, lst):
         a.add_argument("--db", default=None, help="SQLAlchemy URL (default: RLVER_LAB_DB or the lab's SQLite file)")
@@ -182,7 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "reactions, style contradictions, language mismatch, near-duplicates")
     which = lint.add_mutually_exclusive_group(required=True)
     which.add_argument("file", nargs="?", help="an RLVER/SAGE or lab JSONL file")
-    which.add_argument("--set", metavar="SPEC", help="a persona spec: builtin, builtin:train, builtin:heldout, ids")
+    which.add_argument("--set", metavar="SPEC",
+                       help="a persona spec: builtin, builtin:train, builtin:heldout, ids, set:NAME (the lab's "
+                            "store)")
     lint.add_argument("--json", action="store_true",
                       help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
     lint.set_defaults(func=cmd_personas_lint)

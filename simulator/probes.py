@@ -235,8 +235,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print persona -> behaviour -> final emotion as JSON")
     parser.add_argument("--turns", type=int, default=5, help="policy turns per dialogue (default 5)")
     parser.add_argument("--persona", action="append", default=None, help="built-in persona id (repeatable)")
-    parser.add_argument("--set", default="builtin", help="persona set when no --persona is given: builtin "
-                                                         "(default), builtin:train, builtin:heldout or file:PATH")
+    parser.add_argument("--set", default="builtin",
+                        help="persona set when no --persona is given: builtin (default), builtin:train, builtin:heldout, "
+                             "file:PATH or set:NAME (a stored set, read from the lab's default store)")
     parser.add_argument("--rules", choices=sorted(PRESETS), default="standard", help="emotion rules preset")
     parser.add_argument("--backend", default="offline",
                         help="offline (default: scorer v3), offline:v2 (the previous scorer) or openai:MODEL")

@@ -69,8 +69,7 @@ def split_from_view(store: Store, name: Optional[str], fraction: Any, seed: Any)
     if not name:
         return "**Not split.** set: pick a set first."
     try:
-        seed_value = int(seed) if seed not in (None, "") and float(seed) == int(seed) else seed
-        train, heldout = pss.split_set(store, name, float(fraction or 0), seed_value)
+        train, heldout = pss.split_set(store, name, float(fraction or 0), int(seed or 0))
     except pss.SetError as exc:
         return f"**Not split.** {md(exc.field)}: {md(exc.problem)}"
     except PersonaSpecError as exc:
@@ -93,8 +92,7 @@ def build(ctx: LabContext, filters: list) -> None:
                     create = gr.Button("Create from the current filters", scale=2, elem_id="sets-create")
                 with gr.Row():
                     chosen = gr.Dropdown([], label="Set", scale=2, elem_id="sets-chosen")
-                    fraction = gr.Number(0.8, label="Train fraction", minimum=0, maximum=1, scale=1,
-                                         elem_id="sets-fraction")
+                    fraction = gr.Number(0.8, label="Train fraction", scale=1, elem_id="sets-fraction")
                     seed = gr.Number(0, precision=0, label="Seed", scale=1, elem_id="sets-seed")
                     split = gr.Button("Split train / held-out", scale=2, elem_id="sets-split")
                 with gr.Row():
@@ -122,10 +120,8 @@ def build(ctx: LabContext, filters: list) -> None:
 
     def on_create(set_name, tag, *flt):
         message = create_from_view(store, set_name, *flt, tag)
-        rows, _ = refresh(None)
-        made = (set_name or "").strip() if message.startswith("Created") else None
-        return message, rows, gr.update(choices=pss.set_names(store), value=made) if made else gr.update(
-            choices=pss.set_names(store))
+        picked = {"value": set_name.strip()} if message.startswith("Created") else {}  # show its coverage
+        return message, set_rows(store), gr.update(choices=pss.set_names(store), **picked)
 
     def on_split(set_name, frac, seed_):
         message = split_from_view(store, set_name, frac, seed_)
