@@ -106,7 +106,6 @@ def available(store: Any = None) -> str:
     ids = f"{len(BUILTIN_IDS)} built-in ({BUILTIN_IDS[0]} ... {BUILTIN_IDS[-1]})"
     if store is not None:
         from simulator.persona_service import count_profiles
-
         from simulator.persona_set_service import set_names
 
         ids += f", {count_profiles(store)} in the store"

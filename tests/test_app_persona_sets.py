@@ -25,6 +25,10 @@ def test_panel_functions_report_by_field(engine):
     rows = persona_sets_panel.set_rows(engine)
     assert [r[0] for r in rows] == ["negatives", "negatives-heldout", "negatives-train"]
     assert rows[0][1] == rows[1][1] + rows[2][1] and rows[2][3] == "split"
+    from app import training_service as ts
+
+    assert ts.persona_set_choices(engine) == ["builtin", "builtin:train", "builtin:heldout", "set:negatives",
+                                              "set:negatives-heldout", "set:negatives-train"]
 
 
 def test_preview_refuses_an_invalid_form_naming_the_fields(engine):
