@@ -361,11 +361,16 @@ class PersonaGenerator:
     async def run(self, slots: Sequence[dict[str, Any]], deduper: Deduper, id_of: Callable[[dict], str],
                   on_result: Optional[Callable[[Candidate], None]] = None,
                   cancelled: Callable[[], bool] = lambda: False) -> list[Candidate]:
-        """Every slot concurrently (the backend's traffic limiter bounds the calls in flight); `on_result`
-        sees each candidate as it is made; slots not started when `cancelled()` turns true are skipped."""
+        """Every slot concurrently, as many at once as the backend's traffic limiter lets calls be in flight
+        (so a cancel finds the slots not yet started still waiting); `on_result` sees each candidate as it is
+        made; slots not started when `cancelled()` turns true are skipped."""
+        limits = getattr(self.backend, "limits", None)
+        at_once = asyncio.Semaphore(max(1, getattr(limits, "max_in_flight", 8)))
+
         async def go(slot: dict[str, Any]) -> Optional[Candidate]:
             try:
-                cand = await self.one(slot, id_of(slot), deduper, cancelled=cancelled)
+                async with at_once:
+                    cand = await self.one(slot, id_of(slot), deduper, cancelled=cancelled)
             except Exception as exc:  # a bug or an unexpected client error: this slot only
                 cand = Candidate(slot=dict(slot), validation_error=f"{type(exc).__name__}: {str(exc)[:300]}")
             if cand is not None and on_result is not None:

@@ -83,9 +83,8 @@ def _pool(store: Engine, gen: PersonaGenerator, skip_candidate: Optional[int] = 
     """The store's personas and every pending candidate not yet accepted: what a new candidate is compared with."""
     profiles = ps.list_profiles(store)
     with read_scope(store) as s:
-        pending = [r for r in s.scalars(select(PersonaCandidate).where(PersonaCandidate.status == "pending"))
-                   if r.id != skip_candidate]
-    profiles += [Profile.from_dict(r.profile) for r in pending if r.profile.get("persona")]
+        profiles += [Profile.from_dict(r.profile) for r in s.scalars(select(PersonaCandidate).where(
+            PersonaCandidate.status == "pending")) if r.id != skip_candidate and r.profile.get("persona")]
     return Deduper.of(profiles, gen.embed)
 
 
