@@ -217,6 +217,9 @@ def read_answer(text: str, slot: dict[str, Any], profile_id: str) -> Profile:
     try:
         data = json_object(text)
     except JudgeParseError as e:
+        if text.lstrip().startswith("{"):  # an object begun but never closed: usually cut at max_tokens
+            raise ValueError(f"the JSON object is incomplete or malformed ({len(text)} characters; was the "
+                             "answer cut off at max_tokens?)") from None
         raise ValueError(str(e)) from None
     if not isinstance(data, dict):
         raise ValueError(f"the answer is a JSON {type(data).__name__}, not an object")

@@ -97,6 +97,8 @@ def test_an_answer_is_validated_like_an_imported_profile():
         read_answer(json.dumps({**good, "traits": ["a", "b", "c", "d"]}), slot, "gen1-0")
     with pytest.raises(ValueError, match="no JSON object found"):
         read_answer("Ana is a nice person.", slot, "gen1-0")
+    with pytest.raises(ValueError, match="the JSON object is incomplete or malformed .*cut off at max_tokens"):
+        read_answer(json.dumps(good)[:80], slot, "gen1-0")
 
 
 # ------------------------------------------------------------------------------------------------ generation
