@@ -292,6 +292,7 @@ class PersonaGenerator:
         self.threshold = threshold
         self.prompt = load_prompt(prompt_version, PROMPT_DIR, "persona generation")
         self.embed = embed or pl.default_embed()
+        self.settings: dict[str, Any] = {}  # how it was built (endpoint, sampling, ...): recorded on the generation
 
     def fingerprint(self) -> dict[str, Any]:
         fp = self.backend.fingerprint()

@@ -55,7 +55,7 @@ def create_generation(store: Engine, spec: GenerationSpec, gen: PersonaGenerator
     with session_scope(store) as s:
         row = PersonaGeneration(endpoint=fp["endpoint"], model=fp["model"] or "", prompt_version=fp["prompt_version"],
                                 prompt_sha256=fp["prompt_sha256"], spec=spec.to_dict(),
-                                settings={**getattr(gen, "settings", {}), "fingerprint": fp}, status="running",
+                                settings={**gen.settings, "fingerprint": fp}, status="running",
                                 n_planned=spec.count, seed=spec.seed, code_version=code_version())
         s.add(row)
         s.flush()

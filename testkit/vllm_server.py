@@ -38,11 +38,11 @@ def free_port() -> int:
 class VLLMServer:
     def __init__(self, model_dir: str | Path, served_name: str = "served", max_model_len: int = 4096,
                  log_path: Optional[str | Path] = None, kv_cache_gib: int = 1, memory_share: float = 0.3,
-                 extra_args: Sequence[str] = ()):
+                 extra_args: Sequence[str] = (), port: Optional[int] = None):
         self.model_dir, self.served_name, self.max_model_len = str(model_dir), served_name, max_model_len
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkdtemp(prefix="vllm-")) / "vllm_server.log"
         self.kv_cache_gib, self.memory_share, self.extra_args = kv_cache_gib, memory_share, list(extra_args)
-        self.port = free_port()
+        self.port = port or free_port()
         self.proc: Optional[subprocess.Popen] = None
 
     @property
