@@ -58,8 +58,13 @@ def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, gri
         page.locator("#gen-table [role=gridcell]").first.click()
         expect(page.locator("#gen-candidate")).to_contain_text("Nearest persona")
         screenshot(page, "persona-generation.png")
+        page.click("#gen-edit")  # into the persona form, edited there, then accepted from the panel
+        expect(page.locator("#persona-name textarea")).to_have_value(rows[0][2])
+        page.locator("#persona-first-line textarea").fill("Rough week. Can I tell you about it?")
+        page.click("#gen-accept-edited")
+        expect(page.locator("#gen-status")).to_contain_text("Accepted the edited form as")
         page.click("#gen-accept-all")
-        expect(page.locator("#gen-status")).to_contain_text("Accepted 6 persona(s).")
+        expect(page.locator("#gen-status")).to_contain_text("Accepted 5 persona(s).")
         expect(page.locator("#gen-progress-text")).to_contain_text("6 accepted")
     expect(page.locator("#persona-count")).to_contain_text(f"{before + 6} of {before + 6} profiles")
     for name in sorted(r[2] for r in rows)[:2]:  # the list is a virtual grid: search brings a row into view
@@ -70,3 +75,4 @@ def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, gri
     page.locator("#persona-search textarea").fill("")
     stored = [p for p in ps.list_profiles(lab_server.store) if p.source == "generated"]
     assert len(stored) == 6 and all("generation_id" in p.extra for p in stored)
+    assert [p.first_line for p in stored if p.name == rows[0][2]] == ["Rough week. Can I tell you about it?"]
