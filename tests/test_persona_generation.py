@@ -242,3 +242,19 @@ def test_a_bad_spec_file_is_named_with_its_field(tmp_path, db_url, capsys):
     code = main(["personas", "generate", "--spec", str(tmp_path / "none.yaml"), "--base-url", "http://x/v1",
                  "--model", "m", "--db", db_url])
     assert code == 2 and "--spec: " in capsys.readouterr().err
+
+
+def test_an_existing_store_gets_the_generation_tables_when_opened(db_url):
+    from sqlalchemy import inspect, text
+
+    from storage import make_engine
+
+    old = make_engine(db_url)
+    with old.begin() as conn:  # a store made before persona generation existed
+        conn.execute(text("DROP TABLE persona_candidate"))
+        conn.execute(text("DROP TABLE persona_generation"))
+    ps.seed_builtin(old)
+    old.dispose()
+    store = make_engine(db_url)
+    assert {"persona_generation", "persona_candidate"} <= set(inspect(store).get_table_names())
+    assert ps.count_profiles(store) == len(BUILTIN_PROFILES)
