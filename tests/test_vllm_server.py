@@ -18,7 +18,8 @@ from simulator.persona_generation import GENERATED_FIELDS, spec_from_dict
 from simulator.profiles import Profile
 from storage import JudgeScore, read_scope
 
-pytestmark = pytest.mark.slow
+# the server's start (minutes on a busy 2-core machine) counts toward the first test's time limit
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 SERVED = "smollm2"
 
 
@@ -38,17 +39,17 @@ def vllm_server(tmp_path_factory):
 
 def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server, db_url):
     store = ps.open_store(db_url)
-    spec = spec_from_dict({"count": 3, "seed": 0, "needs": ["just_listen", "sincere_praise", "useful_advice"],
-                           "personalities": ["negative", "passive", "avoidant"]})
-    gen = gs.make_generator(vllm_server.base_url, SERVED, temperature=0.7, max_tokens=700, timeout=600,
-                            max_in_flight=3, max_retries=0)
+    spec = spec_from_dict({"count": 2, "seed": 0, "needs": ["just_listen", "sincere_praise"],
+                           "personalities": ["negative", "avoidant"]})
+    gen = gs.make_generator(vllm_server.base_url, SERVED, temperature=0.7, max_tokens=600, timeout=1200,
+                            max_in_flight=2, max_retries=0)
     seen = []
     gid = gs.run_generation(store, spec, gen, on_result=lambda c, done, n: seen.append((done, n, c.status)))
     g = gs.get_generation(store, gid)
     assert g["status"] == "finished", g["error"]
-    assert (g["n_done"], g["model"], g["endpoint"]) == (3, SERVED, vllm_server.base_url.split("/")[2])
+    assert (g["n_done"], g["model"], g["endpoint"]) == (2, SERVED, vllm_server.base_url.split("/")[2])
     cands = gs.list_candidates(store, gid)
-    assert len(cands) == 3 and [d for d, _, _ in seen] == [1, 2, 3]
+    assert len(cands) == 2 and [d for d, _, _ in seen] == [1, 2]
     for c in cands:
         print(f"slot {c['slot']}: {c['status']} attempts {c['attempts']} tokens {c['n_tokens']} "
               f"{c['latency_s']:.0f} s {c['validation_error'][:200]!r}\n  {c['raw'][:300]!r}")
@@ -74,7 +75,7 @@ def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_ser
 
     ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD}, eval_run=False)
     code = main(["judge", "--dialogues", *map(str, ids.values()), "--model", SERVED, "--base-url",
-                 vllm_server.base_url, "--timeout", "600", "--max-retries", "0", "--max-tokens", "600",
+                 vllm_server.base_url, "--timeout", "1200", "--max-retries", "0", "--max-tokens", "600",
                  "--db", db_url, "--json"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     print(json.dumps(out)[:1500])
