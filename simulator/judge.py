@@ -68,7 +68,8 @@ class JudgeParseError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ prompt
-def load_prompt(version: str = DEFAULT_PROMPT_VERSION, folder: Path = PROMPT_DIR, what: str = "judge") -> dict[str, str]:
+def load_prompt(version: str = DEFAULT_PROMPT_VERSION, folder: Path = PROMPT_DIR,
+                what: str = "judge") -> dict[str, str]:
     """{'system', 'user', 'repair', 'sha256'} of a prompt version (sha256 of the whole file) in `folder`
     (the judge's by default; the persona generator keeps its own)."""
     path = folder / f"{version}.md"
@@ -223,7 +224,8 @@ class Judge:
                 result.error_kind = "parse"
                 result.error = (f"unreadable answer{' after the repair request' if attempt == 2 else ''}: {exc}")
                 messages = messages + [{"role": "assistant", "content": completion.text},
-                                       {"role": "user", "content": fill_template(self.prompt["repair"], problem=str(exc))}]
+                                       {"role": "user",
+                                        "content": fill_template(self.prompt["repair"], problem=str(exc))}]
         return result
 
     async def judge_many(self, items: Sequence[JudgeInput],

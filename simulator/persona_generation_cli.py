@@ -16,7 +16,8 @@ from simulator.persona_generation import DEFAULT_THRESHOLD
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", required=True, metavar="FILE", help="generation spec (YAML or JSON): count, seed, "
                    "needs, personalities, languages, traits, ages, topics, each a list or value -> share")
-    p.add_argument("--base-url", required=True, metavar="URL", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--base-url", required=True, metavar="URL",
+                   help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True, metavar="NAME")
     p.add_argument("--api-key-env", default=None, metavar="VAR",
                    help="environment variable holding the API key (default OPENAI_API_KEY; unset: no key)")

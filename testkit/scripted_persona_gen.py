@@ -52,7 +52,8 @@ STORIES = [
      "proves the farm is finished.", "Lost eleven lambs on Tuesday night. Frost."),
     ("Omar, software tester", "Omar, 31, tests banking software and runs half-marathons at weekends.",
      "He found a serious bug before a release and was overruled; when it broke in production his manager "
-     "told the client it was Omar's fault for reporting it late.", "Production went down today. Apparently it's on me."),
+     "told the client it was Omar's fault for reporting it late.",
+     "Production went down today. Apparently it's on me."),
     ("Greta, translator", "Greta, 58, translates crime novels from Swedish and lives with two old cats.",
      "Her publisher replaced her with machine translation for the last book of a series she had translated "
      "for twelve years, and told her in a two-line email.", "Twelve years on that series. Two-line email."),

@@ -146,7 +146,8 @@ def test_review_accept_edit_reject_regenerate(tmp_path, db_url, capsys):
 
         accepted = gs.accept_candidate(store, cands["job"]["id"])
         stored = ps.get_profile(store, accepted.id)
-        assert stored.extra == {"generation_id": gid, "candidate_id": cands["job"]["id"]} and stored.source == "generated"
+        assert stored.extra == {"generation_id": gid, "candidate_id": cands["job"]["id"]}
+        assert stored.source == "generated"
         with pytest.raises(ProfileError, match="already accepted"):
             gs.accept_candidate(store, cands["job"]["id"])
 
@@ -156,7 +157,8 @@ def test_review_accept_edit_reject_regenerate(tmp_path, db_url, capsys):
         edited.hidden_need = ""
         with pytest.raises(ProfileError) as e:  # still invalid: nothing stored
             gs.accept_candidate(store, cands["invalid"]["id"], edited)
-        assert "hidden_need" in e.value.errors and gs.get_candidate(store, cands["invalid"]["id"])["status"] == "invalid"
+        assert "hidden_need" in e.value.errors
+        assert gs.get_candidate(store, cands["invalid"]["id"])["status"] == "invalid"
         edited.hidden_need = "They want someone to just listen."
         fixed = gs.accept_candidate(store, cands["invalid"]["id"], edited)
         assert ps.get_profile(store, fixed.id).hidden_need == "They want someone to just listen."
