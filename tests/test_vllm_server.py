@@ -19,7 +19,7 @@ from simulator.profiles import Profile
 from storage import JudgeScore, read_scope
 
 # the server's start (minutes on a busy 2-core machine) counts toward the first test's time limit
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 SERVED = "smollm2"
 
 
