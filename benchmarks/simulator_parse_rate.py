@@ -17,28 +17,12 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 600.0) -> None:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vllm serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(2)
-    raise RuntimeError("vllm serve did not become ready")
 
 
 async def play(pack: str, profiles: list, base_url: str, max_repairs: int, max_tokens: int) -> dict:
@@ -86,26 +70,18 @@ def main() -> int:
     shared = Path(os.environ.get("RLVER_SHARED_DATA", REPO.parent / "shared" / "data")) / "rlver" / "test_profile.jsonl"
     if args.zh and shared.is_file():
         profiles += import_profiles(shared).profiles[: args.zh]
-    base = f"http://127.0.0.1:{args.port}/v1"
-    log = open(REPO / "lab_data" / "vllm_serve.log", "w") if (REPO / "lab_data").is_dir() else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-                             "--served-model-name", "served", "--host", "127.0.0.1", "--port", str(args.port),
-                             "--max-model-len", "4096", "--dtype", "float32", "--enforce-eager",
-                             "--gpu-memory-utilization", str(args.memory_share)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")})
-    try:
-        t0 = time.monotonic()
-        wait_ready(base, proc)
+    from testkit.vllm_server import VLLMServer
+
+    log = REPO / "lab_data" / "vllm_serve.log" if (REPO / "lab_data").is_dir() else None
+    server = VLLMServer(model, served_name="served", log_path=log, memory_share=args.memory_share, port=args.port)
+    t0 = time.monotonic()
+    with server:
         print(f"vllm serve ready after {time.monotonic() - t0:.0f} s", file=sys.stderr)
         rows = []
         for pack in ("own", "own:json"):
             t0 = time.monotonic()
-            c = asyncio.run(play(pack, profiles, base, args.max_repairs, args.max_tokens))
+            c = asyncio.run(play(pack, profiles, server.base_url, args.max_repairs, args.max_tokens))
             rows.append((pack, c, time.monotonic() - t0))
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=60)
     print("| pack | steps | parsed on the first answer | parsed after re-asking | errors | context overflows | wall |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for pack, c, wall in rows:

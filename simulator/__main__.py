@@ -7,6 +7,7 @@
     python -m simulator personas list [--set SPEC] [--json] [--db URL]
     python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.persona_lint)
     python -m simulator personas sets list|show|create|split|export|coverage ...   (simulator.sets_cli)
+    python -m simulator personas generate --spec FILE --base-url URL --model NAME [...]   (simulator.persona_generation_cli)
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
     python -m simulator probe ...   (simulator.probes)
     python -m simulator chat ...    (simulator.chat_cli)
@@ -194,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sets_cli.add_arguments(sets)
     sets.set_defaults(func=sets_cli.run)
+    gen = actions.add_parser("generate", help="write persona candidates with an LLM for review")
+    importlib.import_module("simulator.persona_generation_cli").add_arguments(gen)
+    gen.set_defaults(func=lambda args: importlib.import_module("simulator.persona_generation_cli").run(args))
 
     transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")
     tactions = transcripts.add_subparsers(dest="action", required=True)

@@ -68,12 +68,14 @@ class JudgeParseError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ prompt
-def load_prompt(version: str = DEFAULT_PROMPT_VERSION) -> dict[str, str]:
-    """{'system', 'user', 'repair', 'sha256'} of a prompt version (sha256 of the whole file)."""
-    path = PROMPT_DIR / f"{version}.md"
+def load_prompt(version: str = DEFAULT_PROMPT_VERSION, folder: Path = PROMPT_DIR,
+                what: str = "judge") -> dict[str, str]:
+    """{'system', 'user', 'repair', 'sha256'} of a prompt version (sha256 of the whole file) in `folder`
+    (the judge's by default; the persona generator keeps its own)."""
+    path = folder / f"{version}.md"
     if not re.fullmatch(r"[\w.-]+", version or "") or not path.is_file():
-        known = sorted(p.stem for p in PROMPT_DIR.glob("*.md"))
-        raise ValueError(f"judge prompt version {version!r} not found; available: {', '.join(known)}")
+        known = sorted(p.stem for p in folder.glob("*.md"))
+        raise ValueError(f"{what} prompt version {version!r} not found; available: {', '.join(known)}")
     text = path.read_text(encoding="utf-8")
     system, _, rest = text.partition("\n=== user ===\n")
     user, _, repair = rest.partition("\n=== repair ===\n")
@@ -83,7 +85,7 @@ def load_prompt(version: str = DEFAULT_PROMPT_VERSION) -> dict[str, str]:
             "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 
-def _fill(template: str, **values: str) -> str:
+def fill_template(template: str, **values: str) -> str:
     """Replace {name} for the given names only, in one pass (inserted text is never re-scanned)."""
     return re.sub(r"\{(" + "|".join(values) + r")\}", lambda m: values[m.group(1)], template)
 
@@ -105,7 +107,7 @@ def render_persona(persona: dict[str, Any]) -> str:
 
 
 def judge_messages(item: JudgeInput, prompt: dict[str, str]) -> list[dict[str, str]]:
-    user = _fill(prompt["user"], persona=render_persona(item.persona), dialogue=render_dialogue(item.messages))
+    user = fill_template(prompt["user"], persona=render_persona(item.persona), dialogue=render_dialogue(item.messages))
     return [{"role": "system", "content": prompt["system"]}, {"role": "user", "content": user}]
 
 
@@ -120,7 +122,7 @@ def response_schema() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ parsing
-def _json_object(text: str) -> Any:
+def json_object(text: str) -> Any:
     """The first JSON object in the text: the whole answer, a ``` fenced block, or the outermost {...}."""
     candidates = [text.strip()]
     candidates += re.findall(r"```(?:json)?\s*(.*?)```", text, re.S)
@@ -149,7 +151,7 @@ def _score(value: Any, dim: str) -> int:
 def parse_judgement(text: str) -> tuple[dict[str, int], dict[str, str]]:
     """(scores, reasons) from a judge answer; JudgeParseError naming the problem otherwise. Keys may be
     spelled with spaces, hyphens or capitals; a dimension may be {"score", "reason"} or a bare score."""
-    data = _json_object(text)
+    data = json_object(text)
     if isinstance(data, dict) and isinstance(data.get("scores"), dict) and len(data) <= 2:
         data = data["scores"]
     if not isinstance(data, dict):
@@ -222,7 +224,8 @@ class Judge:
                 result.error_kind = "parse"
                 result.error = (f"unreadable answer{' after the repair request' if attempt == 2 else ''}: {exc}")
                 messages = messages + [{"role": "assistant", "content": completion.text},
-                                       {"role": "user", "content": _fill(self.prompt["repair"], problem=str(exc))}]
+                                       {"role": "user",
+                                        "content": fill_template(self.prompt["repair"], problem=str(exc))}]
         return result
 
     async def judge_many(self, items: Sequence[JudgeInput],

@@ -4,3 +4,6 @@ from storage.models import Base, Checkpoint, Dialogue, EvalRun, Job, JudgeScore,
 
 __all__ = ["Base", "Checkpoint", "Dialogue", "EvalRun", "Job", "JudgeScore", "Metric", "Persona", "Store", "Turn",
            "code_version", "default_url", "lab_home", "make_engine", "read_scope", "session_scope", "store_id"]
+from storage.models import PersonaCandidate, PersonaGeneration  # noqa: E402  (persona generation)
+
+__all__ += ["PersonaCandidate", "PersonaGeneration"]

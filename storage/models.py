@@ -244,3 +244,51 @@ class PersonaSetMember(Base):
     persona_id: Mapped[str] = mapped_column(String(64))
 
     persona_set: Mapped[PersonaSet] = relationship(back_populates="members")
+class PersonaGeneration(Base):
+    """One batch of LLM-written persona candidates (simulator/persona_generation.py): the endpoint and model
+    asked, the prompt version and hash, the spec, and how far it got."""
+
+    __tablename__ = "persona_generation"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(200), default="")  # host:port of the base URL, never a key
+    model: Mapped[str] = mapped_column(String(200), default="")
+    prompt_version: Mapped[str] = mapped_column(String(32), default="")
+    prompt_sha256: Mapped[str] = mapped_column(String(64), default="")
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the GenerationSpec as loaded
+    settings: Mapped[dict[str, Any]] = mapped_column(default=dict)  # threshold, sampling, response format
+    # running | finished | cancelled | failed
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    n_planned: Mapped[int] = mapped_column(Integer, default=0)
+    n_done: Mapped[int] = mapped_column(Integer, default=0)  # slots answered (any status)
+    error: Mapped[str] = mapped_column(Text, default="")
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+
+
+class PersonaCandidate(Base):
+    """One generated profile waiting for review; accepted ones become a Persona (`persona_id`)."""
+
+    __tablename__ = "persona_candidate"
+    __table_args__ = (UniqueConstraint("generation_id", "slot"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    generation_id: Mapped[int] = mapped_column(ForeignKey("persona_generation.id", ondelete="CASCADE"), index=True)
+    slot: Mapped[int] = mapped_column(Integer)  # index in the spec's plan
+    plan: Mapped[dict[str, Any]] = mapped_column(default=dict)  # what the slot asked for
+    profile: Mapped[dict[str, Any]] = mapped_column(default=dict)  # Profile.to_dict(), or what could be read
+    # pending | accepted | rejected | invalid | duplicate
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    validation_error: Mapped[str] = mapped_column(Text, default="")
+    lint_warnings: Mapped[int] = mapped_column(Integer, default=0)
+    lint: Mapped[list[Any]] = mapped_column(default=list)  # [{"field", "problem"}]
+    similarity: Mapped[Optional[float]] = mapped_column(Float, nullable=True)  # to the nearest persona
+    nearest_id: Mapped[str] = mapped_column(String(64), default="")
+    persona_id: Mapped[str] = mapped_column(String(64), default="")  # the stored persona once accepted
+    raw: Mapped[str] = mapped_column(Text, default="")  # the model's last answer
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # calls made for this slot (repairs included)
+    regenerated: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    n_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)

@@ -12,6 +12,8 @@ both sides of a dialogue:
     get answers in that format: the change scores the last message of the prompt's JSON history;
   * the social-cognition judge: its requests get JSON ratings, or the garbage, refusal or hang of
     `judge_mode` (testkit/scripted_judge.py);
+  * the persona generator: its requests get JSON profiles, or the invalid, duplicate or leaking ones a
+    `gen-mode:MODE` token asks for (testkit/scripted_persona_gen.py);
   * the policy: any other request gets a short assistant reply (with a <think> block when the system
     prompt mentions <think>).
 Configurable: latency per call (fixed, or lognormal with a median and p99: testkit.server_latency), a
@@ -37,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Sequence
 
 from testkit.server_latency import LatencyModel
-from testkit import scripted_judge
+from testkit import scripted_judge, scripted_persona_gen
 
 FAULTS = ("429", "500", "timeout", "malformed", "wrong_format")
 _SUPPORT = re.compile(r"understand|hear you|sounds|makes sense|proud|impressive|admire|brave|you did|not your fault|"
@@ -137,6 +139,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0  # most requests handled at the same time
         self.requests: list[dict] = []  # the most recent request bodies (up to 500)
+        self.persona_writer = scripted_persona_gen.PersonaWriter()
         self.httpd = _HTTPServer((host, port), _make_handler(self))
         self._thread: Optional[threading.Thread] = None
 
@@ -236,7 +239,8 @@ class ScriptedServer:
             self._stopping.wait(self.hang_s)
         if fault == "malformed":
             return 200, b'{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"index": 0, "mess'
-        role = classify_request(messages)
+        role = ("persona_gen" if scripted_persona_gen.is_generation_request(body, messages)
+                else classify_request(messages))
         with self._lock:
             self.roles[role] += 1
         content = ("I would rather not answer in any format today." if fault == "wrong_format"
@@ -255,6 +259,9 @@ class ScriptedServer:
     def _content(self, role: str, messages: list, rng: random.Random) -> str:
         text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
         zh = "[情绪变化]" in text or "[回复规划]" in text or "[开场白]" in text
+        if role == "persona_gen":
+            with self._lock:
+                return self.persona_writer.answer(messages)
         if role == "judge":
             mode = scripted_judge.judge_mode(messages, self.judge_mode)
             if mode == "hang":

@@ -13,6 +13,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
+from app.views import persona_generation_panel
 from simulator import persona_lint as pl
 from simulator import persona_service as ps
 from simulator.profiles import DIFFICULTIES, LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile, ProfileError
@@ -287,3 +288,4 @@ def build(ctx: LabContext) -> None:
     counts_due.change(fill_counts, filters, table)
     import_btn.click(on_import, [up, keep_valid, replace] + filters, [import_report] + list_out)
     export_btn.click(on_export, [fmt] + filters, export_file)
+    persona_generation_panel.build(ctx, inputs, editing, title, (refresh, filters, list_out))

@@ -1,0 +1,141 @@
+"""The Personas view's Generate panel: a spec form and an endpoint, Generate in a background thread with a
+progress bar and Cancel, then the review queue (accept, edit in the persona form then accept, reject,
+regenerate one, accept all valid). Logic: simulator.persona_generation_service and app.persona_generation_form."""
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any, Callable, Optional, Sequence
+
+import gradio as gr
+
+from app import persona_generation_form as pgf
+from app.context import LabContext
+from app.render import md
+from simulator import persona_generation_service as gs
+from simulator import persona_service as ps
+from simulator.persona_generation import DEFAULT_THRESHOLD
+from simulator.profiles import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, ProfileError
+
+POLL_S = 1.0
+NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
+
+
+def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
+          refresh: tuple[Callable, list, list]) -> None:
+    """The panel, below the persona list and form. `editor`: the form's inputs (in app.views.personas.FIELDS
+    order); `editing` / `title`: its state and heading; `refresh`: (fn, inputs, outputs) of the persona list."""
+    from app.views import personas as pv  # the editor's own helpers (imported here: it imports this module)
+
+    store = ctx.store
+    refresh_fn, refresh_in, refresh_out = refresh
+    with gr.Accordion("Generate personas with an LLM", open=False, elem_id="gen-panel"):
+        with gr.Row():
+            count = gr.Number(6, label="How many", precision=0, minimum=1, elem_id="gen-count")
+            needs = gr.Dropdown(NEED_CHOICES, value=[], multiselect=True, label="Hidden needs (empty: all 8)",
+                                elem_id="gen-needs")
+            personalities = gr.Dropdown(list(PERSONALITIES), value=[], multiselect=True,
+                                        label="Personalities (empty: all 3)", elem_id="gen-personalities")
+            languages = gr.Dropdown(list(LANGUAGES), value=["en"], multiselect=True, label="Languages",
+                                    elem_id="gen-languages")
+        topics = gr.Textbox(label="Topics or seed scenes, one per line (optional)", lines=2, elem_id="gen-topics")
+        with gr.Row():
+            base_url = gr.Textbox(os.environ.get("OPENAI_BASE_URL", ""), label="Base URL (OpenAI-compatible)",
+                                  placeholder="http://127.0.0.1:8000/v1", elem_id="gen-base-url")
+            model = gr.Textbox(label="Model", elem_id="gen-model")
+            key_env = gr.Textbox("OPENAI_API_KEY", label="API key environment variable", elem_id="gen-key-env")
+            threshold = gr.Number(DEFAULT_THRESHOLD, label=f"Dedupe threshold (default {DEFAULT_THRESHOLD:.2f})",
+                                  minimum=0, maximum=1, step=0.01, elem_id="gen-threshold")
+            seed = gr.Number(0, label="Seed", precision=0, elem_id="gen-seed")
+        with gr.Row():
+            start_btn = gr.Button("Generate", variant="primary", elem_id="gen-start")
+            cancel_btn = gr.Button("Cancel", variant="stop", elem_id="gen-cancel")
+        progress = gr.HTML(pgf.progress_html(None), elem_id="gen-progress")
+        status = gr.Markdown(elem_id="gen-status")
+        table = gr.Dataframe([], headers=pgf.HEADERS, datatype="str", type="array", interactive=False,
+                             max_height=360, label="Review queue (click a candidate)", elem_id="gen-table")
+        detail = gr.Markdown(pgf.candidate_markdown(None), elem_id="gen-candidate")
+        with gr.Row():
+            accept_btn = gr.Button("Accept", elem_id="gen-accept")
+            edit_btn = gr.Button("Edit in the form", elem_id="gen-edit")
+            accept_edited_btn = gr.Button("Accept the edited form", elem_id="gen-accept-edited")
+            reject_btn = gr.Button("Reject", elem_id="gen-reject")
+            regen_btn = gr.Button("Regenerate", elem_id="gen-regenerate")
+            accept_all_btn = gr.Button("Accept all valid", variant="primary", elem_id="gen-accept-all")
+    gen_id = gr.State(None)
+    cand_id = gr.State(None)
+    timer = gr.Timer(POLL_S, active=False)
+
+    def queue(gid: Optional[int], cid: Optional[int] = None) -> list:
+        g = gs.get_generation(store, gid) if gid else None
+        rows = pgf.candidate_rows(gs.list_candidates(store, gid)) if g else []
+        return [pgf.progress_html(g), rows, pgf.candidate_markdown(gs.get_candidate(store, cid) if cid else None)]
+
+    queue_out = [progress, table, detail]
+
+    def on_start(*values: Any):
+        spec, settings, errs = pgf.read_form(dict(zip(pgf.FORM_FIELDS, values)))
+        if spec is None:
+            return [gr.skip(), pgf.errors_markdown(errs), gr.skip()] + [gr.skip()] * len(queue_out)
+        gen = gs.make_generator(settings["base_url"], settings["model"], api_key_env=settings["api_key_env"],
+                                threshold=float(settings["threshold"]))
+        gid = gs.start_in_background(store, spec, gen)
+        return [gid, f"Generation {gid} started: {spec.count} persona(s).", gr.Timer(active=True), *queue(gid)]
+
+    def on_tick(gid: Optional[int], cid: Optional[int]):
+        g = gs.get_generation(store, gid) if gid else None
+        running = bool(g) and g["status"] == "running"
+        return [*queue(gid, cid), gr.Timer(active=running)]
+
+    def on_cancel(gid: Optional[int]):
+        if gid and gs.cancel(gid):
+            return "Cancelling: no further calls; the candidates made are kept."
+        return "No generation is running."
+
+    def on_select(gid: Optional[int], evt: gr.SelectData):
+        row = evt.row_value or []
+        cid = int(row[0]) if row and str(row[0]).isdigit() else None
+        return cid, pgf.candidate_markdown(gs.get_candidate(store, cid) if cid else None)
+
+    def review(action: str, gid: Optional[int], cid: Optional[int], *form: Any):
+        if action == "accept_all":
+            if not gid:
+                return ["Generate first.", *queue(gid, cid)]
+            taken = gs.accept_all_valid(store, gid)
+            return [f"Accepted {len(taken)} persona(s).", *queue(gid, cid)]
+        if not cid:
+            return ["Pick a candidate first.", *queue(gid, cid)]
+        try:
+            if action == "accept":
+                msg = f"Accepted as **{md(gs.accept_candidate(store, cid).id)}**."
+            elif action == "accept_edited":
+                edited = pv.form_profile(dict(zip(pv.FIELDS, form)), None)
+                msg = f"Accepted the edited form as **{md(gs.accept_candidate(store, cid, edited).id)}**."
+            elif action == "reject":
+                gs.reject_candidate(store, cid)
+                msg = f"Rejected candidate {cid}."
+            else:
+                msg = f"Regenerated candidate {cid}: {md(gs.regenerate_candidate(store, cid)['status'])}."
+        except ProfileError as exc:
+            msg = "**Not done.** " + "".join(f"  \n⚠ {md(k)}: {md(v)}" for k, v in exc.errors.items())
+        return [msg, *queue(gid, cid)]
+
+    def on_edit(cid: Optional[int]):
+        cand = gs.get_candidate(store, cid) if cid else None
+        if cand is None:
+            return [gr.skip()] * (2 + len(editor)) + ["Pick a candidate first."]
+        p = gs.candidate_profile(cand)
+        p.id = ps.fresh_id(store, p.name or "generated")
+        head = f"### New persona from candidate {cid} (press *Accept the edited form* when done)"
+        return [None, head, *pv._form_values(p), f"Candidate {cid} is in the persona form."]
+
+    form_in = [count, needs, personalities, languages, topics, seed, base_url, model, threshold, key_env]
+    start_btn.click(on_start, form_in, [gen_id, status, timer, *queue_out])
+    timer.tick(on_tick, [gen_id, cand_id], [*queue_out, timer])
+    cancel_btn.click(on_cancel, [gen_id], status)
+    table.select(on_select, [gen_id], [cand_id, detail])
+    for btn, action in ((accept_btn, "accept"), (accept_edited_btn, "accept_edited"), (reject_btn, "reject"),
+                        (regen_btn, "regenerate"), (accept_all_btn, "accept_all")):
+        btn.click(partial(review, action), [gen_id, cand_id, *editor],
+                  [status, *queue_out]).then(refresh_fn, refresh_in, refresh_out)
+    edit_btn.click(on_edit, [cand_id], [editing, title, *editor, status])
