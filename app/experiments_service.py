@@ -17,7 +17,7 @@ from app.judge_panel import judge_radar
 from app.render import md
 from app.runs_service import curves_figure, metric_names, metric_series
 from simulator.rules import tier
-from simulator.scoring import bootstrap_interval, round_half_up, sentient_summary
+from simulator.scoring import bootstrap_interval, sentient_summary
 from storage import Dialogue, Store, Turn, read_scope
 from storage.db import PROJECT_ROOT
 from trainer import experiments as ex
@@ -128,7 +128,7 @@ def curves(store: Store, exp: Optional[dict[str, Any]], metric: Optional[str]) -
 # ----------------------------------------------------------------------------------------------- results
 def _interval(values: list[float]) -> str:
     lo, hi = bootstrap_interval(values, N_BOOT)
-    return f"{round_half_up(100 * lo)}–{round_half_up(100 * hi)}%"
+    return f"{100 * lo:.0f}–{100 * hi:.0f}%"
 
 
 def result_row(store: Store, cell: dict[str, Any]) -> list[Any]:
