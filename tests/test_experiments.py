@@ -104,10 +104,14 @@ def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir)
 
 
 # ------------------------------------------------------------------------------------ real job processes
-def test_cli_trains_each_cell_and_benchmarks_its_checkpoint(engine, db_url, tmp_path, tiny_model_dir):
-    grid = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo"], "mode": ["direct", "think"]})
-    p = experiment_cli(db_url, "--grid", str(grid))
-    out, err = p.communicate(timeout=1800)
+def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db_url, tmp_path, tiny_model_dir):
+    from testkit.scripted_server import start_server
+
+    with start_server() as server:  # the judge's OpenAI-compatible endpoint
+        grid = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo"], "mode": ["direct", "think"]},
+                         judge={"model": "scripted", "base_url": server.base_url})
+        p = experiment_cli(db_url, "--grid", str(grid))
+        out, err = p.communicate(timeout=1800)
     assert p.returncode == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and len(result["cells"]) == 2
@@ -129,7 +133,10 @@ def test_cli_trains_each_cell_and_benchmarks_its_checkpoint(engine, db_url, tmp_
     assert es.metric_choices(engine, exp)[0].startswith("reward") or "reward" in " ".join(es.metric_choices(engine, exp))
     fig = es.curves(engine, exp, es.metric_choices(engine, exp)[0])
     assert len(fig.data) == 2 and fig.data[0].name.startswith("cell 1")
-    assert es.judge_figure(engine, exp) is None
+    radar = es.judge_figure(engine, exp)  # one shape per cell, each judged dialogue stored
+    assert [t.name.split(" · ")[0] for t in radar.data] == ["cell 1 algorithm=ppo, mode=direct",
+                                                            "cell 2 algorithm=ppo, mode=think"]
+    assert es.judge_counts(engine, exp) == {"cell 1": 1, "cell 2": 1}
     assert "succeeded" in es.summary_md(exp) and "2/2 cells done" in es.summary_md(exp)
 
 
