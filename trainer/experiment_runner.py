@@ -132,11 +132,13 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
 
 def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job: dict[str, Any], log: Log,
              where: str) -> bool:
-    """True while the cell's job is still to run: launched when it was never started (created or reopened)."""
+    """True while the cell's job is still to run: launched when it was never started (created or reopened).
+    A job marked interrupted for a late heartbeat whose process lives is still running (a starved machine):
+    its next heartbeat puts it back to running."""
     if job["status"] == "queued" and job["pid"] is None:
         _start(store, store_url, cell["id"], phase, {}, job["id"], log, where)
         return True
-    if job["status"] in ("queued", "running"):
+    if job["status"] in ("queued", "running") or (job["status"] == "interrupted" and pid_alive(job["pid"])):
         if cell["status"] != phase:
             _set(store, cell["id"], status=phase)
         return True

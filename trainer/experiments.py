@@ -18,7 +18,7 @@ block sets one. Every problem is reported at once, each naming the key (and the 
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -175,11 +175,7 @@ def _benchmark_fields(block: Any, errors: dict[str, str]) -> dict[str, Any]:
             errors[f"benchmark.{key}"] = ("set by the experiment: each cell's final checkpoint" if key == "policy"
                                           else "not a benchmark setting")
     values = {**BENCHMARK_DEFAULTS, **{k: v for k, v in block.items() if k in known}}
-    try:
-        problems = BenchmarkConfig(**{**values, "policy": "default"}).errors()
-    except TypeError as exc:
-        problems = {"": str(exc)}
-    problems.pop("policy", None)
+    problems = BenchmarkConfig(**{**values, "policy": "default"}).errors()
     if "profiles" not in problems and spec_error(values["profiles"]):
         problems["profiles"] = spec_error(values["profiles"])
     errors.update({f"benchmark.{k}": v for k, v in problems.items()})
@@ -299,7 +295,3 @@ def _job_status(store: Store, job_id: int) -> str:
     with read_scope(store) as s:
         job = s.get(Job, job_id)
         return job.status if job is not None else ""
-
-
-def spec_dict(spec: ExperimentSpec) -> dict[str, Any]:
-    return asdict(spec)
