@@ -37,7 +37,6 @@ def run_experiment(store: Store, store_url: str, experiment_id: int, log: Log = 
     _claim(store, experiment_id)
     try:
         while True:
-            jobs.mark_stale_jobs(store)
             exp = experiment_detail(store, experiment_id)
             if exp["status"] == "cancelled":
                 log(f"experiment {experiment_id} cancelled")
@@ -133,8 +132,19 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
 def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job: dict[str, Any], log: Log,
              where: str) -> bool:
     """True while the cell's job is still to run: launched when it was never started (created or reopened).
-    A job marked interrupted for a late heartbeat whose process lives is still running (a starved machine):
-    its next heartbeat puts it back to running."""
+    On a starved machine a job is marked interrupted for a late heartbeat: while its process lives it is
+    still running (its next heartbeat says so); one that never started (its process slower to come up than
+    the staleness limit, then refused) is launched again, having done nothing."""
+    if job["status"] in ("queued", "running") and job["pid"] is not None and not pid_alive(job["pid"]):
+        jobs.mark_stale_jobs(store)  # its process is gone: recorded with the reason
+        job = _job(store, job["id"])
+    if job["status"] == "interrupted" and job["started_at"] is None and not pid_alive(job["pid"]):
+        try:
+            jobs.reopen(store, job["id"])
+        except jobs.JobError:
+            return True  # its process is still letting go of the job: look again next time
+        log(f"{where}: job #{job['id']} did not come up in time ({job['error']}); launching it again")
+        job = _job(store, job["id"])
     if job["status"] == "queued" and job["pid"] is None:
         _start(store, store_url, cell["id"], phase, {}, job["id"], log, where)
         return True
@@ -176,7 +186,8 @@ def _stop(store: Store, cell_id: int, job: dict[str, Any], what: str, log: Log, 
 def _job(store: Store, job_id: int) -> dict[str, Any]:
     with read_scope(store) as s:
         job = s.get(Job, job_id)
-        return {"id": job.id, "status": job.status, "pid": job.pid, "error": job.error or ""}
+        return {"id": job.id, "status": job.status, "pid": job.pid, "error": job.error or "",
+                "started_at": job.started_at}
 
 
 def _set(store: Store, cell_id: int, **values: Any) -> None:

@@ -279,8 +279,14 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
         if status == "succeeded":
             continue
         for job_id in job_ids:
-            if job_id and _job_status(store, job_id) in ("interrupted", "failed", "cancelled"):
-                jobs.reopen(store, job_id)
+            status, pid = _job_status(store, job_id) if job_id else ("", None)
+            if status == "interrupted" and pid_alive(pid):
+                continue  # late heartbeat, process alive: the runner waits for it
+            if status in ("interrupted", "failed", "cancelled"):
+                try:
+                    jobs.reopen(store, job_id)
+                except jobs.JobError as exc:
+                    raise ExperimentError({f"job {job_id}": str(exc)}) from None
                 reopened.append(job_id)
     with session_scope(store) as s:
         exp = s.get(Experiment, experiment_id)
@@ -291,7 +297,7 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
     return reopened
 
 
-def _job_status(store: Store, job_id: int) -> str:
+def _job_status(store: Store, job_id: int) -> tuple[str, Optional[int]]:
     with read_scope(store) as s:
         job = s.get(Job, job_id)
-        return job.status if job is not None else ""
+        return (job.status, job.pid) if job is not None else ("", None)
