@@ -23,6 +23,7 @@ def grid_text(model: Path, **changes) -> str:
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.timeout(4800)  # 8 job processes one after another: longer than the suite's default limit
 def test_launch_a_grid_from_training_and_watch_the_experiment_page_fill(lab_server, browser_page, tiny_model_dir,
                                                                         grid_rows, screenshot):
     page = browser_page

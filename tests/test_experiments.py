@@ -105,6 +105,10 @@ def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir)
 
 
 # ------------------------------------------------------------------------------------ real job processes
+# Each of these runs several job processes one after another; on a shared 2-core machine that takes longer
+# than the suite's default per-test limit.
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db_url, tmp_path, tiny_model_dir):
     from testkit.scripted_server import start_server
 
@@ -141,6 +145,8 @@ def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db
     assert "succeeded" in es.summary_md(exp) and "2/2 cells done" in es.summary_md(exp)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(engine, db_url, tmp_path,
                                                                               tiny_model_dir):
     grid = tiny_grid(tmp_path, tiny_model_dir, base={"steps": 4, "save_every": 1},
