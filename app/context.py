@@ -28,6 +28,8 @@ class LabContext:
     dialogue_link: Any = None  # gr.State: {"id": dialogue_id, "at": nonce}; Transcripts listens to it
     current_tab: Any = None  # the gr.Tab whose view is being built
     load_hooks: list = field(default_factory=list)  # (fn, inputs, outputs) run on every page load
+    job_link: Any = None  # gr.State {"id": job_id, "at": nonce}: the Training view follows that job
+    experiment_link: Any = None  # gr.State {"id": experiment_id, "at": nonce}: the Experiments view shows it
 
     def refresh_on_show(self, fn: Any, inputs: Any, outputs: Any) -> None:
         """Run `fn` when the page loads and whenever the current view's tab is opened (for lists that other
@@ -48,3 +50,19 @@ class LabContext:
             return gr.update(), gr.update()
         # The nonce makes opening the same dialogue twice still fire the State's change event.
         return gr.Tabs(selected=TRANSCRIPTS_TAB), {"id": int(dialogue_id), "at": time.time()}
+
+    def open_job(self, job_id: Optional[int]) -> tuple:
+        """Updates for `[tabs, job_link]`: switch to the Training view following `job_id`."""
+        return self._open("training", job_id)
+
+    def open_experiment(self, experiment_id: Optional[int]) -> tuple:
+        """Updates for `[tabs, experiment_link]`: switch to the Experiments view showing `experiment_id`."""
+        return self._open("experiments", experiment_id)
+
+    @staticmethod
+    def _open(tab: str, item_id: Optional[int]) -> tuple:
+        import gradio as gr
+
+        if item_id in (None, ""):
+            return gr.update(), gr.update()
+        return gr.Tabs(selected=tab), {"id": int(item_id), "at": time.time()}

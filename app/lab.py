@@ -35,6 +35,7 @@ VIEWS: list[tuple[str, str, str]] = [
     ("runs", "Runs", "app.views.runs"),
     ("benchmark", "Benchmark", "app.views.benchmark"),
     (TRANSCRIPTS_TAB, "Transcripts", "app.views.transcripts"),
+    ("experiments", "Experiments", "app.views.experiments"),
 ]
 
 
@@ -77,6 +78,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     with gr.Blocks(title="RLVER Lab", analytics_enabled=False) as demo:
         gr.Markdown("## RLVER Lab · empathetic-dialogue RL with a simulated user")
         ctx.dialogue_link = gr.State(None)
+        ctx.job_link, ctx.experiment_link = gr.State(None), gr.State(None)
         with gr.Tabs() as tabs:
             ctx.tabs = tabs
             for tab_id, label, module_name in available_views():

@@ -1,9 +1,8 @@
 """The store: SQLAlchemy models and engine/session setup. Nothing else in the project writes SQL."""
 from storage.db import Store, code_version, default_url, lab_home, make_engine, read_scope, session_scope, store_id
-from storage.models import Base, Checkpoint, Dialogue, EvalRun, Job, JudgeScore, Metric, Persona, Turn
+from storage.models import (Base, Checkpoint, Dialogue, EvalRun, Experiment, ExperimentCell, Job, JudgeScore, Metric,
+                            Persona, PersonaCandidate, PersonaGeneration, Turn)
 
-__all__ = ["Base", "Checkpoint", "Dialogue", "EvalRun", "Job", "JudgeScore", "Metric", "Persona", "Store", "Turn",
-           "code_version", "default_url", "lab_home", "make_engine", "read_scope", "session_scope", "store_id"]
-from storage.models import PersonaCandidate, PersonaGeneration  # noqa: E402  (persona generation)
-
-__all__ += ["PersonaCandidate", "PersonaGeneration"]
+__all__ = ["Base", "Checkpoint", "Dialogue", "EvalRun", "Experiment", "ExperimentCell", "Job", "JudgeScore", "Metric",
+           "Persona", "PersonaCandidate", "PersonaGeneration", "Store", "Turn", "code_version", "default_url",
+           "lab_home", "make_engine", "read_scope", "session_scope", "store_id"]

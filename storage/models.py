@@ -292,3 +292,48 @@ class PersonaCandidate(Base):
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class Experiment(Base):
+    """A grid of training configs run as ordinary jobs, each cell's final checkpoint benchmarked on a held-out
+    set (trainer/experiments.py). The runner's state lives here, so a killed runner resumes from the store."""
+
+    __tablename__ = "experiment"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    base: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the base TrainConfig fields (file + inline)
+    grid: Mapped[dict[str, Any]] = mapped_column(default=dict)  # field -> values (cartesian product)
+    benchmark: Mapped[dict[str, Any]] = mapped_column(default=dict)  # BenchmarkConfig fields of the held-out run
+    judge: Mapped[dict[str, Any]] = mapped_column(default=dict)  # {} or {model, base_url, ...}
+    parallel: Mapped[int] = mapped_column(Integer, default=1)  # cells launched at once
+    source: Mapped[str] = mapped_column(Text, default="")  # the grid file's text as given
+    # queued | running | succeeded | failed | cancelled
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    runner_pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+
+    cells: Mapped[list["ExperimentCell"]] = relationship(back_populates="experiment", cascade="all, delete-orphan",
+                                                         order_by="ExperimentCell.index")
+
+
+class ExperimentCell(Base):
+    """One point of an experiment's grid: its settings, its training job and its held-out benchmark job."""
+
+    __tablename__ = "experiment_cell"
+    __table_args__ = (UniqueConstraint("experiment_id", "index"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiment.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the grid's values of this cell
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the full TrainConfig
+    # queued | training | benchmarking | judging | succeeded | failed | cancelled
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    train_job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True, index=True)
+    benchmark_job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True, index=True)
+    eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+
+    experiment: Mapped[Experiment] = relationship(back_populates="cells")

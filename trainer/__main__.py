@@ -1,4 +1,5 @@
-"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs, judge.
+"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs, judge,
+experiment.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen command's module is imported, so a module that is missing or broken disables its own command
@@ -20,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "job": ("trainer.cli.jobs", "run a recorded job in this process"),
     "jobs": ("trainer.cli.jobs", "list the jobs of the store, or show one (stale ones marked interrupted)"),
     "judge": ("trainer.cli.judge", "rate stored dialogues with the social-cognition LLM judge"),
+    "experiment": ("trainer.cli.experiment", "run a grid of training configs, each benchmarked on held-out personas"),
 }
 
 

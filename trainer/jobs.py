@@ -125,14 +125,7 @@ def launch(store_url: str, job_id: int) -> int:
             folder = Path(job.output_dir or job_dir(store, job_id))
         folder.mkdir(parents=True, exist_ok=True)
         log_path = folder / "job.log"
-        env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "trainer", "job", str(job_id)], cwd=PROJECT_ROOT,
-                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        # Reap the child when it ends so it never lingers as a zombie of the launching process.
-        threading.Thread(target=proc.wait, daemon=True, name=f"reap-job-{job_id}").start()
+        proc = start_command(store_url, ["job", str(job_id)], log_path, f"reap-job-{job_id}")
         with session_scope(store) as s:
             job = s.get(Job, job_id)
             job.log_path = str(log_path)
@@ -141,6 +134,19 @@ def launch(store_url: str, job_id: int) -> int:
         return proc.pid
     finally:
         store.dispose()
+
+
+def start_command(store_url: str, args: list[str], log_path: Path, name: str) -> subprocess.Popen:
+    """Start `python -m trainer ARGS` in a new process group (outliving its launcher), output appended to
+    log_path; the store URL goes in RLVER_LAB_DB, never on the command line. The child is reaped when it ends
+    so it never lingers as a zombie of the launching process."""
+    env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=PROJECT_ROOT, env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    threading.Thread(target=proc.wait, daemon=True, name=name).start()
+    return proc
 
 
 def set_log_path(store: Engine, job_id: int, path: str) -> None:
@@ -346,4 +352,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError", "JobOwnershipLost", "cancel",
            "clone", "create_job", "job_detail", "last_checkpoint", "launch", "list_jobs", "log_tail",
-           "mark_stale_jobs", "pid_alive", "policy_path", "reopen", "resume", "set_log_path"]
+           "mark_stale_jobs", "pid_alive", "policy_path", "reopen", "resume", "set_log_path", "start_command"]

@@ -60,6 +60,7 @@ def build(ctx: LabContext) -> None:
             general = gr.Markdown("", elem_classes="field-error", elem_id="err-general")
             launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
+            grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
             table = gr.Dataframe(headers=ts.JOB_HEADERS, value=[],  # filled on load (after any login)
@@ -171,3 +172,29 @@ def build(ctx: LabContext) -> None:
     to_form.click(edit_as_new, [job_id], [name, *widgets])
     checkpoints.select(on_pick_checkpoint, None, ck_path)
     bench.click(on_benchmark, [job_id, ck_path], action_msg)
+    if ctx.job_link is not None:  # another view (Experiments) opens a job here
+        ctx.job_link.change(lambda link: int(link["id"]) if link else gr.skip(), ctx.job_link, job_id)
+    if ctx.experiment_link is not None:
+        launch_grid.click(lambda text: _launch_experiment(ctx, text), [grid],
+                          [grid_msg, ctx.tabs, ctx.experiment_link])
+
+
+def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
+    """The Experiment accordion: a grid (YAML, see the README's "Experiments") and its Launch button."""
+    from app import experiments_service as es
+
+    with gr.Accordion("Experiment: a grid of configs, each cell benchmarked on held-out personas", open=False,
+                      elem_id="train-experiment"):
+        grid = gr.Textbox(value=es.example_grid(), lines=16, max_lines=40, label="grid (YAML)",
+                          elem_id="exp-grid")
+        launch_grid = gr.Button("Launch experiment", variant="primary", elem_id="exp-launch")
+        grid_msg = gr.Markdown("", elem_id="exp-launch-msg")
+    return grid, launch_grid, grid_msg
+
+
+def _launch_experiment(ctx: LabContext, text: str) -> tuple:
+    """Launch the grid's experiment and open it in the Experiments view (or show what is wrong with it)."""
+    from app import experiments_service as es
+
+    experiment_id, message = es.launch_experiment(ctx.store, ctx.store_url, text or "")
+    return (message, *ctx.open_experiment(experiment_id))

@@ -1,0 +1,101 @@
+"""Experiments view: pick an experiment (a grid of training configs, `python -m trainer experiment` or the
+Training view's Experiment section); its cells' status (a click opens the cell's job in Training), their
+overlaid training curves, the held-out results table with 95% intervals, the breakdown by hidden need and
+personality, reply statistics and the judge radar; Cancel / Resume act on the whole experiment.
+
+The tables and figures come from app.experiments_service; this module only wires them.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import gradio as gr
+
+from app import experiments_service as es
+from app.context import LabContext
+from app.views.benchmark import BREAKDOWN_HEADERS
+
+POLL_S = 3.0
+
+
+def _id(value: Any) -> Optional[int]:
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def build(ctx: LabContext) -> None:
+    from trainer import experiments as ex
+
+    store, url = ctx.store, ctx.store_url
+    with gr.Row():
+        pick = gr.Dropdown(choices=[], value=None, label="experiment", scale=4, elem_id="exp-pick")
+        cancel = gr.Button("Cancel experiment", scale=1, elem_id="exp-cancel")
+        resume = gr.Button("Resume experiment", scale=1, elem_id="exp-resume")
+    action_msg = gr.Markdown("", elem_id="exp-action-msg")
+    summary = gr.Markdown(es.summary_md(None), elem_id="exp-summary")
+    status = gr.Dataframe(headers=es.STATUS_HEADERS, value=[], interactive=False, wrap=True,
+                          label="cells (click a row to open its job in Training)", elem_id="exp-cells")
+    gr.Markdown("### Held-out results\nScore = mean final emotion of the cell's final checkpoint on the held-out "
+                "personas; intervals are bootstrap 95% percentile intervals.")
+    results = gr.Dataframe(headers=es.RESULT_HEADERS, value=[], interactive=False, elem_id="exp-results")
+    with gr.Row():
+        metric = gr.Dropdown(choices=[], value=None, label="training metric", scale=1, elem_id="exp-metric")
+    curve = gr.Plot(label="training curves, one line per cell", elem_id="exp-curves")
+    with gr.Row():
+        by_need = gr.Dataframe(headers=["cell", *BREAKDOWN_HEADERS], value=[], interactive=False,
+                               label="by hidden need", elem_id="exp-need")
+        by_personality = gr.Dataframe(headers=["cell", *BREAKDOWN_HEADERS], value=[], interactive=False,
+                                      label="by personality type", elem_id="exp-personality")
+    replies = gr.Dataframe(headers=es.REPLY_HEADERS, value=[], interactive=False,
+                           label="policy replies on the held-out set", elem_id="exp-replies")
+    judge_md = gr.Markdown("", elem_id="exp-judge-summary")
+    judge_plot = gr.Plot(label="social-cognition judge (1-5), one shape per cell", elem_id="exp-judge")
+    timer = gr.Timer(POLL_S)
+    sig = gr.State(None)
+    outputs = [summary, status, results, metric, curve, by_need, by_personality, replies, judge_md, judge_plot, sig]
+
+    def show(eid: Any, chosen: Optional[str], old: Any = None):
+        """Every output for the experiment; all skipped when nothing changed since `old` (no flicker)."""
+        eid = _id(eid)
+        exp = ex.experiment_detail(store, eid) if eid else None
+        metrics = es.metric_choices(store, exp)
+        new = None if exp is None else [exp["status"], [(c["status"], c["train_status"], c["benchmark_status"],
+                                                         c["eval_run_id"]) for c in exp["cells"]], metrics, chosen]
+        if old is not None and new == old and not (exp and exp["status"] == "running"):
+            return [gr.skip()] * len(outputs)
+        chosen = chosen if chosen in metrics else next(iter(metrics), None)
+        need, personality = es.breakdown_rows(store, exp)
+        counts = es.judge_counts(store, exp)
+        judged = ("**Judged dialogues:** " + ", ".join(f"{k} {v}" for k, v in counts.items())) if counts else ""
+        return [es.summary_md(exp), es.status_rows(exp), es.result_rows(store, exp),
+                gr.update(choices=metrics, value=chosen), es.curves(store, exp, chosen), need, personality,
+                es.reply_rows(store, exp), judged, es.judge_figure(store, exp), new]
+
+    def refresh_choices(current: Any):
+        choices = es.experiment_choices(store)
+        ids = [c[1] for c in choices]
+        value = _id(current) if _id(current) in ids else (ids[0] if ids else None)
+        return gr.update(choices=choices, value=value)
+
+    def on_link(link: Any):
+        if not link:
+            return gr.skip()
+        return gr.update(choices=es.experiment_choices(store), value=int(link["id"]))
+
+    def on_cell(eid: Any, evt: gr.SelectData):
+        row = evt.row_value or []
+        col = evt.index[1] if isinstance(evt.index, (list, tuple)) else None
+        job = row[5] if col in (5, 6) and len(row) > 5 and row[5] not in ("", None) else row[3] if row else None
+        return ctx.open_job(_id(job))
+
+    pick.change(lambda e, m: show(e, m), [pick, metric], outputs)
+    metric.input(lambda e, m: show(e, m), [pick, metric], outputs)
+    timer.tick(show, [pick, metric, sig], outputs)
+    ctx.refresh_on_show(refresh_choices, [pick], pick)
+    ctx.experiment_link.change(on_link, ctx.experiment_link, pick)
+    status.select(on_cell, [pick], [ctx.tabs, ctx.job_link])
+    cancel.click(lambda e: es.cancel(store, _id(e)) if _id(e) else "Pick an experiment first.", [pick], action_msg)
+    resume.click(lambda e: es.resume(store, url, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
+                 action_msg)

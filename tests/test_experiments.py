@@ -1,0 +1,181 @@
+"""Experiments (trainer/experiments.py, trainer/experiment_runner.py, `python -m trainer experiment`, and the
+Experiments view's service functions) on a real SQLite file with the tiny model: grid expansion and its
+errors, the queue, the automatic held-out benchmark, cancel and resume."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import wait_for
+
+from app import experiments_service as es
+from trainer import experiments as ex
+from trainer import jobs
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tiny_grid(tmp_path: Path, model: Path, **changes) -> Path:
+    """configs/experiment-tiny.yaml with the tiny model and the given top-level changes (base and benchmark
+    are merged, anything else replaced); its path."""
+    data = yaml.safe_load((REPO / "configs" / "experiment-tiny.yaml").read_text())
+    data["base_config"] = str(REPO / "configs" / "tiny-test.yaml")
+    data["base"]["model"] = str(model)
+    for key, value in changes.items():
+        if key in ("base", "benchmark"):
+            data[key].update(value)
+        else:
+            data[key] = value
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def experiment_cli(db_url: str, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "trainer", "experiment", *args, "--db", db_url, "--json"], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# ------------------------------------------------------------------------------------------- the grid file
+def test_the_grid_expands_to_the_cartesian_product_in_order(tmp_path, tiny_model_dir):
+    spec = ex.load_grid(tiny_grid(tmp_path, tiny_model_dir))
+    assert [ex.cell_label(c) for c in spec.cells()] == [
+        "algorithm=ppo, mode=direct", "algorithm=ppo, mode=think", "algorithm=grpo, mode=direct",
+        "algorithm=grpo, mode=think"]
+    assert spec.base["steps"] == 1 and spec.base["max_new_tokens"] == 8  # inline base over the base_config file
+    assert spec.benchmark["profiles"] == "builtin:heldout" and spec.parallel == 1
+    assert ex.expand({}) == [{}]
+
+
+def test_every_problem_of_a_grid_is_named_with_its_key_and_cell(tmp_path, tiny_model_dir):
+    path = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo", "sgd"], "mode": ["direct"], "algo": [1],
+                                                     "seed": []},
+                     benchmark={"policy": "default", "profile": "x"}, judge={"base_url": "http://x"}, parallel=0)
+    with pytest.raises(ex.ExperimentError) as err:
+        ex.load_grid(path)
+    e = err.value.errors
+    assert e["grid.algo"] == "not a TrainConfig field"
+    assert "non-empty list" in e["grid.seed"]
+    assert "each cell's final checkpoint" in e["benchmark.policy"]
+    assert e["benchmark.profile"] == "not a benchmark setting"
+    assert "required" in e["judge.model"] and ">= 1" in e["parallel"]
+    # values are checked per cell once the keys are right
+    path = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo", "sgd"], "steps": [1, "two"]})
+    with pytest.raises(ex.ExperimentError) as err:
+        ex.load_grid(path)
+    e = err.value.errors
+    assert "unknown value 'sgd'" in e["cell 3 (algorithm=sgd, steps=1): algorithm"]
+    assert "must be int" in e["cell 2 (algorithm=ppo, steps=two): steps"]
+    assert "cell 1 (algorithm=ppo, steps=1): algorithm" not in e
+    with pytest.raises(ex.ExperimentError, match="base_config: file .*missing.yaml"):
+        ex.parse_grid("name: x\nbase_config: missing.yaml\ngrid: {seed: [0]}\n", tmp_path)
+    with pytest.raises(ex.ExperimentError, match="grid file: not valid YAML"):
+        ex.parse_grid("name: [x", tmp_path)
+
+
+def test_the_cpu_example_grid_is_valid_and_has_four_cells():
+    spec = ex.load_grid(REPO / "configs" / "experiment-cpu.yaml", check_paths=False)
+    assert len(spec.cells()) == 4 and spec.benchmark["profiles"] == "builtin:heldout"
+    assert es.example_grid().startswith("# RLVER's comparisons")
+
+
+# ------------------------------------------------------------------------------------------------- store
+def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir):
+    spec = ex.load_grid(tiny_grid(tmp_path, tiny_model_dir))
+    eid = ex.create_experiment(engine, spec)
+    exp = ex.experiment_detail(engine, eid)
+    assert exp["status"] == "queued" and exp["code_version"] and exp["grid"] == spec.grid
+    assert [c["status"] for c in exp["cells"]] == ["queued"] * 4
+    assert exp["cells"][3]["config"]["algorithm"] == "grpo" and exp["cells"][3]["config"]["mode"] == "think"
+    assert es.experiment_choices(engine) == [(f"#{eid} tiny-algorithm-x-mode · queued · 4 cells", eid)]
+    assert ex.cancel_experiment(engine, eid) == "cancelled"
+    assert {c["status"] for c in ex.experiment_detail(engine, eid)["cells"]} == {"cancelled"}
+    assert ex.reopen_experiment(engine, eid) == []
+    exp = ex.experiment_detail(engine, eid)
+    assert exp["status"] == "queued" and {c["status"] for c in exp["cells"]} == {"queued"}
+    with pytest.raises(ex.ExperimentError, match="999 does not exist"):
+        ex.cancel_experiment(engine, 999)
+
+
+# ------------------------------------------------------------------------------------ real job processes
+# Each of these runs several job processes one after another; on a shared 2-core machine that takes longer
+# than the suite's default per-test limit.
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db_url, tmp_path, tiny_model_dir):
+    from testkit.scripted_server import start_server
+
+    with start_server() as server:  # the judge's OpenAI-compatible endpoint
+        grid = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo"], "mode": ["direct", "think"]},
+                         judge={"model": "scripted", "base_url": server.base_url})
+        p = experiment_cli(db_url, "--grid", str(grid))
+        out, err = p.communicate(timeout=1800)
+    assert p.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and len(result["cells"]) == 2
+    exp = ex.experiment_detail(engine, result["experiment_id"])
+    for cell, row in zip(exp["cells"], result["cells"]):
+        assert cell["status"] == "succeeded" and row["n"] == 1 and row["score"] is not None
+        bench = jobs.job_detail(engine, cell["benchmark_job_id"])
+        checkpoint = jobs.last_checkpoint(engine, cell["train_job_id"])["path"]
+        assert bench["status"] == "succeeded" and bench["config"]["policy"] == checkpoint
+        assert bench["config"]["mode"] == cell["params"]["mode"] and bench["config"]["profiles"] == "builtin:heldout"
+    # what the Experiments view shows of it
+    rows = es.result_rows(engine, exp)
+    assert [r[0] for r in rows] == ["cell 1", "cell 2"] and all(r[2] != "—" and r[8] == 1 for r in rows)
+    assert [r[0] for r in es.status_rows(exp)] == ["cell 1", "cell 2"]
+    need, personality = es.breakdown_rows(engine, exp)
+    assert [r[0] for r in need] == ["cell 1", "cell 2"] and len(personality) == 2
+    replies = es.reply_rows(engine, exp)
+    assert all(r[2] >= 1 and r[3] != "—" for r in replies)
+    assert es.metric_choices(engine, exp)[0] == "reward_mean"  # reward first
+    fig = es.curves(engine, exp, "reward_mean")
+    assert len(fig.data) == 2 and fig.data[0].name.startswith("cell 1")
+    radar = es.judge_figure(engine, exp)  # one shape per cell, each judged dialogue stored
+    assert [t.name.split(" · ")[0] for t in radar.data] == ["cell 1 algorithm=ppo, mode=direct",
+                                                            "cell 2 algorithm=ppo, mode=think"]
+    assert es.judge_counts(engine, exp) == {"cell 1": 1, "cell 2": 1}
+    assert "succeeded" in es.summary_md(exp) and "2/2 cells done" in es.summary_md(exp)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(engine, db_url, tmp_path,
+                                                                              tiny_model_dir):
+    grid = tiny_grid(tmp_path, tiny_model_dir, base={"steps": 4, "save_every": 1},
+                     grid={"algorithm": ["ppo"], "seed": [0, 1]})
+    p = experiment_cli(db_url, "--grid", str(grid))
+    eid = wait_for(lambda: ex.list_experiments(engine) and ex.list_experiments(engine)[0]["id"], timeout=300)
+    first = lambda: ex.experiment_detail(engine, eid)["cells"][0]  # noqa: E731
+    wait_for(lambda: first()["train_job_id"] and jobs.last_checkpoint(engine, first()["train_job_id"]), timeout=900)
+    canceller = experiment_cli(db_url, "--cancel", str(eid))
+    assert canceller.wait(timeout=300) == 0
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 143, err
+    train_id = first()["train_job_id"]
+    wait_for(lambda: jobs.job_detail(engine, train_id)["status"] in jobs.FINAL_STATUSES, timeout=600)
+    exp = ex.experiment_detail(engine, eid)
+    assert exp["status"] == "cancelled" and [c["status"] for c in exp["cells"]] == ["cancelled", "cancelled"]
+    assert exp["cells"][1]["train_job_id"] is None  # the queued cell never started a job
+    done = jobs.job_detail(engine, train_id)
+    if done["status"] == "succeeded":
+        pytest.skip("the training job finished before Cancel reached it (machine too fast for this test)")
+    assert done["status"] == "cancelled"
+    saved = jobs.last_checkpoint(engine, train_id)["step"]
+
+    resumed = experiment_cli(db_url, "--resume", str(eid))
+    out, err = resumed.communicate(timeout=1800)
+    assert resumed.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and [c["status"] for c in result["cells"]] == ["succeeded"] * 2
+    assert result["cells"][0]["train_job_id"] == train_id  # the same job, continued
+    detail = jobs.job_detail(engine, train_id, log_lines=400)
+    assert f"at step {saved}" in detail["log_tail"]
+    assert detail["metrics"]["reward"]["step"] == [1, 2, 3, 4]  # nothing trained twice, nothing skipped
