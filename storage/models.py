@@ -244,6 +244,8 @@ class PersonaSetMember(Base):
     persona_id: Mapped[str] = mapped_column(String(64))
 
     persona_set: Mapped[PersonaSet] = relationship(back_populates="members")
+
+
 class PersonaGeneration(Base):
     """One batch of LLM-written persona candidates (simulator/persona_generation.py): the endpoint and model
     asked, the prompt version and hash, the spec, and how far it got."""
