@@ -14,12 +14,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from helpers import wait_for
 
 from storage import Job, lab_home, read_scope, session_scope, store_id
+from storage.models import utcnow
 from trainer import jobs
 from trainer.jobs import JobContext, JobError
 
@@ -271,6 +273,23 @@ def test_cancel_while_queued(engine, worker):
     jobs.cancel(engine, first, force=True)
     p1.wait(timeout=180)
     assert status(engine, first) == "cancelled"
+
+
+def test_launched_job_still_starting_up_is_not_stale(engine):
+    """A job process that has not sent its first heartbeat yet (imports on a busy machine) stays queued
+    while it lives; once its process is gone it is interrupted."""
+    job_id = jobs.create_job(engine, "train", {})
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with session_scope(engine) as s:
+            job = s.get(Job, job_id)
+            job.pid, job.heartbeat_at = sleeper.pid, utcnow() - timedelta(seconds=600)
+        assert jobs.mark_stale_jobs(engine, stale_after_s=0.5) == [] and status(engine, job_id) == "queued"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert jobs.mark_stale_jobs(engine, stale_after_s=0.5) == [job_id]
+    assert "is gone" in jobs.job_detail(engine, job_id)["error"]
 
 
 def test_never_launched_queued_job_is_not_stale(engine):

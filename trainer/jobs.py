@@ -190,7 +190,10 @@ def _signal_group(pid: int, sig: int) -> None:
 
 def mark_stale_jobs(store: Engine, stale_after_s: float = STALE_AFTER_S) -> list[int]:
     """Mark interrupted every running job whose heartbeat stopped or whose process is gone, and every
-    launched queued job whose process is gone. Returns their ids."""
+    launched queued job whose process is gone. Returns their ids.
+
+    A queued job is judged by its process only: a job process starting up on a busy machine can take
+    longer than `stale_after_s` to import torch and send its first heartbeat."""
     now, marked = utcnow(), []
     with session_scope(store) as s:
         for job in s.scalars(select(Job).where(Job.status.in_(("running", "queued")))):
@@ -198,7 +201,7 @@ def mark_stale_jobs(store: Engine, stale_after_s: float = STALE_AFTER_S) -> list
                 continue  # created, never launched
             if not pid_alive(job.pid):
                 reason = f"process {job.pid} is gone"
-            elif not _fresh(job, stale_after_s, now):
+            elif job.status == "running" and not _fresh(job, stale_after_s, now):
                 reason = f"no heartbeat since {job.heartbeat_at} (more than {stale_after_s:g} s)"
             else:
                 continue
