@@ -37,7 +37,7 @@ from simulator import persona_lint as pl
 from simulator.backends.base import BackendError
 from simulator.judge import JudgeParseError, fill_template, json_object, load_prompt
 from simulator.profile_io import profile_from_lab
-from simulator.profiles import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile
+from simulator.profiles import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, FieldErrors, Profile
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts" / "persona_gen"
 DEFAULT_PROMPT_VERSION = "v1"
@@ -61,12 +61,8 @@ PERSONALITY_HINTS = {"negative": "sees the bad side first, quick to feel hurt or
                      "avoidant": "deflects, changes the subject, keeps feelings at arm's length"}
 
 
-class SpecError(ValueError):
+class SpecError(FieldErrors):
     """A spec that cannot be planned: `errors` maps field -> problem."""
-
-    def __init__(self, errors: dict[str, str]):
-        self.errors = errors
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
 @dataclass

@@ -35,12 +35,16 @@ DEFAULT_GOAL = {
 }
 
 
-class ProfileError(ValueError):
-    """Validation failure: `errors` maps field name -> problem."""
+class FieldErrors(ValueError):
+    """Bad input, every problem named: `errors` maps field (or key) -> problem."""
 
     def __init__(self, errors: dict[str, str]):
         self.errors = errors
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+
+
+class ProfileError(FieldErrors):
+    """Validation failure: `errors` maps field name -> problem."""
 
 
 @dataclass

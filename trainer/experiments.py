@@ -25,6 +25,7 @@ from typing import Any, Optional
 import yaml
 from sqlalchemy import select
 
+from simulator.profiles import FieldErrors
 from storage import Experiment, ExperimentCell, Job, Store, code_version, read_scope, session_scope
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
@@ -36,13 +37,9 @@ CELL_FINAL = ("succeeded", "failed", "cancelled")
 EXPERIMENT_FINAL = ("succeeded", "failed", "cancelled")
 
 
-class ExperimentError(ValueError):
+class ExperimentError(FieldErrors):
     """A grid that cannot run, or an experiment that cannot be changed in its state; `errors` maps each key
     (e.g. 'grid.algorithm', 'cell 3 (algorithm=ppo, mode=think): group_size') to its problem."""
-
-    def __init__(self, errors: dict[str, str]):
-        self.errors = errors
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
 @dataclass
