@@ -178,4 +178,4 @@ def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(en
     assert result["cells"][0]["train_job_id"] == train_id  # the same job, continued
     detail = jobs.job_detail(engine, train_id, log_lines=400)
     assert f"at step {saved}" in detail["log_tail"]
-    assert detail["metrics"]["reward"]["step"] == [1, 2, 3, 4]  # nothing trained twice, nothing skipped
+    assert detail["metrics"]["reward_mean"]["step"] == [1, 2, 3, 4]  # nothing trained twice, nothing skipped
