@@ -89,3 +89,17 @@ def candidate_markdown(c: Optional[dict[str, Any]]) -> str:
     if p.get("traits"):
         lines.append(f"**traits**: {md(', '.join(map(str, p['traits'])))}")
     return "  \n".join(lines)
+
+
+def set_from_generation(store: Any, name: str, generation_id: Optional[int]) -> str:
+    """Save a generation's accepted personas as a named persona set; the message the panel shows."""
+    from simulator import persona_set_service as pss
+
+    if not generation_id:
+        return "**No set made.** generation: generate first."
+    try:
+        s = pss.create_from_generation(store, name, generation_id)
+    except pss.SetError as exc:
+        return f"**No set made.** {md(exc.field)}: {md(exc.problem)}"
+    return (f"Created set **{md(s.name)}** from generation {generation_id}: {s.size} accepted persona(s), "
+            f"hash `{s.content_hash}`.")

@@ -181,11 +181,14 @@ def form_values(config: Optional[dict[str, Any]] = None) -> list[Any]:
     return out
 
 
-def config_from_form(values: dict[str, Any], extra_yaml: str = "", check_paths: bool = True):
+def config_from_form(values: dict[str, Any], extra_yaml: str = "", check_paths: bool = True,
+                     store: Optional[Store] = None):
     """(TrainConfig or None, {field: problem}) from the form's values and the optional YAML of other settings.
 
     Empty number boxes are 'required'; the YAML box must be a mapping of TrainConfig settings; every
-    problem is keyed by the field it concerns (GENERAL for the YAML box itself)."""
+    problem is keyed by the field it concerns (GENERAL for the YAML box itself). With a store, the persona
+    set must name personas there (a stored set that exists, ids it holds), so a job is not launched only to
+    fail on its first line."""
     import yaml
 
     from trainer.config import ConfigError, TrainConfig
@@ -225,6 +228,13 @@ def config_from_form(values: dict[str, Any], extra_yaml: str = "", check_paths: 
     except ConfigError as exc:
         return None, {**exc.errors, **errors}
     errors.update(config.errors(check_paths=check_paths))
+    if store is not None and "persona_set" not in errors:
+        from simulator.persona_sets import PersonaSpecError, resolve_personas
+
+        try:
+            resolve_personas(config.persona_set, store)
+        except PersonaSpecError as exc:
+            errors["persona_set"] = str(exc)
     return (None, errors) if errors else (config, {})
 
 

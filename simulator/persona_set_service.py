@@ -7,6 +7,7 @@ now, so a set whose personas were edited since shows it. Runs name a set as `set
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,22 +150,28 @@ def create_from_import(store: Engine, name: str, file_name: Union[str, Path], id
 
 # -------------------------------------------------------------------------------------------------- split
 def stratified_split(profiles: Sequence[Profile], fraction: float, seed: int) -> tuple[list[Profile], list[Profile]]:
-    """(train, held-out): each need x personality stratum shuffled with `seed` and cut at `fraction`; a
-    stratum of >= 2 keeps at least one profile on each side; a single profile falls on a seeded side.
-    Both sides keep the set's order. The same profiles, fraction and seed always give the same split."""
+    """(train, held-out): round(fraction x N) profiles go to train (at least one on each side), shared among
+    the need x personality strata in proportion to their sizes: a stratum of n gets floor(fraction x n), and
+    the strata with the largest remainders (seeded ties) one more each, so the split is the fraction asked
+    for. Each stratum is shuffled with `seed` before it is cut; a stratum too small for both sides lands on
+    one. Both sides keep the set's order. The same profiles, fraction and seed always give the same split."""
     strata: dict[tuple[str, ...], list[int]] = {}
     for i, p in enumerate(profiles):
         strata.setdefault(tuple(getattr(p, k) for k in STRATA), []).append(i)
-    train: set[int] = set()
     rng = random.Random(f"persona-split:{seed}")
-    for key in sorted(strata):
-        members = strata[key][:]
+    keys = sorted(strata)
+    quota = {k: fraction * len(strata[k]) for k in keys}
+    take = {k: math.floor(quota[k]) for k in keys}
+    n_train = min(len(profiles) - 1, max(1, round(fraction * len(profiles))))
+    tie = {k: rng.random() for k in keys}
+    by_remainder = sorted(keys, key=lambda k: (take[k] - quota[k], tie[k]))
+    for k in by_remainder[:max(0, n_train - sum(take.values()))]:
+        take[k] = min(len(strata[k]), take[k] + 1)
+    train: set[int] = set()
+    for k in keys:
+        members = strata[k][:]
         rng.shuffle(members)
-        if len(members) == 1:
-            n_train = 1 if rng.random() < fraction else 0
-        else:
-            n_train = min(len(members) - 1, max(1, round(fraction * len(members))))
-        train.update(members[:n_train])
+        train.update(members[:take[k]])
     return ([p for i, p in enumerate(profiles) if i in train],
             [p for i, p in enumerate(profiles) if i not in train])
 

@@ -60,8 +60,44 @@ STORIES = [
     ("Kofi, chef", "Kofi, 47, is the head chef of a hotel kitchen and grows chillies on his balcony.",
      "A food critic mocked his late mother's recipe, the dish he built the menu around, and the hotel owner "
      "asked him to take it off the menu.", "They want the stew off the menu. Her stew."),
+    ("Ines, firefighter", "Ines, 34, is a volunteer firefighter and restores old motorbikes in her garage.",
+     "She pulled a man out of a burning flat and the local paper printed her colleague's name as the rescuer. "
+     "Her captain said correcting it would look vain.", "Read about my rescue in the paper. Starring someone else."),
+    ("Felix, accountant", "Felix, 44, audits small charities and collects stamps from countries that no longer exist.",
+     "His twin brother borrowed his savings for a restaurant, closed it within a year and now avoids his "
+     "calls. Their parents say Felix should not make a fuss over money.", "My brother blocked my number. Over money. Mine."),
+    ("Noor, architect", "Noor, 39, designs schools and sketches strangers on the tram every morning.",
+     "The school she spent three years designing was built with her name left off the plaque, and the "
+     "partner whose name is on it never visited the site.", "Went to the opening. Nice plaque. Not my name on it."),
+    ("Pavel, lorry driver", "Pavel, 50, drives freight across the border and listens to audiobooks about history.",
+     "He missed his daughter's wedding because the depot refused to change his route, and she has not "
+     "spoken to him since.", "Saw the wedding photos online. Looked lovely, I'm told."),
+    ("Chloe, vet", "Chloe, 30, is a vet in a rural practice and volunteers at a donkey sanctuary.",
+     "A farmer shouted at her in the waiting room after his dog died in surgery, and the practice owner "
+     "took his side to keep the client.", "Had a dog die on the table today. Then the shouting started."),
+    ("Bram, postman", "Bram, 56, has delivered post on the same route for thirty years and keeps bees.",
+     "The post office replaced his route with a van and a tracking app, and offered him a desk job sorting "
+     "parcels in a warehouse with no windows.", "Thirty years on that route. Now there's an app."),
+    ("Yuki, pianist", "Yuki, 26, plays piano in hotel bars and composes film music at night.",
+     "A director used her demo in a trailer without paying her, then said she should be grateful for the "
+     "exposure.", "Heard my music in a trailer at the cinema. Nobody told me."),
+    ("Sam, carpenter", "Sam, 42, builds kitchen cabinets and coaches his son's under-ten football team.",
+     "A client refused to pay for a finished kitchen and posted a review calling him a cowboy, which cost "
+     "him two other jobs the same week.", "One review and two jobs gone. Cool."),
+    ("Leila, pharmacist", "Leila, 37, runs the night shift at a hospital pharmacy and bakes bread on Sundays.",
+     "She caught a dosing error that a senior doctor made, and he has been cold and sarcastic to her in "
+     "front of the team ever since.", "Caught a mistake last week. Apparently that was the mistake."),
+    ("Oskar, museum guard", "Oskar, 63, guards the paintings hall of a city museum and knows every painting's story.",
+     "A school group damaged a frame while he was told to cover another room, and the museum docked his "
+     "pay for it.", "They docked my pay for a frame. I wasn't even in the room."),
+    ("Maya, teacher", "Maya, 28, teaches primary school and runs a reading club in the library.",
+     "A parent filmed her raising her voice once and posted it online; the head teacher asked her to "
+     "stay home until things calm down.", "Apparently I'm famous now. Not the good kind."),
+    ("Ruben, mechanic", "Ruben, 48, runs a two-man garage and races go-karts with his nephew.",
+     "His landlord sold the garage's yard to a developer, and Ruben learned about it when the fence went "
+     "up across his driveway.", "There's a fence across my driveway. Since this morning."),
 ]
-_PRONOUN = ("She", "He", "She", "He", "She", "He", "She", "He", "She", "He", "She", "He")
+_PRONOUN = ("She", "He") * 12
 
 
 def is_generation_request(body: dict, messages: Sequence[dict]) -> bool:

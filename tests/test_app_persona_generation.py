@@ -39,6 +39,22 @@ def test_progress_and_review_rows_of_a_stored_generation(engine):
     assert "hidden\\_need: is required" in detail and detail.startswith(f"**Candidate {rows[0][0]}**")
 
 
+def test_a_generations_accepted_personas_become_a_named_set(engine):
+    from simulator import persona_set_service as pss
+
+    ps.seed_builtin(engine)
+    spec, _, _ = pgf.read_form(FORM)
+    assert pgf.set_from_generation(engine, "gen-set", None) == "**No set made.** generation: generate first."
+    with start_server() as server:
+        gid = gs.run_generation(engine, spec, gs.make_generator(server.base_url, "scripted"))
+    assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** generation: no stored")
+    taken = gs.accept_all_valid(engine, gid)
+    message = pgf.set_from_generation(engine, "gen-set", gid)
+    assert message.startswith(f"Created set **gen\\-set** from generation {gid}: {len(taken)} accepted persona(s)")
+    assert {p.id for p in pss.set_profiles(engine, "gen-set")} == {p.id for p in taken}
+    assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** name: a set named")
+
+
 def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, grid_rows, screenshot):
     from playwright.sync_api import expect
 

@@ -27,6 +27,12 @@ def test_panel_functions_report_by_field(engine):
     assert rows[0][1] == rows[1][1] + rows[2][1] and rows[2][3] == "split"
     from app import training_service as ts
 
+    assert persona_sets_panel.delete_from_view(engine, None) == "**Not deleted.** set: pick a set first."
+    assert persona_sets_panel.delete_from_view(engine, "nope") == "**Not deleted.** set: no stored set named nope."
+    persona_sets_panel.create_from_view(engine, "doomed", "", "", "avoidant", "", "")
+    n = ps.count_profiles(engine)
+    assert persona_sets_panel.delete_from_view(engine, "doomed").startswith("Deleted set **doomed**")
+    assert "doomed" not in pss.set_names(engine) and ps.count_profiles(engine) == n  # its personas stay
     assert ts.persona_set_choices(engine) == ["builtin", "builtin:train", "builtin:heldout", "set:negatives",
                                               "set:negatives-heldout", "set:negatives-train"]
 

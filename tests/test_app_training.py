@@ -112,6 +112,19 @@ def test_form_errors_name_their_fields(tmp_path):
     assert per_field[ts.FORM_NAMES.index("mode")] == "" and other == ""
 
 
+def test_form_checks_a_stored_set_against_the_store_before_launch(engine):
+    from simulator import persona_service as ps
+    from simulator import persona_set_service as pss
+
+    ps.seed_builtin(engine)
+    pss.create_from_filters(engine, "two", personality="avoidant")
+    config, errors = ts.config_from_form(_form(persona_set="set:missing"), "", check_paths=False, store=engine)
+    assert config is None and set(errors) == {"persona_set"}
+    assert "missing" in errors["persona_set"] and "stored sets: two" in errors["persona_set"]
+    config, errors = ts.config_from_form(_form(persona_set="set:two"), "", check_paths=False, store=engine)
+    assert errors == {} and config.persona_set == "set:two"
+
+
 def test_form_other_settings_box_errors():
     _, errors = ts.config_from_form(_form(), "entropy_coef: [1")
     assert "not valid YAML" in errors[ts.GENERAL]

@@ -2,6 +2,8 @@
 split, export round trips, set:NAME wherever personas are named, hashes recorded by runs, coverage, the CLI."""
 from __future__ import annotations
 
+import math
+
 import json
 import os
 import sqlite3
@@ -97,8 +99,9 @@ def test_split_is_stratified_and_deterministic(store):
     strata = {}
     for p in parent:
         strata.setdefault((p.need_category, p.personality), []).append(p.id)
-    for ids in (v for v in strata.values() if len(v) >= 2):  # both sides of every stratum of 2 or more
-        assert set(ids) & {p.id for p in a} and set(ids) & {p.id for p in b}
+    assert (len(a), len(b)) == (26, 6)  # round(0.8 x 32) to train
+    for ids in strata.values():  # each stratum of n holds floor or ceil of 0.8 n on the train side
+        assert len(set(ids) & {p.id for p in a}) in (math.floor(0.8 * len(ids)), math.ceil(0.8 * len(ids)))
     again = pss.stratified_split(parent, 0.8, 5)
     assert ([p.id for p in again[0]], [p.id for p in again[1]]) == ([p.id for p in a], [p.id for p in b])
     other = pss.stratified_split(parent, 0.8, 6)

@@ -22,9 +22,10 @@ NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORI
 
 
 def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
-          refresh: tuple[Callable, list, list]) -> None:
+          refresh: tuple[Callable, list, list], sets_refresh: tuple[Callable, list, list]) -> None:
     """The panel, below the persona list and form. `editor`: the form's inputs (in app.views.personas.FIELDS
-    order); `editing` / `title`: its state and heading; `refresh`: (fn, inputs, outputs) of the persona list."""
+    order); `editing` / `title`: its state and heading; `refresh` / `sets_refresh`: (fn, inputs, outputs) of
+    the persona list and of the Sets panel."""
     from app.views import personas as pv  # the editor's own helpers (imported here: it imports this module)
 
     store = ctx.store
@@ -62,6 +63,10 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             reject_btn = gr.Button("Reject", elem_id="gen-reject")
             regen_btn = gr.Button("Regenerate", elem_id="gen-regenerate")
             accept_all_btn = gr.Button("Accept all valid", variant="primary", elem_id="gen-accept-all")
+        with gr.Row():
+            set_name = gr.Textbox(label="Set name for this generation's accepted personas", scale=3,
+                                  elem_id="gen-set-name")
+            make_set_btn = gr.Button("Save as a persona set", scale=1, elem_id="gen-make-set")
     gen_id = gr.State(None)
     cand_id = gr.State(None)
     timer = gr.Timer(POLL_S, active=False)
@@ -139,3 +144,4 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         btn.click(partial(review, action), [gen_id, cand_id, *editor],
                   [status, *queue_out]).then(refresh_fn, refresh_in, refresh_out)
     edit_btn.click(on_edit, [cand_id], [editing, title, *editor, status])
+    make_set_btn.click(partial(pgf.set_from_generation, store), [set_name, gen_id], status).then(*sets_refresh)

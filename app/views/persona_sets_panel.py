@@ -78,8 +78,18 @@ def split_from_view(store: Store, name: Optional[str], fraction: Any, seed: Any)
             f"({heldout.size}).")
 
 
-def build(ctx: LabContext, filters: list) -> None:
-    """The panel; `filters` are the view's search, need, personality and language inputs."""
+def delete_from_view(store: Store, name: Optional[str]) -> str:
+    """Delete a stored set (its personas stay, and runs keep the set name and hash they recorded)."""
+    if not name:
+        return "**Not deleted.** set: pick a set first."
+    if not pss.delete_set(store, name):
+        return f"**Not deleted.** set: no stored set named {md(name)}."
+    return f"Deleted set **{md(name)}**; its personas stay in the store."
+
+
+def build(ctx: LabContext, filters: list) -> tuple:
+    """The panel; `filters` are the view's search, need, personality and language inputs. Returns
+    (fn, inputs, outputs) that refresh its table and set choices, for panels that make sets."""
     store = ctx.store
     with gr.Accordion("Persona sets", open=True, elem_id="sets-panel"):
         with gr.Row():
@@ -95,6 +105,7 @@ def build(ctx: LabContext, filters: list) -> None:
                     fraction = gr.Number(0.8, label="Train fraction", scale=1, elem_id="sets-fraction")
                     seed = gr.Number(0, precision=0, label="Seed", scale=1, elem_id="sets-seed")
                     split = gr.Button("Split train / held-out", scale=2, elem_id="sets-split")
+                    delete = gr.Button("Delete the set", variant="stop", scale=1, elem_id="sets-delete")
                 with gr.Row():
                     fmt = gr.Radio([("lab", "lab"), ("RLVER", "rlver"), ("SAGE", "sage")], value="lab",
                                    label="Export format", scale=2)
@@ -127,6 +138,9 @@ def build(ctx: LabContext, filters: list) -> None:
         message = split_from_view(store, set_name, frac, seed_)
         return message, set_rows(store), gr.update(choices=pss.set_names(store))
 
+    def on_delete(set_name):
+        return delete_from_view(store, set_name), set_rows(store), gr.update(choices=pss.set_names(store), value=None)
+
     def on_export(set_name, f):
         if not set_name:
             return gr.update(), "**Not exported.** set: pick a set first."
@@ -142,7 +156,10 @@ def build(ctx: LabContext, filters: list) -> None:
     split.click(on_split, [chosen, fraction, seed], [status, table, chosen])
     export.click(on_export, [chosen, fmt], [export_file, status])
     chosen.change(show_coverage, [chosen], [plot, empty])
+
     def on_pick(evt: gr.SelectData):
         return evt.row_value[0] if evt.row_value else gr.skip()
 
     table.select(on_pick, None, chosen)
+    delete.click(on_delete, [chosen], [status, table, chosen])
+    return refresh, [chosen], [table, chosen]

@@ -194,7 +194,7 @@ def build(ctx: LabContext) -> None:
     filters = [search, f_need, f_pers, f_lang]
     from app.views import persona_sets_panel
 
-    persona_sets_panel.build(ctx, filters)
+    sets_refresh = persona_sets_panel.build(ctx, filters)
 
     # The list and the form show at once; their lint warnings (which may wait for the sentence model) follow
     # in a second event, asked for through the counts_due / lint_due states.
@@ -288,4 +288,4 @@ def build(ctx: LabContext) -> None:
     counts_due.change(fill_counts, filters, table)
     import_btn.click(on_import, [up, keep_valid, replace] + filters, [import_report] + list_out)
     export_btn.click(on_export, [fmt] + filters, export_file)
-    persona_generation_panel.build(ctx, inputs, editing, title, (refresh, filters, list_out))
+    persona_generation_panel.build(ctx, inputs, editing, title, (refresh, filters, list_out), sets_refresh)

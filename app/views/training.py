@@ -109,7 +109,7 @@ def build(ctx: LabContext) -> None:
 
     def on_launch(job_name: str, *values: Any):
         *form, extra_yaml = values
-        config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml)
+        config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml, store=store)
         per_field, other = ts.error_updates(problems)
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip()]
