@@ -21,8 +21,10 @@ def text(value: Any) -> str:
 
 
 def md(value: Any) -> str:
-    """Text for a gr.Markdown: HTML escaped and Markdown punctuation backslash-escaped (shows literally)."""
-    s = html.escape("" if value is None else str(value), quote=True)
+    """Text for a gr.Markdown: HTML escaped and Markdown punctuation backslash-escaped (shows literally).
+    Quotes stay as they are: they are harmless in Markdown text, and their entities (&#x27;) would have
+    their '#' escaped below and show as '&#x27;'."""
+    s = html.escape("" if value is None else str(value), quote=False)
     return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", "  \n")
 
 

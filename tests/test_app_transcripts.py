@@ -29,6 +29,8 @@ def test_user_text_is_escaped_in_turns_and_markdown():
     assert "<img" not in html and "<script" not in html
     assert html.count("&lt;img src=x onerror=alert(1)&gt;") == 3
     assert "<" not in md(evil).replace("\\", "")
+    # quotes are left as they are: an entity like &#x27; would get its '#' escaped and show on the page
+    assert md("named 'x' \"y\"") == "named 'x' \"y\""
 
 
 def test_collections_cover_imports_and_store_dialogues(engine, tmp_path):
