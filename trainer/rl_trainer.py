@@ -217,7 +217,7 @@ class RLTrainer:
         t_update = time.monotonic() - t1
         if self.config.engine == "vllm":
             self.policy_engine.load_weights(self.learner.policy_state_dict())
-        metrics.update(_rollout_metrics(summaries))
+        metrics.update(_rollout_metrics(summaries, think=self.config.mode == "think"))
         n_tokens = sum(x["reply_tokens"] for x in summaries)
         metrics.update(rollout_s=t_rollout, update_s=t_update, step_s=time.monotonic() - t0,
                        tokens_per_s=n_tokens / max(t_rollout, 1e-9), dialogues=float(len(summaries)),
@@ -316,11 +316,13 @@ def _lost(s: Any) -> bool:
 def _summary(s: Any, reward: float) -> dict[str, Any]:
     return {"reward": reward, "final": s.final_emotion, "outcome": s.outcome, "lost": _lost(s),
             "error": s.error, "turns": s.n_turns, "reply_tokens": sum(b - a for a, b in s.turn_spans),
-            "failed": s.status == "failed"}
+            "failed": s.status == "failed", "format_ok": s.format_ok}
 
 
-def _rollout_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
-    """Reward mean/std, final-emotion mean and tier distribution, success/failure rates, lengths."""
+def _rollout_metrics(summaries: list[dict[str, Any]], think: bool = False) -> dict[str, float]:
+    """Reward mean/std, final-emotion mean and tier distribution, success/failure rates, lengths; in think
+    mode also think_format_rate, the share of dialogues whose every reply opened with one closed think
+    block (a model that never writes one is trained on direct replies under the think prompt)."""
     used = [x for x in summaries if not x["lost"]] or summaries
     rewards = [x["reward"] for x in used]
     finals = [x["final"] for x in used if x["final"] is not None]
@@ -333,6 +335,8 @@ def _rollout_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
         "turns_mean": statistics.fmean(x["turns"] for x in used),
         "reply_tokens_mean": sum(x["reply_tokens"] for x in used) / max(1, sum(x["turns"] for x in used)),
     }
+    if think:
+        out["think_format_rate"] = sum(x["format_ok"] for x in used) / n
     if finals:
         out["final_emotion_mean"] = statistics.fmean(finals)
         out["final_emotion_std"] = statistics.pstdev(finals)
