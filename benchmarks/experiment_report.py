@@ -42,7 +42,8 @@ def report_rows(store: Any, exp: dict[str, Any], baselines: list[int]) -> list[d
             run = s.get(EvalRun, rid)
             if run is None:
                 raise SystemExit(f"--baseline: eval run {rid} does not exist")
-            entries.append(("baseline", f"{run.model_ref} ({(run.config or {}).get('mode', 'direct')})",
+            label = run.name or f"{run.model_ref} ({(run.config or {}).get('mode', 'direct')})"
+            entries.append(("baseline", label,
                             {"index": -1, "label": run.name, "eval_run_id": rid}))
         for name, label, cell in entries:
             train = s.get(Job, cell["train_job_id"]) if cell.get("train_job_id") else None
