@@ -187,8 +187,10 @@ class Judge:
 
     def fingerprint(self) -> dict[str, Any]:
         fp = self.backend.fingerprint()
+        sampling = fp.get("sampling") or {}
         return {"judge": "social-cognition", "backend": fp.get("backend"), "model": fp.get("model"),
-                "endpoint": fp.get("endpoint", ""), "temperature": (fp.get("sampling") or {}).get("temperature"),
+                "endpoint": fp.get("endpoint", ""), "temperature": sampling.get("temperature"),
+                "max_tokens": sampling.get("max_tokens"),  # a cap that cuts answers changes the results
                 "prompt_version": self.prompt_version, "prompt_sha256": self.prompt["sha256"],
                 "response_format": "json_schema" if self.json_schema else "none"}
 

@@ -127,7 +127,7 @@ def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_ur
     fp = warm.judge_fingerprint
     assert (fp["model"], fp["endpoint"], fp["temperature"], fp["prompt_version"], fp["response_format"]) == (
         "scripted", server.base_url.split("/")[2], 0.0, "v1", "json_schema")
-    assert fp["prompt_sha256"] == load_prompt("v1")["sha256"]
+    assert fp["prompt_sha256"] == load_prompt("v1")["sha256"] and fp["max_tokens"] == 1024
 
     # a second run of the same judge (same endpoint) keeps the rated dialogues and tries the failed ones again
     port = int(server.base_url.split(":")[2].split("/")[0])
