@@ -186,24 +186,30 @@ def reply_rows(store: Store, exp: Optional[dict[str, Any]]) -> list[list[Any]]:
     return out
 
 
-def judge_figure(store: Store, exp: Optional[dict[str, Any]]) -> Optional[go.Figure]:
-    """The judge radars of every cell overlaid (app.judge_panel.judge_radar per cell, its traces named by
-    cell); None when no cell's eval run was judged."""
-    from simulator.judge_store import eval_run_summary
-
+def overlaid_radar(named_groups: list[tuple[str, list[dict[str, Any]]]]) -> Optional[go.Figure]:
+    """judge_radar of each (name, judge groups) overlaid, its traces prefixed by the name; None when none
+    of them has a judged dialogue."""
     fig = None
-    for c in _scored(exp):
-        groups = eval_run_summary(store, c["eval_run_id"])
+    for name, groups in named_groups:
         if not any(g.get("means") for g in groups):
             continue
         radar = judge_radar(groups)
         for trace in radar.data:
-            trace.name = f"{cell_name(c)} {c['label']} · {trace.name}"
+            trace.name = f"{name} · {trace.name}"
         if fig is None:
             fig = radar
         else:
             fig.add_traces(list(radar.data))
     return fig
+
+
+def judge_figure(store: Store, exp: Optional[dict[str, Any]]) -> Optional[go.Figure]:
+    """The judge radars of every cell overlaid (app.judge_panel.judge_radar per cell, its traces named by
+    cell); None when no cell's eval run was judged."""
+    from simulator.judge_store import eval_run_summary
+
+    return overlaid_radar([(f"{cell_name(c)} {c['label']}", eval_run_summary(store, c["eval_run_id"]))
+                           for c in _scored(exp)])
 
 
 def judge_counts(store: Store, exp: Optional[dict[str, Any]]) -> dict[str, int]:

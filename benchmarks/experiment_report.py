@@ -80,20 +80,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def radar_png(rows: list[dict[str, Any]], path: Path) -> Optional[Path]:
     """The judge radar of every row overlaid, saved as a PNG through headless chromium; None when unjudged."""
-    from app.judge_panel import judge_radar
+    from app.experiments_service import overlaid_radar
     from playwright.sync_api import sync_playwright
 
-    fig = None
-    for r in rows:
-        radar = judge_radar(r["judge"])
-        for trace in radar.data:
-            trace.name = f"{r['name']} {r['label']} · {trace.name.split(' @ ')[0]}"
-        if fig is None:
-            fig = radar if radar.data else None
-        else:
-            fig.add_traces(list(radar.data))
+    fig = overlaid_radar([(f"{r['name']} {r['label']}", r["judge"]) for r in rows])
     if fig is None:
         return None
+    for trace in fig.data:  # the legend names the judge model only
+        trace.name = trace.name.split(" @ ")[0]
     fig.update_layout(width=900, height=560, legend=dict(orientation="v"))
     html = Path(tempfile.mkdtemp(prefix="radar-")) / "radar.html"
     fig.write_html(html, include_plotlyjs=True, full_html=True)
