@@ -58,6 +58,16 @@ def _lab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RLVER_LAB_DB", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_limiters() -> None:
+    """Each test starts with no per-endpoint traffic limiter: the process keeps one per base URL, and a test
+    server may get a port an earlier test's server had, whose limiter would carry its counters and limits."""
+    from simulator.backends import traffic
+
+    with traffic._REGISTRY_LOCK:
+        traffic._LIMITERS.clear()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~100K-parameter Qwen2 model with a byte-level BPE chat tokenizer, built offline."""
