@@ -8,6 +8,9 @@ Layout of `OUTPUT/checkpoints/step-000010/`:
     deepspeed/          DeepSpeed engine checkpoints (sharded optimizer state), when DeepSpeed is on
     rng_rank{R}.pt      RNG state of every other rank
 
+Everything the lab reads back from a checkpoint goes through `safe_load` (torch's weights_only unpickler):
+tensors and plain Python data only, so a checkpoint folder from elsewhere cannot run code here.
+
 Writes go to a hidden `.step-000010.tmp` folder that is renamed into place only when complete, so a
 crash, a full disk or a Cancel during the write leaves the previous checkpoint as the newest one. Old
 checkpoints are pruned (`prune_checkpoints`) only after the new one is recorded in the store, so a kill
@@ -16,10 +19,12 @@ at any moment leaves a complete checkpoint to resume from.
 from __future__ import annotations
 
 import os
+import pickle
 import random
+import re
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -32,8 +37,47 @@ class CheckpointError(RuntimeError):
     """A checkpoint could not be written or read; the message says why."""
 
 
+# What the lab's own older checkpoints hold besides tensors and plain data: numpy's RNG state as an array.
+# Data-only reconstructors; nothing on this list runs code of the file's choosing.
+_NUMPY_ARRAY_GLOBALS = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def _deepspeed_globals() -> list[Any]:
+    """The data classes DeepSpeed's optimizer shards hold (loss scaler, ZeRO stage, fragment addresses)."""
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    return [LossScaler, ZeroStageEnum, fragment_address]
+
+
+def safe_load(path: Path, allow: Sequence[Any] = ()) -> Any:
+    """torch.load restricted to tensors and plain data (weights_only=True, plus numpy arrays that older
+    checkpoints of the lab hold, plus `allow`). A file that needs anything else is refused, naming the file."""
+    try:
+        with torch.serialization.safe_globals([*_NUMPY_ARRAY_GLOBALS, *allow]):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        what = f"it names {found.group(1)}" if found else type(exc).__name__
+        raise CheckpointError(f"{path} was refused: it holds more than tensors and plain data, and loading it "
+                              f"could run code ({what}). The lab loads only what it writes itself.") from None
+
+
+def check_deepspeed_files(folder: Path, rank: int) -> None:
+    """DeepSpeed reads its own shards with an unrestricted unpickler: check this rank's files first."""
+    allow = _deepspeed_globals()
+    for f in sorted(Path(folder).rglob("*.pt")):
+        if not f.name.startswith("zero_pp_rank_") or f.name.startswith(f"zero_pp_rank_{rank}_"):
+            safe_load(f, allow)
+
+
 def rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every RNG's state in plain types and tensors, so safe_load can read it back."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
+             "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -41,7 +85,11 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy_state = state["numpy"]
+    if isinstance(numpy_state, dict):
+        numpy_state = (numpy_state["name"], numpy_state["keys"].numpy().astype(np.uint32), numpy_state["pos"],
+                       numpy_state["has_gauss"], numpy_state["cached_gaussian"])
+    np.random.set_state(numpy_state)  # a tuple with an array: checkpoints written before the dict form
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -184,13 +232,14 @@ def load_checkpoint(learner: Any, path: Path) -> dict[str, Any]:
     state_file = path / STATE_FILE
     if not state_file.exists():
         raise CheckpointError(f"{path} is not a complete checkpoint (no {STATE_FILE})")
-    state = torch.load(state_file, map_location="cpu", weights_only=False)
+    state = safe_load(state_file)
     rank, size = world()
     if state.get("world_size", 1) != size and learner.policy.engine is not None:
         raise CheckpointError(f"{path} was written by {state['world_size']} ranks; resume with the same number "
                               f"(now {size})")
     policy, critic = learner.policy, learner.critic
     if policy.engine is not None:
+        check_deepspeed_files(path / "deepspeed", rank)
         policy.engine.load_checkpoint(str(path / "deepspeed" / "policy"), tag="state")
         if critic is not None:
             critic.engine.load_checkpoint(str(path / "deepspeed" / "critic"), tag="state")
@@ -206,5 +255,5 @@ def load_checkpoint(learner: Any, path: Path) -> dict[str, Any]:
             critic.optimizer.load_state_dict(state["critic_optimizer"])
             critic.scheduler.load_state_dict(state["critic_scheduler"])
     rng_file = path / f"rng_rank{rank}.pt"
-    set_rng_state(torch.load(rng_file, weights_only=False) if rank and rng_file.exists() else state["rng"])
+    set_rng_state(safe_load(rng_file) if rank and rng_file.exists() else state["rng"])
     return state

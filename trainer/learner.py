@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from trainer import algorithms as A
+from trainer.checkpoints import safe_load
 from trainer.config import TrainConfig
 from trainer.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
 
@@ -124,7 +125,7 @@ class ValueModel(nn.Module):
         self.v_head = nn.Linear(hidden, 1, dtype=dtype)
         head = Path(path) / "value_head.pt"
         if head.exists():  # a saved critic
-            self.v_head.load_state_dict(torch.load(head, map_location="cpu"))
+            self.v_head.load_state_dict(safe_load(head))
         else:  # a fresh head predicts 0 for every state
             nn.init.zeros_(self.v_head.weight)
             nn.init.zeros_(self.v_head.bias)
