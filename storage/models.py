@@ -339,3 +339,35 @@ class ExperimentCell(Base):
     error: Mapped[str] = mapped_column(Text, default="")
 
     experiment: Mapped[Experiment] = relationship(back_populates="cells")
+
+
+class Comparison(Base):
+    """Two policies played against the same personas, simulated user, seeds and rules (trainer/evaluation/
+    compare.py): one eval run per policy and seed, and their dialogues paired persona by persona."""
+
+    __tablename__ = "comparison"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)  # CompareConfig fields
+    a_ref: Mapped[str] = mapped_column(Text, default="")  # the policies' model references as resolved
+    b_ref: Mapped[str] = mapped_column(Text, default="")
+    eval_runs: Mapped[dict[str, Any]] = mapped_column(default=dict)  # {"a": [ids per seed], "b": [...]}
+    summary: Mapped[dict[str, Any]] = mapped_column(default=dict)  # paired_summary(...) of the finished pairs
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | succeeded | failed
+    error: Mapped[str] = mapped_column(Text, default="")
+    code_version: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+
+
+class ComparisonPair(Base):
+    """One persona at one seed: A's dialogue and B's, two ordinary dialogues linked here."""
+
+    __tablename__ = "comparison_pair"
+    __table_args__ = (UniqueConstraint("comparison_id", "persona_id", "seed"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(ForeignKey("comparison.id", ondelete="CASCADE"), index=True)
+    persona_id: Mapped[str] = mapped_column(String(200))
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    a_dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id"))
+    b_dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id"))

@@ -1,5 +1,5 @@
 """`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs, judge,
-experiment.
+experiment, compare.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen command's module is imported, so a module that is missing or broken disables its own command
@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("trainer.cli.jobs", "list the jobs of the store, or show one (stale ones marked interrupted)"),
     "judge": ("trainer.cli.judge", "rate stored dialogues with the social-cognition LLM judge"),
     "experiment": ("trainer.cli.experiment", "run a grid of training configs, each benchmarked on held-out personas"),
+    "compare": ("trainer.cli.compare", "play two policies against the same personas, simulator and seeds; paired"),
 }
 
 

@@ -36,6 +36,7 @@ from storage import EvalRun, code_version, read_scope, session_scope
 from trainer.evaluation.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
                                scored_dialogues)
 from trainer.job_context import watch_cancel
+from trainer.rollout_types import SCHEDULES
 
 PROTOCOL_PRESET = "standard"
 PROTOCOL_VERSION = "sage-test_npc-1"
@@ -63,6 +64,8 @@ class BenchmarkConfig:
     max_new_tokens: int = 0  # per policy turn (0 = no cap, as SAGE)
     max_tokens: int = 0  # per dialogue, prompt + reply (0 = the model's context); past it: outcome max_tokens
     concurrency: int = 16  # dialogues in flight at once (one policy batch); also the resume granularity
+    # async: each dialogue at its own pace; rounds: batches that do not depend on timing (trainer.rollout_types)
+    schedule: str = "async"
     # API traffic per endpoint (simulator.backends.traffic); recorded, never in the fingerprint: they change
     # when answers come, not what they say
     simulator_max_in_flight: int = 32  # openai simulator: requests in flight
@@ -108,6 +111,8 @@ class BenchmarkConfig:
                 e[name] = f"must be an integer >= {low}, got {v!r}"
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             e["seed"] = f"must be an integer, got {self.seed!r}"
+        if self.schedule not in SCHEDULES:
+            e["schedule"] = f"must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
         for side in ("simulator_", "policy_"):
             e.update(TrafficLimits.from_config(self, side).errors(side))
         return e
@@ -323,7 +328,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens or None,
         max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
         seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",
-        source="benchmark",
+        source="benchmark", schedule=config.schedule,
         eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
     if job is not None:
         job.progress(n_done, total)
