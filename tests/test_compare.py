@@ -1,0 +1,104 @@
+"""Paired evaluation of two policies (trainer/evaluation/compare.py, `python -m trainer compare`)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from trainer.evaluation import compare as cmp
+from trainer.evaluation.benchmark import BenchmarkInputError
+
+
+def _turns(*pairs):
+    """Turn dicts from (reply, emotion) pairs after an opening at 40."""
+    out = [{"role": "user", "text": "opening", "emotion": 40.0}]
+    for reply, emotion in pairs:
+        out.append({"role": "assistant", "text": reply})
+        if emotion is not None:
+            out.append({"role": "user", "text": f"after {reply}", "emotion": emotion})
+    return out
+
+
+def test_alignment_finds_the_first_differing_reply_and_emotion():
+    a = cmp.policy_turns(_turns(("hi", 45.0), ("I hear you", 50.0), ("go on", 55.0)))
+    b = cmp.policy_turns(_turns(("hi", 45.0), ("I hear you", 45.0), ("go on", 40.0)))
+    assert [t["n"] for t in a] == [0, 1, 2, 3] and a[2]["reply"] == "I hear you" and a[2]["emotion"] == 50.0
+    assert cmp.first_difference(a, b, "reply") is None
+    assert cmp.first_difference(a, b, "emotion") == 2
+    shorter = cmp.policy_turns(_turns(("hi", 45.0), ("I hear you", None)))  # ended before the user answered
+    assert cmp.first_difference(a, shorter, "reply") == 3
+    assert cmp.first_difference(a, shorter, "emotion") == 2
+    assert cmp.first_difference(a, a, "emotion") is None
+
+
+def test_paired_summary_counts_and_interval():
+    s = cmp.paired_summary([10.0, 5.0, 0.0, -5.0, 20.0], seed=3)
+    assert (s["wins"], s["ties"], s["losses"], s["n"]) == (3, 1, 1, 5)
+    assert s["mean_diff"] == pytest.approx(6.0)
+    assert s["ci_low"] <= 6.0 <= s["ci_high"] and s["ci_low"] < s["ci_high"]
+    assert s == cmp.paired_summary([10.0, 5.0, 0.0, -5.0, 20.0], seed=3)  # seeded
+    assert cmp.paired_summary([0.0] * 8) == {"n": 8, "wins": 0, "ties": 8, "losses": 0, "mean_diff": 0.0,
+                                              "ci_low": 0.0, "ci_high": 0.0, "sign_test_p": 1.0}
+
+
+def test_sign_test_is_the_exact_binomial():
+    assert cmp.sign_test_p(0, 0) == 1.0
+    assert cmp.sign_test_p(8, 0) == pytest.approx(2 / 256)  # two-sided: 2 * 0.5^8
+    assert cmp.sign_test_p(5, 3) == pytest.approx(2 * (1 + 8 + 28 + 56) / 256)
+    assert cmp.sign_test_p(3, 5) == cmp.sign_test_p(5, 3)
+
+
+def test_breakdown_groups_by_a_persona_field():
+    pairs = [{"need_category": "just_listen", "diff": 5.0}, {"need_category": "just_listen", "diff": -5.0},
+             {"need_category": "useful_advice", "diff": 10.0}, {"need_category": "useful_advice", "diff": None}]
+    by_need = cmp.breakdown(pairs, "need_category")
+    assert by_need["just_listen"]["ties"] == 0 and by_need["just_listen"]["mean_diff"] == 0.0
+    assert by_need["useful_advice"]["n"] == 1 and by_need["useful_advice"]["wins"] == 1
+
+
+def test_bad_input_names_the_field():
+    with pytest.raises(BenchmarkInputError, match="seeds: must be an integer >= 1"):
+        cmp.CompareConfig(seeds=0).validate()
+    with pytest.raises(BenchmarkInputError, match="b: openai:MODEL needs a model name"):
+        cmp.CompareConfig(b="openai:").validate()
+
+
+def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
+    """A deterministic simulated user (offline) and the same policy: identical dialogues, every pair a tie."""
+    config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
+                               max_new_tokens=12, seeds=2)
+    cid = cmp.run_comparison(engine, config, log=lambda _m: None)
+    pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
+    assert len(pairs) == 6 and {p["seed"] for p in pairs} == {0, 1}
+    for p in pairs:
+        assert p["a_dialogue_id"] != p["b_dialogue_id"]  # two ordinary dialogues ...
+        assert [(t["role"], t["text"], t["emotion"]) for t in p["a_turns"]] == \
+            [(t["role"], t["text"], t["emotion"]) for t in p["b_turns"]]  # ... played identically
+        assert p["first_reply_diff_turn"] is None and p["first_emotion_diff_turn"] is None
+    stored = cmp.get_comparison(engine, cid)
+    assert stored["status"] == "succeeded" and len(stored["eval_runs"]["a"]) == 2
+    assert (stored["summary"]["wins"], stored["summary"]["ties"], stored["summary"]["losses"]) == (0, 6, 0)
+
+
+def test_compare_cli_json(tiny_model_dir, tmp_path):
+    other = tmp_path / "other"
+    from testkit.tiny_model import build_tiny_model
+
+    build_tiny_model(other, seed=7)  # another policy: its replies differ from the first one's
+    r = subprocess.run([sys.executable, "-m", "trainer", "compare", "--a", str(tiny_model_dir), "--b", str(other),
+                        "--profiles", "builtin:heldout", "--limit", "2", "--max-new-tokens", "12",
+                        "--db", f"sqlite:///{tmp_path / 'lab.db'}", "--json"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    personas, summary = lines[:-1], lines[-1]
+    assert len(personas) == 2
+    assert set(personas[0]) == {"persona", "seed", "a_final", "b_final", "first_reply_diff_turn",
+                                "first_emotion_diff_turn"}
+    assert all(p["first_reply_diff_turn"] == 1 for p in personas)  # different weights: the first reply differs
+    assert {"wins", "ties", "losses", "mean_diff", "ci_low", "ci_high", "comparison_id"} <= set(summary)
+    assert summary["wins"] + summary["ties"] + summary["losses"] == 2
