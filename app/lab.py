@@ -34,6 +34,7 @@ VIEWS: list[tuple[str, str, str]] = [
     ("training", "Training", "app.views.training"),
     ("runs", "Runs", "app.views.runs"),
     ("benchmark", "Benchmark", "app.views.benchmark"),
+    ("compare", "Compare", "app.views.compare"),
     (TRANSCRIPTS_TAB, "Transcripts", "app.views.transcripts"),
     ("experiments", "Experiments", "app.views.experiments"),
 ]

@@ -94,6 +94,11 @@ CSS = """
 .turn-assistant {background:var(--color-accent-soft); align-self:flex-end;}
 .turn-head {font-size:12px; opacity:.85; margin-bottom:2px;}
 .turn-text {overflow-wrap:anywhere;}
+.cmp-table {width:100%; border-collapse:collapse; table-layout:fixed;}
+.cmp-table td, .cmp-table th {vertical-align:top; border-bottom:1px solid #ddd; padding:4px;}
+.cmp-table th {width:5.5em; text-align:left;}
+.cmp-row.cmp-first {background:#f3e5f5;}
+.cmp-cell.differs {outline:2px solid #8e24aa;}
 .turn-error {color:#c62828; font-size:12px;}
 .emo {border-radius:6px; padding:1px 6px; margin-left:6px; font-weight:600;}
 .tier-S {background:#c8e6c9;} .tier-A {background:#dcedc8;} .tier-B {background:#fff9c4;}

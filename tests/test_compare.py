@@ -102,3 +102,54 @@ def test_compare_cli_json(tiny_model_dir, tmp_path):
     assert all(p["first_reply_diff_turn"] == 1 for p in personas)  # different weights: the first reply differs
     assert {"wins", "ties", "losses", "mean_diff", "ci_low", "ci_high", "comparison_id"} <= set(summary)
     assert summary["wins"] + summary["ties"] + summary["losses"] == 2
+
+
+def _trained_checkpoint(tiny_model_dir, tmp_path) -> str:
+    """One PPO step of the tiny model (configs/tiny-test.yaml): a checkpoint folder, as training writes it."""
+    from helpers import tiny_train_config
+
+    config = tiny_train_config(tmp_path, tiny_model_dir, steps=1, actor_lr=0.05)
+    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config),
+                        "--db", f"sqlite:///{tmp_path / 'train.db'}", "--json"], cwd=REPO, capture_output=True,
+                       text=True, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=str(REPO), RLVER_LAB_HOME=str(tmp_path / "home")))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])["checkpoint"]
+
+
+@pytest.mark.browser
+def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid_rows, tiny_model_dir, tmp_path):
+    """The untrained tiny policy against its checkpoint after one step: the view lists the pairs, and a pair
+    opens both dialogues side by side, turn by turn, with both emotion curves."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from helpers import wait_for
+
+    checkpoint = _trained_checkpoint(tiny_model_dir, tmp_path)
+    config = cmp.CompareConfig(a=str(tiny_model_dir), b=checkpoint, profiles="builtin:heldout", limit=2,
+                               max_new_tokens=12, name="untrained vs step 1")
+    with ThreadPoolExecutor(1) as pool:  # sync Playwright keeps an event loop in this thread
+        cid = pool.submit(cmp.run_comparison, lab_server.store, config, lambda _m: None).result()
+    pairs = cmp.comparison_pairs(lab_server.store, cid)
+    page = browser_page
+    page.get_by_role("tab", name="Compare").click()
+    page.locator("#cmp-refresh").click()
+    from app.compare_service import comparison_choices
+
+    label = next(c for c in comparison_choices(lab_server.store) if c.startswith(f"#{cid} "))
+    page.locator("#cmp-pick input").click()
+    page.locator("#cmp-pick").get_by_role("option", name=label).click()
+    page.locator("#cmp-summary").get_by_text("wins", exact=False).wait_for()
+    rows = wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)
+    assert sorted(r[0] for r in rows) == sorted(p["persona"] for p in pairs)
+    table = page.locator("#cmp-aligned table.cmp-table")
+    table.wait_for()
+    first = pairs[0] if abs(pairs[0]["diff"] or 0) >= abs(pairs[1]["diff"] or 0) else pairs[1]
+    n_rows = table.locator("tr.cmp-row").count()
+    assert n_rows >= 2  # the opening and at least one reply, A and B in one row each
+    assert table.locator("td[data-side=a] .turn-assistant").count() >= 1
+    assert table.locator("td[data-side=b] .turn-assistant").count() >= 1
+    if first["first_reply_diff_turn"] is not None:
+        marked = table.locator("tr.cmp-first")
+        assert marked.count() >= 1
+    page.locator("#cmp-curves .js-plotly-plot").wait_for()
