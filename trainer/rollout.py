@@ -395,7 +395,7 @@ class RolloutEngine:
 def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pack: str = "own", **backend_kw: Any
                            ) -> SimulatorFactory:
     """factory(profile, seed) -> SentientAgent sharing one backend (spec "offline", "openai:MODEL" or
-    "replay:FILE") and one prompt pack ("own" or "sage:DIR", see simulator.prompt_packs).
+    "replay:FILE"; "python:TARGET" is outside code's own factory, see simulator.outside) and one prompt pack ("own" or "sage:DIR", see simulator.prompt_packs).
 
     `rules` is a preset name of simulator.rules.PRESETS or an EmotionRules object."""
     from simulator.agent import SentientAgent
@@ -403,6 +403,10 @@ def make_simulator_factory(spec: str = "offline", rules: Any = "rlver-hard", pac
     from simulator.rules import EmotionRules, get_preset
     from simulator.prompt_packs import load_pack
 
+    if spec.startswith("python:"):  # outside code builds the whole simulated user (simulator.outside)
+        from simulator.outside import simulator_factory
+
+        return simulator_factory(spec)
     rules_obj = rules if isinstance(rules, EmotionRules) else get_preset(rules)
     backend = make_backend(spec, **backend_kw)
     prompts = load_pack(pack)

@@ -7,7 +7,7 @@ from typing import Any
 from simulator.backends.base import BackendError, ChatBackend, Completion
 
 __all__ = ["make_backend", "spec_error", "BackendError", "ChatBackend", "Completion", "BACKENDS"]
-BACKENDS = ("offline", "offline:v2", "offline:v3", "openai:MODEL", "replay:FILE")
+BACKENDS = ("offline", "offline:v2", "offline:v3", "openai:MODEL", "replay:FILE", "python:MODULE:FACTORY")
 OFFLINE_SCORERS = ("v2", "v3")  # simulator.backends.offline.SCORERS, without importing torch here
 _OPENAI_KW = {"base_url", "api_key", "temperature", "top_p", "max_tokens", "timeout", "max_retries", "max_in_flight",
               "requests_per_minute", "backoff_s", "max_backoff_s", "seed"}
@@ -24,6 +24,10 @@ def spec_error(spec: Any) -> str:
         return ""
     if spec.startswith("replay:") and spec.partition(":")[2].strip():
         return ""
+    if spec.startswith("python:"):  # a simulated user of outside code (simulator.outside)
+        from simulator.outside import target_error
+
+        return target_error(spec)
     return f"unknown simulator {spec!r}; one of: {', '.join(BACKENDS)}"
 
 
