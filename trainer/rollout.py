@@ -343,7 +343,7 @@ class RolloutEngine:
             self._finish(d, "finished", ut.outcome or "goodbye")
         elif s.n_turns >= cfg.max_turns:
             self._finish(d, "finished", "max_turns")
-        elif not (ut.text or "").strip():
+        elif not (ut.text or "").strip() and cfg.empty_user_message == "fail":
             self._finish(d, "failed", "error", f"simulator returned an empty message after turn {s.n_turns}")
         else:
             extend_prompt(self.engine, d, cfg.mode, self._system(d, cfg))

@@ -38,6 +38,9 @@ class RolloutConfig:
     bad_think: str = "penalize"  # see trainer.templates (the penalty: trainer.algorithms.RewardConfig)
     truncated: str = "keep"  # a reply that hit max_new_tokens: keep it (flagged) or fail the dialogue
     empty_reply: str = "fail"  # an empty policy reply: fail the dialogue, or "judge" it like any (SAGE)
+    # an empty (or whitespace-only) simulated-user message: fail the dialogue as a simulator fault, or go on and
+    # let the policy answer it like any message (SAGE's test_npc.py loop does; the benchmark sets "judge")
+    empty_user_message: str = "fail"
     source: str = "rollout"
     job_id: Optional[int] = None
     step: Optional[int] = None
@@ -57,8 +60,9 @@ class RolloutConfig:
                 errs.append(f"{name} must be a positive integer, got {v!r}")
         if self.bad_think not in BAD_THINK_POLICIES:
             errs.append(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {self.bad_think!r}")
-        if self.empty_reply not in ("fail", "judge"):
-            errs.append(f"empty_reply must be fail or judge, got {self.empty_reply!r}")
+        for name in ("empty_reply", "empty_user_message"):
+            if getattr(self, name) not in ("fail", "judge"):
+                errs.append(f"{name} must be fail or judge, got {getattr(self, name)!r}")
         if self.truncated not in TRUNCATED_POLICIES:
             errs.append(f"truncated must be one of {', '.join(TRUNCATED_POLICIES)}, got {self.truncated!r}")
         if errs:

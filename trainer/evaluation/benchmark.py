@@ -323,6 +323,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens or None,
         max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
         seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",
+        empty_user_message="judge",
         source="benchmark",
         eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
     if job is not None:
