@@ -41,6 +41,9 @@ class RolloutConfig:
     # an empty (or whitespace-only) simulated-user message: fail the dialogue as a simulator fault, or go on and
     # let the policy answer it like any message (SAGE's test_npc.py loop does; the benchmark sets "judge")
     empty_user_message: str = "fail"
+    # end a policy reply that falls into a degenerate loop (trainer.engines.repetition; local engines): kept
+    # and flagged like a reply cut at max_new_tokens
+    stop_on_repetition: bool = False
     source: str = "rollout"
     job_id: Optional[int] = None
     step: Optional[int] = None
