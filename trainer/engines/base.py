@@ -58,6 +58,7 @@ class Generation:
     prompt_ids: list[int] = field(default_factory=list)  # the ids the reply was conditioned on
     finish_reason: str = "stop"  # stop (EOS sampled) | length (max_new_tokens hit) | error
     error: str = ""
+    policy_version: Optional[int] = None  # updates the sampling weights had seen (trainer.engines.versioned)
 
 
 class PolicyEngine(abc.ABC):
