@@ -96,6 +96,15 @@ class OverlappedRollouts:
             self.cancel()
             concurrent.futures.wait(list(self.pending.values()))
             self.pending.clear()
+        asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self.loop).result()  # e.g. backend batchers
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel the loop's remaining tasks and wait for them (as asyncio.run does when it ends)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
