@@ -175,3 +175,45 @@ def test_an_older_store_gains_the_policy_version_column_and_keeps_its_rows(tmp_p
     with read_scope(upgraded) as s:
         assert [t.policy_version for t in s.scalars(select(Turn).order_by(Turn.index))] == [None, 3]
     upgraded.dispose()
+
+
+def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialogue(tiny_model_dir: Path,
+                                                                                 tmp_path: Path, db_url: str):
+    """A real `python -m trainer train` process with max_staleness 1, killed (SIGKILL) after step 3 while the
+    dialogues of step 4 are in flight; `resume` continues from the step-2 checkpoint. Every step ends with its
+    4 dialogues exactly once (the in-flight ones of the lost timeline are gone), metrics once per step."""
+    import os
+    import signal
+
+    from helpers import tiny_train_config
+    from test_train_cli import _cli, _metric_steps, _wait_for_step
+
+    from trainer import jobs
+
+    steps = 5
+    config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2, max_staleness=1, max_turns=2)
+    home = tmp_path / "home"
+    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
+    store = make_engine(db_url)
+    job_id = _wait_for_step(store, proc, 3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with read_scope(store) as s:
+        in_flight = s.scalars(select(Dialogue.step).where(Dialogue.job_id == job_id, Dialogue.step > 3)).all()
+    assert in_flight, "the next step's dialogues were running when the learner reported step 3"
+    assert jobs.mark_stale_jobs(store) == [job_id]
+
+    resumed = _cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+    assert "resumed from" in out
+    for name in ("reward_mean", "policy_loss", "policy_lag_max", "learner_idle_share"):
+        assert _metric_steps(store, job_id, name) == list(range(1, steps + 1)), name
+    with read_scope(store) as s:
+        dialogues = s.scalars(select(Dialogue).where(Dialogue.job_id == job_id)).all()
+        assert sorted(d.step for d in dialogues) == [k for k in range(1, steps + 1) for _ in range(4)]
+        assert all(d.status == "finished" for d in dialogues)
+        for d in dialogues:
+            versions = [t.policy_version for t in d.turns if t.role == "assistant"]
+            assert versions and d.step - 1 - min(versions) <= 1, (d.step, versions)
+    store.dispose()
