@@ -217,3 +217,22 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
             versions = [t.policy_version for t in d.turns if t.role == "assistant"]
             assert versions and d.step - 1 - min(versions) <= 1, (d.step, versions)
     store.dispose()
+
+
+def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(engine):
+    from app import training_service as ts
+    from trainer import jobs
+
+    from storage import Metric, session_scope
+
+    job_id = jobs.create_job(engine, "train", {"algorithm": "grpo", "max_staleness": 1})
+    with session_scope(engine) as s:  # what an overlapped run's steps report (rl_trainer.train_step)
+        for step, (lag_mean, lag_max, idle) in enumerate([(0.0, 0.0, 0.9), (0.5, 1.0, 0.4)], start=1):
+            for name, value in (("policy_lag_mean", lag_mean), ("policy_lag_max", lag_max),
+                                ("learner_idle_share", idle), ("reward_mean", 0.3)):
+                s.add(Metric(job_id=job_id, step=step, name=name, value=value))
+    figure = ts.overlap_figure(jobs.job_detail(engine, job_id))
+    assert [t.name for t in figure.data] == ["policy_lag_mean", "policy_lag_max", "learner_idle_share"]
+    assert list(figure.data[1].x) == [1, 2] and list(figure.data[1].y) == [0.0, 1.0]
+    assert list(figure.data[2].y) == [0.9, 0.4]
+    assert ts.overlap_figure(None).layout.annotations[0].text == "no data yet"
