@@ -236,3 +236,51 @@ def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(engi
     assert list(figure.data[1].x) == [1, 2] and list(figure.data[1].y) == [0.0, 1.0]
     assert list(figure.data[2].y) == [0.9, 0.4]
     assert ts.overlap_figure(None).layout.annotations[0].text == "no data yet"
+
+
+_VLLM_RUN = r'''
+import json, sys
+from trainer.config import TrainConfig
+from trainer.rl_trainer import RLTrainer
+
+cfg = TrainConfig(model=sys.argv[1], engine="vllm", algorithm="grpo", group_size=2, dialogues_per_step=4,
+                  minibatch_size=4, micro_batch_size=2, steps=3, max_turns=2, max_new_tokens=6,
+                  max_dialogue_tokens=1024, actor_lr=1e-2, max_staleness=1, save_every=0, store_dialogues=False,
+                  report_to=["none"], output_dir=sys.argv[2])
+trainer = RLTrainer(cfg)
+steps = [trainer.train_step(step) for step in (1, 2, 3)]
+trainer._stop_overlap()
+versions = [v for s in trainer.last_samples for v in s.reply_versions]
+out = {"lag_max": [m["policy_lag_max"] for m in steps], "beyond": [m["dialogues_beyond_bound"] for m in steps],
+       "engine_version": trainer.policy_engine.policy_version, "last_versions": versions,
+       "mismatch_fresh": steps[0]["logprob_mismatch"]}
+trainer.policy_engine.close()
+print("RESULT " + json.dumps(out), flush=True)
+'''
+
+
+@pytest.mark.slow
+def test_overlapped_training_on_the_vllm_engine_pushes_weights_between_batches(tiny_model_dir: Path, tmp_path: Path):
+    """vllm-cpu in a child process (see tests/test_vllm_engine.py): the learner's weights are pushed into
+    vLLM after every update (collective_rpc) while the next step's dialogues run; every reply carries the
+    version it was sampled with."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("vllm")
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    script = tmp_path / "vllm_overlap.py"
+    script.write_text(_VLLM_RUN)
+    proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(tmp_path / "run")], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=900)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    out = json.loads(lines[-1][len("RESULT "):])
+    assert out["beyond"] == [0, 0, 0] and out["lag_max"][0] == 0 and max(out["lag_max"]) <= 1
+    assert out["engine_version"] == 3  # pushed after each of the three updates
+    assert out["last_versions"] and set(out["last_versions"]) <= {1, 2}  # step 3: sampled at versions 1..2
+    assert out["mismatch_fresh"] < 1e-3  # vLLM's recorded log-probs are the trainer's at the same weights
