@@ -5,13 +5,16 @@
     old log-probs, values (and reference log-probs) recomputed on the sampled ids  (no grad)
     advantages: GAE (ppo) | GRPO | RLOO | REINFORCE++                              (trainer.algorithms)
     for each epoch, minibatch, micro-batch:
-        policy loss = clipped surrogate - entropy_coef * entropy (+ kl_coef * KL to the reference)
+        policy loss = clipped surrogate - entropy_coef * entropy (+ kl_coef * KL to the reference);
+                      tokens sampled by older weights (overlapped training) weighed by
+                      pi_prox / pi_behaviour (trainer.algorithms.decoupled_policy_loss)
         critic loss = clipped value loss                                            (ppo only)
     one optimizer step per minibatch (gradient clipped)
 
 Token positions: logits at t predict token t+1, so every per-token tensor is [B, T-1] and
 `action_mask[:, t]` says whether input_ids[:, t+1] was sampled by the policy. Log-probs use
 log_softmax(logits / temperature), the convention of the rollout engines (trainer/engines/base.py).
+The batch itself (padded rows, make_batch) is built in trainer/batch.py.
 """
 from __future__ import annotations
 

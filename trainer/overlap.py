@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from typing import Any, Callable, Coroutine, Sequence
 
 from trainer.rollout_types import RolloutSample
@@ -66,6 +67,7 @@ class OverlappedRollouts:
         self.start, self.max_staleness, self.last_step, self.cancel = start, max_staleness, last_step, cancel
         self.next_step = version + 1
         self.pending: dict[int, concurrent.futures.Future] = {}
+        self.rollout_s: dict[int, float] = {}  # step -> wall time of its rollout, from its start to its last dialogue
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="overlapped-rollouts", daemon=True)
         self.thread.start()
@@ -76,10 +78,17 @@ class OverlappedRollouts:
         started = []
         while self.next_step <= self.last_step and self.next_step - 1 - self.max_staleness <= version:
             step = self.next_step
-            self.pending[step] = asyncio.run_coroutine_threadsafe(self.start(step), self.loop)
+            self.pending[step] = asyncio.run_coroutine_threadsafe(self._timed(step), self.loop)
             started.append(step)
             self.next_step += 1
         return started
+
+    async def _timed(self, step: int) -> list[RolloutSample]:
+        t0 = time.monotonic()
+        try:
+            return await self.start(step)
+        finally:
+            self.rollout_s[step] = time.monotonic() - t0
 
     def in_flight(self) -> list[int]:
         return sorted(self.pending)

@@ -265,6 +265,8 @@ class RLTrainer:
                        weight_sync_s=t_sync, learner_busy_s=t_update, learner_idle_s=t_rollout,
                        learner_idle_share=t_rollout / max(time.monotonic() - t0, 1e-9))
         n_tokens = sum(x["reply_tokens"] for x in summaries)
+        if self.overlap is not None:  # the step's dialogues ran longer than the learner waited for them
+            t_rollout = self.overlap.rollout_s.pop(step, t_rollout)
         metrics.update(rollout_s=t_rollout, update_s=t_update, step_s=time.monotonic() - t0,
                        tokens_per_s=n_tokens / max(t_rollout, 1e-9), dialogues=float(len(summaries)),
                        dialogues_lost=float(n_lost))
