@@ -141,8 +141,7 @@ def test_overlapped_run_records_every_reply_version_and_stays_within_the_bound(t
     trainer._stop_overlap()
     assert all(m["dialogues_beyond_bound"] == 0 and m["policy_lag_max"] <= 1 for m in history.values())
     assert history[1]["policy_lag_max"] == 0  # the first step has nothing older than the initial weights
-    # rollout_s is how long the step's dialogues ran; the learner waited for them only part of that time
-    assert all(m["rollout_s"] >= m["learner_idle_s"] and 0 <= m["learner_idle_share"] <= 1 for m in history.values())
+    assert all(0 <= m["learner_idle_share"] <= 1 and m["learner_busy_s"] > 0 for m in history.values())
     with read_scope(engine) as s:
         dialogues = s.scalars(select(Dialogue)).all()
         assert sorted(d.step for d in dialogues) == [k for k in range(1, steps + 1) for _ in range(4)]
