@@ -88,6 +88,17 @@ def reward_figure(detail: Optional[dict[str, Any]]) -> go.Figure:
     return curves_figure({n: _series(metrics, n) for n in reward_names(metrics)}, title="reward", y_title="reward")
 
 
+OVERLAP_METRICS = ("policy_lag_mean", "policy_lag_max", "learner_idle_share")  # trainer/overlap.py, rl_trainer
+
+
+def overlap_figure(detail: Optional[dict[str, Any]]) -> go.Figure:
+    """Overlapped training per step: the policy version lag of the trained replies (mean, and the oldest
+    reply's) and the learner's idle share (time not updating / step time; 1 - it is the busy share)."""
+    metrics = (detail or {}).get("metrics") or {}
+    return curves_figure({n: _series(metrics, n) for n in OVERLAP_METRICS if n in metrics},
+                         title="policy lag · learner idle share", y_title="versions behind · share")
+
+
 def emotion_step_figure(detail: Optional[dict[str, Any]]) -> go.Figure:
     """The final-emotion metrics of a job against the step, over the benchmark's tier bands."""
     metrics = (detail or {}).get("metrics") or {}

@@ -373,6 +373,7 @@ class RolloutEngine:
         d.last_generation = g
         thought, reply, ok = visible_reply(g.text, cfg.mode, cfg.bad_think)
         s.thoughts.append(thought)
+        s.reply_versions.append(g.policy_version)
         s.format_ok = s.format_ok and ok
         add_tokens(self.engine, d, g)
         problems = []
@@ -383,7 +384,7 @@ class RolloutEngine:
         if not ok:
             problems.append("no well-formed <think>...</think> block")
         self._record_turn(d, "assistant", reply, think_text=thought, n_tokens=len(g.token_ids),
-                          latency_s=latency, error="; ".join(problems))
+                          latency_s=latency, error="; ".join(problems), policy_version=g.policy_version)
         turn = f"policy turn {s.n_turns}"
         if g.finish_reason == "error":
             self._finish(d, "failed", "error", f"{turn}: generation failed: {g.error}")

@@ -85,6 +85,9 @@ class RolloutSample:
     input_ids: list[int] = field(default_factory=list)
     action_mask: list[int] = field(default_factory=list)  # 1 on policy-sampled ids only
     old_logprobs: list[float] = field(default_factory=list)  # aligned with input_ids; 0 where mask is 0
+    # aligned with input_ids: the policy version (updates seen) of the weights that sampled each id; -1 where
+    # mask is 0 or the engine does not say (only trainer.engines.versioned.VersionedEngine does)
+    token_versions: list[int] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each turn's sampled ids
     segments: list[tuple[int, int]] = field(default_factory=list)  # [start, end) causal sequences
     emotions: list[float] = field(default_factory=list)  # after the opening, then after each policy turn
@@ -96,6 +99,12 @@ class RolloutSample:
     format_ok: bool = True  # False once a turn had no well-formed think block
     messages: list[dict] = field(default_factory=list)  # the visible transcript
     thoughts: list[str] = field(default_factory=list)  # per policy turn ("" in direct mode)
+    reply_versions: list[Optional[int]] = field(default_factory=list)  # per policy turn: its policy version
+
+    def oldest_version(self) -> Optional[int]:
+        """The policy version of the dialogue's oldest reply (None: no reply, or none carries a version)."""
+        known = [v for v in self.reply_versions if v is not None]
+        return min(known) if known else None
 
     def rows(self) -> list[tuple[list[int], list[int], list[float]]]:
         """(input_ids, action_mask, old_logprobs) per causal segment, for log-prob recomputation."""

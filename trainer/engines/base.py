@@ -60,6 +60,7 @@ class Generation:
     # | error
     finish_reason: str = "stop"
     error: str = ""
+    policy_version: Optional[int] = None  # updates the sampling weights had seen (trainer.engines.versioned)
 
 
 class PolicyEngine(abc.ABC):
