@@ -56,7 +56,8 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             start_btn = gr.Button("Generate", variant="primary", elem_id="gen-start")
             cancel_btn = gr.Button("Cancel", variant="stop", elem_id="gen-cancel")
             resume_btn = gr.Button("Resume", elem_id="gen-resume")
-            pick = gr.Dropdown([], value=None, label="Generation", elem_id="gen-pick")
+            pick = gr.Dropdown(pgj.choices(store), value=None, label="Generation", allow_custom_value=True,
+                               elem_id="gen-pick")
         progress = gr.HTML(pgf.progress_html(None), elem_id="gen-progress")
         status = gr.Markdown(elem_id="gen-status")
         table = gr.Dataframe([], headers=pgf.HEADERS, datatype="str", type="array", interactive=False,
@@ -101,7 +102,7 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         return [*queue(gid, cid), gr.Timer(active=pgj.is_live(pgj.generation(store, gid) if gid else None))]
 
     def on_pick(gid: Any):
-        gid = int(gid) if gid else None
+        gid = int(gid) if str(gid or "").isdigit() else None
         return [gid, None, gr.Timer(active=pgj.is_live(pgj.generation(store, gid) if gid else None)), *queue(gid)]
 
     def on_resume(gid: Optional[int]):
