@@ -196,11 +196,14 @@ def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(engine
     last = d["checkpoints"][-1]["step"]
     assert last in (done, done - 1)
 
+    # the resume point: the newest complete checkpoint, recorded or only on disk (a kill between the two)
+    start = jobs.last_checkpoint(engine, job_id, Path(d["output_dir"]) / "checkpoints")["step"]
+    assert start in (last, last + 1)
     jobs.reopen(engine, job_id)
     p2 = worker(job_id, last + 3)
     assert p2.wait(timeout=240) == 0
     out = p2.stdout.read()
-    assert f"start {last}" in out
+    assert f"start {start}" in out
     assert metric_steps(engine, job_id) == list(range(1, last + 4))
     assert status(engine, job_id) == "succeeded"
 
