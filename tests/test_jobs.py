@@ -264,6 +264,21 @@ def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     assert "queued behind job(s) 1" in p2.stdout.read()
 
 
+def test_an_api_bound_job_never_waits_behind_a_training_job(engine, worker):
+    """Only QUEUED_KINDS (the accelerator's) wait their turn: a persona generation starts at once."""
+    assert "personas" in jobs.JOB_KINDS and "personas" not in jobs.QUEUED_KINDS
+    first = jobs.create_job(engine, "train", {})
+    p1 = worker(first, 10_000)
+    wait_for(lambda: status(engine, first) == "running")
+    api = jobs.create_job(engine, "personas", {})
+    p2 = worker(api, 2)
+    assert p2.wait(timeout=240) == 0
+    assert status(engine, api) == "succeeded" and status(engine, first) == "running"
+    assert "queued behind" not in p2.stdout.read()
+    jobs.cancel(engine, first)
+    assert p1.wait(timeout=180) == 0
+
+
 def test_dead_running_job_does_not_block_the_queue(engine, worker):
     first = jobs.create_job(engine, "train", {})
     second = jobs.create_job(engine, "train", {})
