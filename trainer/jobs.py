@@ -165,19 +165,22 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
             raise JobError(f"job {job_id} does not exist")
         if job.status in FINAL_STATUSES:
             return job.status
-        pid, folder = job.pid, job.output_dir or str(job_dir(store, job_id))
+        pid, folder, stored = job.pid, job.output_dir, job.status
+    folder = folder or str(job_dir(store, job_id))
     owner = owner_pid(folder)
+    starting = owner is None and stored == "queued" and pid_alive(pid)  # launched, not yet holding the job
     if force and owner is not None:
         _stop_owner(folder)
-    elif force and pid_alive(pid):
+    elif force and starting:
         _signal_group(pid, signal.SIGKILL)
-    elif owner is not None or pid_alive(pid):
+    elif owner is not None or starting:  # (a running job nobody owns is dead: its pid may be another's now)
         _signal_group(owner or pid, signal.SIGTERM)
         deadline = time.monotonic() + CANCEL_WAIT_S
         while owner is None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)  # starting up: SIGTERM ends it before it takes the job
             owner = owner_pid(folder)
-    _write_unowned(store, job_id, folder, lambda job: job.status in ("queued", "running") and not pid_alive(job.pid),
+    _write_unowned(store, job_id, folder, lambda job: job.status == "running" or (job.status == "queued" and not
+                                                                                  pid_alive(job.pid)),
                    status="cancelled", finished_at=utcnow(), error="cancelled")
     with read_scope(store) as s:
         return s.get(Job, job_id).status
