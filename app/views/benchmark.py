@@ -258,7 +258,6 @@ def build(ctx: LabContext) -> None:
     board_sig = gr.State(None)
 
     def refresh(sig: Any):
-        jobs.mark_stale_jobs(store)
         job_rows = ts.jobs_rows(jobs.list_jobs(store, kind="benchmark", limit=20))
         groups = eval_runs.leaderboard(store)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]

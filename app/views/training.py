@@ -105,7 +105,7 @@ def build(ctx: LabContext) -> None:
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
 
-    def tick(jid: Any, sig: Any):  # list_jobs marks stale jobs interrupted first
+    def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
         return [ts.jobs_rows(jobs.list_jobs(store)), *show(jid, sig)]
 
     def on_launch(job_name: str, *values: Any):
