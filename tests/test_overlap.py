@@ -202,7 +202,9 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
     with read_scope(store) as s:
         in_flight = s.scalars(select(Dialogue.step).where(Dialogue.job_id == job_id, Dialogue.step > 3)).all()
     assert in_flight, "the next step's dialogues were running when the learner reported step 3"
-    assert jobs.mark_stale_jobs(store) == [job_id]
+    from helpers import wait_for
+
+    wait_for(lambda: jobs.reap_dead_jobs(store) == [job_id])  # the reaper, once the dead owner's lock is free
 
     resumed = _cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
