@@ -41,7 +41,9 @@ VIEWS: list[tuple[str, str, str]] = [
 
 
 def startup(store: Store) -> dict[str, Any]:
-    """Seed the built-in personas and mark jobs whose process died as interrupted. Returns what was done."""
+    """Seed the built-in personas and reap dead jobs (marked interrupted under their lock, so a job whose
+    process died with the last app, a persona generation say, shows as interrupted and resumable). Returns
+    what was done."""
     done: dict[str, Any] = {}
     from simulator.persona_service import seed_builtin
 
@@ -53,11 +55,11 @@ def startup(store: Store) -> dict[str, Any]:
         log.warning("no built-in persona library (simulator.builtin_personas); nothing seeded")
         done["seeded"] = 0
     try:
-        from trainer.jobs import mark_stale_jobs
+        from trainer.job_liveness import reap_dead_jobs
     except ImportError:  # the jobs module is optional for the personas/transcripts-only lab
-        mark_stale_jobs = None
-    if mark_stale_jobs is not None:
-        done["interrupted"] = mark_stale_jobs(store)
+        reap_dead_jobs = None
+    if reap_dead_jobs is not None:
+        done["interrupted"] = reap_dead_jobs(store)
     return done
 
 

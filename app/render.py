@@ -56,6 +56,9 @@ def emotion_badge(emotion: Optional[float], delta: Optional[float]) -> str:
     return f"<span class='emo tier-{t}' data-emotion='{float(emotion):.0f}'>emotion {float(emotion):.0f}{d} · {t}</span>"
 
 
+EMPTY_MESSAGE = "(empty message)"
+
+
 def turn_html(turn: dict) -> str:
     """One message bubble: user turns with emotion and collapsible inner thoughts, assistant turns with the
     collapsible think block. `turn` has the keys of storage Turn rows (role, text, think_text, emotion, ...)."""
@@ -65,7 +68,11 @@ def turn_html(turn: dict) -> str:
              f"<div class='turn-head'><b>{who}</b> {emotion_badge(turn.get('emotion'), turn.get('delta'))}</div>"]
     if role == "assistant" and turn.get("think_text"):
         parts.append(details("think", text(turn["think_text"]), cls="think"))
-    parts.append(f"<div class='turn-text'>{text(turn.get('text', ''))}</div>")
+    said = turn.get("text") or ""
+    if said.strip():
+        parts.append(f"<div class='turn-text'>{text(said)}</div>")
+    else:  # SAGE's loop goes on after an empty message, and so does the benchmark: show that one was said
+        parts.append(f"<div class='turn-text turn-empty'>{EMPTY_MESSAGE}</div>")
     if turn.get("error"):
         parts.append(f"<div class='turn-error'>error: {text(turn['error'])}</div>")
     if role == "user" and turn.get("inner"):
@@ -94,6 +101,7 @@ CSS = """
 .turn-assistant {background:var(--color-accent-soft); align-self:flex-end;}
 .turn-head {font-size:12px; opacity:.85; margin-bottom:2px;}
 .turn-text {overflow-wrap:anywhere;}
+.turn-empty {font-style:italic; opacity:.7;}
 .cmp-table {width:100%; border-collapse:collapse; table-layout:fixed;}
 .cmp-table td, .cmp-table th {vertical-align:top; border-bottom:1px solid #ddd; padding:4px;}
 .cmp-table th {width:5.5em; text-align:left;}

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from trainer.config import TrainConfig
 
 JOB_HEADERS = ["id", "name", "kind", "status", "progress", "algorithm", "created", "note"]
-LIVE_STATUSES = ("queued", "running")
-RESUMABLE = ("interrupted", "failed", "cancelled")
+LIVE_STATUSES = ("queued", "running", "stalled")  # stalled: a live owner with a late heartbeat (Cancel reaches it)
+RESUMABLE = ("interrupted", "failed", "cancelled", "dead")  # dead: derived when read (trainer.job_liveness)
 
 
 def _when(value: Optional[datetime]) -> str:
@@ -86,6 +86,17 @@ def reward_figure(detail: Optional[dict[str, Any]]) -> go.Figure:
     """The reward metrics of a job against the step."""
     metrics = (detail or {}).get("metrics") or {}
     return curves_figure({n: _series(metrics, n) for n in reward_names(metrics)}, title="reward", y_title="reward")
+
+
+OVERLAP_METRICS = ("policy_lag_mean", "policy_lag_max", "learner_idle_share")  # trainer/overlap.py, rl_trainer
+
+
+def overlap_figure(detail: Optional[dict[str, Any]]) -> go.Figure:
+    """Overlapped training per step: the policy version lag of the trained replies (mean, and the oldest
+    reply's) and the learner's idle share (time not updating / step time; 1 - it is the busy share)."""
+    metrics = (detail or {}).get("metrics") or {}
+    return curves_figure({n: _series(metrics, n) for n in OVERLAP_METRICS if n in metrics},
+                         title="policy lag · learner idle share", y_title="versions behind · share")
 
 
 def emotion_step_figure(detail: Optional[dict[str, Any]]) -> go.Figure:
@@ -256,7 +267,8 @@ def launch_training_job(store: Store, store_url: str, config: TrainConfig, name:
         jobs.launch(store_url, job_id)
     except (jobs.JobError, OSError) as exc:
         return job_id, f"Job #{job_id} was recorded but could not start: {md(exc)}"
-    ahead = [j["id"] for j in jobs.list_jobs(store) if j["status"] in LIVE_STATUSES and j["id"] < job_id]
+    ahead = [j["id"] for j in jobs.list_jobs(store) if j["status"] in LIVE_STATUSES and j["id"] < job_id
+             and j["kind"] in jobs.QUEUED_KINDS]
     queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
     return job_id, f"Launched job #{job_id}{queue}."
 

@@ -196,6 +196,11 @@ def parse_args() -> argparse.Namespace:
                    help="dialogues per optimizer step (0: the whole batch, one optimizer step per rollout)")
     p.add_argument("--entropy-coef", type=float, default=0.001)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-staleness", type=int, default=0,
+                   help="overlapped training (docs/training-overlap.md): the next steps' dialogues run during the "
+                        "update, trained at most this many updates behind (0: on-policy, the paper)")
+    p.add_argument("--steps", type=int, default=0,
+                   help="stop after this many steps (0: only the --minutes budget), to compare runs step for step")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = p.parse_args()
     if args.eval_temperature is None:
@@ -222,6 +227,8 @@ def settings_lines(args, cfg, base_model: str) -> list[str]:
             ("simulator rules (train / held-out)", f"{cfg.simulator_preset} / {args.eval_preset}",
              "not settled / standard"),
             ("reward", "max(final / 100, 0), no shaping", "same"),
+            ("max staleness (overlap)", f"{cfg.max_staleness} ({cfg.off_policy_estimator})" if cfg.max_staleness
+             else "0 (on-policy)", "0"),
             ("torch threads", str(torch.get_num_threads()), "-")]
     return ["| setting | this run | paper |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
 
@@ -246,7 +253,7 @@ def main() -> None:
                       max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
                       lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
                       lora_target_modules=args.lora_targets.split(","), entropy_coef=args.entropy_coef,
-                      ppo_epochs=args.epochs,
+                      ppo_epochs=args.epochs, max_staleness=args.max_staleness,
                       seed=args.seed, store_dialogues=False, save_every=0,
                       output_dir=tempfile.mkdtemp(prefix="learning_curve-"))
     trainer = RLTrainer(cfg)
@@ -262,7 +269,7 @@ def main() -> None:
     print("| step | train min | train reward | reward sd | train final emotion | entropy | grad norm | rollout s | update s |")
     print("|-----:|----------:|-------------:|----------:|--------------------:|--------:|----------:|----------:|---------:|")
     train_s, step, next_eval, after = 0.0, 0, args.eval_every * 60, before
-    while train_s < args.minutes * 60:
+    while train_s < args.minutes * 60 and not (args.steps and step >= args.steps):
         step += 1
         t0 = time.monotonic()
         m = trainer.train_step(step)
@@ -270,7 +277,7 @@ def main() -> None:
         print(f"| {step:4d} | {train_s / 60:9.1f} | {m['reward_mean']:12.3f} | {m.get('reward_std', float('nan')):9.3f} | "
               f"{m.get('final_emotion_mean', float('nan')):19.1f} | {m['entropy']:7.3f} | "
               f"{m.get('grad_norm', float('nan')):9.3f} | {m['rollout_s']:9.0f} | {m['update_s']:8.0f} |", flush=True)
-        if train_s >= next_eval or train_s >= args.minutes * 60:
+        if train_s >= next_eval or train_s >= args.minutes * 60 or step == args.steps:
             next_eval += args.eval_every * 60
             after = evaluate(trainer, heldout, args)
             curve.append((step, train_s / 60, after["mean"]))
@@ -279,6 +286,7 @@ def main() -> None:
                   f"e.g. {after['example'][:160]!r}", flush=True)
             if args.stop_at_gain and after["mean"] - before["mean"] >= args.stop_at_gain:
                 break
+    trainer._stop_overlap()  # overlapped training: the dialogues of steps not trained stop here
     long_after = evaluate(trainer, heldout, args, args.protocol_turns) if args.protocol_turns else None
     report(args, trainer, heldout, before, after, curve, step, train_s, n)
     if long_before and long_after:

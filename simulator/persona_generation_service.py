@@ -1,5 +1,7 @@
 """Persona generations in the store: run one (recorded as it goes), review its candidates (accept, edit then
-accept, reject, regenerate one), and run one in a background thread for the app.
+accept, reject, regenerate one). The app runs a generation as a job of kind "personas" (its process calls
+`run_generation_job`: owner lock, heartbeat, Cancel and resume as for training; trainer.jobs): the job's
+status, not this row's, says whether it is alive, and a resume makes only the slots not yet made.
 
 A generation row records the endpoint host, model, prompt version and hash, the spec, the settings
 (threshold, sampling, response format, base URL and the name of the key's environment variable, never the
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections import Counter
 from typing import Any, Callable, Optional
 
@@ -19,14 +20,14 @@ from sqlalchemy import Engine, select
 
 from simulator import persona_service as ps
 from simulator.backends import make_backend
-from simulator.persona_generation import Candidate, Deduper, GenerationSpec, PersonaGenerator, plan_slots
+from simulator.persona_generation import (Candidate, Deduper, GenerationSpec, PersonaGenerator, plan_slots,
+                                          spec_from_dict)
 from simulator.profiles import Profile, ProfileError
 from storage import Persona, PersonaCandidate, PersonaGeneration, code_version, read_scope, session_scope
 from storage.models import utcnow
 
 STATUSES = ("pending", "accepted", "rejected", "invalid", "duplicate")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-_CANCEL: dict[int, threading.Event] = {}  # generation id -> its cancel flag, for generations run in this process
 
 
 def make_generator(base_url: str, model: str, api_key_env: str = DEFAULT_KEY_ENV, threshold: Optional[float] = None,
@@ -50,12 +51,19 @@ def _candidate_id(generation_id: int, slot: dict) -> str:
     return f"gen{generation_id}-{slot['slot']}"
 
 
-def create_generation(store: Engine, spec: GenerationSpec, gen: PersonaGenerator) -> int:
+def generator_for(g: dict[str, Any]) -> PersonaGenerator:
+    """The generator a stored generation was made with, rebuilt from its recorded settings."""
+    settings = {k: v for k, v in g["settings"].items() if k != "fingerprint"}
+    return make_generator(model=g["model"], **settings)
+
+
+def create_generation(store: Engine, spec: GenerationSpec, gen: PersonaGenerator, status: str = "running") -> int:
+    """Record a generation (status "queued" when a job will run it); its id."""
     fp = gen.fingerprint()
     with session_scope(store) as s:
         row = PersonaGeneration(endpoint=fp["endpoint"], model=fp["model"] or "", prompt_version=fp["prompt_version"],
                                 prompt_sha256=fp["prompt_sha256"], spec=spec.to_dict(),
-                                settings={**gen.settings, "fingerprint": fp}, status="running",
+                                settings={**gen.settings, "fingerprint": fp}, status=status,
                                 n_planned=spec.count, seed=spec.seed, code_version=code_version())
         s.add(row)
         s.flush()
@@ -88,15 +96,24 @@ def _pool(store: Engine, gen: PersonaGenerator, skip_candidate: Optional[int] = 
     return Deduper.of(profiles, gen.embed)
 
 
+def _made_slots(store: Engine, generation_id: int) -> set[int]:
+    with read_scope(store) as s:
+        return set(s.scalars(select(PersonaCandidate.slot).where(PersonaCandidate.generation_id == generation_id)))
+
+
 def run_generation(store: Engine, spec: GenerationSpec, gen: PersonaGenerator,
                    on_result: Optional[Callable[[Candidate, int, int], None]] = None,
-                   cancel: Optional[threading.Event] = None, generation_id: Optional[int] = None) -> int:
+                   cancelled: Callable[[], bool] = lambda: False, generation_id: Optional[int] = None) -> int:
     """Generate the spec's candidates, each stored as it arrives; returns the generation id. `on_result(cand,
-    done, planned)` follows progress; `cancel` stops further calls (what was made is kept)."""
+    done, planned)` follows progress; once `cancelled()` is true no further call starts (what was made is
+    kept). An existing generation (generation_id) continues: only its slots without a candidate are made."""
     gid = generation_id if generation_id is not None else create_generation(store, spec, gen)
-    cancel = cancel or threading.Event()
-    _CANCEL[gid] = cancel
-    done = 0
+    made = _made_slots(store, gid)
+    slots = [slot for slot in plan_slots(spec) if slot["slot"] not in made]
+    done = len(made)
+    with session_scope(store) as s:
+        g = s.get(PersonaGeneration, gid)
+        g.status, g.n_done, g.error, g.finished_at = "running", done, "", None
 
     def record(cand: Candidate) -> None:
         nonlocal done
@@ -107,35 +124,36 @@ def run_generation(store: Engine, spec: GenerationSpec, gen: PersonaGenerator,
 
     status, error = "finished", ""
     try:
-        asyncio.run(gen.run(plan_slots(spec), _pool(store, gen), lambda slot: _candidate_id(gid, slot), record,
-                            cancel.is_set))
-        status = "cancelled" if cancel.is_set() and done < spec.count else "finished"
+        asyncio.run(gen.run(slots, _pool(store, gen), lambda slot: _candidate_id(gid, slot), record, cancelled))
+        status = "cancelled" if cancelled() and done < spec.count else "finished"
     except Exception as exc:  # recorded on the generation; the candidates made so far stay
         status, error = "failed", f"{type(exc).__name__}: {str(exc)[:500]}"
     finally:
-        _CANCEL.pop(gid, None)
         with session_scope(store) as s:
             g = s.get(PersonaGeneration, gid)
             g.status, g.error, g.finished_at = status, error, utcnow()
     return gid
 
 
-def start_in_background(store: Engine, spec: GenerationSpec, gen: PersonaGenerator) -> int:
-    """Create the generation and run it in a daemon thread; its id at once (cancel with `cancel`)."""
-    gid = create_generation(store, spec, gen)
-    _CANCEL[gid] = threading.Event()
-    threading.Thread(target=run_generation, args=(store, spec, gen, None, _CANCEL[gid], gid),
-                     name=f"persona-generation-{gid}", daemon=True).start()
-    return gid
+class GenerationFailed(RuntimeError):
+    """A generation run by a job ended failed (its error is on the generation row too)."""
 
 
-def cancel(generation_id: int) -> bool:
-    """Stop a generation running in this process from making further calls; False when none runs."""
-    flag = _CANCEL.get(generation_id)
-    if flag is None:
-        return False
-    flag.set()
-    return True
+def run_generation_job(store: Engine, generation_id: int, cancelled: Callable[[], bool],
+                       progress: Callable[[int, int], None]) -> str:
+    """The work of a "personas" job: run (or continue) the stored generation with the generator its settings
+    name; `progress(done, planned)` after each candidate. Returns its status (finished / cancelled); raises
+    GenerationFailed when it failed, so the job fails too."""
+    g = get_generation(store, generation_id)
+    if g is None:
+        raise ProfileError({"generation_id": f"no persona generation with id {generation_id}"})
+    spec = spec_from_dict(g["spec"])
+    run_generation(store, spec, generator_for(g), on_result=lambda _c, done, n: progress(done, n),
+                   cancelled=cancelled, generation_id=generation_id)
+    g = get_generation(store, generation_id)
+    if g["status"] == "failed":
+        raise GenerationFailed(f"generation {generation_id}: {g['error']}")
+    return g["status"]
 
 
 # ------------------------------------------------------------------------------------------------ review
@@ -225,9 +243,7 @@ def regenerate_candidate(store: Engine, candidate_id: int, gen: Optional[Persona
     if cand["status"] == "accepted":
         raise ProfileError({"candidate": f"candidate {candidate_id} is already accepted as {cand['persona_id']!r}"})
     if gen is None:
-        g = get_generation(store, cand["generation_id"])
-        settings = {k: v for k, v in g["settings"].items() if k != "fingerprint"}
-        gen = make_generator(model=g["model"], **settings)
+        gen = generator_for(get_generation(store, cand["generation_id"]))
     slot = cand["plan"]
     new = asyncio.run(gen.one(slot, _candidate_id(cand["generation_id"], slot), _pool(store, gen, candidate_id),
                               variation=cand["regenerated"] + 1))

@@ -87,7 +87,30 @@ def make_engine(url: Optional[str] = None, create: bool = True) -> Engine:
         event.listen(engine, "begin", _sqlite_begin)
     if create:
         Base.metadata.create_all(engine)
+        add_missing_columns(engine)
     return engine
+
+
+def add_missing_columns(engine: Engine) -> list[str]:
+    """Upgrade a store made by an older version: add the nullable columns its tables lack (create_all makes
+    missing tables only). Returns "table.column" for each column added. Only nullable columns are ever added
+    this way, so old rows read as NULL and no data is rewritten."""
+    from sqlalchemy import inspect, text
+
+    existing_tables = set(inspect(engine).get_table_names())
+    added = []
+    for table in Base.metadata.sorted_tables:
+        if table.name not in existing_tables:
+            continue
+        have = {c["name"] for c in inspect(engine).get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have or not column.nullable or column.primary_key:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            with engine.begin() as conn:
+                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}'))
+            added.append(f"{table.name}.{column.name}")
+    return added
 
 
 @lru_cache(maxsize=8)

@@ -159,6 +159,9 @@ class Turn(Base):
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
     error: Mapped[str] = mapped_column(Text, default="")
+    # policy turns of training: updates the sampling weights had seen (overlapped training samples with
+    # weights up to max_staleness updates behind the learner); NULL for user turns and untracked engines
+    policy_version: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     dialogue: Mapped[Dialogue] = relationship(back_populates="turns")

@@ -11,13 +11,30 @@ from app import training_service as ts
 from storage import Checkpoint, Job, Metric, session_scope
 from storage.models import utcnow
 from trainer import jobs
+from trainer.job_owner import JobLock
+
+
+@pytest.fixture
+def owned(engine):
+    """own(job_id): this process takes the job's lock, as a live job process holds it (a running job whose
+    lock nobody holds shows as dead)."""
+    locks = []
+
+    def own(job_id):
+        lock = JobLock(jobs.get_job(engine, job_id)["output_dir"])
+        assert lock.acquire()
+        locks.append(lock)
+
+    yield own
+    for lock in locks:
+        lock.release()
 
 
 def _fill(engine, job_id, steps):
     with session_scope(engine) as s:
         job = s.get(Job, job_id)
         job.status, job.step, job.total_steps, job.progress = "running", steps, 4, steps / 4
-        job.pid, job.heartbeat_at = os.getpid(), utcnow()  # a live process (listing marks dead ones interrupted)
+        job.pid, job.heartbeat_at = os.getpid(), utcnow()  # a live process (with `owned`: it holds the lock)
         for step in range(steps):
             s.add(Metric(job_id=job_id, step=step, name="reward_mean", value=0.3 + 0.1 * step))
             s.add(Metric(job_id=job_id, step=step, name="reward_std", value=0.05))
@@ -28,10 +45,11 @@ def _fill(engine, job_id, steps):
         s.add(Checkpoint(job_id=job_id, step=2, path="/ck/step-2", metrics={"reward_mean": 0.5}))
 
 
-def test_jobs_rows_show_status_progress_and_queue(engine):
+def test_jobs_rows_show_status_progress_and_queue(engine, owned):
     first = jobs.create_job(engine, "train", {"algorithm": "grpo"}, name="first")
     second = jobs.create_job(engine, "train", {"algorithm": "ppo"}, name="second")
     _fill(engine, first, 2)
+    owned(first)
     with session_scope(engine) as s:
         s.get(Job, second).pid, s.get(Job, second).heartbeat_at = os.getpid(), utcnow()  # launched, waiting
     rows = ts.jobs_rows(jobs.list_jobs(engine))
@@ -74,6 +92,8 @@ def test_actions_follow_status():
     assert ts.actions_for("running") == {"cancel": True, "resume": False, "clone": True}
     assert ts.actions_for("interrupted") == {"cancel": False, "resume": True, "clone": True}
     assert ts.actions_for("succeeded") == {"cancel": False, "resume": False, "clone": True}
+    assert ts.actions_for("dead") == {"cancel": False, "resume": True, "clone": True}  # derived when read
+    assert ts.actions_for("stalled") == {"cancel": True, "resume": False, "clone": True}  # a live owner
 
 
 def _form(**over):
@@ -138,7 +158,7 @@ def test_form_other_settings_box_errors():
 
 
 
-def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_runner(engine, db_url):
+def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_runner(engine, db_url, owned):
     from datetime import timedelta
 
     from trainer.config import TrainConfig
@@ -147,14 +167,16 @@ def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_r
     with session_scope(engine) as s:  # a live running job whose heartbeat stays fresh for the whole test
         job = s.get(Job, ahead)
         job.status, job.pid, job.heartbeat_at = "running", os.getpid(), utcnow() + timedelta(hours=1)
+    owned(ahead)
     job_id, message = ts.launch_training_job(engine, db_url, TrainConfig(algorithm="grpo", mode="think"), "  ")
     assert message == f"Launched job #{job_id}; it waits in the queue behind job(s) #{ahead}."
     detail = jobs.job_detail(engine, job_id)
     assert detail["name"] == "grpo-think" and detail["status"] == "queued"
     pid = detail["pid"]
     log = wait_for(lambda: "queued behind" in jobs.log_tail(detail["log_path"]) and detail["log_path"], timeout=240)
-    assert jobs.cancel(engine, job_id) == "cancelled"
+    assert jobs.cancel(engine, job_id) in ("queued", "cancelled")  # its waiting process marks itself cancelled
     wait_for(lambda: not jobs.pid_alive(pid), timeout=240)
+    assert jobs.get_job(engine, job_id)["status"] == "cancelled"
     text = jobs.log_tail(log)
     assert text.count(f"job {job_id} queued behind job(s) {ahead}") == 1  # stdout is the log: written once
     assert f"job {job_id} cancelled while queued" in text

@@ -281,7 +281,7 @@ def test_benchmark_job_killed_then_resumed_continues_its_eval_run(engine, db_url
     pid = jobs.job_detail(engine, job_id)["pid"]
     os.killpg(pid, signal.SIGKILL)
     wait_for(lambda: not jobs.pid_alive(pid))
-    assert jobs.mark_stale_jobs(engine) == [job_id]
+    wait_for(lambda: jobs.reap_dead_jobs(engine) == [job_id])  # the reaper, once its lock is free
     jobs.resume(engine, db_url, job_id)
     wait_for(lambda: jobs.job_detail(engine, job_id)["status"] in jobs.FINAL_STATUSES)
     d = jobs.job_detail(engine, job_id)

@@ -104,6 +104,32 @@ def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir)
         ex.cancel_experiment(engine, 999)
 
 
+def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner_shows_dead(engine, tmp_path,
+                                                                                            tiny_model_dir):
+    from storage import Experiment, session_scope
+    from trainer.experiment_runner import run_experiment, runner_alive
+    from trainer.job_owner import JobLock
+
+    eid = ex.create_experiment(engine, ex.load_grid(tiny_grid(tmp_path, tiny_model_dir)))
+    with session_scope(engine) as s:  # what a runner killed with -9 leaves
+        s.get(Experiment, eid).status = "running"
+    exp = ex.experiment_detail(engine, eid)
+    assert exp["status"] == "dead" and exp["stored_status"] == "running" and not runner_alive(exp)
+    assert [e["status"] for e in ex.list_experiments(engine)] == ["dead"]
+    lock = JobLock(ex.runner_folder(ex.runners_root(engine), eid))
+    assert lock.acquire()  # a live runner (this process) holds the experiment
+    try:
+        exp = ex.experiment_detail(engine, eid)
+        assert exp["status"] == "running" and exp["runner"] == os.getpid() and runner_alive(exp)
+        with pytest.raises(ex.ExperimentError, match=f"already run by live process {os.getpid()}"):
+            run_experiment(engine, "unused://", eid)
+        with pytest.raises(ex.ExperimentError, match=f"being run by live process {os.getpid()}"):
+            ex.reopen_experiment(engine, eid)
+    finally:
+        lock.release()
+    assert ex.reopen_experiment(engine, eid) == [] and ex.experiment_detail(engine, eid)["status"] == "queued"
+
+
 # ------------------------------------------------------------------------------------ real job processes
 # Each of these runs several job processes one after another; on a shared 2-core machine that takes longer
 # than the suite's default per-test limit.

@@ -186,35 +186,46 @@ def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(engine
     wait_for(lambda: len(metric_steps(engine, job_id)) >= 3)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    assert status(engine, job_id) == "running"  # nobody has noticed yet
-    assert jobs.mark_stale_jobs(engine) == [job_id]
+    assert status(engine, job_id) == "running"  # only its owner wrote its status, and it is gone
+    assert jobs.job_detail(engine, job_id)["status"] == "dead"  # derived when read: nothing written
+    assert status(engine, job_id) == "running"
+    assert jobs.reap_dead_jobs(engine) == [job_id]  # the reaper, under the job's lock
     d = jobs.job_detail(engine, job_id)
     assert d["status"] == "interrupted" and "is gone" in d["error"]
     done = len(d["metrics"]["reward"]["step"])
     last = d["checkpoints"][-1]["step"]
     assert last in (done, done - 1)
 
+    # the resume point: the newest complete checkpoint, recorded or only on disk (a kill between the two)
+    start = jobs.last_checkpoint(engine, job_id, Path(d["output_dir"]) / "checkpoints")["step"]
+    assert start in (last, last + 1)
     jobs.reopen(engine, job_id)
     p2 = worker(job_id, last + 3)
     assert p2.wait(timeout=240) == 0
     out = p2.stdout.read()
-    assert f"start {last}" in out
+    assert f"start {start}" in out
     assert metric_steps(engine, job_id) == list(range(1, last + 4))
     assert status(engine, job_id) == "succeeded"
 
 
-def test_stale_heartbeat_marks_interrupted(engine, worker):
+def test_late_heartbeat_of_a_live_owner_shows_stalled_and_nothing_is_written(engine, worker):
+    """Changed semantics: a late heartbeat used to be written as "interrupted" by any reader while the
+    process lived; now "stalled" is derived when read and neither a reader nor the reaper writes."""
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 10_000)
     wait_for(lambda: status(engine, job_id) == "running")
     os.killpg(p.pid, signal.SIGSTOP)  # alive but frozen: its heartbeat stops
     try:
         time.sleep(1.0)
-        assert jobs.mark_stale_jobs(engine, stale_after_s=60) == []
-        assert jobs.mark_stale_jobs(engine, stale_after_s=0.5) == [job_id]
-        assert "no heartbeat" in jobs.job_detail(engine, job_id)["error"]
+        assert jobs.job_detail(engine, job_id, stale_after_s=60)["status"] == "running"
+        d = jobs.job_detail(engine, job_id, stale_after_s=0.5)
+        assert d["status"] == "stalled" and "no heartbeat" in d["error"] and f"process {p.pid} is alive" in d["error"]
+        assert [j["status"] for j in jobs.list_jobs(engine, stale_after_s=0.5)] == ["stalled"]
+        assert jobs.reap_dead_jobs(engine) == [] and status(engine, job_id) == "running"
     finally:
         os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert jobs.job_detail(engine, job_id)["status"] == "dead"
 
 
 def test_cancel_signals_the_process_group_and_job_ends_cancelled(engine, worker):
@@ -253,6 +264,21 @@ def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     assert "queued behind job(s) 1" in p2.stdout.read()
 
 
+def test_an_api_bound_job_never_waits_behind_a_training_job(engine, worker):
+    """Only QUEUED_KINDS (the accelerator's) wait their turn: a persona generation starts at once."""
+    assert "personas" in jobs.JOB_KINDS and "personas" not in jobs.QUEUED_KINDS
+    first = jobs.create_job(engine, "train", {})
+    p1 = worker(first, 10_000)
+    wait_for(lambda: status(engine, first) == "running")
+    api = jobs.create_job(engine, "personas", {})
+    p2 = worker(api, 2)
+    assert p2.wait(timeout=240) == 0
+    assert status(engine, api) == "succeeded" and status(engine, first) == "running"
+    assert "queued behind" not in p2.stdout.read()
+    jobs.cancel(engine, first)
+    assert p1.wait(timeout=180) == 0
+
+
 def test_dead_running_job_does_not_block_the_queue(engine, worker):
     first = jobs.create_job(engine, "train", {})
     second = jobs.create_job(engine, "train", {})
@@ -266,8 +292,10 @@ def test_dead_running_job_does_not_block_the_queue(engine, worker):
 
 
 def test_cancel_while_queued(engine, worker):
+    """Changed semantics: Cancel of a job waiting in the queue signals its process, which marks itself
+    cancelled (its owner is the only writer of its status); Cancel no longer writes it from outside."""
     first, second, p1, p2 = queue_behind_a_running_job(engine, worker)
-    assert jobs.cancel(engine, second) == "cancelled"
+    assert jobs.cancel(engine, second) in ("queued", "cancelled")
     assert p2.wait(timeout=180) != 0  # ended without running
     assert status(engine, second) == "cancelled" and metric_steps(engine, second) == []
     jobs.cancel(engine, first, force=True)
@@ -284,17 +312,19 @@ def test_launched_job_still_starting_up_is_not_stale(engine):
         with session_scope(engine) as s:
             job = s.get(Job, job_id)
             job.pid, job.heartbeat_at = sleeper.pid, utcnow() - timedelta(seconds=600)
-        assert jobs.mark_stale_jobs(engine, stale_after_s=0.5) == [] and status(engine, job_id) == "queued"
+        assert jobs.job_detail(engine, job_id, stale_after_s=0.5)["status"] == "queued"
+        assert jobs.reap_dead_jobs(engine) == [] and status(engine, job_id) == "queued"
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert jobs.mark_stale_jobs(engine, stale_after_s=0.5) == [job_id]
+    assert jobs.job_detail(engine, job_id)["status"] == "dead"
+    assert jobs.reap_dead_jobs(engine) == [job_id]
     assert "is gone" in jobs.job_detail(engine, job_id)["error"]
 
 
 def test_never_launched_queued_job_is_not_stale(engine):
     job_id = jobs.create_job(engine, "train", {})
-    assert jobs.mark_stale_jobs(engine) == [] and status(engine, job_id) == "queued"
+    assert jobs.reap_dead_jobs(engine) == [] and status(engine, job_id) == "queued"
     assert jobs.cancel(engine, job_id) == "cancelled"
 
 
@@ -308,20 +338,19 @@ def metric_values(engine, job_id, name):
     return dict(zip(series["step"], series["value"]))
 
 
-def stall_and_mark_stale(engine, worker, steps: int, stop_at: int = 2):
-    """A job whose process stopped itself (SIGSTOP) after step `stop_at`, marked interrupted by heartbeat
-    age while still alive: the stall of the report."""
+def stall(engine, worker, steps: int, stop_at: int = 2):
+    """A job whose process stopped itself (SIGSTOP) after step `stop_at`, shown stalled by heartbeat age
+    while still alive (the stall of the report); its row still says running."""
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, steps, stop_at=stop_at)
     wait_for(lambda: stopped(p.pid), timeout=120)
-    wait_for(lambda: jobs.mark_stale_jobs(engine, stale_after_s=1.0) == [job_id], timeout=120)
-    d = jobs.job_detail(engine, job_id)
-    assert d["status"] == "interrupted" and "no heartbeat" in d["error"]
+    wait_for(lambda: jobs.job_detail(engine, job_id, stale_after_s=1.0)["status"] == "stalled", timeout=120)
+    assert status(engine, job_id) == "running" and jobs.reap_dead_jobs(engine) == []
     return job_id, p
 
 
 def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
-    job_id, old = stall_and_mark_stale(engine, worker, steps=6)
+    job_id, old = stall(engine, worker, steps=6)
     with pytest.raises(JobError, match=f"still owned by live process {old.pid}"):
         jobs.reopen(engine, job_id)
     with session_scope(engine) as s:  # what a resume used to do: the job queued for a second process
@@ -330,7 +359,7 @@ def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
     assert second.wait(timeout=240) != 0
     assert f"owned by live process {old.pid}" in second.stdout.read()
     with session_scope(engine) as s:
-        s.get(Job, job_id).status = "interrupted"
+        s.get(Job, job_id).status = "running"
     os.killpg(old.pid, signal.SIGCONT)
     assert old.wait(timeout=240) == 0, old.stdout.read()
     d = jobs.job_detail(engine, job_id)
@@ -339,7 +368,7 @@ def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
 
 
 def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, worker):
-    job_id, old = stall_and_mark_stale(engine, worker, steps=5)
+    job_id, old = stall(engine, worker, steps=5)
     jobs.reopen(engine, job_id, stop_owner=True)
     assert old.wait(timeout=180) == -signal.SIGKILL
     new = worker(job_id, 5)
@@ -353,7 +382,7 @@ def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, w
 def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
     """Second line of defence, for a lock that does not hold (e.g. the job folder seen from two hosts):
     the woken process checks the job row before writing and stops."""
-    job_id, old = stall_and_mark_stale(engine, worker, steps=400)
+    job_id, old = stall(engine, worker, steps=400)
     lock = Path(jobs.job_detail(engine, job_id)["output_dir"]) / "owner.lock"
     lock.unlink()  # the new owner locks a fresh file: both hold "the" lock
     jobs.reopen(engine, job_id)
@@ -371,7 +400,10 @@ def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
     assert jobs.job_detail(engine, job_id)["pid"] == new.pid
 
 
-def test_kill_9_shows_interrupted_from_the_cli_alone(engine, worker, db_url):
+def test_kill_9_shows_dead_from_the_cli_alone(engine, worker, db_url):
+    """Changed semantics: listing writes nothing; the CLI shows the killed job "dead" (derived), with the
+    reason, and the store still says running until a reaper (app startup, a queued job, resume) writes
+    interrupted."""
     job_id = jobs.create_job(engine, "train", {}, name="killed-run")
     p = worker(job_id, 10_000)
     wait_for(lambda: status(engine, job_id) == "running")
@@ -384,8 +416,9 @@ def test_kill_9_shows_interrupted_from_the_cli_alone(engine, worker, db_url):
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         (row,) = [json.loads(x) for x in out.stdout.splitlines()]
-        assert row["id"] == job_id and row["status"] == "interrupted" and row["name"] == "killed-run"
+        assert row["id"] == job_id and row["status"] == "dead" and row["name"] == "killed-run"
         assert f"process {p.pid} is gone" in row["error"]
+    assert status(engine, job_id) == "running"
     out = subprocess.run([sys.executable, "-m", "trainer", "jobs", "99", "--db", db_url], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "job 99 does not exist" in out.stderr

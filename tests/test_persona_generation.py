@@ -205,11 +205,32 @@ def test_cancel_stops_further_calls_and_keeps_what_was_made(tmp_path, db_url):
     cancel = threading.Event()
     with start_server(latency_s=0.2) as server:
         gen = gs.make_generator(server.base_url, "scripted", max_in_flight=1)
-        gid = gs.run_generation(store, spec, gen, on_result=lambda *_: cancel.set(), cancel=cancel)
+        gid = gs.run_generation(store, spec, gen, on_result=lambda *_: cancel.set(), cancelled=cancel.is_set)
         calls = server.calls
     g = gs.get_generation(store, gid)
     assert g["status"] == "cancelled" and g["n_done"] == 1 and calls == 1
     assert len(gs.list_candidates(store, gid)) == 1
+
+
+def test_a_stopped_generation_continues_with_only_the_slots_not_made(db_url):
+    store = ps.open_store(db_url)
+    spec = spec_from_dict({"count": 5, "seed": 0})
+    cancel = threading.Event()
+    with start_server() as server:
+        gen = gs.make_generator(server.base_url, "scripted", max_in_flight=1)
+        gid = gs.run_generation(store, spec, gen, on_result=lambda _c, done, _n: done >= 2 and cancel.set(),
+                                cancelled=cancel.is_set)
+        first = [c["slot"] for c in gs.list_candidates(store, gid)]
+        assert gs.get_generation(store, gid)["status"] == "cancelled" and len(first) == 2
+        seen = []
+        gs.run_generation(store, spec, gen, on_result=lambda c, done, n: seen.append((c.slot["slot"], done, n)),
+                          generation_id=gid)
+        calls = server.calls
+    g = gs.get_generation(store, gid)
+    assert g["status"] == "finished" and g["n_done"] == 5 and calls == 5
+    assert [c["slot"] for c in gs.list_candidates(store, gid)] == [0, 1, 2, 3, 4]
+    assert sorted(s for s, _, _ in seen) == sorted(set(range(5)) - set(first))
+    assert [d for _, d, _ in seen] == [3, 4, 5]
 
 
 def test_an_endpoint_that_fails_leaves_an_error_on_every_candidate(tmp_path, db_url, capsys):

@@ -106,7 +106,7 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     job_id = _wait_for_step(engine, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert jobs.mark_stale_jobs(engine) == [job_id]
+    wait_for(lambda: jobs.reap_dead_jobs(engine) == [job_id])  # the reaper, once its lock is free
     with read_scope(engine) as s:
         assert s.get(Job, job_id).status == "interrupted"
     assert jobs.last_checkpoint(engine, job_id)["step"] >= 2

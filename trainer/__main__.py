@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("trainer.cli.train", "resume a training run from its last checkpoint"),
     "benchmark": ("trainer.cli.benchmark", "score a policy on the Sentient benchmark"),
     "job": ("trainer.cli.jobs", "run a recorded job in this process"),
-    "jobs": ("trainer.cli.jobs", "list the jobs of the store, or show one (stale ones marked interrupted)"),
+    "jobs": ("trainer.cli.jobs", "list the jobs of the store, or show one (dead / stalled ones shown as such)"),
     "judge": ("trainer.cli.judge", "rate stored dialogues with the social-cognition LLM judge"),
     "experiment": ("trainer.cli.experiment", "run a grid of training configs, each benchmarked on held-out personas"),
     "compare": ("trainer.cli.compare", "play two policies against the same personas, simulator and seeds; paired"),

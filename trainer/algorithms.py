@@ -14,6 +14,9 @@ Estimators:
 - RLOO (Ahmadian et al. 2024): A_i = r_i - mean_{j != i} r_j (leave-one-out baseline).
 - REINFORCE++ (Hu 2025): token returns normalised over the whole batch (no critic, no groups).
 
+Off-policy tokens (overlapped training): `decoupled_policy_loss` weighs tokens sampled by older weights by
+pi_prox / pi_behaviour, capped (AReaL's decoupled PPO, or verl's truncated importance sampling).
+
 Token losses are summed and divided by `denom` (the number of policy tokens in the minibatch, across all
 data-parallel ranks when training is distributed), so 1 rank and N ranks give the same loss.
 """
@@ -199,15 +202,71 @@ def ppo_policy_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, 
 
     Returns (loss, clip fraction, approx KL(old || new) with the k3 estimator (ratio - 1) - log ratio).
     """
+    per_token, clipped, ratio, log_ratio = clipped_surrogate(logprobs, old_logprobs, advantages, clip_eps)
+    loss = masked_sum_mean(per_token, mask, denom)
+    with torch.no_grad():
+        clip_frac = masked_sum_mean(clipped.to(logprobs.dtype), mask, denom)
+        approx_kl = masked_sum_mean((ratio - 1.0) - log_ratio, mask, denom)
+    return loss, clip_frac, approx_kl
+
+
+def clipped_surrogate(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor,
+                      clip_eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Per token ([B, T-1] each): (max(-A r, -A clip(r, 1 - eps, 1 + eps)), whether the clipped term won,
+    r = exp(logprobs - old_logprobs), log r)."""
     log_ratio = logprobs - old_logprobs
     ratio = torch.exp(log_ratio)
     pg_unclipped = -advantages * ratio
     pg_clipped = -advantages * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
-    loss = masked_sum_mean(torch.maximum(pg_unclipped, pg_clipped), mask, denom)
+    return torch.maximum(pg_unclipped, pg_clipped), pg_clipped > pg_unclipped, ratio, log_ratio
+
+
+def behaviour_weights(prox_logprobs: Tensor, behaviour_logprobs: Tensor, stale: Tensor, cap: float = 2.0,
+                      estimator: str = "decoupled_ppo") -> tuple[Tensor, Tensor]:
+    """[B, T-1] importance weights w = pi_prox / pi_behaviour (no gradient) and [B, T-1] whether w was capped.
+
+    Only stale tokens (`stale` 1: sampled by weights older than the update's start) are weighed; every other
+    token gets exactly 1, since its behaviour policy IS the proximal one (what differs between its recorded
+    and recomputed log-prob is engine numerics, reported as logprob_mismatch). Above `cap`:
+    decoupled_ppo (AReaL) gives the token weight 0 (left out); truncated_is (verl's TIS) gives it `cap`."""
+    w = torch.exp(prox_logprobs - behaviour_logprobs).detach()
+    stale = stale.bool()
+    capped = stale & (w > cap)
+    if estimator == "decoupled_ppo":
+        w = torch.where(capped, torch.zeros_like(w), w)
+    elif estimator == "truncated_is":
+        w = torch.clamp(w, max=cap)
+    else:
+        raise ValueError(f"off_policy_estimator must be decoupled_ppo or truncated_is, got {estimator!r}")
+    return torch.where(stale, w, torch.ones_like(w)), capped
+
+
+def decoupled_policy_loss(logprobs: Tensor, prox_logprobs: Tensor, behaviour_logprobs: Tensor, stale: Tensor,
+                          advantages: Tensor, mask: Tensor, clip_eps: float = 0.2, cap: float = 2.0,
+                          estimator: str = "decoupled_ppo", denom: Optional[float | Tensor] = None
+                          ) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+    """Decoupled PPO (Fu et al. 2025, AReaL; Hilton et al. 2022) for batches with tokens sampled by older
+    weights (overlapped training, trainer/overlap.py). Three policies per token: pi_behaviour sampled it
+    (log-probs recorded at sampling time), pi_prox is the policy at the start of this update (no gradient),
+    pi_theta is being optimised:
+
+        r = pi_theta / pi_prox,   w = pi_prox / pi_behaviour   (behaviour_weights: 1 on fresh tokens, capped)
+        L = sum(w * max(-A r, -A clip(r, 1 - eps, 1 + eps)) * mask) / denom
+
+    The trust region is kept around pi_prox (which the update can move from), while w corrects for the data
+    having come from pi_behaviour. Shapes: every tensor [B, T-1]; `stale` 0/1. With no stale token w = 1
+    everywhere and L equals ppo_policy_loss exactly. Returns (loss, clip fraction, approx KL(prox || theta),
+    sums over the stale policy tokens: {"stale": count, "weight": sum of w, "capped": count capped}).
+    """
+    w, capped = behaviour_weights(prox_logprobs, behaviour_logprobs, stale * mask, cap, estimator)
+    per_token, clipped, ratio, log_ratio = clipped_surrogate(logprobs, prox_logprobs, advantages, clip_eps)
+    loss = masked_sum_mean(per_token * w, mask, denom)
     with torch.no_grad():
-        clip_frac = masked_sum_mean((pg_clipped > pg_unclipped).to(logprobs.dtype), mask, denom)
+        clip_frac = masked_sum_mean(clipped.to(logprobs.dtype), mask, denom)
         approx_kl = masked_sum_mean((ratio - 1.0) - log_ratio, mask, denom)
-    return loss, clip_frac, approx_kl
+        on = (stale * mask).to(w.dtype)
+        sums = {"stale": on.sum(), "weight": (w * on).sum(), "capped": (capped.to(w.dtype) * on).sum()}
+    return loss, clip_frac, approx_kl, sums
 
 
 def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, clip_eps: float = 0.2,

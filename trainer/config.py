@@ -40,6 +40,7 @@ ENGINES = ("transformers", "vllm")
 DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
+OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.algorithms.decoupled_policy_loss
 SIMULATOR_PRESETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.rules.PRESETS
 
 
@@ -131,6 +132,14 @@ class TrainConfig:
     store_dialogues: bool = True  # write every rollout dialogue and turn to the store
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | mlflow |
     # trackio | none: where each step's metrics and sample dialogues also go (trainer/tracking.py)
+    # --- overlapped training (trainer/overlap.py, docs/training-overlap.md); a DEVIATION from the paper when on
+    max_staleness: int = 0  # 0: roll out, then update (on-policy, the paper). k >= 1: the dialogues of the next
+    # k steps keep talking with their simulated users while the learner updates; a dialogue is trained only
+    # when its oldest reply was sampled at most k updates before the learner's weights
+    off_policy_estimator: str = "decoupled_ppo"  # how stale tokens (max_staleness >= 1) are weighed:
+    # decoupled_ppo (AReaL: clip against the update's start, times pi_prox / pi_behaviour, tokens whose weight
+    # exceeds the cap left out) | truncated_is (verl's TIS: the weight truncated at the cap)
+    behaviour_weight_cap: float = 2.0  # the cap on pi_prox / pi_behaviour of stale tokens
 
     def __post_init__(self) -> None:
         old = self.simulator_preset
@@ -314,9 +323,23 @@ class TrainConfig:
             e["simulator"] = spec_error(self.simulator)
         if report_to_error(self.report_to):
             e["report_to"] = report_to_error(self.report_to)
+        e.update(self._overlap_errors())
         e.update(self._persona_set_errors(check_paths))
         if check_paths:
             e.update(self._model_errors())
+        return e
+
+    def _overlap_errors(self) -> dict[str, str]:
+        e = {}
+        if self.max_staleness < 0:
+            e["max_staleness"] = f"must be >= 0, got {self.max_staleness}"
+        elif self.max_staleness and self.zero_stage == 3:
+            e["max_staleness"] = "overlapped training needs whole weights to copy; use zero1/zero2 with ZeRO"
+        if self.off_policy_estimator not in OFF_POLICY_ESTIMATORS:
+            e["off_policy_estimator"] = (f"unknown value {self.off_policy_estimator!r}; one of "
+                                         f"{', '.join(OFF_POLICY_ESTIMATORS)}")
+        if not self.behaviour_weight_cap >= 1:
+            e["behaviour_weight_cap"] = f"must be >= 1, got {self.behaviour_weight_cap}"
         return e
 
     def _persona_set_errors(self, check_paths: bool) -> dict[str, str]:

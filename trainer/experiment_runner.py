@@ -9,6 +9,9 @@ the Training and Benchmark views and follow the store's job queue (one job runs 
 `parallel` N, up to N cells have their jobs launched and waiting in that queue). All the state is in the
 store: a killed runner loses nothing, and `python -m trainer experiment --resume ID` picks up where it was
 (jobs still running are waited for, stopped ones reopened, a training job continuing from its checkpoint).
+The runner holds the experiment's owner lock (trainer.job_owner, in experiments.runner_folder) while it
+runs, as a job process holds its job's: a second runner is refused, and an experiment stored as running
+whose runner is gone shows as "dead" when read (trainer.experiments), never "running".
 """
 from __future__ import annotations
 
@@ -18,11 +21,11 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import select
 
-from storage import EvalRun, Experiment, ExperimentCell, Job, Store, lab_home, read_scope, session_scope, store_id
+from storage import EvalRun, Experiment, ExperimentCell, Store, read_scope, session_scope
 from storage.models import utcnow
 from trainer import jobs
-from trainer.experiments import CELL_FINAL, ExperimentError, experiment_detail
-from trainer.job_owner import pid_alive
+from trainer.experiments import CELL_FINAL, ExperimentError, experiment_detail, runner_folder, runners_root
+from trainer.job_owner import JobLock, owner_pid
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 
 POLL_S = 1.0
@@ -34,7 +37,7 @@ def run_experiment(store: Store, store_url: str, experiment_id: int, log: Log = 
                    poll_s: float = POLL_S) -> int:
     """Move the cells along until every one is final (or the experiment is cancelled); exit status 0 all
     succeeded, 1 some failed, 143 cancelled. ExperimentError when another live runner holds it or it is done."""
-    _claim(store, experiment_id)
+    lock = _claim(store, experiment_id)
     try:
         while True:
             exp = experiment_detail(store, experiment_id)
@@ -59,19 +62,28 @@ def run_experiment(store: Store, store_url: str, experiment_id: int, log: Log = 
             exp = s.get(Experiment, experiment_id)
             if exp.runner_pid == os.getpid():
                 exp.runner_pid = None
+        lock.release()
 
 
-def _claim(store: Store, experiment_id: int) -> None:
-    with session_scope(store) as s:  # BEGIN IMMEDIATE: two runners never both claim it
-        exp = s.get(Experiment, experiment_id)
-        if exp is None:
-            raise ExperimentError({"experiment": f"{experiment_id} does not exist"})
-        if exp.runner_pid and exp.runner_pid != os.getpid() and pid_alive(exp.runner_pid):
-            raise ExperimentError({"experiment": f"{experiment_id} is already run by live process {exp.runner_pid}"})
-        if exp.status in ("succeeded", "failed", "cancelled"):
-            raise ExperimentError({"experiment": f"{experiment_id} is {exp.status}; resume it to run what did not "
-                                                 "finish"})
-        exp.status, exp.runner_pid, exp.finished_at = "running", os.getpid(), None
+def _claim(store: Store, experiment_id: int) -> JobLock:
+    """Take the experiment's owner lock (refused while another live runner holds it) and mark it running."""
+    folder = runner_folder(runners_root(store), experiment_id)
+    lock = JobLock(folder)
+    if not lock.acquire():
+        raise ExperimentError({"experiment": f"{experiment_id} is already run by live process {owner_pid(folder)}"})
+    try:
+        with session_scope(store) as s:
+            exp = s.get(Experiment, experiment_id)
+            if exp is None:
+                raise ExperimentError({"experiment": f"{experiment_id} does not exist"})
+            if exp.status in ("succeeded", "failed", "cancelled"):
+                raise ExperimentError({"experiment": f"{experiment_id} is {exp.status}; resume it to run what did "
+                                                     "not finish"})
+            exp.status, exp.runner_pid, exp.finished_at = "running", os.getpid(), None
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def _finish(store: Store, experiment_id: int, cells: list[dict[str, Any]], log: Log) -> int:
@@ -131,14 +143,14 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
 
 def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job: dict[str, Any], log: Log,
              where: str) -> bool:
-    """True while the cell's job is still to run: launched when it was never started (created or reopened).
-    On a starved machine a job is marked interrupted for a late heartbeat: while its process lives it is
-    still running (its next heartbeat says so); one that never started (its process slower to come up than
-    the staleness limit, then refused) is launched again, having done nothing."""
-    if job["status"] in ("queued", "running") and job["pid"] is not None and not pid_alive(job["pid"]):
-        jobs.mark_stale_jobs(store)  # its process is gone: recorded with the reason
+    """True while the cell's job is still to run (queued, running or stalled: its owner is alive), launched
+    when it was never started (created or reopened). A dead job is reaped (recorded interrupted with the
+    reason); one that never started (its process died before taking the job) is launched again, having
+    done nothing."""
+    if job["status"] == "dead":
+        jobs.reap_dead_jobs(store)
         job = _job(store, job["id"])
-    if job["status"] == "interrupted" and job["started_at"] is None and not pid_alive(job["pid"]):
+    if job["status"] == "interrupted" and job["started_at"] is None:
         try:
             jobs.reopen(store, job["id"])
         except jobs.JobError:
@@ -148,7 +160,7 @@ def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job
     if job["status"] == "queued" and job["pid"] is None:
         _start(store, store_url, cell["id"], phase, {}, job["id"], log, where)
         return True
-    if job["status"] in ("queued", "running") or (job["status"] == "interrupted" and pid_alive(job["pid"])):
+    if job["status"] in ("queued", "running", "stalled"):
         if cell["status"] != phase:
             _set(store, cell["id"], status=phase)
         return True
@@ -184,10 +196,7 @@ def _stop(store: Store, cell_id: int, job: dict[str, Any], what: str, log: Log, 
 
 
 def _job(store: Store, job_id: int) -> dict[str, Any]:
-    with read_scope(store) as s:
-        job = s.get(Job, job_id)
-        return {"id": job.id, "status": job.status, "pid": job.pid, "error": job.error or "",
-                "started_at": job.started_at}
+    return jobs.get_job(store, job_id)
 
 
 def _set(store: Store, cell_id: int, **values: Any) -> None:
@@ -234,7 +243,7 @@ def judge_eval_run(store: Store, judge: dict[str, Any], eval_run_id: int) -> str
 def launch_runner(store: Store, store_url: str, experiment_id: int) -> int:
     """Start `python -m trainer experiment --resume ID` as a background process (it outlives the app);
     its output goes to lab_home()/experiments/<store id>/<id>.log. Returns the pid."""
-    folder = lab_home() / "experiments" / store_id(store)
+    folder = runners_root(store)
     folder.mkdir(parents=True, exist_ok=True)
     proc = jobs.start_command(store_url, ["experiment", "--resume", str(experiment_id)],
                               folder / f"{experiment_id}.log", f"reap-experiment-{experiment_id}")
@@ -242,8 +251,8 @@ def launch_runner(store: Store, store_url: str, experiment_id: int) -> int:
 
 
 def runner_alive(exp: dict[str, Any]) -> bool:
-    """Is a live process running this experiment (its runner_pid)?"""
-    return bool(exp.get("runner_pid")) and pid_alive(exp["runner_pid"])
+    """Is a live process running this experiment (holding its owner lock; see experiments._with_runner)?"""
+    return exp.get("runner") is not None
 
 
 def experiment_result(store: Store, experiment_id: int) -> Optional[dict[str, Any]]:

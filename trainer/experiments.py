@@ -26,9 +26,10 @@ import yaml
 from sqlalchemy import select
 
 from simulator.profiles import FieldErrors
-from storage import Experiment, ExperimentCell, Job, Store, code_version, read_scope, session_scope
+from storage import Experiment, ExperimentCell, Store, code_version, lab_home, read_scope, session_scope, store_id
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
+from trainer.job_owner import owner_pid
 
 GRID_KEYS = ("name", "base_config", "base", "grid", "benchmark", "judge", "parallel")
 JUDGE_KEYS = ("model", "base_url", "temperature", "max_tokens", "prompt_version", "max_in_flight")
@@ -213,24 +214,51 @@ def _row(obj: Any) -> dict[str, Any]:
     return {c: getattr(obj, c) for c in type(obj).__table__.columns.keys()}
 
 
+def runners_root(store: Store) -> Path:
+    """Where experiment runners keep their logs and owner locks (one folder per store)."""
+    return lab_home() / "experiments" / store_id(store)
+
+
+def runner_folder(root: Path, experiment_id: int) -> Path:
+    """The folder whose owner lock (trainer.job_owner) the experiment's runner holds while it runs."""
+    return root / str(experiment_id)
+
+
+def _with_runner(row: dict[str, Any], root: Path) -> dict[str, Any]:
+    """`runner`: the pid of the live process holding the experiment's lock, or None. An experiment stored as
+    running with no runner shows as "dead" (derived, as for jobs: trainer.job_liveness); resume continues it."""
+    runner = owner_pid(runner_folder(root, row["id"]))
+    row["stored_status"], row["runner"] = row["status"], runner
+    if row["status"] == "running" and runner is None:
+        row["status"] = "dead"
+        row["error"] = row["error"] or "dead: no runner holds the experiment; resume continues it"
+    return row
+
+
 def list_experiments(store: Store, limit: int = 100) -> list[dict[str, Any]]:
-    """Newest first, as plain dicts (every Experiment column and `n_cells`)."""
+    """Newest first, as plain dicts (every Experiment column, `n_cells` and `runner`; see _with_runner)."""
+    root = runners_root(store)
     with read_scope(store) as s:
         rows = list(s.scalars(select(Experiment).order_by(Experiment.id.desc()).limit(limit)))
-        return [{**_row(e), "n_cells": len(e.cells)} for e in rows]
+        return [_with_runner({**_row(e), "n_cells": len(e.cells)}, root) for e in rows]
 
 
 def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, Any]]:
-    """The experiment's columns and `cells` (each with its jobs' status), or None when it does not exist."""
+    """The experiment's columns, `runner` (see _with_runner) and `cells` (each with its jobs' shown status),
+    or None when it does not exist."""
+    from trainer import jobs
+
+    root = runners_root(store)
     with read_scope(store) as s:
         exp = s.get(Experiment, experiment_id)
         if exp is None:
             return None
-        out = _row(exp)
-        ids = [j for c in exp.cells for j in (c.train_job_id, c.benchmark_job_id) if j]
-        status = dict(s.execute(select(Job.id, Job.status).where(Job.id.in_(ids))).tuples().all()) if ids else {}
-        out["cells"] = [{**_row(c), "label": cell_label(c.params), "train_status": status.get(c.train_job_id, ""),
-                         "benchmark_status": status.get(c.benchmark_job_id, "")} for c in exp.cells]
+        out = _with_runner(_row(exp), root)
+        cells = [(_row(c), cell_label(c.params)) for c in exp.cells]
+    status = {j: (jobs.get_job(store, j) or {}).get("status", "") for c, _ in cells
+              for j in (c["train_job_id"], c["benchmark_job_id"]) if j}
+    out["cells"] = [{**c, "label": label, "train_status": status.get(c["train_job_id"], ""),
+                     "benchmark_status": status.get(c["benchmark_job_id"], "")} for c, label in cells]
     return out
 
 
@@ -261,25 +289,22 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
     their stopped jobs are reopened (a training job continues from its last checkpoint). Refused while a
     runner is alive. Returns the reopened job ids."""
     from trainer import jobs
-    from trainer.job_owner import pid_alive
 
+    runner = owner_pid(runner_folder(runners_root(store), experiment_id))
     with read_scope(store) as s:
         exp = s.get(Experiment, experiment_id)
         if exp is None:
             raise ExperimentError({"experiment": f"{experiment_id} does not exist"})
-        if exp.runner_pid and pid_alive(exp.runner_pid) and exp.status in ("queued", "running"):
-            raise ExperimentError({"experiment": f"{experiment_id} is being run by live process {exp.runner_pid}"})
+        if runner is not None:
+            raise ExperimentError({"experiment": f"{experiment_id} is being run by live process {runner}"})
         cells = [(c.id, c.status, c.train_job_id, c.benchmark_job_id) for c in exp.cells]
-    jobs.mark_stale_jobs(store)
     reopened = []
     for _, status, *job_ids in cells:
         if status == "succeeded":
             continue
         for job_id in job_ids:
-            status, pid = _job_status(store, job_id) if job_id else ("", None)
-            if status == "interrupted" and pid_alive(pid):
-                continue  # late heartbeat, process alive: the runner waits for it
-            if status in ("interrupted", "failed", "cancelled"):
+            status = (jobs.get_job(store, job_id) or {}).get("status", "") if job_id else ""
+            if status in jobs.RESUMABLE:  # live ones (queued, running, stalled) are waited for by the runner
                 try:
                     jobs.reopen(store, job_id)
                 except jobs.JobError as exc:
@@ -293,8 +318,3 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
         exp.status, exp.error, exp.finished_at = "queued", "", None
     return reopened
 
-
-def _job_status(store: Store, job_id: int) -> tuple[str, Optional[int]]:
-    with read_scope(store) as s:
-        job = s.get(Job, job_id)
-        return (job.status, job.pid) if job is not None else ("", None)

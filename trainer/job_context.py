@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -27,11 +28,13 @@ from storage import Checkpoint, Job, Metric, read_scope, session_scope
 from storage.models import utcnow
 from simulator.backends.traffic import write_snapshot
 from trainer.job_owner import JobLock, owner_pid
-from trainer.jobs import (HEARTBEAT_S, QUEUE_POLL_S, STALE_AFTER_S, JobCancelled, JobError, JobOwnershipLost, _live,
-                          job_dir, last_checkpoint, mark_stale_jobs)
+from trainer.job_liveness import reap_dead_jobs, shown_status
+from trainer.jobs import (HEARTBEAT_S, QUEUE_POLL_S, QUEUED_KINDS, STALE_AFTER_S, JobCancelled, JobError,
+                          JobOwnershipLost, job_dir, last_checkpoint)
 
 
 CANCEL_POLL_S = 0.2  # how often a running rollout looks at its job's Cancel flag
+LOCK_WAIT_S = 2.0  # a reaper holds a dead job's lock for one write: a new owner waits that long for it
 
 
 def watch_cancel(job: Any, stop: Callable[[], None], poll_s: float = CANCEL_POLL_S) -> Callable[[], None]:
@@ -130,7 +133,10 @@ class JobContext:
 
     # -- life cycle
     def __enter__(self) -> "JobContext":
-        if not self._lock.acquire():
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while not self._lock.acquire() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self._lock.held:
             raise JobError(f"job {self.job_id} is owned by live process {owner_pid(self.output_dir)}; one process "
                            "per job")
         if self.install_signals and threading.current_thread() is threading.main_thread():
@@ -155,7 +161,8 @@ class JobContext:
     def _wait_turn(self) -> None:
         announced = False
         while True:
-            mark_stale_jobs(self.store, self.stale_after_s)  # a dead job ahead never blocks the queue
+            if self.kind in QUEUED_KINDS:
+                reap_dead_jobs(self.store)  # a dead job ahead never blocks the queue
             with session_scope(self.store) as s:  # BEGIN IMMEDIATE: the claim below is atomic
                 me = self._own(s)
                 cancelled = me.status == "cancelled" or self.cancelled
@@ -163,9 +170,7 @@ class JobContext:
                     me.status, me.finished_at, me.error = "cancelled", me.finished_at or utcnow(), "cancelled"
                     ahead = []
                 else:
-                    ahead = [j for j in s.scalars(select(Job).where(
-                        Job.id != self.job_id, Job.pid.is_not(None), Job.status.in_(("running", "queued"))))
-                             if _live(j, self.stale_after_s) and (j.status == "running" or j.id < self.job_id)]
+                    ahead = self._ahead(s) if self.kind in QUEUED_KINDS else []
                 if not ahead and not cancelled:
                     me.status, me.started_at, me.heartbeat_at, me.error = "running", utcnow(), utcnow(), ""
                     me.finished_at = None
@@ -177,6 +182,14 @@ class JobContext:
                 print(f"job {self.job_id} queued behind job(s) {', '.join(str(j.id) for j in ahead)}", flush=True)
                 announced = True
             self._stop.wait(QUEUE_POLL_S)
+
+    def _ahead(self, s: Session) -> list[Job]:
+        """Live jobs of the queued kinds before this one: running (stalled included: its process still holds
+        the accelerator), or launched and waiting with a smaller id. Dead ones never block."""
+        return [j for j in s.scalars(select(Job).where(Job.id != self.job_id, Job.pid.is_not(None),
+                                                       Job.kind.in_(QUEUED_KINDS),
+                                                       Job.status.in_(("running", "queued"))))
+                if shown_status(j, self.stale_after_s)[0] != "dead" and (j.status == "running" or j.id < self.job_id)]
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._stop_heartbeat()
@@ -214,8 +227,6 @@ class JobContext:
                 with session_scope(self.store) as s:
                     job = self._own(s)
                     job.heartbeat_at = utcnow()
-                    if job.status == "interrupted":  # marked stale while stalled; we still own it
-                        job.status, job.error, job.finished_at = "running", "", None
                 write_snapshot(self.output_dir)  # API traffic counters, for the views (none without an API)
             except JobOwnershipLost:
                 return

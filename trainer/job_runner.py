@@ -3,7 +3,8 @@
 
     run_job(store, job_id) -> exit status
 
-The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner).
+The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
+"personas" a persona generation: simulator.persona_generation_service.run_generation_job).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -51,7 +52,16 @@ def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:
     return {}
 
 
-RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark}
+def _run_personas(store: Store, job: Any) -> dict[str, Any]:
+    from simulator.persona_generation_service import run_generation_job
+
+    status = run_generation_job(store, int(job.config["generation_id"]), cancelled=lambda: job.cancelled,
+                                progress=job.progress)
+    return {"generation_status": status}
+
+
+RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
+                                                              "personas": _run_personas}
 DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
 
 

@@ -1,22 +1,26 @@
-"""Background jobs: training and benchmark runs as separate OS processes that write to the store.
+"""Background jobs: training, benchmark and persona-generation runs as separate OS processes that write to
+the store.
 
 The app (or a shell) creates a Job row and `launch`es `python -m trainer job JOB_ID` in a new process
 group, so the job outlives a closed browser and a restarted app. Every entry point runs a job through
 trainer.job_runner.run_job; inside the job process `JobContext` takes the job through its life:
 
-    queued --(its turn: no other live job running, no older live job waiting)--> running
+    queued --(its turn; see QUEUED_KINDS)--> running
     running --(normal exit)--> succeeded | --(exception)--> failed | --(SIGTERM / Cancel)--> cancelled
-    running --(heartbeat stopped or pid gone; see mark_stale_jobs)--> interrupted --(resume)--> queued
+    running --(owner gone; written by the reaper under the job's lock)--> interrupted --(resume)--> queued
 
-One job runs at a time per store; others wait in id order. Liveness is a pid on this host plus a
-heartbeat row updated every HEARTBEAT_S seconds by a thread of the job process. Listing jobs or reading
-one (`list_jobs`, `job_detail`, and so the views and `python -m trainer jobs`) first marks stale jobs
-interrupted, with the reason in `error`.
+Kinds in QUEUED_KINDS use the accelerator and run one at a time per store, in id order (no other live job
+of those kinds running, no older one waiting); other kinds (API-bound, e.g. "personas") start at once.
 
-One writer per job: the job process holds an OS lock on its folder for its whole life
-(trainer.job_owner), so `reopen` / `resume` refuse a job whose owner is alive, even stalled (or stop it
-first with stop_owner=True), and the job process checks before every write that the job row still names
-its pid (trainer.job_context), so a process woken after another took over stops without writing.
+Only a job's owner writes its status. The owner is the job process: it holds an OS lock on the job's
+folder for its whole life (trainer.job_owner) and heartbeats every HEARTBEAT_S seconds. Reading a job
+(`list_jobs`, `job_detail`, and so the views and `python -m trainer jobs`) writes nothing: "stalled" (late
+heartbeat, owner alive) and "dead" (owner gone) are derived when read (trainer.job_liveness), and
+`stored_status` keeps what the row says. A dead job is marked interrupted only by the reaper
+(`reap_dead_jobs`), which takes the job's lock first; Cancel of a job with no live process and `reopen`
+write under that lock too. `reopen` / `resume` refuse a job whose owner is alive, even stalled (or stop
+it first with stop_owner=True), and the job process checks before every write that the job row still
+names its pid (trainer.job_context), so a process woken after another took over stops without writing.
 
 Job folders are `lab_home()/jobs/<store id>/<job id>`: two stores sharing RLVER_LAB_HOME never share a
 folder, and creating a job whose folder already exists is refused.
@@ -29,24 +33,27 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy import Engine, select
-from sqlalchemy.exc import OperationalError
 
 from storage import (Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope,
                      store_id)
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
-from trainer.job_owner import owner_pid, pid_alive, stop_owner
+from trainer.job_liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
+from trainer.job_owner import JobLock, owner_pid, pid_alive, stop_owner
 
 HEARTBEAT_S = 2.0
-STALE_AFTER_S = 30.0
 QUEUE_POLL_S = 1.0
 RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
-JOB_KINDS = ("train", "benchmark")
+CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
+JOB_KINDS = ("train", "benchmark", "personas")
+# kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
+# start at once (a persona generation never waits behind a training job)
+QUEUED_KINDS = ("train", "benchmark")
+RESUMABLE = ("interrupted", "failed", "cancelled", "dead")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
 STATE_FILE = "trainer_state.pt"  # what makes a checkpoint folder complete (trainer.checkpoints writes it last)
 POLICY_DIR = "policy"  # the trained model inside a checkpoint folder (a Hugging Face folder, LoRA merged)
@@ -65,15 +72,6 @@ class JobOwnershipLost(JobError):
 
 
 # ---------------------------------------------------------------------------------------------- processes
-def _fresh(job: Job, stale_after_s: float, now: Optional[datetime] = None) -> bool:
-    now = now or utcnow()
-    return job.heartbeat_at is not None and now - job.heartbeat_at <= timedelta(seconds=stale_after_s)
-
-
-def _live(job: Job, stale_after_s: float = STALE_AFTER_S) -> bool:
-    return pid_alive(job.pid) and _fresh(job, stale_after_s)
-
-
 def job_dir(store: Engine, job_id: int) -> Path:
     """The job's folder, keyed by the store's id (not created here; call outside a write transaction)."""
     return jobs_root(store) / str(job_id)
@@ -120,7 +118,7 @@ def launch(store_url: str, job_id: int) -> int:
                 raise JobError(f"job {job_id} does not exist")
             if job.status != "queued":
                 raise JobError(f"job {job_id} is {job.status}; only a queued job can be launched")
-            if _live(job):
+            if pid_alive(job.pid):
                 raise JobError(f"job {job_id} already has a live process (pid {job.pid})")
             folder = Path(job.output_dir or job_dir(store, job_id))
         folder.mkdir(parents=True, exist_ok=True)
@@ -157,23 +155,53 @@ def set_log_path(store: Engine, job_id: int, path: str) -> None:
 
 
 def cancel(store: Engine, job_id: int, force: bool = False) -> str:
-    """Cancel a job. Queued: marked cancelled (its waiting process, if any, is signalled). Running: SIGTERM
-    to its process group; the job ends its current unit and marks itself cancelled. force=True: SIGKILL
-    and mark cancelled at once. Returns the status after the call."""
-    with session_scope(store) as s:
+    """Cancel a job. With a live process (running, or waiting in the queue): SIGTERM to its process group;
+    the job ends its current unit and marks itself cancelled (a process still starting up is waited for,
+    up to CANCEL_WAIT_S). force=True: SIGKILL first. With no live process (never launched, dead, killed
+    by force): marked cancelled here, under the job's lock. Returns the status after the call."""
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         if job is None:
             raise JobError(f"job {job_id} does not exist")
         if job.status in FINAL_STATUSES:
             return job.status
-        pid, status = job.pid, job.status
-        if status == "queued" or force or not pid_alive(pid):
-            job.status, job.finished_at = "cancelled", utcnow()
-            job.error = job.error or "cancelled"
-    if pid_alive(pid):
-        _signal_group(pid, signal.SIGKILL if force else signal.SIGTERM)
+        pid, folder, stored = job.pid, job.output_dir, job.status
+    folder = folder or str(job_dir(store, job_id))
+    owner = owner_pid(folder)
+    starting = owner is None and stored == "queued" and pid_alive(pid)  # launched, not yet holding the job
+    if force and owner is not None:
+        _stop_owner(folder)
+    elif force and starting:
+        _signal_group(pid, signal.SIGKILL)
+    elif owner is not None or starting:  # (a running job nobody owns is dead: its pid may be another's now)
+        _signal_group(owner or pid, signal.SIGTERM)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while owner is None and pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # starting up: SIGTERM ends it before it takes the job
+            owner = owner_pid(folder)
+    _write_unowned(store, job_id, folder, lambda job: job.status == "running" or (job.status == "queued" and not
+                                                                                  pid_alive(job.pid)),
+                   status="cancelled", finished_at=utcnow(), error="cancelled")
     with read_scope(store) as s:
         return s.get(Job, job_id).status
+
+
+def _write_unowned(store: Engine, job_id: int, folder: str, when: Any, **values: Any) -> bool:
+    """Write `values` on a job nobody owns: only while holding its lock (so never under a live owner) and
+    only when `when(job)` holds then. False when an owner holds the lock or `when` is false."""
+    lock = JobLock(folder)
+    if not lock.acquire():
+        return False
+    try:
+        with session_scope(store) as s:
+            job = s.get(Job, job_id)
+            if not when(job):
+                return False
+            for key, value in values.items():
+                setattr(job, key, value)
+            return True
+    finally:
+        lock.release()
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -188,48 +216,16 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def mark_stale_jobs(store: Engine, stale_after_s: float = STALE_AFTER_S) -> list[int]:
-    """Mark interrupted every running job whose heartbeat stopped or whose process is gone, and every
-    launched queued job whose process is gone. Returns their ids.
-
-    A queued job is judged by its process only: a job process starting up on a busy machine can take
-    longer than `stale_after_s` to import torch and send its first heartbeat."""
-    now, marked = utcnow(), []
-    with session_scope(store) as s:
-        for job in s.scalars(select(Job).where(Job.status.in_(("running", "queued")))):
-            if job.status == "queued" and job.pid is None:
-                continue  # created, never launched
-            if not pid_alive(job.pid):
-                reason = f"process {job.pid} is gone"
-            elif job.status == "running" and not _fresh(job, stale_after_s, now):
-                reason = f"no heartbeat since {job.heartbeat_at} (more than {stale_after_s:g} s)"
-            else:
-                continue
-            job.status, job.finished_at = "interrupted", now
-            job.error = f"interrupted: {reason}; resume continues from the last checkpoint"
-            marked.append(job.id)
-    return marked
-
-
-def _mark_stale_if_possible(store: Engine) -> None:
-    """mark_stale_jobs for a reader: a store whose write lock stays taken (e.g. by a stalled process)
-    delays it by the busy timeout but never fails the read."""
-    try:
-        mark_stale_jobs(store)
-    except OperationalError as exc:
-        print(f"could not mark stale jobs (store busy): {exc.orig}", file=sys.stderr)
-
-
 def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False) -> int:
-    """Launch an interrupted / failed / cancelled job again under the same id; it continues from its last
+    """Launch an interrupted / failed / cancelled / dead job again under the same id; it continues from its last
     checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid."""
     reopen(store, job_id, stop_owner=stop_owner)
     return launch(store_url, job_id)
 
 
 def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
-    """Put an interrupted / failed / cancelled job back in the queue (for a resume in this process or by
-    `launch`). A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
+    """Put an interrupted / failed / cancelled / dead job back in the queue (for a resume in this process or
+    by `launch`), writing under the job's lock. A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
     or with stop_owner=True killed first. The owner is checked before anything is written: a stalled owner
     may hold the store's write lock."""
     with read_scope(store) as s:
@@ -248,13 +244,20 @@ def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
                        "it, or resume with stop-owner to kill it first")
     if owner is not None:
         _stop_owner(folder)
-    mark_stale_jobs(store)
-    with session_scope(store) as s:
-        job = s.get(Job, job_id)
-        if job.status not in ("interrupted", "failed", "cancelled"):
-            raise JobError(f"job {job_id} is {job.status}; only an interrupted, failed or cancelled job "
+    problem: list[str] = []
+
+    def resumable(job: Job) -> bool:  # we hold its lock: a "running" job is dead, a launched one too once gone
+        dead = job.status == "running" or (job.status == "queued" and job.pid is not None and not pid_alive(job.pid))
+        if job.status not in RESUMABLE and not dead:
+            problem.append(job.status)
+        return not problem
+
+    if not _write_unowned(store, job_id, folder or str(job_dir(store, job_id)), resumable, status="queued", error="",
+                          finished_at=None, pid=None):
+        if problem:
+            raise JobError(f"job {job_id} is {problem[0]}; only an interrupted, failed or cancelled job "
                            "can be resumed")
-        job.status, job.error, job.finished_at, job.pid = "queued", "", None, None
+        raise JobError(f"job {job_id} was taken by another process meanwhile (its lock is held); look again")
 
 
 def _stop_owner(folder: str) -> None:
@@ -274,18 +277,40 @@ def clone(store: Engine, job_id: int) -> int:
     return create_job(store, kind, config, name=f"{name} (clone of #{job_id})", parent_id=job_id, seed=seed)
 
 
-def _job_dict(job: Job) -> dict[str, Any]:
-    return {c: getattr(job, c) for c in Job.__table__.columns.keys()}
+def _job_dict(job: Job, stale_after_s: float = STALE_AFTER_S) -> dict[str, Any]:
+    """Every Job column; `status` is the one shown (stalled / dead derived, the reason in `error`),
+    `stored_status` what the row says."""
+    out = {c: getattr(job, c) for c in Job.__table__.columns.keys()}
+    shown, why = shown_status(job, stale_after_s)
+    out["stored_status"], out["status"] = job.status, shown
+    if why:
+        out["error"] = why
+    return out
 
 
-def list_jobs(store: Engine, kind: Optional[str] = None, limit: int = 100) -> list[dict[str, Any]]:
-    """Newest first, as plain dicts (every Job column); stale jobs are marked interrupted first."""
-    _mark_stale_if_possible(store)
+def list_jobs(store: Engine, kind: Optional[str] = None, limit: int = 100,
+              stale_after_s: float = STALE_AFTER_S) -> list[dict[str, Any]]:
+    """Newest first, as plain dicts (see _job_dict); reading writes nothing."""
     q = select(Job).order_by(Job.id.desc()).limit(limit)
     if kind:
         q = q.where(Job.kind == kind)
     with read_scope(store) as s:
-        return [_job_dict(j) for j in s.scalars(q)]
+        return [_job_dict(j, stale_after_s) for j in s.scalars(q)]
+
+
+def get_job(store: Engine, job_id: int) -> Optional[dict[str, Any]]:
+    """One job as list_jobs gives it (no metrics, checkpoints or log), or None."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        return _job_dict(job) if job is not None else None
+
+
+def job_for(store: Engine, kind: str, key: str, value: int) -> Optional[dict[str, Any]]:
+    """The newest job of `kind` whose config has `key` == value (e.g. the persona job of generation 3)."""
+    with read_scope(store) as s:
+        job = s.scalars(select(Job).where(Job.kind == kind, Job.config[key].as_integer() == int(value))
+                        .order_by(Job.id.desc())).first()
+        return _job_dict(job) if job is not None else None
 
 
 def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
@@ -299,16 +324,16 @@ def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
     return "\n".join(lines[-max_lines:])
 
 
-def job_detail(store: Engine, job_id: int, log_lines: int = 200) -> Optional[dict[str, Any]]:
-    """Everything a job view shows: the job's columns, metrics as series {name: {"step": [..], "value":
-    [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does not exist.
-    A stale job is marked interrupted first."""
-    _mark_stale_if_possible(store)
+def job_detail(store: Engine, job_id: int, log_lines: int = 200,
+               stale_after_s: float = STALE_AFTER_S) -> Optional[dict[str, Any]]:
+    """Everything a job view shows: the job's columns (see _job_dict), metrics as series {name: {"step":
+    [..], "value": [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does
+    not exist. Reading writes nothing."""
     with read_scope(store) as s:
         job = s.get(Job, job_id)
         if job is None:
             return None
-        out = _job_dict(job)
+        out = _job_dict(job, stale_after_s)
         series: dict[str, dict[str, list]] = {}
         for m in s.scalars(select(Metric).where(Metric.job_id == job_id).order_by(Metric.step, Metric.name)):
             entry = series.setdefault(m.name, {"step": [], "value": []})
@@ -353,6 +378,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["HEARTBEAT_S", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError", "JobOwnershipLost", "cancel",
-           "clone", "create_job", "job_detail", "last_checkpoint", "launch", "list_jobs", "log_tail",
-           "mark_stale_jobs", "pid_alive", "policy_path", "reopen", "resume", "set_log_path", "start_command"]
+__all__ = ["HEARTBEAT_S", "QUEUED_KINDS", "RESUMABLE", "STALE_AFTER_S", "JobCancelled", "JobContext", "JobError",
+           "JobOwnershipLost", "cancel", "clone", "create_job", "get_job", "job_detail", "job_for", "last_checkpoint",
+           "launch", "list_jobs", "log_tail", "pid_alive", "policy_path", "reap_dead_jobs", "reopen", "resume",
+           "set_log_path", "start_command"]

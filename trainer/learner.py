@@ -5,26 +5,29 @@
     old log-probs, values (and reference log-probs) recomputed on the sampled ids  (no grad)
     advantages: GAE (ppo) | GRPO | RLOO | REINFORCE++                              (trainer.algorithms)
     for each epoch, minibatch, micro-batch:
-        policy loss = clipped surrogate - entropy_coef * entropy (+ kl_coef * KL to the reference)
+        policy loss = clipped surrogate - entropy_coef * entropy (+ kl_coef * KL to the reference);
+                      tokens sampled by older weights (overlapped training) weighed by
+                      pi_prox / pi_behaviour (trainer.algorithms.decoupled_policy_loss)
         critic loss = clipped value loss                                            (ppo only)
     one optimizer step per minibatch (gradient clipped)
 
 Token positions: logits at t predict token t+1, so every per-token tensor is [B, T-1] and
 `action_mask[:, t]` says whether input_ids[:, t+1] was sampled by the policy. Log-probs use
 log_softmax(logits / temperature), the convention of the rollout engines (trainer/engines/base.py).
+The batch itself (padded rows, make_batch) is built in trainer/batch.py.
 """
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
 from trainer import algorithms as A
+from trainer.batch import Batch, make_batch  # noqa: F401 (callers import make_batch from here)
 from trainer.checkpoints import safe_load
 from trainer.config import TrainConfig
 from trainer.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
@@ -44,73 +47,16 @@ LOGPROB_MISMATCH = "logprob_mismatch"  # mean |recomputed - sampled| log-prob: e
 ADVANTAGE_MEAN = "advantage_mean"  # mean advantage over policy tokens (all ranks)
 ACTOR_LR = "actor_lr"  # the policy's learning rate after the update
 UPDATES = "updates"  # optimizer steps taken (a count, not a mean)
+# Only when the batch has stale tokens (sampled by weights older than the update's start: overlapped training)
+STALE_TOKEN_SHARE = "stale_token_share"  # share of policy tokens that were stale
+BEHAVIOUR_WEIGHT_MEAN = "behaviour_weight_mean"  # mean pi_prox / pi_behaviour over stale tokens (after the cap)
+BEHAVIOUR_WEIGHT_CAPPED = "behaviour_weight_capped"  # share of stale tokens whose weight hit the cap
 # What each micro-batch adds up (summed over micro-batches and ranks, in this order); _MISMATCH and _KNOWN
 # make LOGPROB_MISMATCH and are not reported themselves.
 _MISMATCH, _KNOWN = "_mismatch", "_known"
-MICRO_SUMS = (POLICY_LOSS, CLIP_FRAC, APPROX_KL, ENTROPY, KL_REF, VALUE_LOSS, _MISMATCH, _KNOWN)
-
-
-@dataclass
-class Batch:
-    """Padded rows of finished dialogues (right padding). A row is one causal token sequence: the whole
-    dialogue in direct mode, one segment per policy turn in think mode (earlier thoughts are not in later
-    prompts). Every row of a dialogue carries that dialogue's reward on its last policy token, which with
-    gamma = lambda = 1 (the paper) gives exactly the advantages of the whole dialogue."""
-
-    input_ids: Tensor  # [R, T]
-    attention_mask: Tensor  # [R, T]
-    action_mask: Tensor  # [R, T-1]: 1 where input_ids[:, t+1] is a policy-sampled token
-    scores: Tensor  # [R] the row's dialogue reward
-    group_ids: list[Any]  # [R] the row's group (GRPO / RLOO baselines are per group of dialogues)
-    sample_index: list[int]  # [R] which dialogue the row came from
-    sampled_logprobs: Tensor  # [R, T-1] log-probs reported by the rollout engine (0 where unknown)
-
-    def __len__(self) -> int:
-        return self.input_ids.shape[0]
-
-
-def _field(sample: Any, name: str, default: Any = None) -> Any:
-    if isinstance(sample, dict):
-        return sample.get(name, default)
-    return getattr(sample, name, default)
-
-
-def _rows(sample: Any) -> list[tuple[list[int], list[int], list[float]]]:
-    if hasattr(sample, "rows") and _field(sample, "segments"):
-        return sample.rows()
-    ids, mask = list(_field(sample, "input_ids")), list(_field(sample, "action_mask"))
-    lps = list(_field(sample, "old_logprobs", None) or [0.0] * len(ids))
-    return [(ids, mask, lps)]
-
-
-def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequence[float]] = None) -> Batch:
-    """Pad samples (RolloutSample, or dicts with input_ids, action_mask, group_id) into rows. `rewards`: one
-    per sample (trainer.algorithms.rlver_reward); without it each sample's own "reward" field."""
-    if rewards is not None and len(rewards) != len(samples):
-        raise ValueError(f"rewards: {len(rewards)} values for {len(samples)} samples")
-    rows, scores, groups, index = [], [], [], []
-    for i, s in enumerate(samples):
-        for ids, mask, lps in _rows(s):
-            if len(ids) != len(mask):
-                raise ValueError(f"sample {i}: input_ids ({len(ids)}) and action_mask ({len(mask)}) differ in length")
-            if len(ids) >= 2 and any(mask):
-                rows.append((ids, mask, lps if len(lps) == len(ids) else [0.0] * len(ids)))
-                scores.append(float(_field(s, "reward") if rewards is None else rewards[i]))
-                groups.append(_field(s, "group_id"))
-                index.append(i)
-    if not rows:  # nothing sampled on this rank (e.g. every dialogue failed at the opening): a dummy row
-        rows, scores, groups, index = [([pad_token_id] * 2, [0, 0], [0.0, 0.0])], [0.0], [None], [-1]
-    width = max(len(r[0]) for r in rows)
-    ids_t = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-    attn = torch.zeros((len(rows), width), dtype=torch.long)
-    act = torch.zeros((len(rows), width), dtype=torch.long)
-    lp_t = torch.zeros((len(rows), width))
-    for r, (ids, mask, lps) in enumerate(rows):
-        ids_t[r, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        attn[r, :len(ids)] = 1
-        act[r, :len(ids)] = torch.tensor(mask, dtype=torch.long)
-        lp_t[r, :len(ids)] = torch.tensor(lps, dtype=torch.float32)
-    return Batch(ids_t, attn, act[:, 1:], torch.tensor(scores), groups, index, lp_t[:, 1:])
+_STALE, _WEIGHT, _CAPPED, _TOKENS = "_stale", "_weight", "_capped", "_tokens"  # make the three above
+MICRO_SUMS = (POLICY_LOSS, CLIP_FRAC, APPROX_KL, ENTROPY, KL_REF, VALUE_LOSS, _MISMATCH, _KNOWN, _STALE, _WEIGHT,
+              _CAPPED, _TOKENS)
 
 
 class ValueModel(nn.Module):
@@ -283,10 +229,14 @@ class Learner:
         return seq[:, None] * mask, None
 
     # --------------------------------------------------------------------------------------------- update
-    def update(self, batch: Batch, seed: int = 0) -> dict[str, float]:
-        """One RL update on a batch of this rank's dialogues; returns metrics averaged over all ranks."""
+    def update(self, batch: Batch, seed: int = 0, policy_version: Optional[int] = None) -> dict[str, float]:
+        """One RL update on a batch of this rank's dialogues; returns metrics averaged over all ranks.
+        `policy_version`: the learner's version (updates so far); tokens the batch says were sampled by an
+        older one are stale and weighed by config.off_policy_estimator (trainer.algorithms)."""
         c = self.config
         stats = self._rollout_stats(batch)
+        if policy_version is not None and batch.versions is not None:
+            stats["stale"] = ((batch.versions >= 0) & (batch.versions < policy_version)).to(torch.float32)
         adv, returns = self.advantages(batch, stats.get("old_values"))
         mask = batch.action_mask
         totals: dict[str, float] = {}
@@ -315,7 +265,11 @@ class Learner:
                 totals[CRITIC_GRAD_NORM] = totals.get(CRITIC_GRAD_NORM, 0.0) + critic_norm
                 n_updates += 1
         mismatch, known = totals.pop(_MISMATCH), totals.pop(_KNOWN)
+        stale, weight, capped, tokens = (totals.pop(k) for k in (_STALE, _WEIGHT, _CAPPED, _TOKENS))
         metrics = {k: v / max(1, n_updates) for k, v in totals.items()}
+        if stale > 0:
+            metrics.update({STALE_TOKEN_SHARE: stale / max(tokens, 1.0), BEHAVIOUR_WEIGHT_MEAN: weight / stale,
+                            BEHAVIOUR_WEIGHT_CAPPED: capped / stale})
         if known > 0:
             metrics[LOGPROB_MISMATCH] = mismatch / known
         if self.critic is None:
@@ -338,8 +292,17 @@ class Learner:
         mask = batch.action_mask[idx].to(dev) * weight
         logprobs, entropy = self._logprobs(self.policy, ids, attn, mask, with_entropy=True)
         old = logprobs.detach() if self.on_policy else stats["old_logprobs"][idx].to(dev)
-        pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask, c.clip_eps, denom)
         sampled = batch.sampled_logprobs[idx].to(dev)
+        stale = stats["stale"][idx].to(dev) if "stale" in stats else None
+        off = {_STALE: torch.zeros(()), _WEIGHT: torch.zeros(()), _CAPPED: torch.zeros(())}
+        if stale is not None and bool((stale * mask).any()):  # overlapped training: weigh the stale tokens
+            pg_loss, clip_frac, approx_kl, parts = A.decoupled_policy_loss(
+                logprobs, old, sampled, stale, adv[idx].to(dev), mask, c.clip_eps, c.behaviour_weight_cap,
+                c.off_policy_estimator, denom)
+            off = {_STALE: parts["stale"], _WEIGHT: parts["weight"], _CAPPED: parts["capped"]}
+        else:
+            pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask, c.clip_eps,
+                                                              denom)
         known = mask * (sampled != 0)
         mismatch = ((old - sampled).abs() * known).sum()
         entropy_mean = A.masked_sum_mean(entropy, mask, denom)
@@ -357,7 +320,8 @@ class Learner:
                                      c.value_clip_eps, denom)
             self.critic.backward(v_loss, boundary)
         sums = {POLICY_LOSS: pg_loss, CLIP_FRAC: clip_frac, APPROX_KL: approx_kl, ENTROPY: entropy_mean,
-                KL_REF: kl_ref, VALUE_LOSS: v_loss, _MISMATCH: mismatch, _KNOWN: known.sum()}
+                KL_REF: kl_ref, VALUE_LOSS: v_loss, _MISMATCH: mismatch, _KNOWN: known.sum(), **off,
+                _TOKENS: mask.sum()}
         return torch.tensor([sums[name].item() for name in MICRO_SUMS], dtype=torch.float64)
 
     # -------------------------------------------------------------------------------------------- weights

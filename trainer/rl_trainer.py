@@ -15,12 +15,14 @@ optimizer, scheduler, RNG and profile order, so no step is lost or repeated.
 """
 from __future__ import annotations
 
+import asyncio
+import copy
 import random
 import statistics
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Coroutine, Optional
 
 import numpy as np
 import torch
@@ -33,7 +35,9 @@ from trainer.checkpoints import clean_partial, load_checkpoint, prune_checkpoint
 from trainer.config import ConfigError, TrainConfig
 from trainer.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
 from trainer.job_context import watch_cancel
+from trainer.engines.versioned import VersionedEngine
 from trainer.learner import Learner, make_batch
+from trainer.overlap import version_lag, within_bound
 from trainer.tracking import Tracking, make_tracking
 
 SIMULATOR_OUTAGE_FRACTION = 0.5  # more than this share of a step's dialogues lost to simulator errors fails the job
@@ -98,6 +102,7 @@ class RLTrainer:
             self._log(f"resumed from {resume} at step {self.start_step}")
         self.policy_engine = self._make_policy_engine(policy_path)
         self.rollout = self._make_rollout()
+        self.overlap: Any = None  # trainer.overlap.OverlappedRollouts, started by the first step (max_staleness)
         self.last_metrics: dict[str, float] = {}
         self.last_samples: list = []  # this rank's dialogues of the last step
         self.last_rewards: list[float] = []  # and their rewards
@@ -117,15 +122,18 @@ class RLTrainer:
             engine = VLLMEngine(str(self.base_model), max_model_len=self.config.max_dialogue_tokens,
                                 seed=self.config.seed)
             engine.load_weights(self.learner.policy_state_dict())
-            return engine
+            return VersionedEngine(engine, self.start_step)
         from trainer.engines.hf_engine import HFEngine
 
-        # shares the training weights: every step samples from the policy being trained
-        engine = HFEngine(policy_path, device=_device(self.config), model=self.learner.generation_model(),
-                          tokenizer=self.learner.tokenizer)
+        # max_staleness 0 shares the training weights: every step samples from the policy being trained;
+        # overlapped training samples from a copy, refreshed after each update (trainer.engines.versioned)
+        model = self.learner.generation_model()
+        if self.config.max_staleness:
+            model = copy.deepcopy(self.learner.merged_policy()).eval().requires_grad_(False)
+        engine = HFEngine(policy_path, device=_device(self.config), model=model, tokenizer=self.learner.tokenizer)
         if self.config.zero_stage == 3:
             engine.generate_ids = _with_gathered_weights(engine.generate_ids, self.learner.generation_model())
-        return engine
+        return VersionedEngine(engine, self.start_step)
 
     def _make_rollout(self) -> Any:
         from storage.recorder import DialogueRecorder
@@ -171,14 +179,48 @@ class RLTrainer:
         return chosen[self.rank::self.world_size]
 
     def _rollout(self, step: int) -> list:
-        """Run this rank's dialogues of the step; a Cancel of the job stops them."""
+        """Run this rank's dialogues of the step; a Cancel of the job stops them. Overlapped training
+        (max_staleness >= 1) collects the step's dialogues, started earlier, from trainer.overlap."""
+        if self.config.max_staleness:
+            if self.overlap is None:
+                self.overlap = self._start_overlap(step - 1)
+            self.last_samples = self.overlap.collect(step)
+            return self.last_samples
         end_watch = watch_cancel(self.job, self.rollout.cancel)
         try:
-            self.last_samples = self.rollout.run(self.profiles_for_step(step), self.config.effective_group_size,
-                                                 seed=self.config.seed * 1_000_003 + step, step=step)
+            self.last_samples = asyncio.run(self._step_dialogues(step))
             return self.last_samples
         finally:
             end_watch()
+
+    def _step_dialogues(self, step: int) -> Coroutine[Any, Any, list]:
+        """The rollout of this rank's dialogues of `step` (profiles and seed are functions of the step)."""
+        return self.rollout.arun(self.profiles_for_step(step), self.config.effective_group_size,
+                                 seed=self.config.seed * 1_000_003 + step, step=step)
+
+    def _start_overlap(self, version: int) -> Any:
+        from trainer.overlap import OverlappedRollouts
+
+        self._end_cancel_watch = watch_cancel(self.job, self.rollout.cancel)  # for the whole run
+        return OverlappedRollouts(self._step_dialogues, self.config.max_staleness, self.config.steps, version,
+                                  self.rollout.cancel)
+
+    def _stop_overlap(self) -> None:
+        if self.overlap is not None:
+            self.overlap.close()
+            self._end_cancel_watch()
+            self.overlap = None
+
+    def _publish_weights(self, version: int) -> float:
+        """Give the sampling engine the weights after update `version`; returns the seconds the copy took."""
+        engine = self.policy_engine
+        if self.config.engine != "vllm" and not self.config.max_staleness:
+            engine.set_version(version)  # shared weights: nothing to copy
+            return 0.0
+        seconds = engine.push_weights(self.learner.policy_state_dict(), version)
+        if self.overlap is not None:
+            self.overlap.admit(version)
+        return seconds
 
     def _cancelled(self) -> bool:
         """The job's Cancel flag, as rank 0 sees it (every rank stops at the same point)."""
@@ -196,6 +238,8 @@ class RLTrainer:
         t0 = time.monotonic()
         samples = self._rollout(step)
         t_rollout = time.monotonic() - t0
+        samples, beyond = within_bound(samples, step - 1, self.config.max_staleness)
+        self.last_samples = samples
         reward_config = self.reward_config()
         rewards = [A.rlver_reward(s, reward_config) for s in samples]
         self.last_rewards = rewards
@@ -213,12 +257,16 @@ class RLTrainer:
         t1 = time.monotonic()
         batch = make_batch([s for s, _ in usable], self.learner.tokenizer.pad_token_id,
                            rewards=[r for _, r in usable])
-        metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step)
+        metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step, policy_version=step - 1)
         t_update = time.monotonic() - t1
-        if self.config.engine == "vllm":
-            self.policy_engine.load_weights(self.learner.policy_state_dict())
+        t_sync = self._publish_weights(step)
         metrics.update(_rollout_metrics(summaries, think=self.config.mode == "think"))
+        metrics.update(version_lag([s for s, _ in usable], step - 1), dialogues_beyond_bound=float(len(beyond)),
+                       weight_sync_s=t_sync, learner_busy_s=t_update, learner_idle_s=t_rollout,
+                       learner_idle_share=t_rollout / max(time.monotonic() - t0, 1e-9))
         n_tokens = sum(x["reply_tokens"] for x in summaries)
+        if self.overlap is not None:  # the step's dialogues ran longer than the learner waited for them
+            t_rollout = self.overlap.rollout_s.pop(step, t_rollout)
         metrics.update(rollout_s=t_rollout, update_s=t_update, step_s=time.monotonic() - t0,
                        tokens_per_s=n_tokens / max(t_rollout, 1e-9), dialogues=float(len(summaries)),
                        dialogues_lost=float(n_lost))
@@ -235,6 +283,7 @@ class RLTrainer:
         try:
             step = self._train_steps()
         finally:
+            self._stop_overlap()
             self.tracking.close()
         return {"steps": step, "metrics": self.last_metrics, "checkpoint": self.last_checkpoint,
                 "output_dir": str(self.output_dir)}

@@ -35,6 +35,7 @@ from simulator.agent import SimulatorFactory, UserTurn
 from simulator.fingerprint import fingerprint_hash
 from simulator.profiles import Profile
 from trainer.engines.base import Generation, PolicyEngine
+from trainer.engines.repetition import RepetitionRule
 from trainer.engines.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
 from trainer.rollout_state import DialogueState, SharedOpenings
 from trainer.rollout_tokens import add_tokens, extend_prompt
@@ -124,6 +125,7 @@ class RolloutEngine:
         if self.engine.supports_token_ids and not (cfg.max_tokens or self.engine.context_length):
             raise ValueError("max_tokens: the policy engine does not say its context length; set max_tokens")
         self.engine.stop_event = self._cancel
+        self.engine.repetition_rule = RepetitionRule() if cfg.stop_on_repetition else None
         run_tag = uuid.uuid4().hex[:8]
         dialogues: dict[str, DialogueState] = {}
         for i, profile in enumerate(profiles):
@@ -343,7 +345,7 @@ class RolloutEngine:
             self._finish(d, "finished", ut.outcome or "goodbye")
         elif s.n_turns >= cfg.max_turns:
             self._finish(d, "finished", "max_turns")
-        elif not (ut.text or "").strip():
+        elif not (ut.text or "").strip() and cfg.empty_user_message == "fail":
             self._finish(d, "failed", "error", f"simulator returned an empty message after turn {s.n_turns}")
         else:
             extend_prompt(self.engine, d, cfg.mode, self._system(d, cfg))
@@ -371,15 +373,18 @@ class RolloutEngine:
         d.last_generation = g
         thought, reply, ok = visible_reply(g.text, cfg.mode, cfg.bad_think)
         s.thoughts.append(thought)
+        s.reply_versions.append(g.policy_version)
         s.format_ok = s.format_ok and ok
         add_tokens(self.engine, d, g)
         problems = []
         if g.finish_reason == "length":
             problems.append(f"reply cut at {len(g.token_ids)} tokens (no end of turn)")
+        elif g.finish_reason == "repetition":
+            problems.append(f"reply cut at {len(g.token_ids)} tokens (a degenerate loop, no end of turn)")
         if not ok:
             problems.append("no well-formed <think>...</think> block")
         self._record_turn(d, "assistant", reply, think_text=thought, n_tokens=len(g.token_ids),
-                          latency_s=latency, error="; ".join(problems))
+                          latency_s=latency, error="; ".join(problems), policy_version=g.policy_version)
         turn = f"policy turn {s.n_turns}"
         if g.finish_reason == "error":
             self._finish(d, "failed", "error", f"{turn}: generation failed: {g.error}")
@@ -387,7 +392,7 @@ class RolloutEngine:
             self._finish(d, "failed", "error", f"{turn}: the reply has no well-formed <think>...</think> block")
         elif not reply.strip() and cfg.empty_reply == "fail":
             self._finish(d, "failed", "error", f"{turn}: the policy returned an empty reply")
-        elif g.finish_reason == "length" and cfg.truncated == "fail":
+        elif g.finish_reason in ("length", "repetition") and cfg.truncated == "fail":
             self._finish(d, "failed", "error",
                          f"{turn}: endless reply, no end of turn within {len(g.token_ids)} tokens")
 

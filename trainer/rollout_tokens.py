@@ -62,10 +62,12 @@ def add_tokens(engine: PolicyEngine, d: DialogueState, g: Generation) -> None:
     s.input_ids += new_context
     s.action_mask += [0] * len(new_context)
     s.old_logprobs += [0.0] * len(new_context)
+    s.token_versions += [-1] * len(new_context)
     start = len(s.input_ids)
     s.input_ids += list(g.token_ids)
     s.action_mask += [1] * len(g.token_ids)
     s.old_logprobs += list(g.logprobs)
+    s.token_versions += [-1 if g.policy_version is None else g.policy_version] * len(g.token_ids)
     s.turn_spans.append((start, len(s.input_ids)))
     s.segments.append((seg_start, len(s.input_ids)))
     d.open_segment = d.open_segment + new_context + list(g.token_ids)

@@ -38,6 +38,12 @@ class RolloutConfig:
     bad_think: str = "penalize"  # see trainer.templates (the penalty: trainer.algorithms.RewardConfig)
     truncated: str = "keep"  # a reply that hit max_new_tokens: keep it (flagged) or fail the dialogue
     empty_reply: str = "fail"  # an empty policy reply: fail the dialogue, or "judge" it like any (SAGE)
+    # an empty (or whitespace-only) simulated-user message: fail the dialogue as a simulator fault, or go on and
+    # let the policy answer it like any message (SAGE's test_npc.py loop does; the benchmark sets "judge")
+    empty_user_message: str = "fail"
+    # end a policy reply that falls into a degenerate loop (trainer.engines.repetition; local engines): kept
+    # and flagged like a reply cut at max_new_tokens
+    stop_on_repetition: bool = False
     source: str = "rollout"
     job_id: Optional[int] = None
     step: Optional[int] = None
@@ -57,8 +63,9 @@ class RolloutConfig:
                 errs.append(f"{name} must be a positive integer, got {v!r}")
         if self.bad_think not in BAD_THINK_POLICIES:
             errs.append(f"bad_think must be one of {', '.join(BAD_THINK_POLICIES)}, got {self.bad_think!r}")
-        if self.empty_reply not in ("fail", "judge"):
-            errs.append(f"empty_reply must be fail or judge, got {self.empty_reply!r}")
+        for name in ("empty_reply", "empty_user_message"):
+            if getattr(self, name) not in ("fail", "judge"):
+                errs.append(f"{name} must be fail or judge, got {getattr(self, name)!r}")
         if self.truncated not in TRUNCATED_POLICIES:
             errs.append(f"truncated must be one of {', '.join(TRUNCATED_POLICIES)}, got {self.truncated!r}")
         if errs:
@@ -78,6 +85,9 @@ class RolloutSample:
     input_ids: list[int] = field(default_factory=list)
     action_mask: list[int] = field(default_factory=list)  # 1 on policy-sampled ids only
     old_logprobs: list[float] = field(default_factory=list)  # aligned with input_ids; 0 where mask is 0
+    # aligned with input_ids: the policy version (updates seen) of the weights that sampled each id; -1 where
+    # mask is 0 or the engine does not say (only trainer.engines.versioned.VersionedEngine does)
+    token_versions: list[int] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)  # [start, end) of each turn's sampled ids
     segments: list[tuple[int, int]] = field(default_factory=list)  # [start, end) causal sequences
     emotions: list[float] = field(default_factory=list)  # after the opening, then after each policy turn
@@ -89,6 +99,12 @@ class RolloutSample:
     format_ok: bool = True  # False once a turn had no well-formed think block
     messages: list[dict] = field(default_factory=list)  # the visible transcript
     thoughts: list[str] = field(default_factory=list)  # per policy turn ("" in direct mode)
+    reply_versions: list[Optional[int]] = field(default_factory=list)  # per policy turn: its policy version
+
+    def oldest_version(self) -> Optional[int]:
+        """The policy version of the dialogue's oldest reply (None: no reply, or none carries a version)."""
+        known = [v for v in self.reply_versions if v is not None]
+        return min(known) if known else None
 
     def rows(self) -> list[tuple[list[int], list[int], list[float]]]:
         """(input_ids, action_mask, old_logprobs) per causal segment, for log-prob recomputation."""

@@ -189,6 +189,17 @@ def fidelity_view(store: Store, run_id: Optional[int]) -> tuple[str, Optional[go
     return f"**Fidelity** · {report.summary()}", fidelity_figure(report)
 
 
+def running_progress_md(store: Any) -> str:
+    """A line per eval run still running: dialogues done, replies, tokens per second and the time left."""
+    from trainer.evaluation.benchmark import protocol_rules
+    from trainer.evaluation.eval_runs import running_eval_run_ids
+    from trainer.evaluation.progress import progress_text, run_progress
+
+    lines = [f"- eval run {run_id}: {md(progress_text(run_progress(store, run_id, protocol_rules().max_turns)))}"
+             for run_id in running_eval_run_ids(store)]
+    return "**Running**\n" + "\n".join(lines) if lines else ""
+
+
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
     from trainer.evaluation import benchmark as bm, eval_runs
@@ -218,6 +229,7 @@ def build(ctx: LabContext) -> None:
             name = gr.Textbox(label="name", scale=2, elem_id="bench-name")
         start = gr.Button("Start benchmark", variant="primary", elem_id="bench-start")
         start_msg = gr.Markdown("", elem_id="bench-msg")
+        progress_md = gr.Markdown("", elem_id="bench-progress")
         bench_jobs = gr.Dataframe(headers=ts.JOB_HEADERS, value=[], interactive=False, label="benchmark jobs",
                                   elem_id="bench-jobs")
     gr.Markdown("### Leaderboard\nRuns are ranked only against runs scored by the same simulator "
@@ -246,13 +258,13 @@ def build(ctx: LabContext) -> None:
     board_sig = gr.State(None)
 
     def refresh(sig: Any):
-        jobs.mark_stale_jobs(store)
         job_rows = ts.jobs_rows(jobs.list_jobs(store, kind="benchmark", limit=20))
         groups = eval_runs.leaderboard(store)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
+        running = running_progress_md(store)
         if sig == new_sig:
-            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig
-        return job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig
+            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig, running
+        return job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig, running
 
     def on_start(pol, sim, base, pk, s_temp, s_max, prof, lim, md_, sd, nm):
         config = {"policy": (pol or "").strip(), "simulator": (sim or "").strip(), "profiles": (prof or "").strip(),
@@ -286,7 +298,7 @@ def build(ctx: LabContext) -> None:
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
 
-    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig]
+    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig, progress_md]
     timer.tick(refresh, board_sig, outputs)
     start.click(on_start, [policy, simulator, base_url, pack, sim_temperature, sim_max_tokens, profiles, limit, mode,
                            seed, name], start_msg).then(

@@ -1,6 +1,8 @@
-"""The Personas view's Generate panel: a spec form and an endpoint, Generate in a background thread with a
-progress bar and Cancel, then the review queue (accept, edit in the persona form then accept, reject,
-regenerate one, accept all valid). Logic: simulator.persona_generation_service and app.persona_generation_form."""
+"""The Personas view's Generate panel: a spec form and an endpoint, Generate as a background job (its own
+process: it survives a closed browser or a restarted app) with a progress bar polled from the store, Cancel
+and Resume, a picker of earlier generations, then the review queue (accept, edit in the persona form then
+accept, reject, regenerate one, accept all valid). Logic: simulator.persona_generation_service,
+app.persona_generation_jobs and app.persona_generation_form."""
 from __future__ import annotations
 
 import os
@@ -10,12 +12,14 @@ from typing import Any, Callable, Optional, Sequence
 import gradio as gr
 
 from app import persona_generation_form as pgf
+from app import persona_generation_jobs as pgj
 from app.context import LabContext
 from app.render import md
 from simulator import persona_generation_service as gs
 from simulator import persona_service as ps
 from simulator.persona_generation import DEFAULT_THRESHOLD
 from simulator.profiles import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, ProfileError
+from trainer.jobs import JobError
 
 POLL_S = 1.0
 NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
@@ -51,6 +55,9 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         with gr.Row():
             start_btn = gr.Button("Generate", variant="primary", elem_id="gen-start")
             cancel_btn = gr.Button("Cancel", variant="stop", elem_id="gen-cancel")
+            resume_btn = gr.Button("Resume", elem_id="gen-resume")
+            pick = gr.Dropdown(pgj.choices(store), value=None, label="Generation", allow_custom_value=True,
+                               elem_id="gen-pick")
         progress = gr.HTML(pgf.progress_html(None), elem_id="gen-progress")
         status = gr.Markdown(elem_id="gen-status")
         table = gr.Dataframe([], headers=pgf.HEADERS, datatype="str", type="array", interactive=False,
@@ -72,7 +79,7 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
     timer = gr.Timer(POLL_S, active=False)
 
     def queue(gid: Optional[int], cid: Optional[int] = None) -> list:
-        g = gs.get_generation(store, gid) if gid else None
+        g = pgj.generation(store, gid) if gid else None
         rows = pgf.candidate_rows(gs.list_candidates(store, gid)) if g else []
         return [pgf.progress_html(g), rows, pgf.candidate_markdown(gs.get_candidate(store, cid) if cid else None)]
 
@@ -84,18 +91,22 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             return [gr.skip(), pgf.errors_markdown(errs), gr.skip()] + [gr.skip()] * len(queue_out)
         gen = gs.make_generator(settings["base_url"], settings["model"], api_key_env=settings["api_key_env"],
                                 threshold=float(settings["threshold"]))
-        gid = gs.start_in_background(store, spec, gen)
-        return [gid, f"Generation {gid} started: {spec.count} persona(s).", gr.Timer(active=True), *queue(gid)]
+        try:
+            gid, job_id = pgj.start(store, ctx.store_url, spec, gen)
+        except (JobError, OSError) as exc:
+            return [gr.skip(), f"**Not started.** {md(exc)}", gr.skip()] + [gr.skip()] * len(queue_out)
+        return [gid, f"Generation {gid} started as job #{job_id}: {spec.count} persona(s).", gr.Timer(active=True),
+                *queue(gid)]
 
     def on_tick(gid: Optional[int], cid: Optional[int]):
-        g = gs.get_generation(store, gid) if gid else None
-        running = bool(g) and g["status"] == "running"
-        return [*queue(gid, cid), gr.Timer(active=running)]
+        return [*queue(gid, cid), gr.Timer(active=pgj.is_live(pgj.generation(store, gid) if gid else None))]
 
-    def on_cancel(gid: Optional[int]):
-        if gid and gs.cancel(gid):
-            return "Cancelling: no further calls; the candidates made are kept."
-        return "No generation is running."
+    def on_pick(gid: Any):
+        gid = int(gid) if str(gid or "").isdigit() else None
+        return [gid, None, gr.Timer(active=pgj.is_live(pgj.generation(store, gid) if gid else None)), *queue(gid)]
+
+    def on_resume(gid: Optional[int]):
+        return [pgj.resume(store, ctx.store_url, gid), gr.Timer(active=True), *queue(gid)]
 
     def on_select(gid: Optional[int], evt: gr.SelectData):
         row = evt.row_value or []
@@ -137,7 +148,10 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
     form_in = [count, needs, personalities, languages, topics, seed, base_url, model, threshold, key_env]
     start_btn.click(on_start, form_in, [gen_id, status, timer, *queue_out])
     timer.tick(on_tick, [gen_id, cand_id], [*queue_out, timer])
-    cancel_btn.click(on_cancel, [gen_id], status)
+    cancel_btn.click(partial(pgj.cancel, store), [gen_id], status)
+    resume_btn.click(on_resume, [gen_id], [status, timer, *queue_out])
+    pick.select(on_pick, [pick], [gen_id, cand_id, timer, *queue_out])
+    ctx.refresh_on_show(lambda: gr.update(choices=pgj.choices(store)), None, pick)
     table.select(on_select, [gen_id], [cand_id, detail])
     for btn, action in ((accept_btn, "accept"), (accept_edited_btn, "accept_edited"), (reject_btn, "reject"),
                         (regen_btn, "regenerate"), (accept_all_btn, "accept_all")):

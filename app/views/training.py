@@ -77,6 +77,7 @@ def build(ctx: LabContext) -> None:
                 reward_plot = gr.Plot(ts.reward_figure(None), show_label=False, elem_id="train-reward")
                 emotion_plot = gr.Plot(ts.emotion_step_figure(None), show_label=False,
                                        elem_id="train-emotion")
+                overlap_plot = gr.Plot(ts.overlap_figure(None), show_label=False, elem_id="train-overlap")
             checkpoints = gr.Dataframe(headers=ts.CHECKPOINT_HEADERS, value=[], interactive=False,
                                        label="checkpoints (click one to pick it)", elem_id="train-checkpoints")
             with gr.Row():
@@ -86,7 +87,7 @@ def build(ctx: LabContext) -> None:
                              elem_id="train-log")
     timer = gr.Timer(POLL_S)
     last_sig = gr.State(None)
-    detail_outputs = [summary, reward_plot, emotion_plot, checkpoints, log, cancel, resume, last_sig]
+    detail_outputs = [summary, reward_plot, emotion_plot, overlap_plot, checkpoints, log, cancel, resume, last_sig]
 
     def show(jid: Any, sig: Any = None):
         """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
@@ -100,11 +101,11 @@ def build(ctx: LabContext) -> None:
             return [gr.skip()] * len(detail_outputs)
         acts = ts.actions_for(detail["status"] if detail else "")
         return [ts.job_summary_md(detail), ts.reward_figure(detail), ts.emotion_step_figure(detail),
-                ts.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
+                ts.overlap_figure(detail), ts.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
 
-    def tick(jid: Any, sig: Any):  # list_jobs marks stale jobs interrupted first
+    def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
         return [ts.jobs_rows(jobs.list_jobs(store)), *show(jid, sig)]
 
     def on_launch(job_name: str, *values: Any):

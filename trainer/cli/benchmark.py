@@ -53,7 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=("direct", "think"), default=d.mode)
     p.add_argument("--temperature", type=float, default=d.temperature, help="policy sampling temperature")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
-                   help="cap per policy reply (0 = none, as SAGE; local engines stop at the context)")
+                   help=f"cap per policy reply (0 = the protocol's: none for API and replay policies, as SAGE; "
+                        f"{bm.LOCAL_REPLY_CAP} for local engines)")
+    p.add_argument("--no-stop-on-repetition", dest="stop_on_repetition", action="store_false",
+                   help="local engines: let a reply that falls into a loop run on to the cap (recorded)")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens,
                    help="cap per dialogue, prompt + reply (0 = the model's context)")
     p.add_argument("--concurrency", type=int, default=d.concurrency, help="dialogues in flight at once")
@@ -81,6 +84,7 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
                            limit=args.limit, mode=args.mode, temperature=args.temperature,
                            max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                            concurrency=args.concurrency, seed=args.seed, name=args.name,
+                           stop_on_repetition=args.stop_on_repetition,
                            **{f"{side}_{limit}": getattr(args, f"{side}_{limit}") for side in ("simulator", "policy")
                               for limit in ("max_in_flight", "requests_per_minute", "max_retries")}).validate()
 

@@ -2,10 +2,11 @@
 `python -m trainer jobs [JOB_ID] [--kind K] [--db URL] [--json]`: list the jobs, or show one.
 
 The job runs through trainer.job_runner.run_job, as every job does; its kind picks the work: "train" runs
-the RL trainer, "benchmark" the Sentient benchmark runner. Exit status of `job`: 0 succeeded, 1 failed,
+the RL trainer, "benchmark" the Sentient benchmark runner, "personas" a persona generation. Exit status of `job`: 0 succeeded, 1 failed,
 2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing
-first marks stale jobs interrupted (a dead or silent process), so the CLI alone shows the truth;
-`jobs JOB_ID` exits 2 for an unknown job. With --json each job also
+writes nothing: a job whose owner is gone shows as "dead" and one whose heartbeat is late while its
+process lives as "stalled", the reason in its error (trainer.job_liveness), so the CLI alone shows the
+truth; `jobs JOB_ID` exits 2 for an unknown job. With --json each job also
 gives its last checkpoint and policy_path, the trained model in it (None without a checkpoint).
 """
 from __future__ import annotations
@@ -41,7 +42,7 @@ LIST_COLUMNS = ("id", "kind", "status", "step", "total_steps", "pid", "heartbeat
 
 def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", type=int, nargs="?", default=None, help="show this job only")
-    parser.add_argument("--kind", choices=("train", "benchmark"), default=None)
+    parser.add_argument("--kind", choices=jobs.JOB_KINDS, default=None)
     parser.add_argument("--limit", type=int, default=50, help="newest jobs listed (default 50)")
     parser.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or "
                                                    "lab_data/lab.db)")

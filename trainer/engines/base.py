@@ -56,8 +56,11 @@ class Generation:
     token_ids: list[int] = field(default_factory=list)  # sampled ids, including a final EOS when sampled
     logprobs: list[float] = field(default_factory=list)  # one per sampled id (see LOGPROB_CONVENTION)
     prompt_ids: list[int] = field(default_factory=list)  # the ids the reply was conditioned on
-    finish_reason: str = "stop"  # stop (EOS sampled) | length (max_new_tokens hit) | error
+    # stop (EOS sampled) | length (max_new_tokens hit) | repetition (a degenerate loop, trainer.engines.repetition)
+    # | error
+    finish_reason: str = "stop"
     error: str = ""
+    policy_version: Optional[int] = None  # updates the sampling weights had seen (trainer.engines.versioned)
 
 
 class PolicyEngine(abc.ABC):
@@ -69,6 +72,9 @@ class PolicyEngine(abc.ABC):
     tokenizer: Any = None
     # Set by the rollout engine to its Stop flag (a threading.Event): engines that can, end a batch early.
     stop_event: Any = None
+    # Set by the rollout engine when its config stops replies on degenerate repetition (a RepetitionRule):
+    # local engines end (transformers) or flag (vLLM) a reply that loops
+    repetition_rule: Any = None
 
     @abc.abstractmethod
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainer.engines.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
+from trainer.engines.repetition import RepetitionStop
 
 
 class HFEngine(PolicyEngine):
@@ -67,9 +68,11 @@ class HFEngine(PolicyEngine):
         rows = _RowSampler(seeds, params.temperature, params.top_p) if seeds is not None and not greedy else None
         sampling = not greedy and rows is None  # transformers' own sampler (one random stream for the batch)
         stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
+        loops = RepetitionStop(width, self.repetition_rule) if self.repetition_rule is not None else None
+        criteria = [c for c in (stop, loops) if c is not None]
         with torch.inference_mode():
             out = self.model.generate(
-                stopping_criteria=StoppingCriteriaList([stop]) if stop else None,
+                stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
                 logits_processor=LogitsProcessorList([rows]) if rows else None,
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                 do_sample=sampling, temperature=params.temperature if sampling else None,
@@ -88,6 +91,9 @@ class HFEngine(PolicyEngine):
             sampled = new[row].tolist()
             end = next((i + 1 for i, t in enumerate(sampled) if t in self._stop_ids), None)
             finish = "stop" if end is not None else "length"
+            looped = loops.fired.get(row) if loops is not None else None
+            if looped is not None and (end is None or looped < end):  # stopped in a loop: padded after it
+                end, finish = looped, "repetition"
             sampled = sampled[:end] if end is not None else sampled
             results.append(Generation(
                 text=self.tokenizer.decode(sampled, skip_special_tokens=True), token_ids=sampled,

@@ -63,7 +63,8 @@ def _clip(engine: PolicyEngine, g: Generation, budget: Optional[int]) -> Generat
         return g
     ids = g.token_ids[:budget]
     return Generation(text=engine.decode(ids), token_ids=ids, logprobs=g.logprobs[:budget],
-                      prompt_ids=g.prompt_ids, finish_reason="length")
+                      prompt_ids=g.prompt_ids, finish_reason="length",
+                      policy_version=g.policy_version)
 
 
 class BatchScheduler:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainer.engines.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
+from trainer.engines.repetition import is_degenerate
 
 
 class VLLMEngine(PolicyEngine):
@@ -71,9 +72,12 @@ class VLLMEngine(PolicyEngine):
             token_ids = list(o.token_ids)
             logprobs = [step[t].logprob for t, step in zip(token_ids, o.logprobs or [])]
             stopped = bool(token_ids) and token_ids[-1] in self._stop_ids
+            finish = "stop" if stopped else "length"
+            if not stopped and self.repetition_rule is not None and is_degenerate(token_ids, self.repetition_rule):
+                finish = "repetition"  # vLLM cannot stop a request from here: the loop is flagged, not cut short
             results.append(Generation(text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
                                       token_ids=token_ids, logprobs=logprobs, prompt_ids=list(ids),
-                                      finish_reason="stop" if stopped else "length"))
+                                      finish_reason=finish))
         return results
 
     def load_weights(self, state_dict: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import signal
 import threading
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -35,11 +36,18 @@ from simulator.scoring import BenchmarkSummary
 from storage import EvalRun, code_version, read_scope, session_scope
 from trainer.evaluation.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
                                scored_dialogues)
+from trainer.engines.repetition import RepetitionRule
+from trainer.evaluation.progress import progress_text, run_progress
 from trainer.job_context import watch_cancel
 from trainer.rollout_types import SCHEDULES
 
 PROTOCOL_PRESET = "standard"
 PROTOCOL_VERSION = "sage-test_npc-1"
+# The safety cap on a local policy's reply: above the longest reply in the published SAGE transcripts in any
+# tokenizer at hand (2,504 characters; 3,654 SmolLM2 tokens, whose byte-level vocabulary spends ~1.5 tokens on
+# a Chinese character), so no published reply would have been cut (docs/evaluation.md has the measurement).
+LOCAL_REPLY_CAP = 4096
+PROGRESS_EVERY_S = 10.0  # a progress line at most this often while replies come in (and at every dialogue's end)
 RECORDED_KEYS = ("policy_engine", "personas")  # what a run found, kept beside its config, never settings
 
 
@@ -61,7 +69,10 @@ class BenchmarkConfig:
     mode: str = "direct"  # think | direct
     temperature: float = 0.7  # policy sampling (recorded with the run)
     top_p: float = 1.0
-    max_new_tokens: int = 0  # per policy turn (0 = no cap, as SAGE)
+    # per policy reply; 0 = the protocol's: no cap for API and replay policies (as SAGE), LOCAL_REPLY_CAP for local
+    # engines (transformers, vLLM), which would otherwise generate to their context (docs/evaluation.md)
+    max_new_tokens: int = 0
+    stop_on_repetition: bool = True  # local engines: end a reply that falls into a loop (recorded; kept, flagged)
     max_tokens: int = 0  # per dialogue, prompt + reply (0 = the model's context); past it: outcome max_tokens
     concurrency: int = 16  # dialogues in flight at once (one policy batch); also the resume granularity
     # async: each dialogue at its own pace; rounds: batches that do not depend on timing (trainer.rollout_types)
@@ -153,17 +164,26 @@ def policy_system_prompt(config: BenchmarkConfig, language: str) -> str:
     return pack.policy_system_prompt(language)
 
 
-def protocol_record(config: BenchmarkConfig, languages: list[str], context_length: Optional[int]) -> dict[str, Any]:
+def reply_cap(config: BenchmarkConfig, local: bool) -> Optional[int]:
+    """The per-reply cap as resolved for the policy: the config's, else LOCAL_REPLY_CAP for a local engine."""
+    return config.max_new_tokens or (LOCAL_REPLY_CAP if local else None)
+
+
+def protocol_record(config: BenchmarkConfig, languages: list[str], context_length: Optional[int],
+                    local: bool = False) -> dict[str, Any]:
     """What the protocol was, recorded on every eval run; runs whose `protocol_hash` differ are never ranked
-    together. The caps are as resolved for the policy (None = none)."""
+    together. The caps are as resolved for the policy (None = none); `local`: the policy is a local engine
+    (its reply cap and repetition stop apply; API and replay policies have neither)."""
     prompts = {lang: policy_system_prompt(config, lang) for lang in sorted(set(languages))}
     record = {"version": PROTOCOL_VERSION, "preset": PROTOCOL_PRESET, "first_line": "scripted",
               "rules": protocol_rules().to_dict(), "end_words": "再见 / 拜拜; bye / goodbye (whole word)",
               "policy_system_prompts": prompts,
               "policy_system_prompt_sha256": {k: hashlib.sha256(v.encode("utf-8")).hexdigest()[:16]
                                               for k, v in prompts.items()},
-              "max_new_tokens": config.max_new_tokens or None,
+              "max_new_tokens": reply_cap(config, local),
               "max_tokens": config.max_tokens or context_length}
+    if local and config.stop_on_repetition:  # absent otherwise, so earlier API and replay runs keep their hash
+        record["stop_on_repetition"] = RepetitionRule().to_dict()
     record["protocol_hash"] = hashlib.sha256(canonical_json(record).encode("utf-8")).hexdigest()[:16]
     return record
 
@@ -299,7 +319,8 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
     factory, fp = _simulator(config, profiles)
     policy = _policy(config)
     try:
-        protocol = protocol_record(config, [p.language for p in profiles], policy.context_length)
+        protocol = protocol_record(config, [p.language for p in profiles], policy.context_length,
+                                   local=policy.supports_token_ids)
     except ValueError as e:  # a prompt pack that cannot be read
         raise BenchmarkInputError(f"prompt_pack: {e}") from None
     eval_run_id = _open_run(engine, config, eval_run_id, profiles, fp, policy.model_ref,
@@ -308,11 +329,18 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
     done = done_profile_ids(engine, eval_run_id)
     todo = [p for p in profiles if p.id not in done]
     total, n_done = len(profiles), len(profiles) - len(todo)
+    rules = protocol_rules()
     log(f"eval run {eval_run_id}: {total} profile(s), {n_done} already done, policy {policy.model_ref}, "
         f"simulator {fp.get('backend')}:{fp.get('model')}")
 
+    last_progress = [time.monotonic()]
+
     def on_event(ev: Any) -> None:
         nonlocal n_done
+        if ev.kind == "turn" and (ev.turn or {}).get("role") == "assistant" \
+                and time.monotonic() - last_progress[0] >= PROGRESS_EVERY_S:
+            last_progress[0] = time.monotonic()
+            log(f"progress: {progress_text(run_progress(engine, eval_run_id, rules.max_turns))}")
         if ev.kind != "finished" or ev.sample.status == "cancelled":
             return
         n_done += 1
@@ -320,15 +348,17 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         what = f"error: {smp.error}" if smp.status == "failed" else f"{smp.final_emotion:g} ({smp.outcome})"
         traffic = traffic_text(snapshot())
         log(f"[{n_done}/{total}] {ev.profile_id}: {what}" + (f" | API {traffic}" if traffic else ""))
+        log(f"progress: {progress_text(run_progress(engine, eval_run_id, rules.max_turns))}")
+        last_progress[0] = time.monotonic()
         if job is not None:
             job.progress(n_done, total)
 
-    rules = protocol_rules()
     rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine), on_event=on_event, config=RolloutConfig(
-        mode=config.mode, max_turns=rules.max_turns, max_new_tokens=config.max_new_tokens or None,
+        mode=config.mode, max_turns=rules.max_turns, max_new_tokens=protocol["max_new_tokens"],
+        stop_on_repetition="stop_on_repetition" in protocol,
         max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
         seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",
-        source="benchmark", schedule=config.schedule,
+        empty_user_message="judge", source="benchmark", schedule=config.schedule,
         eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
     if job is not None:
         job.progress(n_done, total)

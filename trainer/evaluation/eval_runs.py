@@ -28,6 +28,11 @@ def get_eval_run(engine: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
         return None if r is None else _run_dict(r)
 
 
+def running_eval_run_ids(engine: Engine) -> list[int]:
+    with read_scope(engine) as s:
+        return list(s.scalars(select(EvalRun.id).where(EvalRun.status == "running").order_by(EvalRun.id)))
+
+
 def done_profile_ids(engine: Engine, eval_run_id: int) -> set[str]:
     """Profiles of the eval run whose dialogue is finished or failed (skipped on resume)."""
     with read_scope(engine) as s:

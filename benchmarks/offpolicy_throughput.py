@@ -1,0 +1,159 @@
+"""Overlapped training against the alternating loop: the same run at max_staleness 0 and 1.
+
+    flock /tmp/rlver-heavy.lock .venv/bin/python benchmarks/offpolicy_throughput.py [--json] \
+        [--steps 6 --dialogues 8 --turns 3 --median 1 --p99 8 --model tiny]
+
+The simulated user is the OpenAI-backed Sentient Agent talking to the scripted OpenAI-compatible server
+(testkit.scripted_server, in its own process, as a remote API) whose every call waits a lognormal latency
+(median --median s, p99 --p99 s); each user turn is two calls. The policy is the tiny random model
+(testkit/tiny_model.py) or any model folder / "default" (SmolLM2) with --model. Both runs use the same
+config and seed and a fresh server with the same latency seed; only max_staleness differs. A one-step
+warm-up against the offline simulator runs first, so neither run pays torch's first-call costs.
+
+Reported (one JSON object with --json): steps; sync_s and overlap_s, the wall time of the training steps
+(model loading excluded); speedup = sync_s / overlap_s; max_staleness_seen, the largest lag (learner
+version - version of a trained dialogue's oldest reply) over every step of the overlapped run;
+dialogues_beyond_bound (must be 0); learner_idle_share_sync / _overlap = 1 - (time in updates / wall time);
+and what produced them (config, latency model, model, code version).
+The learner's idle share can only halve when an update takes about as long as a step's rollout: with the
+tiny policy an update takes a fraction of a second against seconds of simulator latency, so the learner
+idles most of the time in both runs (the overlap removes the wait on the slowest dialogue, not the
+simulator's latency itself); --model default gives SmolLM2, whose updates take seconds on CPU.
+
+Measured 2026-11-24 on the shared 2-core CPU machine (defaults: 6 steps x 8 dialogues x 3 turns, GRPO groups
+of 2, 16 new tokens a turn, lognormal median 1 s / p99 8 s per call):
+- tiny policy (`--json`): sync 101.2 s, overlap 53.7 s, speedup 1.88, max_staleness_seen 1, 0 dialogues
+  beyond the bound; learner idle share 0.994 -> 0.984 (an update takes ~0.1 s against ~17 s of rollout, so
+  the learner idles either way; the overlap halves the wall time, not the idle share).
+- SmolLM2 (`--json --model default`): sync 277.0 s, overlap 260.3 s, speedup 1.06; idle share 0.67 -> 0.33
+  (halved) but the mean update went 15.2 s -> 29.0 s: the next step's policy sampling runs on the same two
+  cores as the update, so on this machine the overlap trades learner idle time for a slower learner. The
+  speedup needs sampling and learning on separate compute (a GPU, or vLLM on its own device).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def train_config(args: argparse.Namespace, model: str, max_staleness: int, base_url: str, out: Path):
+    from trainer.config import TrainConfig
+
+    return TrainConfig(model=model, algorithm="grpo", group_size=2, dialogues_per_step=args.dialogues,
+                       minibatch_size=args.dialogues, micro_batch_size=min(4, args.dialogues), steps=args.steps,
+                       max_turns=args.turns, max_new_tokens=args.new_tokens, max_dialogue_tokens=2048,
+                       actor_lr=1e-4, simulator="openai:scripted", simulator_base_url=base_url,
+                       simulator_max_in_flight=64, simulator_max_retries=0, max_staleness=max_staleness,
+                       seed=args.seed, save_every=0, store_dialogues=False, report_to=["none"],
+                       output_dir=str(out / f"staleness-{max_staleness}"))
+
+
+def run(args: argparse.Namespace, model: str, max_staleness: int, out: Path) -> dict:
+    """One training run of args.steps steps against a fresh latency server; its wall time and step metrics."""
+    from benchmarks.rollout_throughput import _server_process
+    from trainer.rl_trainer import RLTrainer
+
+    server, base_url = _server_process({"latency_median_s": args.median, "latency_p99_s": args.p99,
+                                        "seed": args.seed})
+    try:
+        trainer = RLTrainer(train_config(args, model, max_staleness, base_url, out))
+        t0 = time.monotonic()
+        try:
+            steps = [trainer.train_step(step) for step in range(1, args.steps + 1)]
+        finally:
+            trainer._stop_overlap()
+        wall = time.monotonic() - t0
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    busy = sum(m["learner_busy_s"] for m in steps)
+    return {"wall_s": wall, "learner_busy_s": busy, "learner_idle_share": 1.0 - busy / wall,
+            "max_lag": max(m.get("policy_lag_max", 0.0) for m in steps),
+            "beyond_bound": sum(m["dialogues_beyond_bound"] for m in steps),
+            "dialogues_lost": sum(m["dialogues_lost"] for m in steps),
+            "update_s_mean": busy / len(steps), "reward_mean": [m["reward_mean"] for m in steps]}
+
+
+def warm_up(model: str, out: Path) -> None:
+    from trainer.config import TrainConfig
+    from trainer.rl_trainer import RLTrainer
+
+    cfg = TrainConfig(model=model, algorithm="grpo", group_size=2, dialogues_per_step=2, minibatch_size=2,
+                      micro_batch_size=2, steps=1, max_turns=1, max_new_tokens=4, max_dialogue_tokens=1024,
+                      save_every=0, store_dialogues=False, report_to=["none"], output_dir=str(out / "warm-up"))
+    RLTrainer(cfg).train_step(1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--dialogues", type=int, default=8, help="dialogues per step (GRPO groups of 2)")
+    ap.add_argument("--turns", type=int, default=3, help="policy turns per dialogue")
+    ap.add_argument("--new-tokens", type=int, default=16, help="max new tokens per policy turn")
+    ap.add_argument("--median", type=float, default=1.0, help="simulator call latency: lognormal median, seconds")
+    ap.add_argument("--p99", type=float, default=8.0, help="simulator call latency: lognormal p99, seconds")
+    ap.add_argument("--model", default="tiny", help="tiny (testkit/tiny_model.py), default (SmolLM2) or a folder")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = ap.parse_args()
+    for name in ("steps", "dialogues", "turns", "new_tokens"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.dialogues % 2:
+        ap.error(f"--dialogues must be even (GRPO groups of 2), got {args.dialogues}")
+    if not 0 < args.median <= args.p99:
+        ap.error(f"--median must be > 0 and <= --p99 ({args.p99}), got {args.median}")
+    # --json: stdout carries the one JSON object; the trainer's step lines and library notices go to stderr
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+        result, sync, overlap = measure(args)
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"{args.steps} steps x {args.dialogues} dialogues x {args.turns} turns, {result['setup']['latency']}, "
+          f"policy {args.model}")
+    print("| run | wall s | learner idle share | mean update s | max lag |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in (("max_staleness 0", sync), ("max_staleness 1", overlap)):
+        print(f"| {name} | {r['wall_s']:.1f} | {r['learner_idle_share']:.1%} | {r['update_s_mean']:.2f} | "
+              f"{r['max_lag']:.0f} |")
+    print(f"speedup {result['speedup']:.2f}x; dialogues beyond the bound: {overlap['beyond_bound']:.0f}")
+
+
+def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
+    """(the JSON result, the on-policy run, the overlapped run)."""
+    from storage import code_version
+    from testkit.tiny_model import build_tiny_model
+
+    out = Path(tempfile.mkdtemp(prefix="offpolicy_throughput-"))
+    model = str(build_tiny_model(out / "tiny")) if args.model == "tiny" else args.model
+    warm_up(model, out)
+    sync, overlap = run(args, model, 0, out), run(args, model, 1, out)
+    result = {
+        "steps": args.steps, "sync_s": round(sync["wall_s"], 2), "overlap_s": round(overlap["wall_s"], 2),
+        "speedup": round(sync["wall_s"] / overlap["wall_s"], 3), "max_staleness_seen": overlap["max_lag"],
+        "dialogues_beyond_bound": overlap["beyond_bound"],
+        "learner_idle_share_sync": round(sync["learner_idle_share"], 4),
+        "learner_idle_share_overlap": round(overlap["learner_idle_share"], 4),
+        "update_s_mean": {"sync": round(sync["update_s_mean"], 3), "overlap": round(overlap["update_s_mean"], 3)},
+        "dialogues_lost": {"sync": sync["dialogues_lost"], "overlap": overlap["dialogues_lost"]},
+        "setup": {"model": args.model, "dialogues_per_step": args.dialogues, "group_size": 2, "turns": args.turns,
+                  "new_tokens": args.new_tokens, "algorithm": "grpo", "seed": args.seed,
+                  "simulator": "openai:scripted (testkit.scripted_server), preset rlver-hard",
+                  "latency": f"lognormal, median {args.median:g} s, p99 {args.p99:g} s, per call",
+                  "off_policy_estimator": "decoupled_ppo", "code_version": code_version()},
+    }
+    return result, sync, overlap
+
+
+if __name__ == "__main__":
+    main()
