@@ -153,3 +153,51 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
         marked = table.locator("tr.cmp-first")
         assert marked.count() >= 1
     page.locator("#cmp-curves .js-plotly-plot").wait_for()
+
+
+# ------------------------------------------------------------------------------------ bring your own
+RULE_USER = REPO / "docs" / "examples" / "rule_user.py"
+
+
+def test_outside_specs_are_checked_without_importing():
+    from simulator.backends import spec_error
+    from trainer.config import TrainConfig
+
+    assert spec_error(f"python:{RULE_USER}:make_user") == ""
+    assert "expected python:MODULE:NAME" in spec_error("python:nothing")
+    assert "no file" in spec_error("python:/no/such/file.py:make_user")
+    errors = TrainConfig(reward="python:oops").errors()
+    assert "expected python:MODULE:NAME" in errors["reward"]
+    assert "unknown reward" in TrainConfig(reward="emotion").errors()["reward"]
+
+
+def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
+    """The docs example end to end: its rule-based user and its reward train the tiny policy, and every
+    dialogue carries the outside code's name and file hash in its simulator fingerprint."""
+    import hashlib
+
+    from sqlalchemy import select
+
+    from helpers import tiny_train_config
+    from storage import Dialogue, Job, make_engine, read_scope
+
+    config = tiny_train_config(tmp_path, tiny_model_dir, simulator=f"python:{RULE_USER}:make_user",
+                               reward=f"python:{RULE_USER}:emotion_gain", algorithm="grpo", group_size=2,
+                               max_turns=2)
+    db = f"sqlite:///{tmp_path / 'lab.db'}"
+    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--db", db, "--json"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=str(REPO), RLVER_LAB_HOME=str(tmp_path / "home")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["status"] == "succeeded"
+    digest = hashlib.sha256(RULE_USER.read_bytes()).hexdigest()
+    store = make_engine(db)
+    with read_scope(store) as s:
+        dialogues = s.scalars(select(Dialogue).where(Dialogue.job_id == result["job_id"])).all()
+        assert dialogues and all(d.simulator_fingerprint["backend"] == "python" for d in dialogues)
+        assert {d.simulator_fingerprint["outside"]["sha256"] for d in dialogues} == {digest}
+        assert all(d.simulator_fingerprint["model"] == "rule-user" for d in dialogues)
+        job = s.get(Job, result["job_id"])
+        assert job.config["reward_source"]["name"] == "emotion_gain" and job.config["reward_source"]["sha256"] == digest
+    store.dispose()

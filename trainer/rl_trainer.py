@@ -22,7 +22,7 @@ import statistics
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Coroutine, Optional
+from typing import Any, Callable, Coroutine, Optional
 
 import numpy as np
 import torch
@@ -85,6 +85,7 @@ class RLTrainer:
             from simulator.persona_sets import spec_record
 
             job.record_config("personas", spec_record(config.persona_set, self.profiles))
+        self.reward_fn = self._reward_function(job)
         if is_main():
             self.output_dir.mkdir(parents=True, exist_ok=True)
             config.to_yaml(self.output_dir / "train_config.yaml")
@@ -233,6 +234,19 @@ class RLTrainer:
         return A.RewardConfig(turn_delta_coef=c.reward_turn_delta_coef, length_penalty=c.reward_length_penalty,
                               length_target=c.reward_length_target)
 
+    def _reward_function(self, job: Any) -> Callable[[Any], float]:
+        """The dialogue reward: the paper's (with any configured shaping), or outside code named by
+        `reward: python:...`, whose source (module, file hash) is recorded with the job."""
+        if self.config.reward == "final_emotion":
+            reward_config = self.reward_config()
+            return lambda sample: A.rlver_reward(sample, reward_config)
+        from simulator.outside import load
+
+        fn, origin = load(self.config.reward)
+        if job is not None and is_main():
+            job.record_config("reward_source", origin)
+        return lambda sample: float(fn(sample))
+
     def train_step(self, step: int) -> dict[str, float]:
         """One rollout + update; returns the step's metrics (the same on every rank)."""
         t0 = time.monotonic()
@@ -240,8 +254,7 @@ class RLTrainer:
         t_rollout = time.monotonic() - t0
         samples, beyond = within_bound(samples, step - 1, self.config.max_staleness)
         self.last_samples = samples
-        reward_config = self.reward_config()
-        rewards = [A.rlver_reward(s, reward_config) for s in samples]
+        rewards = [self.reward_fn(s) for s in samples]
         self.last_rewards = rewards
         lost = [_lost(s) for s in samples]
         usable = [(s, r) for s, r, gone in zip(samples, rewards, lost) if not gone]
