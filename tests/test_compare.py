@@ -201,3 +201,22 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
         job = s.get(Job, result["job_id"])
         assert job.config["reward_source"]["name"] == "emotion_gain" and job.config["reward_source"]["sha256"] == digest
     store.dispose()
+
+
+def test_reproducing_a_stored_run_plays_the_same_dialogues(engine, tiny_model_dir):
+    from trainer.evaluation import benchmark as bm
+
+    first = bm.run_benchmark(engine, bm.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout",
+                                                        limit=3, max_new_tokens=12, seed=5), log=lambda _m: None)
+    config = cmp.reproduce_config(engine, first.eval_run_id)
+    assert config.seed == 5 and config.policy == str(tiny_model_dir) and config.name == f"reproduce #{first.eval_run_id}"
+    again = bm.run_benchmark(engine, config, log=lambda _m: None)
+    cid = cmp.link_eval_runs(engine, first.eval_run_id, again.eval_run_id)
+    pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
+    assert len(pairs) == 3
+    for p in pairs:
+        assert p["first_reply_diff_turn"] is None and p["first_emotion_diff_turn"] is None
+        assert [(t["role"], t["text"]) for t in p["a_turns"]] == [(t["role"], t["text"]) for t in p["b_turns"]]
+    assert cmp.get_comparison(engine, cid)["summary"]["ties"] == 3
+    with pytest.raises(BenchmarkInputError, match="eval_run: 999 does not exist"):
+        cmp.reproduce_config(engine, 999)

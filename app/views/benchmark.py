@@ -244,6 +244,10 @@ def build(ctx: LabContext) -> None:
     chart = gr.Plot(label="scores by simulator", elem_id="bench-chart")
     run_md = gr.Markdown(run_title(None), elem_id="bench-run")
     with gr.Row():
+        reproduce = gr.Button("Reproduce this run", scale=1, elem_id="bench-reproduce")
+        reproduce_msg = gr.Markdown("", elem_id="bench-reproduce-msg")
+    picked_run = gr.State(None)
+    with gr.Row():
         by_need = gr.Dataframe(headers=BREAKDOWN_HEADERS, value=[], interactive=False, label="by hidden need",
                                elem_id="bench-need")
         by_personality = gr.Dataframe(headers=BREAKDOWN_HEADERS, value=[], interactive=False,
@@ -289,6 +293,23 @@ def build(ctx: LabContext) -> None:
         return (run_title(run, eval_runs.truncations(store, int(run_id))), need, pers,
                 dialogue_rows(eval_runs.eval_run_dialogues(store, int(run_id))))
 
+    def on_pick_run(evt: gr.SelectData):
+        run_id = evt.row_value[2] if evt.row_value else None
+        return int(run_id) if run_id not in (None, "") else None
+
+    def on_reproduce(run_id: Any):
+        """The picked run's settings and seed, played again as a new benchmark job; the two runs can then be
+        compared dialogue by dialogue (trainer.evaluation.compare.link_eval_runs, the Compare view)."""
+        from trainer.evaluation.compare import reproduce_config
+
+        if run_id is None:
+            return "Pick a lab eval run first."
+        try:
+            job_id = bm.start_benchmark_job(store, url, reproduce_config(store, int(run_id)).to_dict())
+        except (ValueError, OSError) as exc:
+            return f"Not started: {md(exc)}"
+        return f"Benchmark job #{job_id} plays eval run {run_id} again with its seed."
+
     def on_lab_row_fidelity(evt: gr.SelectData):
         return fidelity_view(store, evt.row_value[2] if evt.row_value else None)
 
@@ -305,6 +326,8 @@ def build(ctx: LabContext) -> None:
         refresh, gr.State(None), outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
+    lab_table.select(on_pick_run, None, picked_run)
+    reproduce.click(on_reproduce, picked_run, reproduce_msg)
     lab_table.select(on_lab_row_judge, None, [judge_md, judge_plot])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
     ctx.refresh_on_show(lambda: gr.update(choices=spec_choices(store)), None, profiles)  # stored sets too

@@ -184,6 +184,41 @@ def run_comparison(store: Engine, config: CompareConfig, log: Callable[[str], No
     return comparison_id
 
 
+def reproduce_config(store: Engine, eval_run_id: int) -> BenchmarkConfig:
+    """The settings of a stored eval run, seed included, for playing it again ("reproduce this run")."""
+    from trainer.evaluation.benchmark import RECORDED_KEYS
+    from trainer.evaluation.eval_runs import get_eval_run
+
+    run = get_eval_run(store, eval_run_id)
+    if run is None:
+        raise BenchmarkInputError(f"eval_run: {eval_run_id} does not exist")
+    config = BenchmarkConfig.from_dict({k: v for k, v in (run["config"] or {}).items() if k not in RECORDED_KEYS})
+    config.name = f"reproduce #{eval_run_id}"
+    return config
+
+
+def link_eval_runs(store: Engine, a_run: int, b_run: int, name: str = "") -> int:
+    """A comparison of two stored eval runs (e.g. a run and its reproduction): their dialogues paired by
+    persona; the comparison's id."""
+    a_d, b_d = _dialogues_by_persona(store, a_run), _dialogues_by_persona(store, b_run)
+    with session_scope(store) as s:
+        row = Comparison(name=name or f"eval run {a_run} vs {b_run}", config={"a": f"eval run {a_run}",
+                         "b": f"eval run {b_run}", "profiles": "as the runs"}, eval_runs={"a": [a_run], "b": [b_run]},
+                         code_version=code_version(), status="succeeded", finished_at=utcnow())
+        s.add(row)
+        s.flush()
+        comparison_id = row.id
+        for persona_id in [p for p in a_d if p in b_d]:
+            s.add(ComparisonPair(comparison_id=comparison_id, persona_id=persona_id, seed=0,
+                                 a_dialogue_id=a_d[persona_id], b_dialogue_id=b_d[persona_id]))
+    pairs = comparison_pairs(store, comparison_id)
+    with session_scope(store) as s:
+        row = s.get(Comparison, comparison_id)
+        row.a_ref, row.b_ref = _model_ref(s, [a_run]), _model_ref(s, [b_run])
+        row.summary = paired_summary([p["diff"] for p in pairs if p["diff"] is not None])
+    return comparison_id
+
+
 def _model_ref(s: Any, eval_run_ids: list[int]) -> str:
     from storage import EvalRun
 
