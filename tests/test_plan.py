@@ -23,7 +23,7 @@ def _plan_cli(*args: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "trainer", "plan", *args, "--json"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout)  # stdout is the plan alone
 
 
 def test_paper_ppo_fits_on_the_papers_hardware_and_not_on_one_24_gib_gpu():

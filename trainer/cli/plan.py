@@ -8,6 +8,7 @@ Exit status: 0 planned (fits or not), 2 bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -47,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, args.set, args.preset)
         config.validate(check_paths=False)  # the plan is made where the model may not be
-        plan = plan_config(config, args.gpus, args.nodes, args.gpu_memory, probe=not args.no_probe)
+        # with --json, stdout is the plan alone: what DeepSpeed and the probe's trainer print goes to stderr
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            plan = plan_config(config, args.gpus, args.nodes, args.gpu_memory, probe=not args.no_probe)
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
