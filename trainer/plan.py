@@ -25,7 +25,7 @@ Sources of every number (each plan repeats the ones it used in its notes):
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -242,8 +242,8 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
     critic_total = 0
     if config.algorithm == "ppo" and critic is not None:  # the backbone without its LM head, plus a value head
         critic_total = critic.total_params - critic.lm_head_params + critic.hidden + 1
-        crit = ModelShape(**{**critic.__dict__, "total_params": critic_total,
-                             "largest_layer_params": min(critic.largest_layer_params, critic_total)})
+        crit = replace(critic, total_params=critic_total,
+                       largest_layer_params=min(critic.largest_layer_params, critic_total))
         parts["critic_weights"], parts["critic_grads_optimizer"] = states(crit, critic_total, offload_opt,
                                                                           offload_params, stage)
     if config.kl_coef > 0:
