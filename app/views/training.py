@@ -158,9 +158,10 @@ def build(ctx: LabContext) -> None:
 
     def on_preset(name: str):
         if name not in tp.preset_choices():
-            return [gr.skip()] * (len(widgets) + 6)
+            return [gr.skip()] * (len(widgets) + 7)
         values, extra_yaml, (n_gpus, n_nodes, gib) = tp.preset_form(name)
-        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.plan_markdown(None, 0)]
+        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.plan_markdown(None, 0),
+                gr.update(visible=False, value=False)]  # a confirmation was for the job planned before
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
@@ -207,7 +208,7 @@ def build(ctx: LabContext) -> None:
         return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
 
     hardware_boxes = [gpus, nodes, memory]
-    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md])
+    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm])
     plan_btn.click(on_plan, [*widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md])
     launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
                  [*errors, general, launch_msg, table, job_id, plan_md, confirm])
