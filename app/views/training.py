@@ -72,7 +72,7 @@ def build(ctx: LabContext) -> None:
                 gpus = gr.Number(value=hardware[0], label="plan for: GPUs per node", precision=0, minimum=0,
                                  elem_id="train-plan-gpus")
                 nodes = gr.Number(value=hardware[1], label="nodes", precision=0, minimum=0, elem_id="train-plan-nodes")
-                memory = gr.Number(value=hardware[2], label="GPU memory (GiB)", minimum=0,
+                memory = gr.Number(value=hardware[2], label="GPU memory (GiB; on CPU the RAM)", minimum=0,
                                    elem_id="train-plan-memory")
             with gr.Row():
                 plan_btn = gr.Button("Plan", elem_id="train-plan-btn")
