@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
 from helpers import wait_for
 
+from app import training_plan as tp
 from app import training_service as ts
 from storage import Checkpoint, Job, Metric, session_scope
 from storage.models import utcnow
@@ -202,7 +204,8 @@ STEPS = 10  # enough steps that the 2 s poll sees the curve part-drawn even on a
 def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page, tiny_model_dir, screenshot):
     page = browser_page
     page.get_by_role("tab", name="Training").click()
-    for elem, value in (("train-name", "tiny-ppo"), ("train-model", tiny_model_dir), ("train-steps", STEPS),
+    for elem, value in (("train-name", "tiny-grpo"), ("train-model", tiny_model_dir), ("train-steps", STEPS),
+                        ("train-group_size", 2),  # the form opens on cpu-demo: GRPO
                         ("train-dialogues_per_step", 2), ("train-minibatch_size", 2), ("train-micro_batch_size", 2),
                         ("train-max_turns", 1), ("train-max_new_tokens", 8), ("train-save_every", 1),
                         ("train-actor_lr", -1)):
@@ -238,3 +241,105 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
     finally:
         jobs.cancel(lab_server.store, job_id, force=True)
     assert page.dialogs == []
+
+
+# ----------------------------------------------------------------------------------- presets and the plan
+@pytest.mark.parametrize("name", tp.preset_choices())
+def test_a_preset_fills_the_form_with_every_one_of_its_settings(name):
+    from trainer.config import TrainConfig
+    from trainer.presets import preset_dict
+
+    values, extra, hardware = tp.preset_form(name)
+    config, errors = ts.config_from_form(dict(zip(ts.FORM_NAMES, values)), extra, check_paths=False)
+    assert errors == {}
+    assert config.to_dict() == TrainConfig.from_dict(preset_dict(name)).to_dict()  # the job is the preset
+    assert hardware == ((None, None, None) if name == "cpu-demo" else (8, 4, 80.0))
+
+
+def test_the_form_opens_on_the_cpu_demo_not_the_papers_32_gpus():
+    from trainer.presets import DEFAULT_PRESET
+
+    values, extra, _ = tp.preset_form(DEFAULT_PRESET)
+    form = dict(zip(ts.FORM_NAMES, values))
+    assert DEFAULT_PRESET == "cpu-demo"
+    assert (form["model"], form["simulator"], form["steps"], form["lora"]) == ("default", "offline", 46, True)
+    assert "gate_proj" in extra and "temperature: 0.7" in extra
+
+
+def test_confirmation_is_asked_for_a_job_that_will_not_fit_or_runs_over_a_day():
+    fits = {"fits": True, "per_gpu_gib": 3.0, "memory_gib": 24.0, "seconds_per_step": 80.0}
+    assert tp.confirmation_reason(fits, 46) == ""  # the cpu-demo: about an hour
+    assert "about 1.9 days" in tp.confirmation_reason(fits, 2000)
+    too_big = {"fits": False, "per_gpu_gib": 281.7, "memory_gib": 24.0, "seconds_per_step": None}
+    assert tp.confirmation_reason(too_big, 1000) == "it will not fit (281.7 GiB needed of 24.0 GiB)"
+    assert tp.confirmation_reason({**too_big, "seconds_per_step": 100.0}, 1000).count(" and ") == 1
+    assert tp.confirmation_reason({"error": "no such model"}, 10) == "no plan (no such model)"
+    assert tp.run_seconds(fits, 10) == 800.0 and tp.run_seconds(too_big, 10) is None
+
+
+def test_plan_markdown_and_hardware_arguments():
+    plan = {"fits": False, "per_gpu_gib": 30.0, "memory_gib": 24.0, "device": "cuda", "gpus": 1,
+            "parts": {"policy_weights": 10.0, "activations": 20.0}, "seconds_per_step": None,
+            "notes": ["does not fit: <b>largest</b>"]}
+    text = tp.plan_markdown(plan, 10)
+    assert text.startswith("**Does not fit**: 30 GiB per GPU of 24 GiB") and "| activations | 20.00 |" in text
+    assert "<b>" not in text and "not measured (a GPU plan)" in text
+    cpu = {**plan, "fits": True, "device": "cpu", "seconds_per_step": 90.0}
+    assert "90 s per step x 40 steps = about 1.0 hours" in tp.plan_markdown(cpu, 40)
+    assert tp.plan_args(8, 4, 80) == ["--gpus", "8", "--nodes", "4", "--gpu-memory", "80"]
+    assert tp.plan_args(None, 0, "") == []
+
+
+def test_compute_plan_runs_the_plan_command_once_per_setting(tiny_model_dir):
+    from trainer.config import TrainConfig
+
+    config = TrainConfig(model=str(tiny_model_dir), dtype="bfloat16").to_dict()
+    plan = tp.compute_plan(config, ["--gpus", "2", "--gpu-memory", "1"])
+    assert plan["fits"] is True and plan["device"] == "cuda" and plan["gpus"] == 2 and plan["seconds_per_step"] is None
+    assert tp.compute_plan({**config, "steps": 5}, ["--gpus", "2", "--gpu-memory", "1"]) is plan  # cached
+    broken = tp.compute_plan({**config, "model": "/nowhere/Unknown-1B"}, [])
+    assert "no config.json" in broken["error"]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_preset_dropdown_fills_the_form_and_launch_asks_to_confirm_a_job_that_will_not_fit(
+        lab_server, browser_page, tiny_model_dir):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.get_by_role("tab", name="Training").click()
+    expect(page.locator("#train-steps input")).to_have_value("46")  # opens on cpu-demo
+    expect(page.locator("#train-model textarea")).to_have_value("default")
+    page.locator("#train-preset input").click()
+    page.get_by_role("option", name="paper-ppo-think-7b").click()
+    expect(page.locator("#train-steps input")).to_have_value("1000")
+    expect(page.locator("#train-plan-gpus input")).to_have_value("8")
+    expect(page.locator("#train-extra textarea")).to_have_value(re.compile("deepspeed: zero3"))
+    page.locator("#train-plan-btn").click()
+    page.locator("#train-plan").get_by_text("Fits", exact=False).wait_for()
+    expect(page.locator("#train-plan")).to_contain_text("critic_grads_optimizer")
+    # a tiny job planned for a process of 0.001 GiB: Launch asks first, and launches on the second click
+    page.locator("#train-preset input").click()
+    page.get_by_role("option", name="cpu-demo").click()
+    expect(page.locator("#train-steps input")).to_have_value("46")
+    for elem, value in (("train-name", "too-big"), ("train-model", tiny_model_dir), ("train-steps", 2),
+                        ("train-group_size", 2), ("train-dialogues_per_step", 2), ("train-minibatch_size", 2),
+                        ("train-micro_batch_size", 2), ("train-max_new_tokens", 8), ("train-plan-memory", 0.001)):
+        _set(page, elem, value)
+    _set(page, "train-extra", "max_dialogue_tokens: 512")
+    before = len(jobs.list_jobs(lab_server.store))
+    page.locator("#train-launch").click()
+    page.locator("#train-launch-msg").get_by_text("Not launched: it will not fit", exact=False).wait_for(
+        timeout=300_000)  # the plan measures one step first
+    expect(page.locator("#train-plan")).to_contain_text("Does not fit")
+    assert len(jobs.list_jobs(lab_server.store)) == before
+    page.locator("#train-confirm input").check()
+    page.locator("#train-launch").click()
+    page.locator("#train-launch-msg").get_by_text("Launched job #", exact=False).wait_for()
+    job = jobs.list_jobs(lab_server.store)[0]
+    try:
+        assert len(jobs.list_jobs(lab_server.store)) == before + 1 and job["name"] == "too-big"
+        expect(page.locator("#train-confirm")).to_be_hidden()
+    finally:
+        jobs.cancel(lab_server.store, job["id"], force=True)

@@ -167,3 +167,26 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
         dialogue_steps = [d.step for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id))]
     assert sorted(dialogue_steps) == [step for step in range(1, steps + 1) for _ in range(4)]
     engine.dispose()
+
+
+def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp_path: Path, db_url: str):
+    """--preset first, the file's settings over it: cpu-demo's LoRA and sampling, the tiny file's model and size."""
+    config = tiny_train_config(tmp_path, tiny_model_dir)
+    proc = _cli("train", "--preset", "cpu-demo", "--config", str(config), "--db", db_url, "--json",
+                env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and result["steps"] == 2
+    engine = make_engine(db_url)
+    with read_scope(engine) as s:
+        job = s.get(Job, result["job_id"])
+        assert job.name == "train"  # the config file's name
+        assert (job.config["model"], job.config["algorithm"], job.config["max_new_tokens"]) == \
+            (str(tiny_model_dir), "ppo", 8)  # from the file
+        assert (job.config["lora"], job.config["temperature"], job.config["entropy_coef"]) == (True, 0.7, 0.001)
+        assert "gate_proj" in job.config["lora_target_modules"]  # from the preset
+    engine.dispose()
+    proc = _cli("train", "--preset", "no-such", "--db", db_url, env_home=tmp_path / "home")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "invalid choice: 'no-such'" in out and "cpu-demo" in out

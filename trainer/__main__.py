@@ -1,4 +1,4 @@
-"""`python -m trainer COMMAND ...`: rollout, train, resume, benchmark, job, jobs, judge,
+"""`python -m trainer COMMAND ...`: rollout, train, resume, plan, benchmark, job, jobs, judge,
 experiment, compare.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollout": ("trainer.cli.rollout", "run dialogues between a policy and simulated users"),
     "train": ("trainer.cli.train", "train a policy with RL against the simulated user"),
     "resume": ("trainer.cli.train", "resume a training run from its last checkpoint"),
+    "plan": ("trainer.cli.plan", "per-GPU memory and time per step of a training config, before it runs"),
     "benchmark": ("trainer.cli.benchmark", "score a policy on the Sentient benchmark"),
     "job": ("trainer.cli.jobs", "run a recorded job in this process"),
     "jobs": ("trainer.cli.jobs", "list the jobs of the store, or show one (dead / stalled ones shown as such)"),

@@ -1,5 +1,7 @@
-"""Training view: a validated config form that launches a background training job, and the jobs list with
-live status, curves, log tail, Cancel / Resume / Clone, and "Benchmark this checkpoint".
+"""Training view: a validated config form, filled from a preset (cpu-demo first), with the plan of the job
+(memory, time) beside Launch, which asks for a confirmation when the job will not fit or will run for more
+than a day; and the jobs list with live status, curves, log tail, Cancel / Resume / Clone, and "Benchmark
+this checkpoint".
 
 Jobs are OS processes (trainer.jobs); this view only writes through trainer.jobs and polls the store with
 a gr.Timer, so a job outlives a closed browser and a restarted app.
@@ -10,6 +12,7 @@ from typing import Any, Optional
 
 import gradio as gr
 
+from app import training_plan as tp
 from app import training_service as ts
 from app.context import LabContext
 from app.render import md
@@ -46,20 +49,37 @@ def build(ctx: LabContext) -> None:
     with gr.Row():
         with gr.Column(scale=2, min_width=380):
             gr.Markdown("### New training job")
+            from trainer.presets import DEFAULT_PRESET
+
+            values, extra_yaml, hardware = tp.preset_form(DEFAULT_PRESET)
+            with gr.Row():
+                preset = gr.Dropdown(choices=tp.preset_choices(), value=DEFAULT_PRESET, label="preset",
+                                     info="fills the form (and the other settings box)", elem_id="train-preset")
+                preset_info = gr.Markdown(tp.preset_description(DEFAULT_PRESET), elem_id="train-preset-info")
             name = gr.Textbox(label="job name", placeholder="e.g. grpo-think-smollm2", elem_id="train-name")
             widgets, errors = [], []
-            fields = list(zip(ts.FORM_FIELDS, ts.form_values()))
+            fields = list(zip(ts.FORM_FIELDS, values))
             for i in range(0, len(fields), 2):
                 with gr.Row():
                     for (fname, label, kind, _), value in fields[i:i + 2]:
                         with gr.Column(min_width=170):
                             widgets.append(_widget(fname, label, kind, value))
                             errors.append(gr.Markdown("", elem_classes="field-error", elem_id=f"err-{fname}"))
-            extra = gr.Textbox(label="other settings (YAML, any TrainConfig field)", lines=3,
+            extra = gr.Textbox(value=extra_yaml, label="other settings (YAML, any TrainConfig field)", lines=3,
                                placeholder="entropy_coef: 0.001\ntemperature: 1.0", elem_id="train-extra")
             general = gr.Markdown("", elem_classes="field-error", elem_id="err-general")
-            launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
+            with gr.Row():  # the hardware the plan is for (empty: this machine)
+                gpus = gr.Number(value=hardware[0], label="plan for: GPUs per node", precision=0, minimum=0,
+                                 elem_id="train-plan-gpus")
+                nodes = gr.Number(value=hardware[1], label="nodes", precision=0, minimum=0, elem_id="train-plan-nodes")
+                memory = gr.Number(value=hardware[2], label="GPU memory (GiB; on CPU the RAM)", minimum=0,
+                                   elem_id="train-plan-memory")
+            with gr.Row():
+                plan_btn = gr.Button("Plan", elem_id="train-plan-btn")
+                launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
+            confirm = gr.Checkbox(False, label="launch anyway", visible=False, elem_id="train-confirm")
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
+            plan_md = gr.Markdown(tp.plan_markdown(None, 0), elem_id="train-plan")
             grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
@@ -108,14 +128,41 @@ def build(ctx: LabContext) -> None:
     def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
         return [ts.jobs_rows(jobs.list_jobs(store)), *show(jid, sig)]
 
-    def on_launch(job_name: str, *values: Any):
-        *form, extra_yaml = values
-        config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml, store=store)
-        per_field, other = ts.error_updates(problems)
+    def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
+        """A plan needs no model folder (it may be made for other machines); a launch does."""
+        config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml, check_paths, store)
+        return config, *ts.error_updates(problems)
+
+    def on_plan(*values: Any):
+        *form, extra_yaml, n_gpus, n_nodes, gib = values
+        config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
-            return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip()]
+            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip()]
+        plan = tp.compute_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
+        return [*per_field, other, "", tp.plan_markdown(plan, config.steps)]
+
+    def on_launch(job_name: str, *values: Any):
+        *form, extra_yaml, n_gpus, n_nodes, gib, confirmed = values
+        config, per_field, other = checked(form, extra_yaml)
+        if config is None:
+            return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(),
+                    gr.skip()]
+        plan = tp.compute_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
+        reason = tp.confirmation_reason(plan, config.steps)
+        if reason and not confirmed:
+            return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
+                                       "to launch it all the same.", gr.skip(), gr.skip(),
+                    tp.plan_markdown(plan, config.steps), gr.update(visible=True, value=False)]
         new_id, message = ts.launch_training_job(store, url, config, job_name)
-        return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id]
+        return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id,
+                tp.plan_markdown(plan, config.steps), gr.update(visible=False, value=False)]
+
+    def on_preset(name: str):
+        if name not in tp.preset_choices():
+            return [gr.skip()] * (len(widgets) + 7)
+        values, extra_yaml, (n_gpus, n_nodes, gib) = tp.preset_form(name)
+        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.plan_markdown(None, 0),
+                gr.update(visible=False, value=False)]  # a confirmation was for the job planned before
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
@@ -161,7 +208,11 @@ def build(ctx: LabContext) -> None:
             return [gr.skip()] * (len(widgets) + 1)
         return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
 
-    launch.click(on_launch, [name, *widgets, extra], [*errors, general, launch_msg, table, job_id])
+    hardware_boxes = [gpus, nodes, memory]
+    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm])
+    plan_btn.click(on_plan, [*widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md])
+    launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
+                 [*errors, general, launch_msg, table, job_id, plan_md, confirm])
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])

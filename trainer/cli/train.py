@@ -1,4 +1,7 @@
-"""`python -m trainer train --config FILE [--db URL] [--json]` and `python -m trainer resume JOB_ID`.
+"""`python -m trainer train --config FILE|--preset NAME [--db URL] [--json]` and `python -m trainer resume JOB_ID`.
+
+`--preset` names one of trainer.presets (cpu-demo, paper-ppo-7b, ...); with `--config` too, the preset comes
+first and the file's settings override it; `--set KEY=VALUE` overrides both.
 
 Both run a training job recorded in the store, in this process: the job row carries status, pid,
 heartbeat, progress, metrics, checkpoints and the log file (stdout is also written to the job's log).
@@ -20,11 +23,20 @@ import yaml
 
 # ----------------------------------------------------------------------------------------------- train
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="training config YAML (see configs/)")
+    add_config_arguments(parser)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one config setting (YAML value), e.g. --set steps=3")
-    parser.add_argument("--name", default="", help="job name (default: the config file's name)")
+    parser.add_argument("--name", default="", help="job name (default: the config file's or the preset's name)")
     _common(parser)
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """--config and --preset (at least one), shared by `train` and `plan`."""
+    from trainer.presets import preset_names
+
+    parser.add_argument("--config", default=None, help="training config YAML (see configs/)")
+    parser.add_argument("--preset", default=None, choices=preset_names(),
+                        help="a named preset; with --config, the file's settings override the preset's")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -35,11 +47,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
 
 
-def load_config(path: str, overrides: list[str]) -> Any:
-    """The config file with KEY=VALUE overrides applied (ConfigError on any problem)."""
+def load_config(path: Optional[str], overrides: list[str], preset: Optional[str] = None) -> Any:
+    """The preset's settings, then the config file's, then the KEY=VALUE overrides (ConfigError on any
+    problem, naming --config / --preset when neither is given)."""
     from trainer.config import ConfigError, TrainConfig
+    from trainer.presets import preset_dict
 
-    base = TrainConfig.from_yaml(path).to_dict()
+    if not path and not preset:
+        raise ConfigError({"--config": "give a config file (--config FILE) or a preset (--preset NAME)"})
+    base: dict[str, Any] = {}
+    if preset:
+        try:
+            base = TrainConfig.from_dict(preset_dict(preset)).to_dict()
+        except ValueError as exc:  # ConfigError is a ValueError too
+            raise ConfigError({"--preset": str(exc)}) from None
+    if path:
+        base.update(_file_settings(path))
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -53,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from trainer.job_runner import EXIT_CANNOT_RUN, run_job
 
     try:
-        config = load_config(args.config, args.set)
+        config = load_config(args.config, args.set, args.preset)
         config.validate()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -67,12 +90,28 @@ def run(args: argparse.Namespace) -> int:
     try:
         job_id = None
         if rank == 0:
-            job_id = jobs.create_job(store, "train", config.to_dict(), name=args.name or Path(args.config).stem,
+            job_id = jobs.create_job(store, "train", config.to_dict(), name=args.name or job_name(args),
                                      seed=config.seed)
         job_id = broadcast_object(job_id)
         return run_job(store, job_id, args.json)
     finally:
         store.dispose()
+
+
+def _file_settings(path: str) -> dict[str, Any]:
+    """Only the settings a config file states (checked like a whole config), to lay over a preset."""
+    from trainer.config import ConfigError, TrainConfig
+
+    full = TrainConfig.from_yaml(path)  # raises ConfigError naming a bad field or file
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError({"config": f"{path} must be a mapping of settings"})
+    return {k: v for k, v in full.to_dict().items() if k in data}
+
+
+def job_name(args: argparse.Namespace) -> str:
+    """The default job name: the config file's stem, else the preset's name."""
+    return Path(args.config).stem if args.config else args.preset
 
 
 # ---------------------------------------------------------------------------------------------- resume

@@ -1,0 +1,363 @@
+"""A plan before launch: per-GPU (or, on CPU, per-process) memory of a training config, part by part.
+
+Sources of every number (each plan repeats the ones it used in its notes):
+- Parameter counts: the model's own config (transformers AutoConfig from its folder), the model built with
+  `from_config` on the meta device (no weights are read or downloaded) and its parameters counted. When the
+  folder is not on this machine and AutoConfig cannot be had offline, the architecture numbers of the
+  model's published config.json (KNOWN_ARCHITECTURES, matched by the folder's name) are used instead.
+- Model states (16-bit weights, gradients, fp32 master weights, Adam moments) under DeepSpeed ZeRO: DeepSpeed's
+  own estimators, estimate_zero2_model_states_mem_needs (ZeRO-1/2) and estimate_zero3_model_states_mem_needs
+  (ZeRO-3). A part's weights are the estimate with the optimizer offloaded; its gradients + optimizer are the
+  rest. ZeRO-1 keeps the full 16-bit gradients on every GPU (ZeRO, Rajbhandari et al. 2020, Fig. 1), so
+  2 bytes x (1 - 1/N) per trainable parameter are added to the ZeRO-2 estimate. Without DeepSpeed:
+  torch AdamW in the training dtype (weights, gradients and two moments: dtype bytes x 1 + 3 per trainable).
+- Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+  (arXiv 2205.05198), Sec. 4.1: s*b*h*(34 + 5*a*s/h) bytes per layer with 16-bit activations, scaled by the
+  dtype. On GPUs the 5*a*s/h term (stored attention scores) is dropped: transformers' default SDPA attention
+  uses kernels that never store the s x s matrix; on CPU it is kept (the math fallback stores it). With
+  gradient checkpointing: 2*s*b*h per layer (each layer's input) plus one layer recomputed in full. Plus the
+  micro-batch's logits at the policy's token positions, in the dtype and the float32 copy the learner takes.
+  s = max_dialogue_tokens and b = micro_batch_size: an upper bound (dialogues at their longest).
+- vLLM: its weights in 16 bits, and the KV cache: the gpu_memory_utilization share the lab's VLLMEngine
+  reserves (0.5 of the GPU, weights included) when the GPU's memory is known, else 2 x layers x kv_heads x
+  head_dim x 2 bytes per token for every dialogue of the rank at max_dialogue_tokens.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from trainer.config import TrainConfig
+
+GIB = 1024 ** 3
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+VLLM_GPU_MEMORY_UTILIZATION = 0.5  # trainer.engines.vllm_engine.VLLMEngine's default, which RLTrainer keeps
+PAPER_GPU_MEMORY_GIB = 80.0  # assumed for a GPU plan when neither --gpu-memory nor a local GPU says
+# Published config.json numbers (Hugging Face hub, Qwen/Qwen2.5-7B-Instruct), used only when the model's
+# folder is absent and AutoConfig cannot be had offline.
+KNOWN_ARCHITECTURES: dict[str, dict[str, Any]] = {
+    "Qwen2.5-7B-Instruct": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
+                            "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+                            "vocab_size": 152064, "max_position_embeddings": 32768, "tie_word_embeddings": False},
+}
+
+
+@dataclass
+class ModelShape:
+    """What the plan needs of a model's architecture, and where it came from."""
+    name: str
+    source: str
+    total_params: int
+    largest_layer_params: int  # the largest single parameter tensor (ZeRO-3 gathers one at a time)
+    lm_head_params: int  # 0 when tied to the embedding
+    lora_params: int  # trainable LoRA parameters for the config's rank and target modules (0 without LoRA)
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+
+
+@dataclass
+class Hardware:
+    device: str  # cuda | cpu
+    gpus_per_node: int
+    nodes: int
+    memory_gib: float  # per GPU (per process on CPU)
+    memory_source: str
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+@dataclass
+class Plan:
+    per_gpu_gib: float
+    parts: dict[str, float]
+    fits: bool
+    seconds_per_step: Optional[float]
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_gpu_gib": self.per_gpu_gib, "parts": self.parts, "fits": self.fits,
+                "seconds_per_step": self.seconds_per_step, "notes": self.notes, **self.extra}
+
+
+# ------------------------------------------------------------------------------------------ parameters
+def model_shape(spec: str, lora_r: int = 0, lora_targets: tuple[str, ...] = ()) -> ModelShape:
+    """The architecture of a policy spec ('default' or a folder), counted on the meta device."""
+    from transformers import AutoConfig
+
+    from trainer.policy_model import resolve_policy
+
+    name = Path(spec).name if spec != "default" else "SmolLM2-135M-Instruct"
+    try:
+        folder = resolve_policy(spec)
+        hf_config = AutoConfig.from_pretrained(folder)
+        source = f"config.json of {folder}"
+    except (OSError, ValueError) as exc:
+        known = KNOWN_ARCHITECTURES.get(name)
+        if known is None:
+            raise ValueError(f"model {spec!r}: no config.json to count its parameters ({exc}); known "
+                             f"architectures without a folder: {', '.join(KNOWN_ARCHITECTURES)}") from None
+        hf_config = AutoConfig.for_model(**known)
+        source = (f"{name}'s published config.json numbers (trainer.plan.KNOWN_ARCHITECTURES): {spec} is not on "
+                  f"this machine and AutoConfig cannot fetch it offline")
+    return shape_from_config(hf_config, name, source, lora_r, lora_targets)
+
+
+def shape_from_config(hf_config: Any, name: str, source: str, lora_r: int = 0,
+                      lora_targets: tuple[str, ...] = ()) -> ModelShape:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf_config)
+    params = list(model.parameters())  # tied tensors are listed once
+    head = model.get_output_embeddings()
+    tied = head is not None and head.weight is model.get_input_embeddings().weight
+    lora = 0
+    if lora_r:
+        for module_name, module in model.named_modules():
+            if isinstance(module, torch.nn.Linear) and module_name.split(".")[-1] in lora_targets and \
+                    module is not head:
+                lora += lora_r * (module.in_features + module.out_features)
+    heads = hf_config.num_attention_heads
+    hidden = hf_config.hidden_size
+    return ModelShape(name=name, source=source, total_params=sum(p.numel() for p in params),
+                      largest_layer_params=max(p.numel() for p in params),
+                      lm_head_params=0 if tied or head is None else head.weight.numel(), lora_params=lora,
+                      hidden=hidden, layers=hf_config.num_hidden_layers, heads=heads,
+                      kv_heads=getattr(hf_config, "num_key_value_heads", None) or heads,
+                      head_dim=getattr(hf_config, "head_dim", None) or hidden // heads,
+                      vocab=hf_config.vocab_size)
+
+
+# ----------------------------------------------------------------------------------------- the parts
+def model_state_bytes(total: int, trainable: int, largest: int, zero_stage: int, hw: Hardware,
+                      dtype_bytes: int, offload_optimizer: bool = False, offload_params: bool = False
+                      ) -> tuple[int, int]:
+    """(weights, gradients + optimizer states) in bytes per GPU for one trained model."""
+    if zero_stage == 0:
+        return total * dtype_bytes, trainable * dtype_bytes * 3
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    n = dict(num_gpus_per_node=hw.gpus_per_node, num_nodes=hw.nodes)
+    if zero_stage == 3:
+        weights = estimate_zero3_model_states_mem_needs(total, largest, cpu_offload=True,
+                                                        cpu_offload_params=offload_params, **n)[1]
+        everything = weights if offload_optimizer else \
+            estimate_zero3_model_states_mem_needs(total, largest, cpu_offload=False, **n)[1]
+        return weights, everything - weights
+    frozen = total - trainable  # frozen weights (LoRA's base) are plain 16-bit copies on every GPU
+    weights = estimate_zero2_model_states_mem_needs(trainable, cpu_offload=True, **n)[1] + 2 * frozen
+    states = estimate_zero2_model_states_mem_needs(trainable, cpu_offload=offload_optimizer, **n)[1] - \
+        estimate_zero2_model_states_mem_needs(trainable, cpu_offload=True, **n)[1]
+    if zero_stage == 1:  # ZeRO-1 partitions only the optimizer states: full 16-bit gradients on every GPU
+        states += int(2 * trainable * (1 - 1 / hw.total_gpus))
+    return weights, states
+
+
+def activation_bytes(shape: ModelShape, config: TrainConfig, device: str, checkpointing: bool) -> int:
+    """Peak activations of one forward/backward of a micro-batch (see the module docstring)."""
+    s, b, h, a = config.max_dialogue_tokens, config.micro_batch_size, shape.hidden, shape.heads
+    scale = DTYPE_BYTES[config.dtype] / 2  # the formula counts 16-bit activations
+    full_layer = s * b * h * (34 + (5 * a * s / h if device == "cpu" else 0)) * scale
+    layers = (2 * s * b * h * scale * shape.layers + full_layer) if checkpointing else full_layer * shape.layers
+    logit_positions = min(config.max_turns * config.max_new_tokens, config.max_dialogue_tokens)
+    logits = logit_positions * b * shape.vocab * (DTYPE_BYTES[config.dtype] + 4)
+    return int(layers + logits)
+
+
+def kv_bytes_per_token(shape: ModelShape, dtype_bytes: int = 2) -> int:
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes
+
+
+def vllm_bytes(shape: ModelShape, config: TrainConfig, hw: Hardware, memory_known: bool) -> tuple[int, int]:
+    """(vLLM weights, vLLM KV cache) per GPU; the KV is the rest of its memory share when the GPU's memory is
+    known, else what the rank's dialogues need at max_dialogue_tokens."""
+    weights = shape.total_params * 2
+    if hw.device == "cuda" and memory_known:
+        return weights, max(0, int(VLLM_GPU_MEMORY_UTILIZATION * hw.memory_gib * GIB) - weights)
+    per_rank = -(-config.dialogues_per_step // hw.total_gpus)
+    return weights, kv_bytes_per_token(shape) * config.max_dialogue_tokens * per_rank
+
+
+def offload_settings(config: TrainConfig) -> tuple[bool, bool]:
+    """(optimizer offloaded, parameters offloaded) from the config's DeepSpeed JSON, if it names one."""
+    if not config.deepspeed_config:
+        return False, False
+    import json
+
+    zero = json.loads(Path(config.deepspeed_config).read_text()).get("zero_optimization", {})
+    on = lambda key: (zero.get(key) or {}).get("device", "none") not in ("none", None)  # noqa: E731
+    return on("offload_optimizer"), on("offload_param")
+
+
+def resolve_hardware(config: TrainConfig, gpus: Optional[int], nodes: Optional[int],
+                     memory_gib: Optional[float]) -> tuple[Hardware, bool]:
+    """(Hardware, whether its memory was given or read rather than assumed). device 'auto' plans for GPUs
+    when --gpus is given or the dtype is 16-bit (the lab trains 16-bit only on GPUs), else for this CPU."""
+    device = config.device if config.device != "auto" else \
+        ("cuda" if gpus is not None or config.dtype != "float32" else "cpu")
+    gpus, nodes = gpus or 1, nodes or 1
+    if memory_gib is not None:
+        return Hardware(device, gpus, nodes, float(memory_gib), "--gpu-memory"), True
+    if device == "cpu":
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+        return Hardware(device, gpus, nodes, round(ram, 1), "this machine's RAM"), True
+    import torch
+
+    if torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(0).total_memory / GIB
+        return Hardware(device, gpus, nodes, round(total, 1), "this machine's GPU 0"), True
+    return Hardware(device, gpus, nodes, PAPER_GPU_MEMORY_GIB, "assumed (no --gpu-memory, no local GPU)"), False
+
+
+def _gib(n: float) -> float:
+    return round(n / GIB, 2)
+
+
+def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelShape], hw: Hardware,
+              memory_known: bool = True, seconds_per_step: Optional[float] = None) -> Plan:
+    """The memory plan of `config` on `hw`; `critic` is the critic's base model (PPO only)."""
+    dtype_bytes = DTYPE_BYTES[config.dtype]
+    offload_opt, offload_params = offload_settings(config)
+    stage = config.zero_stage
+    trainable = policy.lora_params if config.lora else policy.total_params
+
+    def states(shape: ModelShape, train: int, off_opt: bool, off_params: bool, zero: int) -> tuple[int, int]:
+        return model_state_bytes(shape.total_params, train, shape.largest_layer_params, zero, hw, dtype_bytes,
+                                 off_opt, off_params)
+
+    parts: dict[str, int] = {}
+    parts["policy_weights"], parts["policy_grads_optimizer"] = states(policy, trainable, offload_opt,
+                                                                      offload_params, stage)
+    critic_total = 0
+    if config.algorithm == "ppo" and critic is not None:  # the backbone without its LM head, plus a value head
+        critic_total = critic.total_params - critic.lm_head_params + critic.hidden + 1
+        crit = replace(critic, total_params=critic_total,
+                       largest_layer_params=min(critic.largest_layer_params, critic_total))
+        parts["critic_weights"], parts["critic_grads_optimizer"] = states(crit, critic_total, offload_opt,
+                                                                          offload_params, stage)
+    if config.kl_coef > 0:
+        parts["reference_weights"] = policy.total_params * dtype_bytes
+    act = {ck: activation_bytes(policy, config, hw.device, ck) for ck in (True, False)}
+    parts["activations"] = act[config.gradient_checkpointing]
+    if config.engine == "vllm":
+        parts["vllm_weights"], parts["vllm_kv_cache"] = vllm_bytes(policy, config, hw, memory_known)
+    total = sum(parts.values())
+    fits = total <= hw.memory_gib * GIB
+    notes = _notes(config, policy, hw, memory_known, stage, offload_opt, offload_params, trainable, parts)
+    if config.engine == "vllm":
+        need = kv_bytes_per_token(policy) * config.max_dialogue_tokens
+        if parts["vllm_kv_cache"] < need:
+            fits = False
+            notes.append(f"does not fit: vLLM's KV cache ({_gib(parts['vllm_kv_cache'])} GiB) cannot hold one "
+                         f"dialogue of max_dialogue_tokens ({_gib(need)} GiB); vLLM would refuse to start")
+    if total > hw.memory_gib * GIB:
+        biggest = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+        notes.append(f"does not fit: {_gib(total)} GiB needed per {'GPU' if hw.device == 'cuda' else 'process'} "
+                     f"of {hw.memory_gib:g} GiB; largest parts: "
+                     + ", ".join(f"{k} {_gib(v)} GiB" for k, v in biggest))
+    trained = [(policy, trainable)] + ([(crit, critic_total)] if critic_total else [])
+    by_zero = {}
+    for label, zero, off_opt, off_par in (("none", 0, False, False), ("zero1", 1, False, False),
+                                          ("zero2", 2, False, False), ("zero2+offload", 2, True, False),
+                                          ("zero3", 3, False, False), ("zero3+offload", 3, True, True)):
+        by_zero[label] = _gib(sum(sum(states(s, t, off_opt, off_par, zero)) for s, t in trained))
+    extra = {"device": hw.device, "gpus": hw.total_gpus, "memory_gib": hw.memory_gib,
+             "params": {"policy": policy.total_params, "trainable": trainable, "critic": critic_total},
+             "model_states_by_zero_gib": by_zero,
+             "activations_gib": {"gradient_checkpointing": _gib(act[True]), "none": _gib(act[False])}}
+    return Plan(_gib(total), {k: _gib(v) for k, v in parts.items()}, fits, seconds_per_step, notes, extra)
+
+
+def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: bool, stage: int,
+           offload_opt: bool, offload_params: bool, trainable: int, parts: dict[str, int]) -> list[str]:
+    where = (f"{hw.nodes} node(s) x {hw.gpus_per_node} GPU(s) of {hw.memory_gib:g} GiB ({hw.memory_source})"
+             if hw.device == "cuda" else f"this CPU, one process, {hw.memory_gib:g} GiB ({hw.memory_source}); "
+                                         "the parts are per process, in RAM")
+    notes = [f"planned for {where}",
+             f"parameters: {policy.name} {policy.total_params:,} ({trainable:,} trained"
+             f"{', LoRA r=' + str(config.lora_r) if config.lora else ''}); from {policy.source}",
+             "model states: " + ("torch AdamW without DeepSpeed, in " + config.dtype if stage == 0 else
+                                 f"DeepSpeed ZeRO-{stage} estimator (offload optimizer: {offload_opt}, "
+                                 f"parameters: {offload_params})"),
+             f"activations: Korthikanti et al. 2022 (arXiv 2205.05198) per layer, s={config.max_dialogue_tokens} "
+             f"(max_dialogue_tokens, an upper bound), b={config.micro_batch_size}, gradient checkpointing "
+             f"{'on' if config.gradient_checkpointing else 'off'}, plus the logits at the policy's tokens"]
+    if config.algorithm == "ppo":
+        notes.append("the critic's activations come after the policy's backward and are not added")
+    if config.engine == "vllm":
+        notes.append(f"vLLM KV cache: {VLLM_GPU_MEMORY_UTILIZATION:g} of the GPU (gpu_memory_utilization) less "
+                     "its weights" if hw.device == "cuda" and memory_known else
+                     f"vLLM KV cache: {-(-config.dialogues_per_step // hw.total_gpus)} dialogue(s) per rank x "
+                     f"{config.max_dialogue_tokens} tokens x {kv_bytes_per_token(policy)} bytes per token")
+    if not memory_known:
+        notes.append(f"GPU memory {hw.memory_gib:g} GiB is assumed: pass --gpu-memory")
+    if config.simulator.startswith("offline") and hw.device == "cpu":
+        notes.append("the offline simulator's own models (SmolLM2 coherence judge, MiniLM) are in step_measured "
+                     "when the probe ran, else on top")
+    return notes
+
+
+def measured_step_memory(plan: Plan, step_memory_bytes: int) -> None:
+    """On CPU, replace the activations' upper bound by what the probe's steps measurably added (part
+    'step_measured': activations, rollout caches, the simulator's lazily loaded models), less the gradients
+    and optimizer states the first step allocated (counted in their own parts)."""
+    states = sum(v for k, v in plan.parts.items() if k.endswith("_grads_optimizer")) * GIB
+    measured = max(0.0, step_memory_bytes - states)
+    bound = plan.parts.pop("activations")
+    plan.parts["step_measured"] = _gib(measured)
+    plan.per_gpu_gib = round(sum(plan.parts.values()), 2)
+    kv_problem = any(n.startswith("does not fit: vLLM") for n in plan.notes)
+    plan.fits = plan.per_gpu_gib <= plan.extra["memory_gib"] and not kv_problem
+    plan.notes = [n for n in plan.notes if not n.startswith("does not fit: ") or n.startswith("does not fit: vLLM")]
+    if plan.per_gpu_gib > plan.extra["memory_gib"]:
+        plan.notes.append(f"does not fit: {plan.per_gpu_gib:g} GiB needed per process of "
+                          f"{plan.extra['memory_gib']:g} GiB")
+    plan.notes.append(f"step_measured: what the probe's steps added to the process (peak resident size less the "
+                      f"size before them, less gradients and optimizer states: activations, rollout caches, the "
+                      f"simulator's models) {_gib(measured)} GiB, in place of the activations formula's bound at "
+                      f"max_dialogue_tokens ({bound:g} GiB)")
+
+
+def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional[int] = None,
+                memory_gib: Optional[float] = None, probe: bool = True) -> Plan:
+    """The whole plan of a config: shapes from the model configs, the hardware, and on CPU the one-step
+    probe's seconds_per_step (trainer.plan_probe; only against the offline simulator, where it costs no
+    API calls). ValueError when a model's parameters cannot be counted."""
+    hw, known = resolve_hardware(config, gpus, nodes, memory_gib)
+    targets = tuple(config.lora_target_modules) if config.lora else ()
+    policy = model_shape(config.model, config.lora_r if config.lora else 0, targets)
+    critic = None
+    if config.algorithm == "ppo":
+        critic = model_shape(config.critic_model) if config.critic_model else policy
+    seconds, probe_note = None, "seconds_per_step: null on a GPU plan (no probe is run)"
+    if hw.device == "cpu":
+        if not probe:
+            probe_note = "seconds_per_step not measured (probe turned off)"
+        elif not config.simulator.startswith("offline"):
+            probe_note = "seconds_per_step not measured: the simulator is an API and a probe would spend calls"
+        else:
+            from trainer.plan_probe import measure_seconds_per_step
+
+            try:
+                result = measure_seconds_per_step(config)
+                seconds, probe_note = result.seconds_per_step, result.note
+            except (RuntimeError, OSError, ValueError) as exc:
+                probe_note = f"seconds_per_step not measured: the probe step failed ({exc})"
+    plan = make_plan(config, policy, critic, hw, known, seconds)
+    if seconds is not None:
+        measured_step_memory(plan, result.step_memory_bytes)
+    plan.notes.append(probe_note)
+    plan.extra["steps"] = config.steps
+    plan.extra["estimated_hours"] = round(seconds * config.steps / 3600, 2) if seconds is not None else None
+    return plan
