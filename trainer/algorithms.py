@@ -77,6 +77,32 @@ def rlver_reward(sample: "RolloutSample", config: RewardConfig = RewardConfig())
     return reward if sample.format_ok else reward - config.bad_think_penalty
 
 
+def emotion_delta_rewards(sample: "RolloutSample") -> list[float]:
+    """Per-turn credit (`reward: emotion_deltas`, a deviation from the paper): policy reply k earns the change
+    of the user's emotion it caused, r_k = (e_k - e_{k-1}) / 100, 0 for a reply the user never judged. With
+    gamma = lambda = 1 a token of reply k then sees the return sum_{j >= k} r_j: the emotion gained from its
+    turn on, where the paper's reward credits every turn with the final emotion alike."""
+    e = [float(x) for x in sample.emotions]
+    return [(e[k + 1] - e[k]) / 100.0 if k + 1 < len(e) else 0.0 for k in range(len(sample.turn_spans))]
+
+
+def turn_reward_positions(turn_rewards: Sequence[float], turn_spans: Sequence[tuple[int, int]], row: tuple[int, int]
+                          ) -> dict[int, float]:
+    """Token index (in the row, counted from its start) -> reward, for one row [a, b) of a dialogue's ids: each
+    of the row's turns gets its reward on its last token, and the row's last turn also carries the rewards of
+    the turns after the row (think mode: later turns are other rows, so with gamma = 1 the return stays
+    the reward-to-go)."""
+    a, b = row
+    inside = [k for k, (ta, tb) in enumerate(turn_spans) if a <= ta and tb <= b and tb > ta]
+    out: dict[int, float] = {}
+    for k in inside:
+        out[turn_spans[k][1] - 1 - a] = float(turn_rewards[k])
+    if inside:
+        later = sum(float(r) for k, r in enumerate(turn_rewards) if k > inside[-1])
+        out[turn_spans[inside[-1]][1] - 1 - a] += later
+    return out
+
+
 def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:
     """[B, T] token rewards: each dialogue's score on its last policy token, 0 elsewhere."""
     rewards = torch.zeros_like(mask, dtype=scores.dtype)

@@ -27,6 +27,9 @@ class Batch:
     sample_index: list[int]  # [R] which dialogue the row came from
     sampled_logprobs: Tensor  # [R, T-1] log-probs reported by the rollout engine (0 where unknown)
     versions: Optional[Tensor] = None  # [R, T-1] policy version that sampled input_ids[:, t+1] (-1: unknown)
+    # [R, T-1] per-token rewards when the reward credits each turn (trainer.algorithms.emotion_delta_rewards);
+    # None: each row's score on its last policy token (the paper)
+    token_rewards: Optional[Tensor] = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -56,15 +59,27 @@ def _row_versions(sample: Any, n_rows: int) -> list[list[int]]:
     return [versions[a:b] for a, b in segments] if segments else [versions]
 
 
-def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequence[float]] = None) -> Batch:
+def _row_bounds(sample: Any) -> list[tuple[int, int]]:
+    segments = _field(sample, "segments") if hasattr(sample, "rows") else None
+    return list(segments) if segments else [(0, len(_field(sample, "input_ids")))]
+
+
+def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequence[float]] = None,
+               turn_rewards: Optional[Sequence[Sequence[float]]] = None) -> Batch:
     """Pad samples (RolloutSample, or dicts with input_ids, action_mask, group_id) into rows. `rewards`: one
-    per sample (trainer.algorithms.rlver_reward); without it each sample's own "reward" field."""
+    per sample (trainer.algorithms.rlver_reward); without it each sample's own "reward" field. `turn_rewards`:
+    one list per sample, a reward per policy turn, placed on each turn's last token (token_rewards)."""
+    from trainer.algorithms import turn_reward_positions
+
     if rewards is not None and len(rewards) != len(samples):
         raise ValueError(f"rewards: {len(rewards)} values for {len(samples)} samples")
-    rows, scores, groups, index, row_versions = [], [], [], [], []
+    if turn_rewards is not None and len(turn_rewards) != len(samples):
+        raise ValueError(f"turn_rewards: {len(turn_rewards)} lists for {len(samples)} samples")
+    rows, scores, groups, index, row_versions, placed = [], [], [], [], [], []
     for i, s in enumerate(samples):
         sample_rows = _rows(s)
-        for (ids, mask, lps), vs in zip(sample_rows, _row_versions(s, len(sample_rows))):
+        bounds = _row_bounds(s)
+        for (ids, mask, lps), vs, bound in zip(sample_rows, _row_versions(s, len(sample_rows)), bounds):
             if len(ids) != len(mask):
                 raise ValueError(f"sample {i}: input_ids ({len(ids)}) and action_mask ({len(mask)}) differ in length")
             if len(ids) >= 2 and any(mask):
@@ -73,9 +88,11 @@ def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequ
                 groups.append(_field(s, "group_id"))
                 index.append(i)
                 row_versions.append(vs)
+                placed.append(turn_reward_positions(turn_rewards[i], _field(s, "turn_spans"), bound)
+                              if turn_rewards is not None else {})
     if not rows:  # nothing sampled on this rank (e.g. every dialogue failed at the opening): a dummy row
         rows, scores, groups, index = [([pad_token_id] * 2, [0, 0], [0.0, 0.0])], [0.0], [None], [-1]
-        row_versions = [[-1, -1]]
+        row_versions, placed = [[-1, -1]], [{}]
     width = max(len(r[0]) for r in rows)
     ids_t = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -88,4 +105,12 @@ def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequ
         attn[r, :len(ids)] = 1
         act[r, :len(ids)] = torch.tensor(mask, dtype=torch.long)
         lp_t[r, :len(ids)] = torch.tensor(lps, dtype=torch.float32)
-    return Batch(ids_t, attn, act[:, 1:], torch.tensor(scores), groups, index, lp_t[:, 1:], ver[:, 1:])
+    token_rewards = None
+    if turn_rewards is not None:
+        token_rewards = torch.zeros((len(rows), width))
+        for r, where in enumerate(placed):
+            for position, value in where.items():
+                token_rewards[r, position] = value
+        token_rewards = token_rewards[:, 1:]  # column t describes token t + 1
+    return Batch(ids_t, attn, act[:, 1:], torch.tensor(scores), groups, index, lp_t[:, 1:], ver[:, 1:],
+                 token_rewards)

@@ -110,8 +110,10 @@ class TrainConfig:
     shared_opening: bool = True  # grpo / rloo: a group's rollouts share one generated opening (RLVER clones
     # the group's simulators from one that has spoken); matters only for profiles without a scripted first line
     # the reward of a finished dialogue: final_emotion (the paper's max(final emotion / 100, 0), with the shaping
-    # below) | python:MODULE:FUNCTION or python:PATH.py:FUNCTION (outside code: f(RolloutSample) -> float; its
-    # file's hash is recorded with the job, simulator.outside)
+    # below) | emotion_deltas (per-turn credit, a deviation: each reply earns the emotion change it caused,
+    # trainer.algorithms.emotion_delta_rewards) | python:MODULE:FUNCTION or python:PATH.py:FUNCTION (outside
+    # code: f(RolloutSample) -> float, or a list with one reward per policy turn; its file's hash is recorded
+    # with the job, simulator.outside)
     reward: str = "final_emotion"
     # --- reward shaping: DEVIATIONS from the paper (reward = max(final emotion / 100, 0)); all off
     reward_turn_delta_coef: float = 0.0
@@ -328,11 +330,11 @@ class TrainConfig:
         if report_to_error(self.report_to):
             e["report_to"] = report_to_error(self.report_to)
         e.update(self._overlap_errors())
-        if self.reward != "final_emotion":
+        if self.reward not in ("final_emotion", "emotion_deltas"):
             from simulator.outside import target_error
 
             e["reward"] = (target_error(self.reward) if self.reward.startswith("python:") else
-                           f"unknown reward {self.reward!r}; final_emotion or python:MODULE:FUNCTION")
+                           f"unknown reward {self.reward!r}; final_emotion, emotion_deltas or python:MODULE:FUNCTION")
             if not e["reward"]:
                 del e["reward"]
         e.update(self._persona_set_errors(check_paths))

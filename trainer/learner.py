@@ -206,14 +206,13 @@ class Learner:
     def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
         """[B, T-1] advantages (and returns for PPO) for the chosen algorithm."""
         c, mask = self.config, batch.action_mask
+        rewards = batch.token_rewards if batch.token_rewards is not None else A.last_token_rewards(batch.scores, mask)
         if c.algorithm == "ppo":
-            rewards = A.last_token_rewards(batch.scores, mask)
             adv, returns = A.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
             if c.whiten_advantages:  # over the global batch (all ranks)
                 adv = A.masked_whiten(adv, mask, all_reduce=all_reduce_sum)
             return adv, returns
         if c.algorithm == "reinforce_pp":
-            rewards = A.last_token_rewards(batch.scores, mask)
             return A.reinforce_pp_advantages(rewards, mask, c.gamma, all_reduce=all_reduce_sum), None
         # group baselines are over dialogues, not rows (a think-mode dialogue has one row per turn)
         first = {i: r for r, i in reversed(list(enumerate(batch.sample_index))) if i >= 0}

@@ -234,18 +234,26 @@ class RLTrainer:
         return A.RewardConfig(turn_delta_coef=c.reward_turn_delta_coef, length_penalty=c.reward_length_penalty,
                               length_target=c.reward_length_target)
 
-    def _reward_function(self, job: Any) -> Callable[[Any], float]:
-        """The dialogue reward: the paper's (with any configured shaping), or outside code named by
-        `reward: python:...`, whose source (module, file hash) is recorded with the job."""
+    def _reward_function(self, job: Any) -> Callable[[Any], float | list[float]]:
+        """The dialogue reward: the paper's (with any configured shaping), per-turn credit from emotion
+        changes, or outside code named by `reward: python:...`, whose source (module, file hash) is recorded
+        with the job. A list is one reward per policy turn (the dialogue's score is its sum)."""
         if self.config.reward == "final_emotion":
             reward_config = self.reward_config()
             return lambda sample: A.rlver_reward(sample, reward_config)
+        if self.config.reward == "emotion_deltas":
+            return A.emotion_delta_rewards
         from simulator.outside import load
 
         fn, origin = load(self.config.reward)
         if job is not None and is_main():
             job.record_config("reward_source", origin)
-        return lambda sample: float(fn(sample))
+
+        def outside(sample: Any) -> float | list[float]:
+            value = fn(sample)
+            return [float(v) for v in value] if isinstance(value, (list, tuple)) else float(value)
+
+        return outside
 
     def train_step(self, step: int) -> dict[str, float]:
         """One rollout + update; returns the step's metrics (the same on every rank)."""
@@ -254,10 +262,13 @@ class RLTrainer:
         t_rollout = time.monotonic() - t0
         samples, beyond = within_bound(samples, step - 1, self.config.max_staleness)
         self.last_samples = samples
-        rewards = [self.reward_fn(s) for s in samples]
+        raw = [self.reward_fn(s) for s in samples]
+        per_turn = [r if isinstance(r, list) else None for r in raw]
+        rewards = [sum(r) if isinstance(r, list) else r for r in raw]
         self.last_rewards = rewards
         lost = [_lost(s) for s in samples]
         usable = [(s, r) for s, r, gone in zip(samples, rewards, lost) if not gone]
+        usable_turns = [t for t, gone in zip(per_turn, lost) if not gone]
         summaries = [x for part in all_gather_objects([_summary(s, r) for s, r in zip(samples, rewards)])
                      for x in part]
         n_lost = sum(1 for x in summaries if x["lost"])
@@ -268,8 +279,12 @@ class RLTrainer:
             raise SimulatorOutage(f"step {step}: {n_lost} of {len(summaries)} dialogues failed on the simulator "
                                   f"side, e.g. {first}")
         t1 = time.monotonic()
+        turn_rewards = None
+        if any(t is not None for t in usable_turns):  # per-turn credit: a scalar goes on the last turn
+            turn_rewards = [t if t is not None else [0.0] * (len(s.turn_spans) - 1) + [r]
+                            for t, (s, r) in zip(usable_turns, usable)]
         batch = make_batch([s for s, _ in usable], self.learner.tokenizer.pad_token_id,
-                           rewards=[r for _, r in usable])
+                           rewards=[r for _, r in usable], turn_rewards=turn_rewards)
         metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step, policy_version=step - 1)
         t_update = time.monotonic() - t1
         t_sync = self._publish_weights(step)
