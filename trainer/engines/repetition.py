@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 WINDOW = 200
-NGRAM = 10
+NGRAM = 6
 MAX_SHARE = 0.5
 
 
