@@ -99,19 +99,20 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
 
     # 5. Train on the train part from the Training view; the job records the set and its hash.
     page.get_by_role("tab", name="Training").click()
+    # the form opens on the cpu-demo preset (GRPO, groups of 4): 4 dialogues make one group
     for elem, value in (("train-name", "studio-train"), ("train-model", tiny_model_dir), ("train-steps", 1),
-                        ("train-dialogues_per_step", 2), ("train-minibatch_size", 2), ("train-micro_batch_size", 2),
+                        ("train-dialogues_per_step", 4), ("train-minibatch_size", 2), ("train-micro_batch_size", 2),
                         ("train-max_turns", 1), ("train-max_new_tokens", 8), ("train-actor_lr", 0.0001)):
         _box(page, elem, value)
     _box(page, "train-extra", "critic_lr: 0.0001\nmax_dialogue_tokens: 512")
     _box(page, "train-persona_set", "set:no-such-set")  # checked against the store before anything starts
     page.click("#train-launch")
     expect(page.locator("#err-persona_set")).to_contain_text("no stored persona set named 'no-such-set'")
-    assert jobs.list_jobs(store) == []
+    assert jobs.list_jobs(store, kind="train") == []  # (the generation above ran as a personas job)
     choose(page, "train-persona_set", f"set:{SET}-train")
     page.click("#train-launch")
     expect(page.locator("#train-launch-msg")).to_contain_text("Launched job #")
-    job_id = jobs.list_jobs(store)[0]["id"]
+    job_id = jobs.list_jobs(store, kind="train")[0]["id"]
     try:
         detail = wait_for(lambda: (d := jobs.job_detail(store, job_id))["config"].get("personas") and d
                           or (d["status"] in ("failed", "cancelled", "interrupted") and d), timeout=WAIT_MS / 1000)
