@@ -308,6 +308,7 @@ def test_preset_dropdown_fills_the_form_and_launch_asks_to_confirm_a_job_that_wi
     from playwright.sync_api import expect
 
     page = browser_page
+    page.reload()  # the module's page: an earlier test typed into this form
     page.get_by_role("tab", name="Training").click()
     expect(page.locator("#train-steps input")).to_have_value("46")  # opens on cpu-demo
     expect(page.locator("#train-model textarea")).to_have_value("default")
