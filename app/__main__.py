@@ -70,10 +70,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from storage import make_engine
-
     from app.context import LabContext
     from app.lab import build_app, launch, startup
+    from storage import make_engine
 
     store = make_engine(args.db)
     done = startup(store)

@@ -1,4 +1,4 @@
-"""The social-cognition judge's scores of an eval run (simulator.judge_store) as a radar: one trace per judge
+"""The social-cognition judge's scores of an eval run (simulator.evaluation.judge_store) as a radar: one trace per judge
 fingerprint (scores from different judges are never averaged together), with a summary line."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 
 from app.render import md
-from simulator.judge import DIMENSION_LABELS, DIMENSIONS
+from simulator.evaluation.judge import DIMENSION_LABELS, DIMENSIONS
 
 
 def judge_label(fp: dict[str, Any], judge_hash: str = "") -> str:
@@ -35,7 +35,7 @@ def judge_radar(groups: list[dict[str, Any]]) -> go.Figure:
 
 def judge_view(engine: Any, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
     """(summary markdown, radar) of an eval run's judge scores; ('', None) when it has none."""
-    from simulator.judge_store import eval_run_summary
+    from simulator.evaluation.judge_store import eval_run_summary
 
     if run_id in (None, ""):
         return "", None

@@ -45,17 +45,17 @@ def startup(store: Store) -> dict[str, Any]:
     process died with the last app, a persona generation say, shows as interrupted and resumable). Returns
     what was done."""
     done: dict[str, Any] = {}
-    from simulator.persona_service import seed_builtin
+    from simulator.personas.store import seed_builtin
 
     try:
         done["seeded"] = seed_builtin(store)
     except ModuleNotFoundError as exc:  # a checkout without the built-in library still serves the lab
-        if exc.name != "simulator.builtin_personas":
+        if exc.name != "simulator.personas.builtin":
             raise
-        log.warning("no built-in persona library (simulator.builtin_personas); nothing seeded")
+        log.warning("no built-in persona library (simulator.personas.builtin); nothing seeded")
         done["seeded"] = 0
     try:
-        from trainer.job_liveness import reap_dead_jobs
+        from trainer.jobs.liveness import reap_dead_jobs
     except ImportError:  # the jobs module is optional for the personas/transcripts-only lab
         reap_dead_jobs = None
     if reap_dead_jobs is not None:

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import plotly.graph_objects as go
 
-from simulator.rules import TIERS
+from simulator.user.rules import TIERS
 
 if TYPE_CHECKING:
-    from simulator.fidelity import FidelityReport
+    from simulator.evaluation.fidelity import FidelityReport
 
 # Band colours, low opacity so overlaid curves stay readable.
 TIER_COLOURS = {"S": "#2e7d32", "A": "#7cb342", "B": "#fbc02d", "C": "#fb8c00", "F": "#e53935"}
@@ -54,7 +54,7 @@ def emotion_figure(series: Sequence[tuple[str, Sequence[Optional[float]]]], titl
 def fidelity_figure(report: "FidelityReport", height: int = 300) -> go.Figure:
     """Bars of the share of each emotion change: the lab's dialogues beside the published DeepSeek-V3
     judgements, one category per value of either, with the distances in the title."""
-    from simulator.fidelity import value_label
+    from simulator.evaluation.fidelity import value_label
 
     rows = report.rows()
     labels = [value_label(r["value"]) for r in rows]

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Iterable, Optional
 
-from simulator.rules import tier
+from simulator.user.rules import tier
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 

@@ -8,17 +8,15 @@ held-out personas): the held-out score with its bootstrap 95% interval, success 
 the interval of their share, reply statistics (words, question marks, think words), the judge's mean on
 each of the five dimensions (one row per judge fingerprint, never averaged across judges), and the wall
 time of the cell's training and benchmark jobs. The numbers are the Experiments view's
-(app.experiments_service); the radar is drawn by headless chromium from plotly's own HTML.
+(app.services.experiments); the radar is drawn by headless chromium from plotly's own HTML.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -31,8 +29,8 @@ def _minutes(job: Any) -> str:
 
 def report_rows(store: Any, exp: dict[str, Any], baselines: list[int]) -> list[dict[str, Any]]:
     """One dict per row: name, label, eval_run_id, result (RESULT_HEADERS row), replies, judge groups, times."""
-    from app import experiments_service as es
-    from simulator.judge_store import eval_run_summary
+    from app.services import experiments as es
+    from simulator.evaluation.judge_store import eval_run_summary
     from storage import EvalRun, Job, read_scope
 
     rows = []
@@ -57,7 +55,7 @@ def report_rows(store: Any, exp: dict[str, Any], baselines: list[int]) -> list[d
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     from app.judge_panel import judge_label
-    from simulator.judge import DIMENSION_LABELS, DIMENSIONS
+    from simulator.evaluation.judge import DIMENSION_LABELS, DIMENSIONS
 
     num = lambda v, d=1: "—" if v is None else f"{v:.{d}f}"  # noqa: E731
     out = ["| | cell | score | 95% CI | success | failure | n | words/reply | ?/reply | think words | "
@@ -80,8 +78,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def radar_png(rows: list[dict[str, Any]], path: Path) -> Optional[Path]:
     """The judge radar of every row overlaid, saved as a PNG through headless chromium; None when unjudged."""
-    from app.experiments_service import overlaid_radar
     from playwright.sync_api import sync_playwright
+
+    from app.services.experiments import overlaid_radar
 
     fig = overlaid_radar([(f"{r['name']} {r['label']}", r["judge"]) for r in rows])
     if fig is None:
@@ -110,7 +109,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--radar", type=Path, help="write the judge radar here (PNG)")
     args = parser.parse_args(argv)
     from storage import make_engine
-    from trainer.experiments import experiment_detail
+    from trainer.experiments.grid import experiment_detail
 
     store = make_engine(args.db)
     exp = experiment_detail(store, args.experiment)

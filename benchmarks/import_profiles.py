@@ -18,12 +18,11 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 def write_profiles(path: Path, n: int, bad_last: bool = False) -> int:
     """Write n profiles (the last one invalid when bad_last); returns the file size in bytes."""
-    from simulator.builtin_personas import BUILTIN_PROFILES
+    from simulator.personas.builtin import BUILTIN_PROFILES
 
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n):

@@ -73,16 +73,14 @@ after 10 minutes, +10.6 after 20 (group 4: +8.3, +9.6; within the noise).
 from __future__ import annotations
 
 import argparse
-import os
 import math
+import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -94,7 +92,8 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
     """Final emotions of the held-out personas (args.eval_samples dialogues each, fixed seeds) after `turns`
     policy turns (default args.eval_turns)."""
     turns = turns or args.eval_turns
-    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+    from simulator.user.spec import SimulatorSpec
+    from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
     t0 = time.monotonic()
     points: dict[str, list[float]] = {}  # offline-scorer component -> its points on every held-out reply
@@ -107,7 +106,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
         if comps:
             fired.append(set(comps))
 
-    rollout = RolloutEngine(trainer.policy_engine, make_simulator_factory(args.simulator, args.eval_preset, seed=0),
+    rollout = RolloutEngine(trainer.policy_engine, SimulatorSpec(args.simulator, rules=args.eval_preset).factory(),
                             config=RolloutConfig(mode=args.mode, max_turns=turns,
                                                  max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                                                  temperature=args.eval_temperature, seed=12345,
@@ -139,8 +138,8 @@ def detector_shares(samples, fired: list[set[str]]) -> dict[str, float]:
     """Share of the policy's replies each detector flags. Coherence and parroting are computed on every reply
     with the v3 judge and the parroting measure whatever the scorer (so v2 runs get the same figures); the
     probe detectors are read from the components the simulator gave the judged replies."""
-    from simulator.backends.coherence import coherence_sync, judge_coherence
-    from simulator.backends.offline import PARROT_THRESHOLD, parroted_share
+    from simulator.user.backends.coherence import coherence_sync, judge_coherence
+    from simulator.user.backends.offline import PARROT_THRESHOLD, parroted_share
 
     pairs, parrots = [], []
     for s in samples:
@@ -237,9 +236,9 @@ def main() -> None:
     args = parse_args()
     import torch
 
-    from simulator.builtin_personas import BUILTIN_PROFILES
+    from simulator.personas.builtin import BUILTIN_PROFILES
     from trainer.config import TrainConfig
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     if args.threads:
         torch.set_num_threads(args.threads)

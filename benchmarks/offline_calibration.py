@@ -20,7 +20,7 @@ of the component points before rounding and clamping. Printed: the AUC (probabil
 scores above a random bad one; ties count half) over all rows, by persona split (train / held-out: the
 coherence thresholds were chosen looking at the train split only) and for each bad kind against all good
 rows. --fit prints the coherence measures by kind, and the lowest value and 10th percentile of each over
-the good rows of the train split, from which the constants in simulator/backends/coherence.py were set
+the good rows of the train split, from which the constants in simulator/user/backends/coherence.py were set
 (the comment there says how). --time N measures the added time per judged turn of v3 over v2 (N turns one
 at a time, the first N rows: replies that all reach the language model; caches cold for the coherence
 model, warm for the embeddings), in wall time and in process CPU time (steadier on a shared machine).
@@ -37,13 +37,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from simulator.backends.offline import OfflineBackend  # noqa: E402
-from simulator.builtin_personas import BUILTIN_PROFILES  # noqa: E402
-from simulator.rules import get_preset  # noqa: E402
+from simulator.personas.builtin import BUILTIN_PROFILES  # noqa: E402
+from simulator.user.backends.offline import OfflineBackend  # noqa: E402
+from simulator.user.rules import get_preset  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "offline_calibration.jsonl"
 
@@ -113,8 +112,8 @@ def report(rows: list[dict], scores: dict[str, list[float]]) -> None:
 
 def fit(rows: list[dict]) -> None:
     """The coherence measures by kind, and the lowest value and 10th percentile of each over the good rows of
-    the train split (what the thresholds in simulator/backends/coherence.py were set from)."""
-    from simulator.backends.coherence import coherence_sync
+    the train split (what the thresholds in simulator/user/backends/coherence.py were set from)."""
+    from simulator.user.backends.coherence import coherence_sync
 
     raw = coherence_sync([(r["user"], r["reply"]) for r in rows])
     measures = {"fluency": [float(f) for f, _ in raw], "gain": [float(f - a) for f, a in raw]}
@@ -138,7 +137,7 @@ def time_added(rows: list[dict], n: int) -> None:
     v2, v3 = OfflineBackend(scorer="v2"), OfflineBackend(scorer="v3")
     for r in sample:  # warm the embeddings and load both models
         asyncio.run(judge(v2, r))
-    from simulator.backends.coherence import get_scorer
+    from simulator.user.backends.coherence import get_scorer
     get_scorer()
     wall, cpu = {}, {}
     for name, backend in (("v2", v2), ("v3", v3)):

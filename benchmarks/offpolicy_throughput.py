@@ -41,7 +41,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -60,10 +59,10 @@ def train_config(args: argparse.Namespace, model: str, max_staleness: int, base_
 
 def run(args: argparse.Namespace, model: str, max_staleness: int, out: Path) -> dict:
     """One training run of args.steps steps against a fresh latency server; its wall time and step metrics."""
-    from benchmarks.rollout_throughput import _server_process
-    from trainer.rl_trainer import RLTrainer
+    from benchmarks.rollout_throughput import server_process
+    from trainer.learning.rl_trainer import RLTrainer
 
-    server, base_url = _server_process({"latency_median_s": args.median, "latency_p99_s": args.p99,
+    server, base_url = server_process({"latency_median_s": args.median, "latency_p99_s": args.p99,
                                         "seed": args.seed})
     try:
         trainer = RLTrainer(train_config(args, model, max_staleness, base_url, out))
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace, model: str, max_staleness: int, out: Path) -> 
 
 def warm_up(model: str, out: Path) -> None:
     from trainer.config import TrainConfig
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     cfg = TrainConfig(model=model, algorithm="grpo", group_size=2, dialogues_per_step=2, minibatch_size=2,
                       micro_batch_size=2, steps=1, max_turns=1, max_new_tokens=4, max_dialogue_tokens=1024,

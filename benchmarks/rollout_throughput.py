@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -65,7 +64,7 @@ server.stop()
 """
 
 
-def _server_process(server_kw: dict):
+def server_process(server_kw: dict):
     """The scripted server in its own process, as a remote API would be: its request threads do not
     compete with the rollout's event loop for this process's interpreter lock."""
     import subprocess
@@ -91,24 +90,27 @@ def critical_path(samples: list, events: list, batch_s: dict) -> tuple[float, fl
 
 
 def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_sample: int, tiny_dir: Path) -> dict:
-    from simulator.builtin_personas import BUILTIN_PROFILES
-    from simulator.rules import EmotionRules
-    from trainer.engines import SamplingConfig, make_engine
-    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+    from simulator.llm.traffic import TrafficLimits
+    from simulator.personas.builtin import BUILTIN_PROFILES
+    from simulator.user.rules import EmotionRules
+    from simulator.user.spec import SimulatorSpec
     from testkit.tiny_model import build_tiny_model
+    from trainer.policies import SamplingConfig, make_policy_engine
+    from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
-    policy = make_engine(str(build_tiny_model(tiny_dir)))
+    policy = make_policy_engine(str(build_tiny_model(tiny_dir)))
     policy.generate([[{"role": "user", "content": "hi"}]], SamplingConfig(max_new_tokens=2), seeds=[0])  # warm-up
     profiles = [p for p in BUILTIN_PROFILES if p.language == "en" and p.first_line][:8]
     group = max(1, n_dialogues // len(profiles))
     # Every dialogue runs the full number of turns: no success/failure/goodbye end.
     rules = EmotionRules(name="bench", max_turns=turns, success_at=1e9, failure_below=-1e9, end_on_goodbye=False)
-    server, base_url = _server_process(server_kw)
+    server, base_url = server_process(server_kw)
     result = {"dialogues": len(profiles) * group, "turns": turns}
     try:
-        factory = make_simulator_factory("openai:scripted", rules=rules, base_url=base_url, api_key="unused",
-                                         max_retries=8 if server_kw.get("rate_limit_share") else 0,
-                                         max_in_flight=max(32, 2 * n_dialogues))
+        traffic = TrafficLimits(max_retries=8 if server_kw.get("rate_limit_share") else 0,
+                                max_in_flight=max(32, 2 * n_dialogues))
+        factory = SimulatorSpec("openai:scripted", rules=rules, base_url=base_url, api_key="unused",
+                                traffic=traffic).factory()
         stats = _timed(policy)
         for schedule in ("async", "rounds"):
             # an empty reply of the random tiny policy is judged like any other, so every dialogue runs T turns
@@ -161,7 +163,7 @@ def orchestration_rows(r: dict, latency: str) -> list:
 
 
 def _decode_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
-    from trainer.engines import SamplingConfig
+    from trainer.policies import SamplingConfig
 
     chat = [{"role": "system", "content": "You are a kind listener."},
             {"role": "user", "content": "My sister forgot my birthday again. I keep saying it does not matter."}]
@@ -176,12 +178,12 @@ def _decode_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
 
 
 def decode(batches: list[int], new_tokens: int, repeats: int) -> tuple[list, dict]:
-    from trainer.engines import make_engine
+    from trainer.policies import make_policy_engine
 
-    hf = make_engine("default")
+    hf = make_policy_engine("default")
     hf_rates = {b: _decode_rate(hf, b, new_tokens, repeats) for b in batches}
     del hf
-    vllm = make_engine("vllm:default", dtype="float32", max_model_len=2048)
+    vllm = make_policy_engine("vllm:default", dtype="float32", max_model_len=2048)
     vllm_rates = {b: _decode_rate(vllm, b, new_tokens, repeats) for b in batches}
     vllm.close()
     rows = [("(b) decode", f"SmolLM2-135M-Instruct, {new_tokens} new tokens, best of {repeats}", "")]

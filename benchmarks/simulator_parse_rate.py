@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 async def play(pack: str, profiles: list, base_url: str, max_repairs: int, max_tokens: int) -> dict:
-    from simulator.agent import SentientAgent
-    from simulator.backends import make_backend
+    from simulator.user.agent import SentientAgent
+    from simulator.user.backends import make_backend
 
     backend = make_backend("openai:served", base_url=base_url, api_key="EMPTY", temperature=0.7, max_tokens=max_tokens,
                            timeout=300, max_retries=0)
@@ -61,9 +60,9 @@ def main() -> int:
     ap.add_argument("--memory-share", type=float, default=0.3,
                     help="vLLM's --gpu-memory-utilization: on CPU, the share of memory it may reserve")
     args = ap.parse_args()
-    from simulator.builtin_personas import BUILTIN_PROFILES
-    from simulator.profile_io import import_profiles
-    from trainer.policy_model import resolve_policy
+    from simulator.personas.builtin import BUILTIN_PROFILES
+    from simulator.personas.io import import_profiles
+    from trainer.policies.model import resolve_policy
 
     model = str(resolve_policy(args.model))
     profiles = list(BUILTIN_PROFILES[: args.steps])

@@ -2,7 +2,7 @@
 
     python benchmarks/vs_trl.py [--steps 3] [--prompts 2] [--group 4] [--max-new-tokens 48] [--threads 2]
 
-Model: SmolLM2-135M-Instruct (simulator.model_files.default_model_dir). Prompts: single-turn chats built from the
+Model: SmolLM2-135M-Instruct (simulator.llm.models.default_model_dir). Prompts: single-turn chats built from the
 built-in personas (the direct-mode system prompt + the persona's first line). Reward: the offline
 simulator's score of the reply, max(emotion after one reply / 100, 0) under the "rlver-hard" rules. Both
 trainers sample at temperature 1.0 with the same max new tokens, group size and prompts per step, with no
@@ -31,12 +31,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 def prompts(n: int) -> list[tuple[object, list[dict]]]:
-    from simulator.builtin_personas import BUILTIN_PROFILES
-    from trainer.templates import system_prompt
+    from simulator.personas.builtin import BUILTIN_PROFILES
+    from trainer.rollout.templates import system_prompt
 
     chosen = [p for p in BUILTIN_PROFILES if p.first_line][:n]
     return [(p, [{"role": "system", "content": system_prompt("direct", p.language)},
@@ -45,9 +44,9 @@ def prompts(n: int) -> list[tuple[object, list[dict]]]:
 
 def make_reward():
     """reward(profile, reply) = the offline simulator's emotion after the reply, / 100, clipped at 0."""
-    from simulator.agent import SentientAgent
-    from simulator.backends import make_backend
-    from simulator.rules import get_preset
+    from simulator.user.agent import SentientAgent
+    from simulator.user.backends import make_backend
+    from simulator.user.rules import get_preset
 
     backend, rules = make_backend("offline"), get_preset("rlver-hard")
 
@@ -67,11 +66,11 @@ def peak_rss_mb() -> float:
 def run_ours(args: argparse.Namespace) -> dict:
     import torch
 
+    from simulator.llm.models import default_model_dir
     from trainer.config import TrainConfig
-    from trainer.engines.base import SamplingConfig
-    from trainer.engines.hf_engine import HFEngine
-    from trainer.learner import Learner, make_batch
-    from simulator.model_files import default_model_dir
+    from trainer.learning.learner import Learner, make_batch
+    from trainer.policies.base import SamplingConfig
+    from trainer.policies.hf_engine import HFEngine
 
     model = default_model_dir()
     n = args.prompts * args.group
@@ -111,7 +110,7 @@ def run_trl(args: argparse.Namespace) -> dict:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from simulator.model_files import default_model_dir
+    from simulator.llm.models import default_model_dir
 
     model = default_model_dir()
     reward = make_reward()

@@ -5,14 +5,14 @@
     python -m simulator personas export FILE [--format lab|rlver] [--db URL]
     python -m simulator personas seed [--db URL]
     python -m simulator personas list [--set SPEC] [--json] [--db URL]
-    python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.persona_lint)
-    python -m simulator personas sets list|show|create|split|export|coverage ...   (simulator.sets_cli)
-    python -m simulator personas generate --spec FILE --base-url URL --model NAME [...]   (simulator.persona_generation_cli)
+    python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.personas.lint)
+    python -m simulator personas sets list|show|create|split|export|coverage ...   (simulator.cli.sets)
+    python -m simulator personas generate --spec FILE --base-url URL --model NAME [...]   (simulator.cli.generate)
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
-    python -m simulator probe ...   (simulator.probes)
-    python -m simulator chat ...    (simulator.chat_cli)
-    python -m simulator prompt render < REQUEST.json   (simulator.prompt_cli)
-    python -m simulator fidelity FILE|--eval-run N|--job J [--step S] [--db URL] [--json]   (simulator.fidelity)
+    python -m simulator probe ...   (simulator.evaluation.probes)
+    python -m simulator chat ...    (simulator.cli.chat)
+    python -m simulator prompt render < REQUEST.json   (simulator.cli.prompt)
+    python -m simulator fidelity FILE|--eval-run N|--job J [--step S] [--db URL] [--json]   (simulator.evaluation.fidelity)
 
 A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason"). `personas
 export` and `personas list` on a store with no profiles seed the built-in ones first, as the app does.
@@ -27,10 +27,10 @@ from typing import Optional, Sequence
 
 # Subcommands living in their own modules, imported only when called: each module exposes
 # add_arguments(parser) and run(args) -> int.
-PLUGINS = {"probe": ("simulator.probes", "probe the simulated user with scripted replies"),
-           "chat": ("simulator.chat_cli", "chat with a simulated user in the terminal"),
-           "prompt": ("simulator.prompt_cli", "render the exact messages of a simulator step (prompt packs)"),
-           "fidelity": ("simulator.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones")}
+PLUGINS = {"probe": ("simulator.evaluation.probes", "probe the simulated user with scripted replies"),
+           "chat": ("simulator.cli.chat", "chat with a simulated user in the terminal"),
+           "prompt": ("simulator.cli.prompt", "render the exact messages of a simulator step (prompt packs)"),
+           "fidelity": ("simulator.evaluation.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones")}
 
 
 def _fail(lines: Sequence[str], code: int = 1) -> int:
@@ -40,9 +40,9 @@ def _fail(lines: Sequence[str], code: int = 1) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from simulator.profile_io import BadFileError
-    from simulator.scoring import format_summary
-    from simulator.transcripts import summarize_file
+    from simulator.evaluation.scoring import format_summary
+    from simulator.evaluation.transcripts import summarize_file
+    from simulator.personas.io import BadFileError
 
     try:
         s = summarize_file(args.file, n_boot=args.n_boot, seed=args.seed)
@@ -65,7 +65,7 @@ def _engine(args: argparse.Namespace):
 
 
 def cmd_personas(args: argparse.Namespace) -> int:
-    from simulator import persona_service as ps
+    from simulator.personas import store as ps
 
     engine = ps.open_store(args.db) if args.action in ("export", "list") else _engine(args)
     if args.action == "list":
@@ -79,7 +79,7 @@ def cmd_personas(args: argparse.Namespace) -> int:
         print(f"{args.file}: imported {report.stored} profile(s)" +
               (f" ({report.replaced} replaced)" if report.replaced else ""))
         if args.as_set:
-            from simulator.persona_set_service import SetError, create_from_import
+            from simulator.personas.sets import SetError, create_from_import
 
             try:
                 made = create_from_import(engine, args.as_set, args.file, [p.id for p in report.profiles])
@@ -100,8 +100,8 @@ def cmd_personas(args: argparse.Namespace) -> int:
 
 
 def _list_personas(engine, spec: Optional[str], as_json: bool) -> int:
-    from simulator import persona_service as ps
-    from simulator.persona_sets import PersonaSpecError, resolve_personas
+    from simulator.personas import store as ps
+    from simulator.personas.specs import PersonaSpecError, resolve_personas
 
     try:
         profiles = resolve_personas(spec, engine) if spec else ps.list_profiles(engine)
@@ -118,14 +118,14 @@ def _list_personas(engine, spec: Optional[str], as_json: bool) -> int:
     print(f"{len(rows)} persona(s)" + (f" in {spec}" if spec else " in the store"), file=sys.stderr)
     return 0
 def cmd_personas_lint(args: argparse.Namespace) -> int:
-    from simulator.persona_lint import run
+    from simulator.personas.lint import run
 
     return run(args)
 
 
 def cmd_transcripts(args: argparse.Namespace) -> int:
-    from simulator import transcripts as tr
-    from simulator.scoring import format_summary
+    from simulator.evaluation import transcripts as tr
+    from simulator.evaluation.scoring import format_summary
 
     engine = _engine(args)
     report = tr.import_file(engine, args.file, keep_valid=args.keep_valid)
@@ -191,13 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help='one JSON object per profile: {"id", "warnings": [{"field", "problem"}]}')
     lint.set_defaults(func=cmd_personas_lint)
     sets = actions.add_parser("sets", help="named persona sets: list, show, create, split, export, coverage")
-    from simulator import sets_cli
+    from simulator.cli import sets as sets_cli
 
     sets_cli.add_arguments(sets)
     sets.set_defaults(func=sets_cli.run)
     gen = actions.add_parser("generate", help="write persona candidates with an LLM for review")
-    importlib.import_module("simulator.persona_generation_cli").add_arguments(gen)
-    gen.set_defaults(func=lambda args: importlib.import_module("simulator.persona_generation_cli").run(args))
+    importlib.import_module("simulator.cli.generate").add_arguments(gen)
+    gen.set_defaults(func=lambda args: importlib.import_module("simulator.cli.generate").run(args))
 
     transcripts = sub.add_parser("transcripts", help="import SAGE transcript files into the store")
     tactions = transcripts.add_subparsers(dest="action", required=True)

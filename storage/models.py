@@ -8,7 +8,17 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -29,7 +39,7 @@ class StoreMeta(Base):
 
 
 class Persona(Base):
-    """A simulated-user profile (see simulator.profiles.Profile for the validated form)."""
+    """A simulated-user profile (see simulator.personas.profile.Profile for the validated form)."""
 
     __tablename__ = "persona"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -193,7 +203,7 @@ class Checkpoint(Base):
 
 
 class JudgeScore(Base):
-    """One dialogue's ratings by the social-cognition judge (simulator/judge.py): a 1-5 score and a reason
+    """One dialogue's ratings by the social-cognition judge (simulator/evaluation/judge.py): a 1-5 score and a reason
     per dimension, or the error that kept it from being judged. One row per dialogue and judge fingerprint."""
 
     __tablename__ = "judge_score"
@@ -219,7 +229,7 @@ class JudgeScore(Base):
 
 
 class PersonaSet(Base):
-    """A named, ordered set of stored personas (simulator.persona_set_service). `content_hash` is the hash of
+    """A named, ordered set of stored personas (simulator.personas.sets). `content_hash` is the hash of
     its members' profile fingerprints in order when it was made; a member edited since gives another hash
     when the set is resolved, so runs made before and after never look alike."""
 
@@ -250,7 +260,7 @@ class PersonaSetMember(Base):
 
 
 class PersonaGeneration(Base):
-    """One batch of LLM-written persona candidates (simulator/persona_generation.py): the endpoint and model
+    """One batch of LLM-written persona candidates (simulator/personas/generation.py): the endpoint and model
     asked, the prompt version and hash, the spec, and how far it got."""
 
     __tablename__ = "persona_generation"
@@ -301,7 +311,7 @@ class PersonaCandidate(Base):
 
 class Experiment(Base):
     """A grid of training configs run as ordinary jobs, each cell's final checkpoint benchmarked on a held-out
-    set (trainer/experiments.py). The runner's state lives here, so a killed runner resumes from the store."""
+    set (trainer/experiments/grid.py). The runner's state lives here, so a killed runner resumes from the store."""
 
     __tablename__ = "experiment"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

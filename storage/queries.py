@@ -1,5 +1,5 @@
 """Read queries over stored dialogues grouped in collections: the Transcripts view's lists and the input of
-every collection score (simulator.transcripts.dialogues_summary).
+every collection score (simulator.evaluation.transcripts.dialogues_summary).
 
 A collection key names one group of dialogues: `import:FILE` (an imported transcript file), `eval:RUN` (a
 benchmark run), `job:JOB` (a training job's dialogues outside any benchmark run) or `source:SOURCE` (live,
@@ -78,7 +78,7 @@ def collection_dialogues(store: Engine, key: str, limit: int) -> list[dict[str, 
 
 def scored_finals(store: Engine, where: Sequence[ColumnElement]) -> list[Optional[float]]:
     """Final emotions of the ended dialogues matching `where`, in id order; None for a dialogue that ended
-    with an error (scored as one by simulator.scoring)."""
+    with an error (scored as one by simulator.evaluation.scoring)."""
     with read_scope(store) as s:
         rows = s.execute(select(Dialogue.final_emotion, Dialogue.status)
                          .where(*where, Dialogue.status.in_(SCORED_STATUSES)).order_by(Dialogue.id)).all()

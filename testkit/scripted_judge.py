@@ -1,4 +1,4 @@
-"""The scripted server's answers to the social-cognition judge (simulator/judge.py), for tests.
+"""The scripted server's answers to the social-cognition judge (simulator/evaluation/judge.py), for tests.
 
 A request is the judge's when its text names all five dimensions. The answer depends on the mode: the
 server's `judge_mode`, or a `judge-mode:MODE` token anywhere in the judged dialogue (so one batch can mix

@@ -1,4 +1,4 @@
-"""The scripted server's answers to persona-generation requests (simulator/persona_generation.py), for tests.
+"""The scripted server's answers to persona-generation requests (simulator/personas/generation.py), for tests.
 
 A request is a persona-generation one when its response_format names the schema "persona_profile" or its
 prompt asks for the hidden-need category, personality type and language of "one simulated user". The
@@ -128,7 +128,7 @@ class PersonaWriter:
         if mode == "invalid":
             del profile["hidden_need"]
         elif mode == "duplicate":
-            from simulator.builtin_personas import BUILTIN_PROFILES
+            from simulator.personas.builtin import BUILTIN_PROFILES
 
             profile.update(persona=BUILTIN_PROFILES[0].persona, background=BUILTIN_PROFILES[0].background)
         elif mode == "leak":
@@ -140,7 +140,7 @@ class PersonaWriter:
         name, persona, events, first = STORIES[i % len(STORIES)]
         he = _PRONOUN[i % len(STORIES)]
         need = asked.get("need_category") or "just_listen"
-        from simulator.profiles import NEED_CATEGORIES
+        from simulator.personas.profile import NEED_CATEGORIES
 
         label = NEED_CATEGORIES.get(need, NEED_CATEGORIES["just_listen"])[0].lower()
         return {"name": name, "persona": f"{persona} Speaking style: short messages, dry, a little guarded.",

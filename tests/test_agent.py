@@ -2,14 +2,14 @@
 import asyncio
 
 import pytest
-
 from conftest import make_sim_profile
 from helpers import play_dialogue as dialogue
-from simulator.agent import MAX_REPLY_CHARS, SentientAgent, UserTurn
-from simulator.backends import make_backend
-from simulator.fingerprint import fingerprint_hash
-from simulator.prompts import load_templates, prompt_hash
-from simulator.rules import EmotionRules, get_preset
+
+from simulator.user.agent import MAX_REPLY_CHARS, SentientAgent, UserTurn
+from simulator.user.backends import make_backend
+from simulator.user.fingerprint import fingerprint_hash
+from simulator.user.rules import EmotionRules, get_preset
+from simulator.user.templates import load_templates, prompt_hash
 from testkit.scripted_server import classify_request, start_server
 
 GOOD = "I hear you. Covering all those shifts was a lot, and you did it well."
@@ -214,7 +214,7 @@ def test_own_pack_asks_the_same_prompt_again_on_an_unreadable_answer():
 
 
 def test_own_pack_structured_mode_sends_a_schema_and_reads_json(server):
-    from simulator.prompt_packs import EMOTION_KEYS, REPLY_KEYS
+    from simulator.user.packs import EMOTION_KEYS, REPLY_KEYS
 
     agent = SentientAgent(make_sim_profile(), chat_backend(server), pack="own:json")
     start = len(server.requests)

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from trainer import algorithms as A
+from trainer.learning import algorithms as A
 
 
 def close(actual: torch.Tensor, expected, atol: float = 1e-6) -> None:
@@ -29,7 +29,7 @@ def test_shaped_reward_defaults_to_paper_reward_and_shapes_when_asked():
 
 
 def test_rlver_reward_is_the_paper_reward_unless_configured():
-    from trainer.rollout_types import RolloutSample
+    from trainer.rollout.types import RolloutSample
 
     s = RolloutSample(key="k", dialogue_id=None, profile_id="p", group_id="g", emotions=[30, 45, 60],
                       final_emotion=60, turn_spans=[(3, 63), (70, 130)])

@@ -22,11 +22,11 @@ MARKERS = {"persona": "zq-secret-persona-7731", "job": "zq-secret-job-label", "c
 def populate(db_url: str) -> list[str]:
     """A store with a persona, a training job and a transcript collection carrying MARKERS; returns every
     persona id in it (the built-in ones included)."""
-    from simulator import persona_service as ps
-    from simulator import transcripts as tr
-    from simulator.profiles import Profile
+    from simulator.evaluation import transcripts as tr
+    from simulator.personas import store as ps
+    from simulator.personas.profile import Profile
     from storage import make_engine
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     engine = make_engine(db_url)
     ps.seed_builtin(engine)

@@ -5,8 +5,8 @@ import pytest
 from helpers import wait_for
 
 from app.views import benchmark as bv
-from simulator.fingerprint import fingerprint_hash
-from simulator.published import PUBLISHED
+from simulator.evaluation.published import PUBLISHED
+from simulator.user.fingerprint import fingerprint_hash
 from storage import EvalRun, session_scope
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
 from trainer.evaluation import eval_runs
@@ -135,6 +135,7 @@ def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot)
 
 def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
     from trainer.evaluation import benchmark as bm
+    from trainer.evaluation import protocol
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=4)
@@ -143,7 +144,7 @@ def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
     rows = {r[2]: r for r in bv.lab_rows(eval_runs.leaderboard(engine))}
     proto = eval_runs.get_eval_run(engine, run_id)["protocol"]
     assert rows[run_id][3].endswith("(replay)") and rows[run_id][-1] == bv.protocol_label(proto)
-    assert rows[run_id][-1].startswith(bm.PROTOCOL_VERSION) and "unversioned" in [r[-1] for r in rows.values()]
+    assert rows[run_id][-1].startswith(protocol.PROTOCOL_VERSION) and "unversioned" in [r[-1] for r in rows.values()]
     title = bv.run_title(eval_runs.get_eval_run(engine, run_id), eval_runs.truncations(engine, run_id))
     assert "10 policy replies (the last not judged)" in title and "caps per reply none" in title
     assert "replies cut 0" in title and proto["policy_system_prompt_sha256"]["zh"] in title
@@ -152,6 +153,7 @@ def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
 @pytest.mark.browser
 def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid_rows, shared_data):
     from trainer.evaluation import benchmark as bm
+    from trainer.evaluation import protocol
 
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
     cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)
@@ -160,7 +162,7 @@ def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
     rows = wait_for(lambda: [r for r in grid_rows(page, "bench-lab") if r[3].endswith("(replay)")], timeout=180)
-    assert rows[0][2] == str(run_id) and rows[0][-1].startswith(bm.PROTOCOL_VERSION)
+    assert rows[0][2] == str(run_id) and rows[0][-1].startswith(protocol.PROTOCOL_VERSION)
     lab.locator("[role=gridcell]").filter(has_text=f"{f.name} (replay)").first.click()
     page.locator("#bench-run").get_by_text(f"Eval run #{run_id}", exact=False).wait_for()
     page.locator("#bench-run").get_by_text("the last not judged", exact=False).wait_for()

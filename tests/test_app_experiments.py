@@ -8,7 +8,7 @@ import pytest
 import yaml
 from helpers import fill, wait_for
 
-from trainer import experiments as ex
+from trainer.experiments import grid as ex
 
 REPO = Path(__file__).resolve().parent.parent
 

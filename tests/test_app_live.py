@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import re
 
-
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
 from app.views import live_rollout as live
-from simulator import persona_service as ps
+from simulator.personas import store as ps
 from storage import Dialogue, read_scope
-
 
 
 def _args(personas, policy, group=2, max_turns=6, mode="direct"):

@@ -3,9 +3,9 @@ against the scripted server: generate 6 personas, watch the progress complete, a
 them in the persona list."""
 from __future__ import annotations
 
-from simulator import persona_generation_service as gs
-from simulator import persona_service as ps
-from app import persona_generation_form as pgf
+from app.services import persona_generation_form as pgf
+from simulator.personas import generation_store as gs
+from simulator.personas import store as ps
 from testkit.scripted_server import start_server
 
 FORM = {"count": 4.0, "needs": ["just_listen"], "personalities": [], "languages": ["en"], "topics": "work\n\nmoney",
@@ -40,7 +40,7 @@ def test_progress_and_review_rows_of_a_stored_generation(engine):
 
 
 def test_a_generations_accepted_personas_become_a_named_set(engine):
-    from simulator import persona_set_service as pss
+    from simulator.personas import sets as pss
 
     ps.seed_builtin(engine)
     spec, _, _ = pgf.read_form(FORM)

@@ -5,7 +5,7 @@ import pytest
 from helpers import fill, fill_night_nurse, new_form, wait_for
 from playwright.sync_api import expect
 
-from simulator import persona_service as ps
+from simulator.personas import store as ps
 
 pytestmark = pytest.mark.browser
 LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU

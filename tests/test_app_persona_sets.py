@@ -9,8 +9,8 @@ from playwright.sync_api import expect
 from sqlalchemy import func, select
 
 from app.views import persona_preview, persona_sets_panel
-from simulator import persona_service as ps
-from simulator import persona_set_service as pss
+from simulator.personas import sets as pss
+from simulator.personas import store as ps
 from storage import Dialogue, read_scope
 
 
@@ -25,7 +25,7 @@ def test_panel_functions_report_by_field(engine):
     rows = persona_sets_panel.set_rows(engine)
     assert [r[0] for r in rows] == ["negatives", "negatives-heldout", "negatives-train"]
     assert rows[0][1] == rows[1][1] + rows[2][1] and rows[2][3] == "split"
-    from app import training_service as ts
+    from app.services import training as ts
 
     assert persona_sets_panel.delete_from_view(engine, None) == "**Not deleted.** set: pick a set first."
     assert persona_sets_panel.delete_from_view(engine, "nope") == "**Not deleted.** set: no stored set named nope."

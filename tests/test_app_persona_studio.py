@@ -9,10 +9,10 @@ import pytest
 from helpers import choose, wait_for
 from playwright.sync_api import expect
 
-from simulator import persona_service as ps
-from simulator import persona_set_service as pss
+from simulator.personas import sets as pss
+from simulator.personas import store as ps
 from testkit.scripted_server import start_server
-from trainer import jobs
+from trainer.jobs import queue as jobs
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT_MS = 180_000  # the first lint and the preview load sentence and language models on a busy CPU

@@ -7,7 +7,7 @@ import pytest
 from helpers import choose, fill, fill_night_nurse, new_form
 from playwright.sync_api import expect
 
-from simulator import persona_service as ps
+from simulator.personas import store as ps
 
 pytestmark = pytest.mark.browser
 

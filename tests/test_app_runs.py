@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app import runs_service as rs
+from app.services import runs as rs
 from storage import Job, Metric, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
 

@@ -1,4 +1,4 @@
-"""Training view helpers against a real store: jobs made by trainer.jobs, metrics and checkpoints as rows."""
+"""Training view helpers against a real store: jobs made by trainer.jobs.queue, metrics and checkpoints as rows."""
 from __future__ import annotations
 
 import os
@@ -8,12 +8,12 @@ import time
 import pytest
 from helpers import wait_for
 
-from app import training_plan as tp
-from app import training_service as ts
+from app.services import training as ts
+from app.services import training_plan as tp
 from storage import Checkpoint, Job, Metric, session_scope
 from storage.models import utcnow
-from trainer import jobs
-from trainer.job_owner import JobLock
+from trainer.jobs import queue as jobs
+from trainer.jobs.owner import JobLock
 
 
 @pytest.fixture
@@ -135,8 +135,8 @@ def test_form_errors_name_their_fields(tmp_path):
 
 
 def test_form_checks_a_stored_set_against_the_store_before_launch(engine):
-    from simulator import persona_service as ps
-    from simulator import persona_set_service as pss
+    from simulator.personas import sets as pss
+    from simulator.personas import store as ps
 
     ps.seed_builtin(engine)
     pss.create_from_filters(engine, "two", personality="avoidant")

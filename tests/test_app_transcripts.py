@@ -2,16 +2,14 @@
 real browser reading the published GPT-4.1 transcript (curve drawn, 68.2)."""
 from __future__ import annotations
 
-
 import pytest
 from playwright.sync_api import expect
 
 from app.plots import emotion_figure, tier_bands
 from app.render import dialogue_html, md
 from app.views import transcripts as view
-from simulator import transcripts as tr
+from simulator.evaluation import transcripts as tr
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
-
 
 
 def test_emotion_figure_has_tier_bands_and_one_line_per_series():

@@ -16,11 +16,11 @@ from conftest import free_port
 from gradio_client import Client
 from helpers import wait_for, wait_for_http
 
-from app import persona_generation_jobs as pgj
-from simulator import persona_generation_service as gs
+from app.services import persona_generation_jobs as pgj
+from simulator.personas import generation_store as gs
 from storage import Job, make_engine, read_scope
 from testkit.scripted_server import start_server
-from trainer import jobs
+from trainer.jobs import queue as jobs
 
 REPO = Path(__file__).resolve().parent.parent
 COUNT = 16

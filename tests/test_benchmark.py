@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from simulator.published import PUBLISHED, PUBLISHED_FINGERPRINT
+from simulator.evaluation.published import PUBLISHED, PUBLISHED_FINGERPRINT
 from storage import EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
 from trainer.evaluation import benchmark as bm
-from trainer.evaluation import eval_runs
+from trainer.evaluation import eval_runs, protocol
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 
@@ -68,7 +68,7 @@ def test_config_validation_names_the_field():
 
 
 def test_protocol_is_the_sentient_benchmark():
-    r = bm.protocol_rules()
+    r = protocol.protocol_rules()
     assert (r.start, r.max_delta, r.max_turns, r.success_at, r.failure_below) == (40.0, 10.0, 10, 100.0, 10.0)
 
 

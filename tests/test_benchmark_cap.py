@@ -9,13 +9,19 @@ from datetime import timedelta
 
 import pytest
 import torch
-
 from conftest import REPO
+
 from storage import EvalRun, session_scope
-from trainer.engines.base import SamplingConfig
-from trainer.engines.repetition import RepetitionRule, RepetitionStop, is_degenerate
 from trainer.evaluation import benchmark as bm
-from trainer.evaluation.progress import eta_seconds, fraction_done, progress_text, run_progress
+from trainer.evaluation import protocol
+from trainer.evaluation.progress import (
+    eta_seconds,
+    fraction_done,
+    progress_text,
+    run_progress,
+)
+from trainer.policies.base import SamplingConfig
+from trainer.policies.repetition import RepetitionRule, RepetitionStop, is_degenerate
 
 
 def test_a_loop_is_degenerate_and_varied_text_is_not():
@@ -41,7 +47,7 @@ def test_the_stopping_criterion_fires_row_by_row():
 
 def test_a_looping_reply_is_cut_and_flagged(tiny_model_dir):
     """The tiny random model, greedy, repeats one token: with the stop it ends there instead of at the cap."""
-    from trainer.engines.hf_engine import HFEngine
+    from trainer.policies.hf_engine import HFEngine
 
     engine = HFEngine(tiny_model_dir)
     prompt = engine.encode_chat([{"role": "user", "content": "hello there"}])
@@ -57,12 +63,12 @@ def test_a_looping_reply_is_cut_and_flagged(tiny_model_dir):
 
 def test_the_cap_and_the_stop_are_recorded_for_local_engines_only():
     config = bm.BenchmarkConfig()
-    local = bm.protocol_record(config, ["en"], 8192, local=True)
-    api = bm.protocol_record(config, ["en"], None, local=False)
-    assert local["max_new_tokens"] == bm.LOCAL_REPLY_CAP and local["stop_on_repetition"]["window"] > 0
+    local = protocol.protocol_record(config, ["en"], 8192, local=True)
+    api = protocol.protocol_record(config, ["en"], None, local=False)
+    assert local["max_new_tokens"] == protocol.LOCAL_REPLY_CAP and local["stop_on_repetition"]["window"] > 0
     assert api["max_new_tokens"] is None and "stop_on_repetition" not in api  # replays and API models as before
-    other_cap = bm.protocol_record(bm.BenchmarkConfig(max_new_tokens=512), ["en"], 8192, local=True)
-    no_stop = bm.protocol_record(bm.BenchmarkConfig(stop_on_repetition=False), ["en"], 8192, local=True)
+    other_cap = protocol.protocol_record(bm.BenchmarkConfig(max_new_tokens=512), ["en"], 8192, local=True)
+    no_stop = protocol.protocol_record(bm.BenchmarkConfig(stop_on_repetition=False), ["en"], 8192, local=True)
     hashes = {r["protocol_hash"] for r in (local, api, other_cap, no_stop)}
     assert len(hashes) == 4  # runs whose caps differ are never ranked together
 
@@ -103,7 +109,7 @@ def test_the_cli_prints_progress_and_records_the_cap(tiny_model_dir, tmp_path):
     result = json.loads(r.stdout)
     store = make_engine(f"sqlite:///{tmp_path / 'lab.db'}")
     run = get_eval_run(store, result["eval_run_id"])
-    assert run["protocol"]["max_new_tokens"] == bm.LOCAL_REPLY_CAP and "stop_on_repetition" in run["protocol"]
+    assert run["protocol"]["max_new_tokens"] == protocol.LOCAL_REPLY_CAP and "stop_on_repetition" in run["protocol"]
     # greedy, the tiny model loops in every reply: each one is cut by the stop and counted
     assert result["truncations"]["replies_cut"] > 0
     store.dispose()

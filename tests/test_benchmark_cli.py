@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from helpers import wait_for as _wait_for
 
-from simulator.profile_io import dumps_profiles
-from testkit.scripted_server import ScriptedServer
+from simulator.personas.io import dumps_profiles
+from simulator.user.packs import OwnPack
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
-from simulator.prompt_packs import OwnPack
+from testkit.scripted_server import ScriptedServer
 from trainer.evaluation import benchmark as bm
-from trainer.evaluation import eval_runs
-from trainer import jobs
+from trainer.evaluation import eval_runs, protocol
+from trainer.jobs import queue as jobs
 
 REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {"score", "success", "failure", "n", "ci_low", "ci_high", "eval_run_id"}
@@ -98,7 +98,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
     proto = run["protocol"]
     assert proto["rules"]["start"] == 40.0 and proto["rules"]["max_delta"] == 10.0
     assert proto["rules"]["max_turns"] == 10 and not proto["rules"]["judge_final_reply"]
-    assert proto["first_line"] == "scripted" and proto["version"] == bm.PROTOCOL_VERSION
+    assert proto["first_line"] == "scripted" and proto["version"] == protocol.PROTOCOL_VERSION
     assert proto["max_new_tokens"] is None and proto["protocol_hash"] == res["protocol_hash"]
     assert proto["policy_system_prompts"]["en"] == OwnPack().policy_system_prompt("en")
     fp = run["simulator_fingerprint"]

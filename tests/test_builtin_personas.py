@@ -7,10 +7,17 @@ from collections import Counter
 
 import pytest
 
-from simulator.builtin_personas import (BUILTIN_IDS, BUILTIN_PROFILES, LIBRARY_PATH, SPLITS, builtin_profiles,
-                                        get_builtin, load_library)
-from simulator.profile_io import dumps_profiles, import_profiles
-from simulator.profiles import NEED_CATEGORIES, PERSONALITIES, Profile
+from simulator.personas.builtin import (
+    BUILTIN_IDS,
+    BUILTIN_PROFILES,
+    LIBRARY_PATH,
+    SPLITS,
+    builtin_profiles,
+    get_builtin,
+    load_library,
+)
+from simulator.personas.io import dumps_profiles, import_profiles
+from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES, Profile
 
 IDS = [p.id for p in BUILTIN_PROFILES]
 HELDOUT_IDS = ["en-03-aisha-bello", "en-08-kwame-asante", "en-12-sam-rivera", "en-16-minh-nguyen",
@@ -146,14 +153,14 @@ def test_profiles_survive_json_round_trip() -> None:
 
 @pytest.mark.parametrize("fmt", ["lab", "rlver"])
 def test_library_round_trips_through_jsonl_export(fmt: str) -> None:
-    from simulator.profile_io import dumps_profiles, import_profiles
+    from simulator.personas.io import dumps_profiles, import_profiles
 
     report = import_profiles(dumps_profiles(BUILTIN_PROFILES, fmt).encode("utf-8"))
     assert report.errors == [] and report.profiles == BUILTIN_PROFILES
 
 
 def test_seeded_store_holds_the_library_unchanged(engine) -> None:
-    from simulator.persona_service import get_profile, list_profiles, seed_builtin
+    from simulator.personas.store import get_profile, list_profiles, seed_builtin
 
     assert seed_builtin(engine) == len(BUILTIN_PROFILES)
     assert sorted(p.id for p in list_profiles(engine)) == sorted(BUILTIN_IDS)

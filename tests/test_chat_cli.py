@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import make_sim_profile
-from simulator import chat_cli
-from simulator.builtin_personas import BUILTIN_PROFILES
-from testkit.scripted_server import start_server
+
+from simulator.cli import chat as chat_cli
+from simulator.personas.builtin import BUILTIN_PROFILES
 from storage import make_engine
 from storage.dialogues import load_dialogue
 from storage.models import Dialogue
+from testkit.scripted_server import start_server
 
 REPO = Path(__file__).resolve().parent.parent
 PERSONA = BUILTIN_PROFILES[0].id  # built-in profiles have a scripted first line
@@ -106,7 +106,7 @@ def test_unknown_persona(monkeypatch, capsys, db_url):
 
 
 def test_chinese_persona_on_offline_backend(monkeypatch, capsys, db_url):
-    from simulator.persona_service import save_profile
+    from simulator.personas.store import save_profile
 
     save_profile(make_engine(db_url), make_sim_profile(pid="zh-test", language="zh"), create=True)
     code, _, err = chat(monkeypatch, capsys, db_url, [], "--persona", "zh-test")

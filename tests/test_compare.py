@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from trainer.evaluation import compare as cmp
 from trainer.evaluation.benchmark import BenchmarkInputError
 
@@ -134,7 +134,7 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
     page = browser_page
     page.get_by_role("tab", name="Compare").click()
     page.locator("#cmp-refresh").click()
-    from app.compare_service import comparison_choices
+    from app.services.compare import comparison_choices
 
     label = next(c for c in comparison_choices(lab_server.store) if c.startswith(f"#{cid} "))
     page.locator("#cmp-pick input").click()
@@ -160,7 +160,7 @@ RULE_USER = REPO / "docs" / "examples" / "rule_user.py"
 
 
 def test_outside_specs_are_checked_without_importing():
-    from simulator.backends import spec_error
+    from simulator.user.backends import spec_error
     from trainer.config import TrainConfig
 
     assert spec_error(f"python:{RULE_USER}:make_user") == ""
@@ -176,9 +176,9 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     dialogue carries the outside code's name and file hash in its simulator fingerprint."""
     import hashlib
 
+    from helpers import tiny_train_config
     from sqlalchemy import select
 
-    from helpers import tiny_train_config
     from storage import Dialogue, Job, make_engine, read_scope
 
     config = tiny_train_config(tmp_path, tiny_model_dir, simulator=f"python:{RULE_USER}:make_user",

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.rules import get_preset
+from simulator.user.rules import get_preset
 from trainer.config import SIMULATOR_PRESETS, ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent

@@ -39,8 +39,8 @@ def worker(model: str, out: str, zero: str) -> None:
     import torch
 
     from trainer.config import TrainConfig
-    from trainer.distributed import init_distributed
-    from trainer.learner import Learner, make_batch
+    from trainer.learning.distributed import init_distributed
+    from trainer.learning.learner import Learner, make_batch
 
     cfg = TrainConfig(model=model, algorithm="ppo", deepspeed=zero, dialogues_per_step=4, minibatch_size=4,
                       micro_batch_size=1, actor_lr=1e-3, critic_lr=1e-3, steps=STEPS, entropy_coef=0.01)

@@ -8,9 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from trainer.engines import SamplingConfig, make_engine
-from trainer.engines.hf_engine import HFEngine
-from trainer.policy_model import resolve_policy
+from trainer.policies import SamplingConfig, make_policy_engine
+from trainer.policies.hf_engine import HFEngine
+from trainer.policies.model import resolve_policy
 
 CHATS = [[{"role": "user", "content": "hi"}],
          [{"role": "system", "content": "Be kind and brief."},
@@ -20,7 +20,7 @@ CHATS = [[{"role": "user", "content": "hi"}],
 
 @pytest.fixture(scope="module")
 def hf(tiny_model_dir):
-    return make_engine(str(tiny_model_dir))
+    return make_policy_engine(str(tiny_model_dir))
 
 
 def _recompute(engine, prompt, sampled, temperature=1.0):
@@ -85,7 +85,7 @@ def test_per_prompt_seeds_make_a_reply_independent_of_its_batch(hf, top_p):
 
 def test_bad_inputs_are_named(hf, tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        make_engine(str(tmp_path / "missing"))
+        make_policy_engine(str(tmp_path / "missing"))
     (tmp_path / "enc").mkdir()
     (tmp_path / "enc" / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
     with pytest.raises(ValueError, match="not a causal LM"):
@@ -94,7 +94,7 @@ def test_bad_inputs_are_named(hf, tmp_path):
     with pytest.raises(ValueError, match="no config.json"):
         resolve_policy(str(tmp_path / "empty"))
     with pytest.raises(ValueError, match="policy must be"):
-        make_engine("")
+        make_policy_engine("")
     with pytest.raises(ValueError, match="top_p"):
         hf.generate(CHATS, SamplingConfig(top_p=0))
     with pytest.raises(ValueError, match="max_new_tokens"):
@@ -137,7 +137,7 @@ def test_openai_engine_against_a_local_server(monkeypatch):
     try:
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
-        engine = make_engine("openai:tiny-chat", max_retries=0)
+        engine = make_policy_engine("openai:tiny-chat", max_retries=0)
         assert engine.supports_token_ids is False and "127.0.0.1" in engine.model_ref
         gens = engine.generate([[{"role": "user", "content": "hello"}], [{"role": "user", "content": "fail"}]],
                                SamplingConfig(temperature=0.5, max_new_tokens=7, seed=3))
@@ -157,19 +157,19 @@ def test_openai_engine_needs_a_key_for_the_public_api(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="OPENAI_API_KEY"):
-        make_engine("openai:gpt-4o")
+        make_policy_engine("openai:gpt-4o")
 
 
 @pytest.mark.slow
 def test_default_model_is_converted_once_and_generates():
-    from simulator.model_files import default_model_dir
+    from simulator.llm.models import default_model_dir
 
     path = default_model_dir()
     assert (path / "model.safetensors").exists() and (path / "DONE").exists()
     assert resolve_policy("default") == path
     config = json.loads((path / "config.json").read_text())
     assert "quantization_config" not in config
-    engine = make_engine("default")
+    engine = make_policy_engine("default")
     [g] = engine.generate([[{"role": "user", "content": "Say hello."}]], SamplingConfig(temperature=0,
                                                                                          max_new_tokens=8))
     assert g.text.strip() and len(g.token_ids) <= 8

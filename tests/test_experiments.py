@@ -1,4 +1,4 @@
-"""Experiments (trainer/experiments.py, trainer/experiment_runner.py, `python -m trainer experiment`, and the
+"""Experiments (trainer/experiments/grid.py, trainer/experiments/runner.py, `python -m trainer experiment`, and the
 Experiments view's service functions) on a real SQLite file with the tiny model: grid expansion and its
 errors, the queue, the automatic held-out benchmark, cancel and resume."""
 from __future__ import annotations
@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import wait_for
 
-from app import experiments_service as es
-from trainer import experiments as ex
-from trainer import jobs
+from app.services import experiments as es
+from trainer.experiments import grid as ex
+from trainer.jobs import queue as jobs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,8 +106,8 @@ def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir)
 def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner_shows_dead(engine, tmp_path,
                                                                                             tiny_model_dir):
     from storage import Experiment, session_scope
-    from trainer.experiment_runner import run_experiment, runner_alive
-    from trainer.job_owner import JobLock
+    from trainer.experiments.runner import run_experiment, runner_alive
+    from trainer.jobs.owner import JobLock
 
     eid = ex.create_experiment(engine, ex.load_grid(tiny_grid(tmp_path, tiny_model_dir)))
     with session_scope(engine) as s:  # what a runner killed with -9 leaves

@@ -1,6 +1,6 @@
 """Fidelity report: emotion-change histograms vs the published DeepSeek-V3 one, from files and from the store.
 
-Measured bounds (simulator/fidelity.py explains the two distances):
+Measured bounds (simulator/evaluation/fidelity.py explains the two distances):
 - the published GPT-4.1 and Qwen2.5-72B transcripts (two of the ten files behind the published histogram)
   are within 0.1 of it within sign (0.067 and 0.084) and 100% +-5 / +-10; their plain total variation
   (0.203 and 0.243) is almost all sign balance: GPT-4.1's replies earn rises 73% of the time, Qwen's 29%,
@@ -13,13 +13,13 @@ import asyncio
 import json
 
 import pytest
+from test_sage_parity import run_module
 
-from simulator import fidelity as fd
-from simulator import transcripts as tr
-from simulator.published import PUBLISHED_CHANGES
+from simulator.evaluation import fidelity as fd
+from simulator.evaluation import transcripts as tr
+from simulator.evaluation.published import PUBLISHED_CHANGES
 from storage import Dialogue
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
-from test_sage_parity import run_module
 
 SAGE = ("gpt-4.1", "qwen2.5-72b")
 
@@ -73,11 +73,11 @@ def test_published_transcripts_judge_like_the_published_histogram(shared_data, e
 def offline_dialogues():
     """Eight dialogues with the offline simulator (standard rules): four built-in personas, each once with
     replies tailored to it and once with one generic sentence repeated; the user turns after the opening."""
-    from simulator.agent import SentientAgent
-    from simulator.backends import make_backend
-    from simulator.builtin_personas import BUILTIN_PROFILES
-    from simulator.probes import GENERIC, tailored_reply
-    from simulator.rules import get_preset
+    from simulator.evaluation.probes import GENERIC, tailored_reply
+    from simulator.personas.builtin import BUILTIN_PROFILES
+    from simulator.user.agent import SentientAgent
+    from simulator.user.backends import make_backend
+    from simulator.user.rules import get_preset
 
     backend = make_backend("offline")
 
@@ -131,7 +131,7 @@ def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url
     """A replay of the first 12 published GPT-4.1 dialogues through the benchmark runner stores the
     recorded changes as turn deltas: the eval run's histogram is the file's."""
     from trainer.evaluation import benchmark as bm
-    from trainer.jobs import create_job
+    from trainer.jobs.queue import create_job
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     head = tmp_path / "head_result.jsonl"

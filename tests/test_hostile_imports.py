@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 
 from simulator import __main__ as cli
-from simulator import persona_service as ps
-from simulator.json_bounds import MAX_EXTRA_CHARS, MAX_EXTRA_DEPTH, MAX_INT, MAX_LINE_DEPTH
-from simulator.profile_io import import_profiles
-from simulator.profiles import Profile, ProfileError
+from simulator.personas import store as ps
+from simulator.personas.bounds import (
+    MAX_EXTRA_CHARS,
+    MAX_EXTRA_DEPTH,
+    MAX_INT,
+    MAX_LINE_DEPTH,
+)
+from simulator.personas.io import import_profiles
+from simulator.personas.profile import Profile, ProfileError
 from storage import Persona, session_scope
 
 REPO = Path(__file__).resolve().parent.parent
@@ -215,7 +220,7 @@ def test_line_bound_is_above_what_an_export_nests():
     """A profile at MAX_EXTRA_DEPTH, exported in either format, is still within the line bound."""
     (p,) = [x for x in nastiest() if x.id == "nasty-deep"]
     for fmt in ("lab", "rlver"):
-        from simulator.profile_io import dumps_profiles
+        from simulator.personas.io import dumps_profiles
 
         report = import_profiles(dumps_profiles([p], fmt).encode())
         assert report.errors == [] and MAX_LINE_DEPTH > MAX_EXTRA_DEPTH + 1

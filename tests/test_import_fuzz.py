@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from simulator import persona_service as ps
-from simulator import transcripts as tr
+from simulator.evaluation import transcripts as tr
+from simulator.personas import store as ps
 from storage import Dialogue, Persona, Turn, read_scope
 
 SEED = 13

@@ -22,8 +22,9 @@ from helpers import wait_for
 
 from storage import Job, lab_home, read_scope, session_scope, store_id
 from storage.models import utcnow
-from trainer import jobs
-from trainer.jobs import JobContext, JobError
+from trainer.jobs import queue as jobs
+from trainer.jobs.context import JobContext
+from trainer.jobs.queue import JobError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,7 +32,7 @@ WORKER = textwrap.dedent("""
     import os, signal, sys, time
     from pathlib import Path
     from storage import make_engine
-    from trainer.jobs import STATE_FILE, JobContext
+    from trainer.jobs.queue import STATE_FILE
     url, job_id, steps, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     engine = make_engine(url)
     with JobContext(engine, job_id, heartbeat_s=0.2, stale_after_s=5) as ctx:

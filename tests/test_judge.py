@@ -11,9 +11,16 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import delete, select
 
-from simulator.judge import DIMENSIONS, JudgeInput, JudgeParseError, judge_messages, load_prompt, parse_judgement
-from testkit.scripted_server import start_server
+from simulator.evaluation.judge import (
+    DIMENSIONS,
+    JudgeInput,
+    JudgeParseError,
+    judge_messages,
+    load_prompt,
+    parse_judgement,
+)
 from storage import Dialogue, EvalRun, JudgeScore, Turn, read_scope, session_scope
+from testkit.scripted_server import start_server
 from trainer.__main__ import main
 
 WARM = ["That sounds really hard, and it makes sense you feel worn out. What happened next?",
@@ -81,7 +88,7 @@ def test_parse_names_what_is_wrong(answer: str, problem: str):
 
 
 def test_the_prompt_is_a_versioned_file_whose_hash_is_recorded(tmp_path):
-    from simulator.judge import PROMPT_DIR
+    from simulator.evaluation.judge import PROMPT_DIR
 
     prompt = load_prompt("v1")
     assert prompt["sha256"] == hashlib.sha256((PROMPT_DIR / "v1.md").read_bytes()).hexdigest()

@@ -1,6 +1,8 @@
 """The package layering, read from the source: app -> trainer -> simulator -> storage, never upwards;
-views reach the store only through services; the rollout loop reports to hooks and never writes the
-store itself; test fixtures (testkit/) stay out of the product packages."""
+no import cycles (imports inside functions included) and no private name taken from another module;
+packages of about a dozen modules and modules under 400 lines; views reach the store only through
+services; the rollout loop reports to hooks and never writes the store itself; test fixtures (testkit/)
+stay out of the product packages."""
 from __future__ import annotations
 
 import ast
@@ -8,6 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "trainer", "simulator", "storage")
+CHECKED = PACKAGES + ("benchmarks", "testkit")  # every package whose imports are checked for cycles
+MAX_MODULES = 12  # per package, __init__ not counted
+MAX_LINES = 400
 # what each product package may import of the others (layering: app -> trainer -> simulator -> storage)
 ALLOWED = {"storage": {"storage"}, "simulator": {"simulator", "storage"},
            "trainer": {"trainer", "simulator", "storage"}, "app": set(PACKAGES)}
@@ -49,6 +54,126 @@ def test_views_reach_the_store_only_through_services():
 
 
 def test_the_rollout_loop_does_not_touch_the_store():
-    loop = [p for p in sorted((ROOT / "trainer").glob("rollout*.py")) if not p.name.endswith("_cli.py")]
+    loop = sorted((ROOT / "trainer" / "rollout").glob("*.py"))
     assert loop
     assert offenders(loop, lambda m: m.split(".")[0] in ("storage", "sqlalchemy")) == []
+
+
+def module_files(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    """Dotted module name -> file, for every module under the given top-level packages."""
+    found = {}
+    for pkg in packages:
+        for path in sorted((root / pkg).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> tuple[dict[str, set[str]], list[str]]:
+    """(module -> the modules it imports anywhere in its body, the private names taken across modules)."""
+    modules = module_files(root, packages)
+
+    def owner(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    private: list[str] = []
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets |= {owner(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for alias in node.names:
+                    target = owner(f"{base}.{alias.name}") or owner(base)
+                    targets.add(target)
+                    if alias.name.startswith("_") and not alias.name.startswith("__") and target != module:
+                        private.append(f"{path.relative_to(root)}: {alias.name} from {target}")
+        graph[module] = {t for t in targets if t and t != module}
+    return graph, private
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_cycles_and_no_private_names_across_modules():
+    graph, private = import_graph(ROOT, CHECKED)
+    assert len(graph) > 150
+    assert import_cycles(graph) == []
+    assert private == []
+
+
+def test_a_planted_cycle_and_a_private_import_are_caught(tmp_path):
+    """The check itself: two modules that import each other, one inside a function, and a private name."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from pkg import a\n    return a\n")
+    (pkg / "c.py").write_text("from pkg.a import _hidden\n")
+    graph, private = import_graph(tmp_path, ("pkg",))
+    assert import_cycles(graph) == [["pkg.a", "pkg.sub.b"]]
+    assert private == ["pkg/c.py: _hidden from pkg.a"]
+    (pkg / "sub" / "b.py").write_text("def f():\n    return 1\n")
+    assert import_cycles(import_graph(tmp_path, ("pkg",))[0]) == []
+
+
+def test_packages_and_modules_stay_small():
+    modules = module_files(ROOT, CHECKED)
+    per_package: dict[str, int] = {}
+    for name, path in modules.items():
+        if path.name != "__init__.py":
+            per_package[str(path.parent.relative_to(ROOT))] = per_package.get(str(path.parent.relative_to(ROOT)), 0) + 1
+    assert {p: n for p, n in per_package.items() if n > MAX_MODULES} == {}
+    long = {str(p.relative_to(ROOT)): n for p in modules.values()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}

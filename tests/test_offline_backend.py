@@ -2,13 +2,18 @@
 import asyncio
 
 import pytest
-
 from conftest import make_sim_profile
 from helpers import play_dialogue
-from simulator.agent import SentientAgent
-from simulator.backends import make_backend
-from simulator.backends.offline import NOTICE, OfflineBackend, garbled_ratio, parroted_share
-from simulator.rules import EmotionRules, get_preset
+
+from simulator.user.agent import SentientAgent
+from simulator.user.backends import make_backend
+from simulator.user.backends.offline import (
+    NOTICE,
+    OfflineBackend,
+    garbled_ratio,
+    parroted_share,
+)
+from simulator.user.rules import EmotionRules, get_preset
 
 TAILORED = ["Covering forty extra shifts while training the person who then got promoted over you is a huge contribution.",
             "Rewriting the handover checklist the whole ward uses is real leadership; that's yours.",

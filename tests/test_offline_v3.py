@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator import probes
-from simulator.backends import make_backend, spec_error
-from simulator.backends import coherence
-from simulator.backends.offline import OfflineBackend
-from simulator.builtin_personas import BUILTIN_PROFILES
-from simulator.rules import get_preset
+from simulator.evaluation import probes
+from simulator.personas.builtin import BUILTIN_PROFILES
+from simulator.user.backends import coherence, make_backend, spec_error
+from simulator.user.backends.offline import OfflineBackend
+from simulator.user.rules import get_preset
 
 CALIBRATION = Path(__file__).parent / "data" / "offline_calibration.jsonl"
 # one built-in persona per hidden-need category (the held-out split)

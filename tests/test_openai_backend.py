@@ -3,12 +3,12 @@ import asyncio
 import socket
 
 import pytest
-
 from conftest import make_sim_profile
-from simulator.agent import SentientAgent
-from simulator.backends import BackendError, make_backend
-from testkit.scripted_server import FAULTS, start_server
+
+from simulator.user.agent import SentientAgent
+from simulator.user.backends import BackendError, make_backend
 from storage.dialogues import add_turn, finish_dialogue, load_dialogue, start_dialogue
+from testkit.scripted_server import FAULTS, start_server
 
 REPLIES = ["I hear you. That sounds like a hard year, and you did a lot.", "Whatever, get over it.",
            "It makes sense that you feel overlooked; I'm proud of what you did."]

@@ -1,4 +1,4 @@
-"""Overlapped, staleness-bounded training (trainer/overlap.py): staleness 0 is today's step bit for bit, the
+"""Overlapped, staleness-bounded training (trainer/learning/overlap.py): staleness 0 is today's step bit for bit, the
 bound holds (a dialogue beyond it is dropped with its group, never trained), every reply records its policy
 version in the store, the decoupled objective's math, and the store upgrade that adds the version column."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 from sqlalchemy import select, text
 
 from storage import Dialogue, Turn, make_engine, read_scope
-from trainer import algorithms as A
 from trainer.config import ConfigError, TrainConfig
+from trainer.learning import algorithms as A
 
 
 def _config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
@@ -28,14 +28,14 @@ STEP_METRICS = ("reward_mean", "policy_loss", "entropy", "grad_norm", "approx_kl
 
 
 def _first_step(cfg: TrainConfig) -> tuple[dict, dict]:
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     trainer = RLTrainer(cfg)
     try:
         metrics = trainer.train_step(1)
     finally:
         trainer._stop_overlap()
-    weights = {k: v.clone() for k, v in trainer.learner.policy.module.state_dict().items()}
+    weights = {k: v.clone() for k, v in trainer.learning.learner.policy.module.state_dict().items()}
     return metrics, weights
 
 
@@ -95,21 +95,22 @@ def test_config_names_the_overlap_fields_and_their_problems(tiny_model_dir: Path
 
 def _rollout_at(engine, version: int, profiles, step: int) -> list:
     """Real dialogues sampled by the versioned engine with its weights named `version`."""
-    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+    from simulator.user.spec import SimulatorSpec
+    from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
     engine.set_version(version)
-    rollout = RolloutEngine(engine, make_simulator_factory("offline"),
+    rollout = RolloutEngine(engine, SimulatorSpec("offline").factory(),
                             RolloutConfig(max_turns=2, max_new_tokens=6, max_tokens=1024, seed=step))
     return rollout.run(profiles, group_size=2)
 
 
 def test_a_dialogue_beyond_the_bound_is_dropped_with_its_group_and_never_trained(tiny_model_dir: Path,
                                                                                 tmp_path: Path):
-    from trainer.engines.hf_engine import HFEngine
-    from trainer.engines.versioned import VersionedEngine
-    from trainer.learner import Learner, make_batch
-    from trainer.overlap import within_bound
-    from trainer.rl_trainer import training_personas
+    from trainer.learning.learner import Learner, make_batch
+    from trainer.learning.overlap import within_bound
+    from trainer.learning.rl_trainer import training_personas
+    from trainer.policies.hf_engine import HFEngine
+    from trainer.policies.versioned import VersionedEngine
 
     cfg = _config(tiny_model_dir, tmp_path, max_staleness=1)
     learner = Learner(cfg, tiny_model_dir)
@@ -132,7 +133,7 @@ def test_a_dialogue_beyond_the_bound_is_dropped_with_its_group_and_never_trained
 
 def test_overlapped_run_records_every_reply_version_and_stays_within_the_bound(tiny_model_dir: Path,
                                                                                tmp_path: Path, engine):
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     steps = 4
     cfg = _config(tiny_model_dir, tmp_path, max_staleness=1, steps=steps, rollout_schedule="async")
@@ -189,7 +190,7 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
     from helpers import tiny_train_config
     from test_train_cli import _cli, _metric_steps, _wait_for_step
 
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2, max_staleness=1, max_turns=2)
@@ -223,10 +224,9 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
 
 
 def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(engine):
-    from app import training_service as ts
-    from trainer import jobs
-
+    from app.services import training as ts
     from storage import Metric, session_scope
+    from trainer.jobs import queue as jobs
 
     job_id = jobs.create_job(engine, "train", {"algorithm": "grpo", "max_staleness": 1})
     with session_scope(engine) as s:  # what an overlapped run's steps report (rl_trainer.train_step)
@@ -244,7 +244,7 @@ def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(engi
 _VLLM_RUN = r'''
 import json, sys
 from trainer.config import TrainConfig
-from trainer.rl_trainer import RLTrainer
+from trainer.learning.rl_trainer import RLTrainer
 
 cfg = TrainConfig(model=sys.argv[1], engine="vllm", algorithm="grpo", group_size=2, dialogues_per_step=4,
                   minibatch_size=4, micro_batch_size=2, steps=3, max_turns=2, max_new_tokens=6,

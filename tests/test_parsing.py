@@ -4,7 +4,14 @@ import random
 
 import pytest
 
-from simulator.parsing import ParseError, classify_fit, parse_change, parse_emotion, parse_plan, parse_reply
+from simulator.user.parsing import (
+    ParseError,
+    classify_fit,
+    parse_change,
+    parse_emotion,
+    parse_plan,
+    parse_reply,
+)
 
 EN_CLEAN = """[Partner's meaning]
 They say my effort mattered.
@@ -143,7 +150,7 @@ def test_sage_planning_texts(shared_data):
 
 
 def test_an_unlabelled_analysis_block_is_never_taken_as_the_users_message():
-    from simulator.parsing import ParseError, parse_reply
+    from simulator.user.parsing import ParseError, parse_reply
 
     block = "Content: the reply lectured me\nReason: it ignored what I said\nChange: -4"
     with pytest.raises(ParseError, match="returned an analysis"):

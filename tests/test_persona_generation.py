@@ -9,14 +9,20 @@ import threading
 import pytest
 import yaml
 
-from simulator import persona_generation_service as gs
-from simulator import persona_service as ps
 from simulator.__main__ import main
-from simulator.builtin_personas import BUILTIN_PROFILES
-from simulator.judge import load_prompt
-from simulator.persona_generation import (PROMPT_DIR, SpecError, plan_slots, read_answer, share_counts,
-                                          spec_from_dict)
-from simulator.profiles import ProfileError
+from simulator.evaluation.judge import load_prompt
+from simulator.personas import generation_store as gs
+from simulator.personas import store as ps
+from simulator.personas.builtin import BUILTIN_PROFILES
+from simulator.personas.generation import (
+    PROMPT_DIR,
+    SpecError,
+    plan_slots,
+    read_answer,
+    share_counts,
+    spec_from_dict,
+)
+from simulator.personas.profile import ProfileError
 from testkit.scripted_server import start_server
 
 # one slot per path: valid, repaired, always invalid, duplicate of a built-in persona, leaking first line, valid

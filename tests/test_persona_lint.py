@@ -9,9 +9,9 @@ from pathlib import Path
 from conftest import make_sim_profile
 
 from simulator import __main__ as cli
-from simulator import persona_lint as pl
-from simulator.builtin_personas import BUILTIN_PROFILES
-from simulator.profile_io import profile_to_rlver
+from simulator.personas import lint as pl
+from simulator.personas.builtin import BUILTIN_PROFILES
+from simulator.personas.io import profile_to_rlver
 
 ZH_PERSONA = ("* 姓名：李静\n* 年龄：29岁\n* 职业：小学老师\n* 说话风格：\n说话轻声细语，句子很短，常常停顿。")
 ZH_BACKGROUND = ("李静的班上有个学生的家长在群里公开指责她偏心，校长让她写一份情况说明。\n"
@@ -162,8 +162,13 @@ def test_released_rlver_profiles_lint(shared_data: Path, capsys):
 
 
 def test_personas_view_functions_on_a_real_store(engine):
-    from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
-    from simulator import persona_service as ps
+    from app.views.personas import (
+        HEADERS,
+        form_warnings,
+        rows_with_warnings,
+        warnings_markdown,
+    )
+    from simulator.personas import store as ps
 
     ps.save_profile(engine, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)
     ps.save_profile(engine, make_sim_profile(pid="clean"), create=True)

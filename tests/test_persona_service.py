@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator import persona_service as ps
-from simulator.profile_io import import_profiles
-from simulator.profiles import Profile, ProfileError
+from simulator.personas import store as ps
+from simulator.personas.io import import_profiles
+from simulator.personas.profile import Profile, ProfileError
 from storage import Persona, make_engine, read_scope
 
 
@@ -145,14 +145,14 @@ def test_seed_rejects_an_invalid_library_without_storing(engine):
 
 
 def test_seed_builtin_library(engine):
-    lib = pytest.importorskip("simulator.builtin_personas").BUILTIN_PROFILES
+    lib = pytest.importorskip("simulator.personas.builtin").BUILTIN_PROFILES
     assert ps.seed_builtin(engine) == len(lib) >= 24
     assert ps.seed_builtin(engine) == 0
     assert ps.list_profiles(engine, language="en")
 
 
 def test_open_store_seeds_only_a_store_without_profiles(tmp_path: Path):
-    from simulator.builtin_personas import BUILTIN_IDS
+    from simulator.personas.builtin import BUILTIN_IDS
 
     fresh = ps.open_store(f"sqlite:///{tmp_path / 'fresh.db'}")
     assert sorted(p.id for p in ps.list_profiles(fresh)) == sorted(BUILTIN_IDS)

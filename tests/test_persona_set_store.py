@@ -2,9 +2,8 @@
 split, export round trips, set:NAME wherever personas are named, hashes recorded by runs, coverage, the CLI."""
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -15,13 +14,18 @@ import pytest
 from helpers import tiny_train_config
 from sqlalchemy import select
 
-from simulator import persona_service as ps
-from simulator import persona_set_service as pss
 from simulator.__main__ import main as simulator_main
-from simulator.coverage import coverage
-from simulator.persona_sets import PersonaSpecError, members_hash, resolve_personas, spec_error
-from simulator.profile_io import import_profiles
-from simulator.profiles import NEED_CATEGORIES, PERSONALITIES
+from simulator.personas import sets as pss
+from simulator.personas import store as ps
+from simulator.personas.coverage import coverage
+from simulator.personas.io import import_profiles
+from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
+from simulator.personas.specs import (
+    PersonaSpecError,
+    members_hash,
+    resolve_personas,
+    spec_error,
+)
 from storage import Job, make_engine, read_scope
 
 REPO = Path(__file__).resolve().parent.parent
@@ -226,7 +230,7 @@ def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_m
 
 def test_a_benchmark_on_a_set_records_its_name_and_hash(engine, shared_data):
     """A replay of three published dialogues, their profiles named as a stored set."""
-    from simulator.transcripts import profiles_from_transcripts
+    from simulator.evaluation.transcripts import profiles_from_transcripts
     from storage import EvalRun
     from trainer.evaluation import benchmark as bm
 

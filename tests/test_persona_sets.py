@@ -6,10 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from simulator import persona_service as ps
-from simulator.builtin_personas import BUILTIN_IDS, BUILTIN_PROFILES, get_builtin
-from simulator.persona_sets import PERSONA_SETS, PersonaSpecError, resolve_personas, spec_error
-from simulator.profile_io import dumps_profiles
+from simulator.personas import store as ps
+from simulator.personas.builtin import BUILTIN_IDS, BUILTIN_PROFILES, get_builtin
+from simulator.personas.io import dumps_profiles
+from simulator.personas.specs import (
+    PERSONA_SETS,
+    PersonaSpecError,
+    resolve_personas,
+    spec_error,
+)
 from tests.conftest import make_sim_profile
 
 HELDOUT = ["en-03-aisha-bello", "en-08-kwame-asante", "en-12-sam-rivera", "en-16-minh-nguyen",

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from simulator import probes
-from simulator.backends.offline import OfflineBackend
-from simulator.builtin_personas import BUILTIN_PROFILES
-
+from simulator.evaluation import probes
+from simulator.personas.builtin import BUILTIN_PROFILES
+from simulator.user.backends.offline import OfflineBackend
 
 PROFILES = [p for p in BUILTIN_PROFILES if p.language == "en" and p.extra.get("split") == "heldout"]
 
@@ -93,8 +92,8 @@ def test_cli_unknown_persona(capsys):
 
 
 def test_cli_persona_set(capsys, tmp_path):
-    from simulator.builtin_personas import get_builtin
-    from simulator.profile_io import dumps_profiles
+    from simulator.personas.builtin import get_builtin
+    from simulator.personas.io import dumps_profiles
 
     path = tmp_path / "one.jsonl"
     path.write_text(dumps_profiles([get_builtin("en-20-ahmed-yilmaz")]), encoding="utf-8")

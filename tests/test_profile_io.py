@@ -6,9 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from simulator.profile_io import (LineError, dumps_profiles, export_profiles, import_profiles,
-                                  name_from_persona, profile_to_rlver)
-from simulator.profiles import MAX_FIELD_CHARS, Profile
+from simulator.personas.io import (
+    LineError,
+    dumps_profiles,
+    export_profiles,
+    import_profiles,
+    name_from_persona,
+    profile_to_rlver,
+)
+from simulator.personas.profile import MAX_FIELD_CHARS, Profile
 
 RLVER_LINE = {
     "id": "p-1",

@@ -7,14 +7,15 @@ import pytest
 import torch
 
 from trainer.config import TrainConfig
-from trainer.learner import Learner, make_batch
+from trainer.jobs.context import JobContext
+from trainer.learning.learner import Learner, make_batch
 
 PROMPTS = ["hello there", "I feel sad today", "my work is hard", "thank you"]
 
 
 def _even_token_samples(engine, step: int, group: int) -> list[dict]:
     """Single-turn rollouts scored by a verifiable rule: the fraction of reply tokens with an even id."""
-    from trainer.engines.base import SamplingConfig
+    from trainer.policies.base import SamplingConfig
 
     prompt_ids = [engine.encode_chat([{"role": "user", "content": p}]) for p in PROMPTS for _ in range(group)]
     gens = engine.generate_ids(prompt_ids, SamplingConfig(temperature=1.0, max_new_tokens=4, seed=step))
@@ -38,7 +39,7 @@ def test_make_batch_pads_and_shifts_the_action_mask():
 
 @pytest.mark.parametrize("algorithm", ["grpo"])
 def test_tiny_model_learns_a_verifiable_reward(tiny_model_dir: Path, algorithm: str):
-    from trainer.engines.hf_engine import HFEngine
+    from trainer.policies.hf_engine import HFEngine
 
     torch.manual_seed(0)
     cfg = TrainConfig(model=str(tiny_model_dir), algorithm=algorithm, dialogues_per_step=16, group_size=4,
@@ -127,7 +128,7 @@ def _loop_config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
 
 @pytest.mark.parametrize("changes", [{}, {"algorithm": "rloo", "group_size": 2, "lora": True, "lora_r": 4}])
 def test_resume_from_a_checkpoint_repeats_the_run_exactly(tiny_model_dir: Path, tmp_path: Path, changes):
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path, store_dialogues=False, **changes)
     first = RLTrainer(cfg)
@@ -143,7 +144,7 @@ def test_resume_from_a_checkpoint_repeats_the_run_exactly(tiny_model_dir: Path, 
 
 
 def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: Path, engine):
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path, algorithm="grpo", group_size=2, mode="think", steps=1,
                        max_new_tokens=12)
@@ -154,7 +155,7 @@ def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: 
 
 
 def test_think_format_rate_counts_dialogues_with_a_well_formed_think_block_in_every_reply():
-    from trainer.rl_trainer import _rollout_metrics
+    from trainer.learning.rl_trainer import _rollout_metrics
 
     def summary(ok: bool, lost: bool = False):
         return {"reward": 0.4, "final": 40.0, "outcome": "max_turns", "lost": lost, "error": "", "turns": 2,
@@ -166,10 +167,10 @@ def test_think_format_rate_counts_dialogues_with_a_well_formed_think_block_in_ev
 
 
 def _job(engine, cfg: TrainConfig):
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     job_id = jobs.create_job(engine, "train", cfg.to_dict())
-    return job_id, jobs.JobContext(engine, job_id, install_signals=False)
+    return job_id, JobContext(engine, job_id, install_signals=False)
 
 
 def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_model_dir: Path, tmp_path: Path,
@@ -177,8 +178,8 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
     import errno
 
     from storage import Job, read_scope
-    from trainer import checkpoints
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning import checkpoints
+    from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path)
     job_id, ctx = _job(engine, cfg)
@@ -208,8 +209,9 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
 def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Path, tmp_path: Path, engine,
                                                              monkeypatch):
     from storage import Job, read_scope
-    from trainer import checkpoints, jobs
-    from trainer.rl_trainer import RLTrainer
+    from trainer.jobs import queue as jobs
+    from trainer.learning import checkpoints
+    from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path)
     job_id, ctx = _job(engine, cfg)
@@ -234,7 +236,7 @@ def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tm
     import socket
 
     from storage import Job, read_scope
-    from trainer.rl_trainer import RLTrainer, SimulatorOutage
+    from trainer.learning.rl_trainer import RLTrainer, SimulatorOutage
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -256,8 +258,9 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
                                                                                engine):
     """keep_checkpoints=1: a kill between writing step N and recording it must leave step N-1 on disk, so
     at every record the previous folder still exists; afterwards only the kept checkpoint is listed."""
-    from trainer import checkpoints, jobs
-    from trainer.rl_trainer import RLTrainer
+    from trainer.jobs import queue as jobs
+    from trainer.learning import checkpoints
+    from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path, keep_checkpoints=1, store_dialogues=False)
     job_id, ctx = _job(engine, cfg)
@@ -281,10 +284,10 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
 def test_persona_set_is_resolved_with_the_store_first(engine):
     """Ids in a config's list are the store's profiles, else the built-in ones; an unknown id fails before
     any model is loaded, naming persona_set."""
-    from simulator.persona_service import save_profile
+    from simulator.personas.store import save_profile
     from tests.conftest import make_sim_profile
     from trainer.config import ConfigError
-    from trainer.rl_trainer import training_personas
+    from trainer.learning.rl_trainer import training_personas
 
     save_profile(engine, make_sim_profile("mia"), create=True)
     found = training_personas(TrainConfig(persona_set=["mia", "en-20-ahmed-yilmaz"]), engine)

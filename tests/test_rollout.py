@@ -9,18 +9,19 @@ from typing import Any
 import pytest
 import torch
 
-from simulator.agent import UserTurn
-from simulator.profiles import Profile
+from simulator.llm.traffic import TrafficLimits
+from simulator.personas.profile import Profile
+from simulator.user.agent import UserTurn
 from storage.dialogues import load_dialogue
 from storage.recorder import DialogueRecorder
-from trainer.algorithms import rlver_reward
-from trainer.engines.base import Generation
-from trainer.engines.hf_engine import HFEngine
-from trainer.rollout import RolloutConfig, RolloutEngine
+from trainer.learning.algorithms import rlver_reward
+from trainer.policies.base import Generation
+from trainer.policies.hf_engine import HFEngine
+from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
 
 class ScriptedAgent:
-    """A simulated user (simulator.agent.SimulatedUser): +5 per reply, leaves after `ends_after`
+    """A simulated user (simulator.user.agent.SimulatedUser): +5 per reply, leaves after `ends_after`
     replies, raises on reply `fail_at`. It keeps every reply it receives so routing can be checked."""
 
     def __init__(self, profile: Profile, seed: int, ends_after: int = 3, fail_at: int = 0, delay: float = 0.01):
@@ -274,9 +275,9 @@ def test_bad_config_and_profiles_are_named(policy):
 
 
 def test_real_offline_simulator(policy, engine):
-    from trainer.rollout import make_simulator_factory
+    from simulator.user.spec import SimulatorSpec
 
-    factory = make_simulator_factory("offline", rules="training")
+    factory = SimulatorSpec("offline", rules="training").factory()
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
     samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
                             config=RolloutConfig(max_new_tokens=8, max_turns=3)
@@ -293,12 +294,12 @@ def test_real_offline_simulator(policy, engine):
 def test_only_the_reply_at_the_rules_cap_goes_unjudged(policy):
     """Standard rules leave the reply that reaches their own cap (10) unjudged, as SAGE's loop does; a
     rollout capped shorter (a 3-turn evaluation) has all of its replies judged."""
-    from simulator.rules import STANDARD
-    from trainer.rollout import make_simulator_factory
+    from simulator.user.rules import STANDARD
+    from simulator.user.spec import SimulatorSpec
 
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
     for cap, rules, judged in ((3, STANDARD, 3), (2, replace(STANDARD, max_turns=2), 1)):
-        factory = make_simulator_factory("offline:v2", rules=rules)
+        factory = SimulatorSpec("offline:v2", rules=rules).factory()
         (s,) = RolloutEngine(policy, factory, config=RolloutConfig(max_new_tokens=6, max_turns=cap)).run([prof], 1)
         assert s.status == "finished" and s.n_turns == cap, s.error
         assert len(s.emotions) == judged + 1, (cap, s.emotions)
@@ -322,15 +323,15 @@ def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):
 
 def test_api_policy_and_api_simulator_over_http(engine):
     """--policy openai:MODEL with --simulator openai:MODEL, both served by the scripted local server."""
+    from simulator.user.spec import SimulatorSpec
     from testkit.scripted_server import start_server
-    from trainer.engines import make_engine
-    from trainer.rollout import make_simulator_factory
+    from trainer.policies import make_policy_engine
 
     server = start_server(latency_s=0.01)
     try:
-        pol = make_engine("openai:scripted", base_url=server.base_url, api_key="unused")
-        factory = make_simulator_factory("openai:scripted", rules="standard", base_url=server.base_url,
-                                         api_key="unused", max_retries=0)
+        pol = make_policy_engine("openai:scripted", base_url=server.base_url, api_key="unused")
+        factory = SimulatorSpec("openai:scripted", rules="standard", base_url=server.base_url, api_key="unused",
+                                traffic=TrafficLimits(max_retries=0)).factory()
         samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(engine),
                                 config=RolloutConfig(mode="think", max_turns=3)).run(
             [profile("ann", first_line="My manager took credit for my work.")], group_size=2)
@@ -430,11 +431,11 @@ def test_a_failed_shared_opening_fails_the_whole_group(policy):
 def test_a_sentient_agent_continues_from_the_shared_opening():
     """The offline user tells its story piece by piece: a member that adopts the leader's opening does not
     tell the opening's piece again, and keeps its own seed."""
-    from simulator.agent import SentientAgent
-    from simulator.backends import make_backend
-    from simulator.rules import get_preset
-
     from conftest import make_sim_profile
+
+    from simulator.user.agent import SentientAgent
+    from simulator.user.backends import make_backend
+    from simulator.user.rules import get_preset
 
     prof, backend = make_sim_profile(first_line=""), make_backend("offline")
     leader, member = (SentientAgent(prof, backend, get_preset("rlver-hard"), seed=s) for s in (1, 2))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from simulator.profiles import Profile
 from test_rollout import RecordingEngine, ScriptedAgent, profile, recompute
-from trainer.rollout import RolloutConfig, RolloutEngine
+
+from simulator.personas.profile import Profile
+from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
 
 class SlowAndFastFactory:

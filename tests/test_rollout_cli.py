@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from simulator.profiles import Profile
+from simulator.personas.profile import Profile
 from storage.dialogues import load_dialogue
 from tests.conftest import REPO
 from trainer import __main__ as trainer_main
@@ -23,7 +23,7 @@ def _profile(pid: str) -> Profile:
 
 @pytest.fixture
 def store_with_persona(engine):
-    from simulator.persona_service import save_profile
+    from simulator.personas.store import save_profile
 
     save_profile(engine, _profile("mia"), create=True)
     return engine
@@ -94,8 +94,8 @@ def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, d
 def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
     """A store no command has opened yet: the built-in personas are seeded first, as the app does, so a
     built-in id works and the dialogue's persona is in the store."""
-    from simulator.builtin_personas import BUILTIN_IDS, get_builtin
-    from simulator.persona_service import get_profile, list_profiles
+    from simulator.personas.builtin import BUILTIN_IDS, get_builtin
+    from simulator.personas.store import get_profile, list_profiles
     from storage import make_engine
 
     proc = subprocess.run(

@@ -1,7 +1,7 @@
 """Emotion rules: clamping, range, tiers, ends, presets."""
 import pytest
 
-from simulator.rules import PRESETS, EmotionRules, get_preset, says_goodbye, tier
+from simulator.user.rules import PRESETS, EmotionRules, get_preset, says_goodbye, tier
 
 
 def test_benchmark_defaults():

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.checkpoints import CheckpointError, load_checkpoint, rng_state, safe_load, set_rng_state
-from trainer.jobs import STATE_FILE
+from trainer.jobs.queue import STATE_FILE
+from trainer.learning.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    rng_state,
+    safe_load,
+    set_rng_state,
+)
 
 
 class _RunsCode:
@@ -41,7 +47,7 @@ def test_a_trainer_state_that_would_run_code_is_refused_naming_the_file(tmp_path
 def test_a_value_head_that_would_run_code_is_refused(tmp_path, tiny_model_dir):
     import shutil
 
-    from trainer.learner import ValueModel
+    from trainer.learning.learner import ValueModel
 
     critic = tmp_path / "critic"
     shutil.copytree(tiny_model_dir, critic)
@@ -53,7 +59,7 @@ def test_a_value_head_that_would_run_code_is_refused(tmp_path, tiny_model_dir):
 
 
 def test_a_saved_value_head_loads(tmp_path, tiny_model_dir):
-    from trainer.learner import ValueModel
+    from trainer.learning.learner import ValueModel
 
     first = ValueModel(tiny_model_dir)
     with torch.no_grad():
@@ -89,7 +95,7 @@ def test_rng_state_of_older_checkpoints_with_numpy_arrays_still_loads(tmp_path):
 
 def test_deepspeed_shards_are_checked_before_deepspeed_reads_them(tmp_path):
     """DeepSpeed unpickles its shards without restriction; the lab checks this rank's files first."""
-    from trainer.checkpoints import check_deepspeed_files
+    from trainer.learning.checkpoints import check_deepspeed_files
 
     state = tmp_path / "deepspeed" / "policy" / "state"
     state.mkdir(parents=True)

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from app.render import EMPTY_MESSAGE, dialogue_html
-from simulator.profile_io import BadFileError
+from simulator.personas.io import BadFileError
 from trainer.evaluation import benchmark as bm
 from trainer.evaluation.eval_runs import scored_dialogues
-from trainer.rollout import RolloutConfig
+from trainer.rollout.engine import RolloutConfig
 
 PERSONA = {"player": "林晓，29岁，女，会计，喜欢烘焙，说话简短。", "task": "你希望对方用心倾听你的情绪宣泄",
            "scene": "连续加班一个月，项目还是被领导否定了。", "character": "被动型", "target": "eq"}
@@ -72,8 +72,9 @@ def test_an_empty_user_message_is_a_message_like_any_other(engine, tmp_path):
         d = played[record["id"]]
         assert d["final_emotion"] == record["emo_point"] and not d["error"]
     # stored as said: the empty and the blank message keep their text, and the policy answered each
-    from storage import Turn, read_scope
     from sqlalchemy import select
+
+    from storage import Turn, read_scope
 
     with read_scope(engine) as sess:
         turns = sess.scalars(select(Turn).where(Turn.dialogue_id == played["empty-message"]["id"])

@@ -12,12 +12,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
-from simulator import rules as rules_mod
-from simulator.prompt_packs import PackError
-from simulator.reference_packs import SagePack
+
+from simulator.user import rules as rules_mod
+from simulator.user.packs import PackError
+from simulator.user.reference_packs import SagePack
 from trainer.evaluation import benchmark as bm
+from trainer.evaluation import protocol
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
 
@@ -80,7 +81,7 @@ def test_replay_recorded_as_such_with_its_protocol(shared_data, engine):
 
     run = get_eval_run(engine, result.eval_run_id)
     assert run["simulator_fingerprint"]["backend"] == "replay" and len(run["simulator_fingerprint"]["file_sha256"]) == 64
-    assert run["protocol"]["version"] == bm.PROTOCOL_VERSION and run["model_ref"] == f"replay:{f.name}"
+    assert run["protocol"]["version"] == protocol.PROTOCOL_VERSION and run["model_ref"] == f"replay:{f.name}"
     group = next(g for g in leaderboard(engine) if not g["published"])
     assert group["replay"] and group["protocol_hash"] == run["protocol"]["protocol_hash"]
 
@@ -88,7 +89,7 @@ def test_replay_recorded_as_such_with_its_protocol(shared_data, engine):
 def test_runs_with_different_protocols_are_not_ranked_together(shared_data, engine, monkeypatch):
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     _replay(engine, f, limit=3)
-    from simulator.prompt_packs import OwnPack
+    from simulator.user.packs import OwnPack
 
     monkeypatch.setattr(OwnPack, "policy_system_prompt", lambda self, language="zh": "另一个系统提示")
     _replay(engine, f, limit=3)
@@ -228,7 +229,7 @@ def _rlver_simulator(reference, answers: dict):
     import re as re_mod
     import time as time_mod
 
-    from simulator.reference_packs import RlverPack
+    from simulator.user.reference_packs import RlverPack
 
     path = reference / "rlver" / "hard_player_simulator_dsv3.py"
     text = path.read_text(encoding="utf-8")
@@ -247,7 +248,7 @@ def _rlver_simulator(reference, answers: dict):
 
 
 def test_rlver_pack_is_byte_identical_to_rlvers_simulator(shared_data, shared_reference):
-    from simulator.reference_packs import RlverPack
+    from simulator.user.reference_packs import RlverPack
 
     answers = {"emotion": "Content:\n[a]\nReason:\n[b\n\nc]\nActivity:\n[d]\nAnalyse:\n[e]\nChange:\n-12",
                "reply": "Thinking:\nt\n\nu\nResponse:\n“好吧”"}

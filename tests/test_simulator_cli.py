@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from simulator import __main__ as cli
-from simulator.profiles import Profile
+from simulator.personas.profile import Profile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -122,8 +122,8 @@ def test_plugin_registry(tmp_path: Path, monkeypatch, capsys):
 
 
 def test_fresh_store_export_and_list_show_the_built_in_personas(tmp_path: Path, capsys):
-    from simulator.builtin_personas import BUILTIN_PROFILES
-    from simulator.profile_io import import_profiles
+    from simulator.personas.builtin import BUILTIN_PROFILES
+    from simulator.personas.io import import_profiles
 
     db = f"sqlite:///{tmp_path / 'fresh.db'}"
     out = run("personas", "export", str(tmp_path / "all.jsonl"), "--db", db)

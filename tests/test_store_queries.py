@@ -1,18 +1,22 @@
 """Collections of stored dialogues (storage.queries) and the one function that scores a set of them
-(simulator.transcripts.dialogues_summary), on a real SQLite file."""
+(simulator.evaluation.transcripts.dialogues_summary), on a real SQLite file."""
 from __future__ import annotations
 
 import pytest
 
-from simulator import transcripts as tr
-from simulator.scoring import sentient_summary
+from simulator.evaluation import transcripts as tr
+from simulator.evaluation.scoring import sentient_summary
 from storage import Dialogue, EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
-from storage.queries import (collection_dialogues, collection_filter, collection_key, scored_finals,
-                             store_collections)
-from trainer import jobs
+from storage.queries import (
+    collection_dialogues,
+    collection_filter,
+    collection_key,
+    scored_finals,
+    store_collections,
+)
 from trainer.evaluation import eval_runs
-
+from trainer.jobs import queue as jobs
 
 
 def _dialogue(store, status: str, final, **fields) -> int:

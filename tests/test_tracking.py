@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from storage import Job, Metric, make_engine, read_scope
 from trainer.config import TrainConfig
-from trainer.tracking import report_to_error
+from trainer.learning.tracking import report_to_error
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,8 +113,8 @@ def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path):
     the new values, once each."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from trainer.rollout_types import RolloutSample
-    from trainer.tracking import make_tracking
+    from trainer.learning.tracking import make_tracking
+    from trainer.rollout.types import RolloutSample
 
     sample = RolloutSample(key="k", dialogue_id=1, profile_id="maya", group_id="g", final_emotion=55.0,
                            emotions=[40.0, 55.0], outcome="max_turns", status="finished",
@@ -140,8 +140,8 @@ def test_wandb_runs_offline_without_a_key_when_installed(tmp_path: Path, monkeyp
     """Only where wandb is installed (it is not in requirements.txt): no WANDB_MODE and no key means an
     offline run in the job folder, with each step's dialogues as a table."""
     pytest.importorskip("wandb")
-    from trainer.rollout_types import RolloutSample
-    from trainer.tracking import make_tracking
+    from trainer.learning.tracking import make_tracking
+    from trainer.rollout.types import RolloutSample
 
     for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_DIR"):
         monkeypatch.delenv(name, raising=False)

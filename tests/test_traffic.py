@@ -1,4 +1,4 @@
-"""API traffic control (simulator.backends.traffic) against the real scripted OpenAI-compatible server on
+"""API traffic control (simulator.llm.traffic) against the real scripted OpenAI-compatible server on
 127.0.0.1, and the server's latency model and 429 share, checked with the server's own statistics."""
 from __future__ import annotations
 
@@ -11,11 +11,18 @@ import threading
 import pytest
 from helpers import wait_for
 
-from simulator.backends import BackendError, make_backend
-from simulator.backends.traffic import (Traffic, TrafficLimits, parse_retry_after, read_snapshot, traffic_text,
-                                        write_snapshot)
+from simulator.llm.traffic import (
+    Traffic,
+    TrafficLimits,
+    parse_retry_after,
+    read_snapshot,
+    traffic_text,
+    write_snapshot,
+)
+from simulator.user.backends import BackendError, make_backend
 from testkit.scripted_server import ScriptedServer, start_server
 from testkit.server_latency import LatencyModel
+from trainer.jobs.context import JobContext
 
 
 def backend_for(server, **kw):
@@ -131,11 +138,11 @@ def test_cancelled_waiters_give_their_slots_back():
 
 def test_simulator_and_api_policy_on_one_endpoint_share_its_limit():
     """The policy's batch runs on its own event loop in another thread; the limit holds across both."""
-    from trainer.engines import SamplingConfig, make_engine
+    from trainer.policies import SamplingConfig, make_policy_engine
 
     with start_server(latency_s=0.05) as server:
         backend = backend_for(server, max_in_flight=3)
-        policy = make_engine("openai:scripted", base_url=server.base_url, max_in_flight=3)
+        policy = make_policy_engine("openai:scripted", base_url=server.base_url, max_in_flight=3)
         out = {}
         thread = threading.Thread(target=lambda: out.update(gens=policy.generate(
             [[{"role": "user", "content": f"p{i}"}] for i in range(12)], SamplingConfig(max_new_tokens=16))))
@@ -148,10 +155,10 @@ def test_simulator_and_api_policy_on_one_endpoint_share_its_limit():
 
 
 def test_api_policy_retries_rate_limits_and_reports_giving_up():
-    from trainer.engines import SamplingConfig, make_engine
+    from trainer.policies import SamplingConfig, make_policy_engine
 
     with start_server(rate_limit_share=1.0, retry_after_s=0.01) as server:
-        policy = make_engine("openai:scripted", base_url=server.base_url, max_retries=1)
+        policy = make_policy_engine("openai:scripted", base_url=server.base_url, max_retries=1)
         [gen] = policy.generate([[{"role": "user", "content": "hello"}]], SamplingConfig(max_new_tokens=8))
         assert gen.finish_reason == "error" and server.calls == 2  # the client's own retries are off
         assert "HTTP 429" in gen.error and "last status: HTTP 429" in gen.error and "127.0.0.1" in gen.error
@@ -191,8 +198,8 @@ def test_bad_latency_settings_name_the_field():
 
 # --------------------------------------------------------------------------- configs, fingerprint, views
 def test_limits_are_validated_by_name_and_stay_out_of_the_fingerprint():
-    from trainer.evaluation.benchmark import BenchmarkConfig
     from trainer.config import TrainConfig
+    from trainer.evaluation.benchmark import BenchmarkConfig
 
     errors = TrainConfig(simulator_requests_per_minute=-1, simulator_max_in_flight=0).errors(check_paths=False)
     assert errors["simulator_requests_per_minute"] == "must be an integer >= 0 (0 = no limit), got -1"
@@ -205,7 +212,7 @@ def test_limits_are_validated_by_name_and_stay_out_of_the_fingerprint():
 
 
 def test_progress_text_shows_a_running_jobs_traffic(tmp_path):
-    from app import training_service as ts
+    from app.services import training as ts
 
     with start_server(rate_limit_share=0.5, retry_after_s=0.001, seed=4) as server:
         ask_all(backend_for(server, max_retries=10), 4)
@@ -223,9 +230,9 @@ def test_progress_text_shows_a_running_jobs_traffic(tmp_path):
 def test_benchmark_job_shows_traffic_while_it_runs(engine, db_url):
     """A real benchmark job over the scripted server, two requests in flight at most: its row in the jobs
     table (Training and Benchmark views) shows them in flight and the rest waiting."""
-    from app import training_service as ts
+    from app.services import training as ts
     from trainer.evaluation import benchmark as bm
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     with start_server(latency_s=0.2) as server:
         config = {"policy": "openai:scripted", "policy_base_url": server.base_url, "simulator": "openai:scripted",
@@ -252,9 +259,9 @@ def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir,
     """One PPO step against the scripted server as simulator, one request in flight, a third of them 429:
     the job's config keeps the limits, the server never sees two at once, and the job folder holds the
     counters the views read."""
-    from trainer import jobs
     from trainer.config import TrainConfig
-    from trainer.rl_trainer import RLTrainer
+    from trainer.jobs import queue as jobs
+    from trainer.learning.rl_trainer import RLTrainer
 
     with start_server(latency_s=0.01, rate_limit_share=0.3, retry_after_s=0.01, seed=2) as server:
         cfg = TrainConfig(model=str(tiny_model_dir), algorithm="ppo", dialogues_per_step=2, minibatch_size=2,
@@ -262,7 +269,7 @@ def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir,
                           simulator="openai:sim", simulator_base_url=server.base_url, simulator_max_in_flight=1,
                           simulator_max_retries=20, output_dir=str(tmp_path / "run"), store_dialogues=False)
         job_id = jobs.create_job(engine, "train", cfg.to_dict())
-        ctx = jobs.JobContext(engine, job_id, heartbeat_s=0.1, install_signals=False)
+        ctx = JobContext(engine, job_id, heartbeat_s=0.1, install_signals=False)
         host = server.base_url.split("//")[1].split("/")[0]
         with ctx:
             RLTrainer(cfg, store=engine, job=ctx).train()

@@ -96,7 +96,7 @@ def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: 
 
 def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_model_dir: Path, tmp_path: Path,
                                                                          db_url: str):
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
@@ -128,7 +128,7 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
 
 
 def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str):
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     engine = make_engine(db_url)
     job_id = jobs.create_job(engine, "train", {"steps": 1})

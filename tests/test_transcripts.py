@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator import transcripts as tr
-from simulator.profile_io import BadFileError
-from simulator.scoring import sentient_summary
+from simulator.evaluation import transcripts as tr
+from simulator.evaluation.scoring import sentient_summary
+from simulator.personas.io import BadFileError
 from storage import Dialogue, Turn, read_scope
 from storage.dialogues import add_turn, finish_dialogue, load_dialogue, start_dialogue
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from conftest import REPO
-from trainer import algorithms as A
-from trainer.batch import make_batch
+
+from trainer.learning import algorithms as A
+from trainer.learning.batch import make_batch
 
 
 def test_each_reply_earns_the_change_it_caused():

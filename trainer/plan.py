@@ -33,7 +33,7 @@ from trainer.config import TrainConfig
 
 GIB = 1024 ** 3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-VLLM_GPU_MEMORY_UTILIZATION = 0.5  # trainer.engines.vllm_engine.VLLMEngine's default, which RLTrainer keeps
+VLLM_GPU_MEMORY_UTILIZATION = 0.5  # trainer.policies.vllm_engine.VLLMEngine's default, which RLTrainer keeps
 PAPER_GPU_MEMORY_GIB = 80.0  # assumed for a GPU plan when neither --gpu-memory nor a local GPU says
 # Published config.json numbers (Hugging Face hub, Qwen/Qwen2.5-7B-Instruct), used only when the model's
 # folder is absent and AutoConfig cannot be had offline.
@@ -93,7 +93,7 @@ def model_shape(spec: str, lora_r: int = 0, lora_targets: tuple[str, ...] = ()) 
     """The architecture of a policy spec ('default' or a folder), counted on the meta device."""
     from transformers import AutoConfig
 
-    from trainer.policy_model import resolve_policy
+    from trainer.policies.model import resolve_policy
 
     name = Path(spec).name if spec != "default" else "SmolLM2-135M-Instruct"
     try:
@@ -146,7 +146,9 @@ def model_state_bytes(total: int, trainable: int, largest: int, zero_stage: int,
     if zero_stage == 0:
         return total * dtype_bytes, trainable * dtype_bytes * 3
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
-    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import (
+        estimate_zero2_model_states_mem_needs,
+    )
 
     n = dict(num_gpus_per_node=hw.gpus_per_node, num_nodes=hw.nodes)
     if zero_stage == 3:

@@ -52,7 +52,7 @@ def probe_config(config: TrainConfig) -> TrainConfig:
 def measure_seconds_per_step(config: TrainConfig) -> ProbeResult:
     """Train two small steps of the config in this process and time the second (RuntimeError/OSError/
     ValueError from the trainer propagate: the caller reports them)."""
-    from trainer.rl_trainer import RLTrainer
+    from trainer.learning.rl_trainer import RLTrainer
 
     small = probe_config(config)
     with tempfile.TemporaryDirectory(prefix="plan-probe-") as out:

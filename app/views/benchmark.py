@@ -13,12 +13,11 @@ import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app import training_service as ts
 from app.context import LabContext
 from app.judge_panel import judge_view
 from app.render import md
-from simulator.persona_set_service import spec_choices
-from simulator.persona_sets import PERSONA_SETS
+from app.services import training as ts
+from simulator.personas.specs import PERSONA_SETS, spec_choices
 from storage import Store
 
 LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
@@ -176,9 +175,9 @@ def run_title(run: Optional[dict[str, Any]], cuts: Optional[dict[str, int]] = No
 
 
 def fidelity_view(store: Store, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
-    """(summary markdown, chart) of an eval run's emotion changes vs the published ones (simulator.fidelity)."""
+    """(summary markdown, chart) of an eval run's emotion changes vs the published ones (simulator.evaluation.fidelity)."""
     from app.plots import fidelity_figure
-    from simulator.fidelity import eval_run_report
+    from simulator.evaluation.fidelity import eval_run_report
 
     if run_id in (None, ""):
         return "", None
@@ -191,9 +190,9 @@ def fidelity_view(store: Store, run_id: Optional[int]) -> tuple[str, Optional[go
 
 def running_progress_md(store: Any) -> str:
     """A line per eval run still running: dialogues done, replies, tokens per second and the time left."""
-    from trainer.evaluation.benchmark import protocol_rules
     from trainer.evaluation.eval_runs import running_eval_run_ids
     from trainer.evaluation.progress import progress_text, run_progress
+    from trainer.evaluation.protocol import protocol_rules
 
     lines = [f"- eval run {run_id}: {md(progress_text(run_progress(store, run_id, protocol_rules().max_turns)))}"
              for run_id in running_eval_run_ids(store)]
@@ -202,8 +201,9 @@ def running_progress_md(store: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
-    from trainer.evaluation import benchmark as bm, eval_runs
-    from trainer import jobs
+    from trainer.evaluation import benchmark as bm
+    from trainer.evaluation import eval_runs
+    from trainer.jobs import queue as jobs
 
     store, url = ctx.store, ctx.store_url
     with gr.Accordion("Run a benchmark", open=True):

@@ -8,8 +8,8 @@ from typing import Any
 
 import gradio as gr
 
-from app import compare_service as cs
 from app.context import LabContext
+from app.services import compare as cs
 from trainer.evaluation import compare as cmp
 
 

@@ -3,7 +3,7 @@ Training view's Experiment section); its cells' status (a click opens the cell's
 overlaid training curves, the held-out results table with 95% intervals, the breakdown by hidden need and
 personality, reply statistics and the judge radar; Cancel / Resume act on the whole experiment.
 
-The tables and figures come from app.experiments_service; this module only wires them.
+The tables and figures come from app.services.experiments; this module only wires them.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from app import experiments_service as es
 from app.context import LabContext
+from app.services import experiments as es
 from app.views.benchmark import BREAKDOWN_HEADERS
 
 POLL_S = 3.0
@@ -26,7 +26,7 @@ def _id(value: Any) -> Optional[int]:
 
 
 def build(ctx: LabContext) -> None:
-    from trainer import experiments as ex
+    from trainer.experiments import grid as ex
 
     store, url = ctx.store, ctx.store_url
     with gr.Row():

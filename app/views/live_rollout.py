@@ -1,6 +1,6 @@
 """Live rollout view: watch a policy talk with simulated users turn by turn.
 
-Start runs trainer.rollout.RolloutEngine.stream() (profiles x group size dialogues, written to the store as
+Start runs trainer.rollout.engine.RolloutEngine.stream() (profiles x group size dialogues, written to the store as
 they happen) and streams each event into the page: the dialogues side by side, their emotion curves
 overlaid, every user turn's inner thoughts and every policy turn's think block (collapsible). Stop cancels
 the run: running dialogues end as "cancelled" with the reason stored; pressing it again does nothing.
@@ -17,8 +17,10 @@ import gradio as gr
 from app.context import LabContext
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, user_emotions
-from simulator import persona_service as ps
-from simulator.rules import PRESETS
+from simulator.llm.traffic import TrafficLimits
+from simulator.personas import store as ps
+from simulator.user.rules import PRESETS
+from simulator.user.spec import SimulatorSpec
 from storage import Store
 
 OFFLINE_NOTE = ("**Offline simulator**: a deterministic development and demo environment. Its emotions are not "
@@ -78,7 +80,7 @@ def finished_choices(live: dict[str, LiveDialogue]) -> list[tuple[str, int]]:
 
 def persona_choices(store: Store) -> list[tuple[str, str]]:
     """Every stored persona, then every stored persona set (as set:NAME)."""
-    from simulator.persona_set_service import list_sets
+    from simulator.personas.sets import list_sets
 
     return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)] + \
         [(f"set {s.name} ({s.size} personas)", f"set:{s.name}") for s in list_sets(store)]
@@ -86,14 +88,18 @@ def persona_choices(store: Store) -> list[tuple[str, str]]:
 
 def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy: str, policy_url: str, simulator: str,
                   simulator_url: str, rules: str, mode: str, group: int, max_turns: int, max_new_tokens: int,
-                  temperature: float, seed: int, profiles: Optional[list] = None, record: bool = True):
+                  temperature: float, seed: int, profiles: Optional[list] = None, record: bool = True,
+                  pack: str = "own", simulator_max_in_flight: int = TrafficLimits.max_in_flight,
+                  simulator_requests_per_minute: int = TrafficLimits.requests_per_minute):
     """Generator of (status markdown, figure, columns HTML, finished-dialogue choices). `profiles` plays
     these profiles instead of resolving `persona_ids` (the persona editor's preview); record=False stores
-    nothing."""
+    nothing. The policy and simulator are named as everywhere else (PolicySpec, SimulatorSpec)."""
+    from simulator.personas.specs import resolve_personas
     from storage.recorder import DialogueRecorder
-    from trainer.engines import make_engine as make_policy
-    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
-    from simulator.persona_sets import resolve_personas
+    from trainer.policies.spec import PolicySpec
+    from trainer.rollout.build import SpecError, build_rollout, simulator_factory
+    from trainer.rollout.build import policy_engine as build_policy
+    from trainer.rollout.types import RolloutConfig
 
     live: dict[str, LiveDialogue] = {}
 
@@ -114,20 +120,21 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
             config = RolloutConfig(mode=mode, max_turns=int(max_turns), max_new_tokens=int(max_new_tokens),
                                    temperature=float(temperature), seed=int(seed)).validate()
             profiles = profiles or resolve_personas(list(persona_ids), store)
-            factory = make_simulator_factory(simulator.strip() or "offline", rules=rules,
-                                             base_url=simulator_url.strip() or None, seed=int(seed))
-        except (KeyError, ValueError, ImportError) as exc:
+            traffic = TrafficLimits(max_in_flight=int(simulator_max_in_flight),
+                                    requests_per_minute=int(simulator_requests_per_minute))
+            factory = simulator_factory(SimulatorSpec(simulator.strip() or "offline", base_url=simulator_url.strip(),
+                                                      pack=(pack or "own").strip(), rules=rules, seed=int(seed),
+                                                      traffic=traffic))
+        except (KeyError, ValueError, TypeError, ImportError) as exc:
             yield out(f"**Cannot start:** {md(exc.args[0] if exc.args else exc)}")
             return
         yield out(f"Loading policy {md(policy)} …")
-        kw = {"base_url": policy_url.strip()} if policy.startswith("openai:") and policy_url.strip() else {}
         try:
-            policy_engine = make_policy(policy.strip(), **kw)
-        except (FileNotFoundError, ValueError, OSError) as exc:
-            yield out(f"**Cannot load the policy** {md(policy)}: {md(exc)}")
+            policy_engine = build_policy(PolicySpec(policy.strip(), base_url=policy_url.strip()))
+        except SpecError as exc:
+            yield out(f"**Cannot load the policy** {md(policy)}: {md(exc.message)}")
             return
-        rollout = RolloutEngine(policy_engine, factory, config=config,
-                                recorder=DialogueRecorder(store) if record else None)
+        rollout = build_rollout(policy_engine, factory, config, recorder=DialogueRecorder(store) if record else None)
         with _RUNS_LOCK:
             stopped_early = _RUNS.get(request_key) == "stop"
             _RUNS[request_key] = rollout
@@ -176,13 +183,21 @@ def build(ctx: LabContext) -> None:
             personas = gr.Dropdown([], value=[], multiselect=True,  # filled on load (after any login)
                                    label="Persona(s)", elem_id="live-personas")
             policy = gr.Textbox("default", label="Policy",
-                                info="default (SmolLM2-135M-Instruct) · a local model folder · vllm:PATH · openai:MODEL",
+                                info="default (SmolLM2-135M-Instruct) · a model or checkpoint folder · vllm:PATH · openai:MODEL",
                                 elem_id="live-policy")
             policy_url = gr.Textbox("", label="Policy base URL (openai: policies; else OPENAI_BASE_URL)")
             simulator = gr.Textbox("offline", label="Simulator",
                                    info="offline (scorer v3) · offline:v2 · openai:MODEL (key from OPENAI_API_KEY)",
                                    elem_id="live-simulator")
             simulator_url = gr.Textbox("", label="Simulator base URL (else OPENAI_BASE_URL)")
+            with gr.Accordion("Simulator prompts and traffic", open=False):
+                pack = gr.Textbox("own", label="Prompt pack", info="own · own:json · sage:DIR · rlver:DIR · v1",
+                                  elem_id="live-pack")
+                with gr.Row():
+                    max_in_flight = gr.Number(TrafficLimits.max_in_flight, precision=0, minimum=1,
+                                              label="Requests in flight", elem_id="live-max-in-flight")
+                    rpm = gr.Number(TrafficLimits.requests_per_minute, precision=0, minimum=0,
+                                    label="Requests per minute (0 = no limit)", elem_id="live-rpm")
             sim_note = gr.Markdown(OFFLINE_NOTE, elem_classes=["sim-note"], elem_id="live-sim-note")
             with gr.Row():
                 rules = gr.Dropdown(list(PRESETS), value="standard", label="Emotion rules", min_width=120)
@@ -208,13 +223,15 @@ def build(ctx: LabContext) -> None:
             chats = gr.HTML(columns_html({}), elem_id="live-chats")
 
     def on_start(persona_ids, policy_, policy_url_, simulator_, simulator_url_, rules_, mode_, group_, max_turns_,
-                 max_new_tokens_, temperature_, seed_, request: gr.Request):
+                 max_new_tokens_, temperature_, seed_, pack_, max_in_flight_, rpm_, request: gr.Request):
         yield from start_rollout(store, request.session_hash or "", persona_ids, policy_, policy_url_, simulator_,
                                  simulator_url_, rules_, mode_, group_, max_turns_, max_new_tokens_, temperature_,
-                                 seed_)
+                                 seed_, pack=pack_, simulator_max_in_flight=max_in_flight_,
+                                 simulator_requests_per_minute=rpm_)
 
     start_btn.click(on_start, [personas, policy, policy_url, simulator, simulator_url, rules, mode, group, max_turns,
-                               max_new_tokens, temperature, seed], [status, plot, chats, finished])
+                               max_new_tokens, temperature, seed, pack, max_in_flight, rpm],
+                    [status, plot, chats, finished])
     stop_btn.click(_stop_handler, None, stop_msg, concurrency_limit=None)
     simulator.change(lambda s: gr.update(visible=(s or "offline").strip().startswith("offline")), simulator, sim_note)
 

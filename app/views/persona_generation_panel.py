@@ -1,8 +1,8 @@
 """The Personas view's Generate panel: a spec form and an endpoint, Generate as a background job (its own
 process: it survives a closed browser or a restarted app) with a progress bar polled from the store, Cancel
 and Resume, a picker of earlier generations, then the review queue (accept, edit in the persona form then
-accept, reject, regenerate one, accept all valid). Logic: simulator.persona_generation_service,
-app.persona_generation_jobs and app.persona_generation_form."""
+accept, reject, regenerate one, accept all valid). Logic: simulator.personas.generation_store,
+app.services.persona_generation_jobs and app.services.persona_generation_form."""
 from __future__ import annotations
 
 import os
@@ -11,15 +11,21 @@ from typing import Any, Callable, Optional, Sequence
 
 import gradio as gr
 
-from app import persona_generation_form as pgf
-from app import persona_generation_jobs as pgj
 from app.context import LabContext
 from app.render import md
-from simulator import persona_generation_service as gs
-from simulator import persona_service as ps
-from simulator.persona_generation import DEFAULT_THRESHOLD
-from simulator.profiles import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, ProfileError
-from trainer.jobs import JobError
+from app.services import persona_generation_form as pgf
+from app.services import persona_generation_jobs as pgj
+from app.services.persona_form import FIELDS, form_profile, form_values
+from simulator.personas import generation_store as gs
+from simulator.personas import store as ps
+from simulator.personas.generation import DEFAULT_THRESHOLD
+from simulator.personas.profile import (
+    LANGUAGES,
+    NEED_CATEGORIES,
+    PERSONALITIES,
+    ProfileError,
+)
+from trainer.jobs.queue import JobError
 
 POLL_S = 1.0
 NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
@@ -30,7 +36,6 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
     """The panel, below the persona list and form. `editor`: the form's inputs (in app.views.personas.FIELDS
     order); `editing` / `title`: its state and heading; `refresh` / `sets_refresh`: (fn, inputs, outputs) of
     the persona list and of the Sets panel."""
-    from app.views import personas as pv  # the editor's own helpers (imported here: it imports this module)
 
     store = ctx.store
     refresh_fn, refresh_in, refresh_out = refresh
@@ -125,7 +130,7 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             if action == "accept":
                 msg = f"Accepted as **{md(gs.accept_candidate(store, cid).id)}**."
             elif action == "accept_edited":
-                edited = pv.form_profile(dict(zip(pv.FIELDS, form)), None)
+                edited = form_profile(dict(zip(FIELDS, form)), None)
                 msg = f"Accepted the edited form as **{md(gs.accept_candidate(store, cid, edited).id)}**."
             elif action == "reject":
                 gs.reject_candidate(store, cid)
@@ -143,7 +148,7 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         p = gs.candidate_profile(cand)
         p.id = ps.fresh_id(store, p.name or "generated")
         head = f"### New persona from candidate {cid} (press *Accept the edited form* when done)"
-        return [None, head, *pv._form_values(p), f"Candidate {cid} is in the persona form."]
+        return [None, head, *form_values(p), f"Candidate {cid} is in the persona form."]
 
     form_in = [count, needs, personalities, languages, topics, seed, base_url, model, threshold, key_env]
     start_btn.click(on_start, form_in, [gen_id, status, timer, *queue_out])

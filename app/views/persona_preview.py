@@ -10,9 +10,10 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
+from app.services.persona_form import FIELDS, form_profile
 from app.views import live_rollout as live
-from simulator import persona_service as ps
-from simulator.profiles import ProfileError
+from simulator.personas import store as ps
+from simulator.personas.profile import ProfileError
 from storage import Store
 
 PREVIEW_RULES = "standard"
@@ -23,7 +24,6 @@ def preview_dialogue(store: Store, request_key: str, editing_id: Optional[str], 
                      policy: str, simulator: str, turns: int, seed: int = 0) -> Iterator[tuple]:
     """(status, figure, dialogue HTML) as the preview runs. The form is validated first: a problem is
     reported by field and nothing runs."""
-    from app.views.personas import form_profile
 
     original = ps.get_profile(store, editing_id) if editing_id else None
     try:
@@ -41,7 +41,6 @@ def preview_dialogue(store: Store, request_key: str, editing_id: Optional[str], 
 
 def build(ctx: LabContext, editing: Any, inputs: list) -> None:
     """The preview controls under the persona form; `inputs` are the form's fields in FIELDS order."""
-    from app.views.personas import FIELDS
 
     store = ctx.store
     with gr.Accordion("Preview dialogue (the form as it is, not saved)", open=False, elem_id="preview-box"):

@@ -1,7 +1,7 @@
 """The Personas view's "Sets" panel: the stored persona sets (name, size, hash, source), a new set from the
 view's current filters, a seeded 80/20 stratified split, export, and a set's need x personality coverage
-as a heatmap with its empty cells listed. Logic lives in simulator.persona_set_service and
-simulator.coverage."""
+as a heatmap with its empty cells listed. Logic lives in simulator.personas.sets and
+simulator.personas.coverage."""
 from __future__ import annotations
 
 import tempfile
@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 
 from app.context import LabContext
 from app.render import md
-from simulator import persona_set_service as pss
-from simulator.coverage import Coverage, coverage
-from simulator.persona_sets import PersonaSpecError
+from simulator.personas import sets as pss
+from simulator.personas.coverage import Coverage, coverage
+from simulator.personas.specs import PersonaSpecError
 from storage import Store
 
 SET_HEADERS = ["name", "size", "hash", "source", "made from"]

@@ -1,36 +1,31 @@
 """Personas view: browse, search and filter the profiles; create / edit / duplicate / delete with the problem
-shown under the offending field; import and export JSONL files. Logic lives in simulator.persona_service."""
+shown under the offending field; import and export JSONL files. Logic lives in simulator.personas.store."""
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import gradio as gr
 
 from app.context import LabContext
 from app.render import md
-from app.views import persona_generation_panel
-from simulator import persona_lint as pl
-from simulator import persona_service as ps
-from simulator.profiles import DIFFICULTIES, LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile, ProfileError
+from app.services.persona_form import (
+    FIELDS,
+    FORM,
+    NEED_CHOICES,
+    PERSONALITY_CHOICES,
+    form_profile,
+    form_values,
+)
+from app.views import persona_generation_panel, persona_preview
+from simulator.personas import lint as pl
+from simulator.personas import store as ps
+from simulator.personas.profile import DIFFICULTIES, LANGUAGES, Profile, ProfileError
 from storage import Store
 
-# Form fields in display order: (field, label, kind, lines)
-FORM = [("id", "Id", "text", 1), ("name", "Name", "text", 1), ("language", "Language", "lang", 1),
-        ("difficulty", "Difficulty", "difficulty", 1), ("need_category", "Hidden-need category", "need", 1),
-        ("personality", "Personality type", "personality", 1), ("traits", "Traits (comma separated, at most 3)", "text", 1),
-        ("persona", "Persona: who they are, how they speak", "text", 4),
-        ("background", "Background: what happened; reactions to replies that fit or miss the need", "text", 6),
-        ("hidden_need", "Hidden need (never said outright)", "text", 2),
-        ("explicit_goal", "Explicit goal (empty: the default heart-to-heart goal)", "text", 2),
-        ("first_line", "First line (empty: generated)", "text", 2)]
-FIELDS = [f for f, *_ in FORM]
-NEED_CHOICES = [(f"{label} ({key})", key) for key, (label, _zh) in NEED_CATEGORIES.items()]
-PERSONALITY_CHOICES = [(key, key) for key in PERSONALITIES]
 HEADERS = ["id", "name", "need", "personality", "language", "source", "warnings"]
 LINT_MAX = 300  # profiles linted together (list counts, near-duplicates of the form's profile); more: not counted
 MAX_LISTED = 200  # problems listed in the import report (the count says how many more)
@@ -91,30 +86,10 @@ def warnings_markdown(warnings: list[pl.LintWarning]) -> str:
     return "\n".join([f"**Lint: {len(warnings)} warning(s)**"] + lines)
 
 
-def split_traits(value: str) -> list[str]:
-    return [t.strip() for t in re.split(r"[,，;\n]", value or "") if t.strip()]
-
-
-def form_profile(values: dict[str, Any], original: Optional[Profile]) -> Profile:
-    """The Profile the form describes; keeps what the form does not show (source, extra) from the original."""
-    data = {f: (values.get(f) or "") for f in FIELDS}
-    data["traits"] = split_traits(data["traits"])
-    data["source"] = original.source if original else "user"
-    data["extra"] = dict(original.extra) if original else {}
-    return Profile.from_dict(data)
-
-
 def _field_errors(errors: dict[str, str]) -> list:
     """One update per form field: the problem under it, or hidden."""
     return [gr.update(value=f"⚠ {md(errors[f])}", visible=True) if f in errors else gr.update(value="", visible=False)
             for f in FIELDS]
-
-
-def _form_values(p: Optional[Profile]) -> list:
-    if p is None:
-        return ["", "", "en", "standard", None, None, "", "", "", "", "", ""]
-    return [p.id, p.name, p.language, p.difficulty, p.need_category or None, p.personality or None,
-            ", ".join(p.traits), p.persona, p.background, p.hidden_need, p.explicit_goal, p.first_line]
 
 
 def _field(name: str, label: str, kind: str, lines: int):
@@ -181,7 +156,6 @@ def build(ctx: LabContext) -> None:
                 dup_btn = gr.Button("Duplicate", elem_id="persona-duplicate")
                 del_btn = gr.Button("Delete", variant="stop", elem_id="persona-delete")
                 lint_btn = gr.Button("Check warnings", elem_id="persona-lint")
-            from app.views import persona_preview
 
             persona_preview.build(ctx, editing, inputs)
             with gr.Row(visible=False) as confirm_row:
@@ -213,7 +187,7 @@ def build(ctx: LabContext) -> None:
     def load(profile_id: Optional[str]):
         p = ps.get_profile(store, profile_id) if profile_id else None
         head = f"### Editing **{md(p.id)}**" if p else "### New persona"
-        return [p.id if p else None, head, gr.update(interactive=p is None)] + _form_values(p) + \
+        return [p.id if p else None, head, gr.update(interactive=p is None)] + form_values(p) + \
             ["Lint: checking…" if p else "", time.time()] + _field_errors({})
 
     form_out = [editing, title, id_box] + inputs + [lint_md, lint_due] + errs

@@ -6,13 +6,13 @@ from typing import Any
 
 import gradio as gr
 
-from app import runs_service as rs
 from app.context import LabContext
+from app.services import runs as rs
 
 
 def job_choices(ctx: LabContext) -> list[str]:
     """'#id name (algorithm)' of every training job, newest first."""
-    from trainer.jobs import list_jobs
+    from trainer.jobs.queue import list_jobs
 
     jobs = list_jobs(ctx.store, kind="train", limit=200)
     return list(rs.job_labels(ctx.store, [j["id"] for j in jobs]).values())

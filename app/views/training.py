@@ -3,7 +3,7 @@
 than a day; and the jobs list with live status, curves, log tail, Cancel / Resume / Clone, and "Benchmark
 this checkpoint".
 
-Jobs are OS processes (trainer.jobs); this view only writes through trainer.jobs and polls the store with
+Jobs are OS processes (trainer.jobs.queue); this view only writes through trainer.jobs.queue and polls the store with
 a gr.Timer, so a job outlives a closed browser and a restarted app.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from app import training_plan as tp
-from app import training_service as ts
 from app.context import LabContext
 from app.render import md
+from app.services import training as ts
+from app.services import training_plan as tp
 
 POLL_S = 2.0
 
@@ -43,7 +43,7 @@ def _job_id(value: Any) -> Optional[int]:
 
 
 def build(ctx: LabContext) -> None:
-    from trainer import jobs
+    from trainer.jobs import queue as jobs
 
     store, url = ctx.store, ctx.store_url
     with gr.Row():
@@ -233,7 +233,7 @@ def build(ctx: LabContext) -> None:
 
 def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
     """The Experiment accordion: a grid (YAML, see the README's "Experiments") and its Launch button."""
-    from app import experiments_service as es
+    from app.services import experiments as es
 
     with gr.Accordion("Experiment: a grid of configs, each cell benchmarked on held-out personas", open=False,
                       elem_id="train-experiment"):
@@ -246,7 +246,7 @@ def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
 
 def _launch_experiment(ctx: LabContext, text: str) -> tuple:
     """Launch the grid's experiment and open it in the Experiments view (or show what is wrong with it)."""
-    from app import experiments_service as es
+    from app.services import experiments as es
 
     experiment_id, message = es.launch_experiment(ctx.store, ctx.store_url, text or "")
     return (message, *ctx.open_experiment(experiment_id))

@@ -2,7 +2,7 @@
 (emotion, inner thoughts and the policy's think block, collapsible) beside its emotion curve; the collection's
 Sentient score / success / failure with its bootstrap interval.
 
-Collections: imported files (simulator.transcripts) and the store's own dialogues grouped by where they came
+Collections: imported files (simulator.evaluation.transcripts) and the store's own dialogues grouped by where they came
 from (live / CLI rollouts, a training job, a benchmark run). Other views open a dialogue here through
 `ctx.open_dialogue(id)` (see app.context) or the URL `?dialogue=ID`.
 """
@@ -16,11 +16,16 @@ import gradio as gr
 from app.context import LabContext
 from app.plots import emotion_figure, fidelity_figure
 from app.render import dialogue_html, md, user_emotions
-from simulator import fidelity
-from simulator import transcripts as tr
+from simulator.evaluation import fidelity
+from simulator.evaluation import transcripts as tr
 from storage import Store
 from storage.dialogues import load_dialogue
-from storage.queries import collection_dialogues, collection_filter, collection_key, store_collections
+from storage.queries import (
+    collection_dialogues,
+    collection_filter,
+    collection_key,
+    store_collections,
+)
 
 MAX_LISTED = 1000
 
@@ -60,7 +65,7 @@ def summary_md(store: Store, key: str) -> str:
 
 
 def fidelity_view(store: Store, key: str) -> tuple[str, Any]:
-    """(summary markdown, chart) of a collection's emotion changes vs the published ones (simulator.fidelity)."""
+    """(summary markdown, chart) of a collection's emotion changes vs the published ones (simulator.evaluation.fidelity)."""
     if not key:
         return "", None
     label = key.partition(":")[2] if key.startswith("import:") else key.replace(":", " ")

@@ -1,10 +1,10 @@
 """A rule-based simulated user: warm words raise its emotion, advice and short replies lower it.
 
 Train against it with `simulator: python:docs/examples/rule_user.py:make_user` (see docs/bring-your-own.md).
-It follows the lab's SimulatedUser contract (simulator.agent): async opening(), async respond(), fingerprint().
+It follows the lab's SimulatedUser contract (simulator.user.agent): async opening(), async respond(), fingerprint().
 """
-from simulator.agent import UserTurn
-from simulator.profiles import Profile
+from simulator.user.agent import UserTurn
+from simulator.personas.profile import Profile
 
 WARM = ("sorry", "understand", "sounds", "must be", "feel", "hear you", "makes sense")
 COLD = ("you should", "just ", "calm down", "get over", "whatever")

@@ -5,7 +5,7 @@
         [--simulator-base-url URL] [--profiles SPEC] [--limit N] [--db URL] [--out FILE] [--json]
         [--resume EVAL_RUN_ID]
 
-SPEC is a persona spec (simulator.persona_sets): builtin (default), builtin:train, builtin:heldout, persona ids,
+SPEC is a persona spec (simulator.personas.specs): builtin (default), builtin:train, builtin:heldout, persona ids,
 or a profiles file (file:PATH, or PATH).
 
 Replay: with a SAGE `*_result.jsonl` F, `--policy replay:F --simulator replay:F --profiles F` plays every
@@ -27,8 +27,9 @@ import json
 import sys
 from typing import Optional
 
-from simulator.persona_service import open_store
+from simulator.personas.store import open_store
 from trainer.evaluation import benchmark as bm
+from trainer.evaluation import protocol
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 
@@ -54,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=d.temperature, help="policy sampling temperature")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
                    help=f"cap per policy reply (0 = the protocol's: none for API and replay policies, as SAGE; "
-                        f"{bm.LOCAL_REPLY_CAP} for local engines)")
+                        f"{protocol.LOCAL_REPLY_CAP} for local engines)")
     p.add_argument("--no-stop-on-repetition", dest="stop_on_repetition", action="store_false",
                    help="local engines: let a reply that falls into a loop run on to the cap (recorded)")
     p.add_argument("--max-tokens", type=int, default=d.max_tokens,
@@ -90,8 +91,8 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.scoring import format_summary
-    from simulator.transcripts import export_sage_jsonl
+    from simulator.evaluation.scoring import format_summary
+    from simulator.evaluation.transcripts import export_sage_jsonl
 
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True))
     engine = open_store(args.db)

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from simulator.persona_service import open_store
+from simulator.personas.store import open_store
 from trainer.evaluation import compare as cmp
 from trainer.evaluation.benchmark import BenchmarkInputError
 

@@ -1,11 +1,11 @@
 """`python -m trainer job JOB_ID [--db URL]`: run a recorded job in this process (what `jobs.launch` starts).
 `python -m trainer jobs [JOB_ID] [--kind K] [--db URL] [--json]`: list the jobs, or show one.
 
-The job runs through trainer.job_runner.run_job, as every job does; its kind picks the work: "train" runs
+The job runs through trainer.jobs.runner.run_job, as every job does; its kind picks the work: "train" runs
 the RL trainer, "benchmark" the Sentient benchmark runner, "personas" a persona generation. Exit status of `job`: 0 succeeded, 1 failed,
 2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing
 writes nothing: a job whose owner is gone shows as "dead" and one whose heartbeat is late while its
-process lives as "stalled", the reason in its error (trainer.job_liveness), so the CLI alone shows the
+process lives as "stalled", the reason in its error (trainer.jobs.liveness), so the CLI alone shows the
 truth; `jobs JOB_ID` exits 2 for an unknown job. With --json each job also
 gives its last checkpoint and policy_path, the trained model in it (None without a checkpoint).
 """
@@ -17,7 +17,7 @@ import sys
 from typing import Any, Optional
 
 from storage import make_engine
-from trainer import jobs
+from trainer.jobs import queue as jobs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainer.job_runner import run_job
+    from trainer.jobs.runner import run_job
 
     store = make_engine(args.db)
     try:

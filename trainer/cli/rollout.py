@@ -1,8 +1,12 @@
 """`python -m trainer rollout`: run dialogues between a policy and simulated users, writing them to the store.
 
-    python -m trainer rollout --persona ID [--persona ID ...] [--group N] [--policy default|PATH|openai:MODEL]
-        [--simulator offline|openai:MODEL] [--simulator-base-url URL] [--mode think|direct] [--max-turns N]
-        [--db URL] [--json]
+    python -m trainer rollout --persona ID [--persona ID ...] [--group N] [--policy SPEC] [--policy-base-url URL]
+        [--simulator SPEC] [--simulator-base-url URL] [--prompt-pack PACK] [--simulator-temperature T]
+        [--simulator-max-tokens N] [--simulator-max-in-flight N] [--simulator-requests-per-minute N]
+        [--simulator-max-retries N] [--mode think|direct] [--max-turns N] [--db URL] [--json]
+
+The policy and simulator specs are those of training and the benchmark (trainer.policies.spec,
+simulator.user.spec): a checkpoint folder is a policy, `sage:DIR` a prompt pack.
 
 A persona id is the store's profile, else the built-in one; a store with no profiles is seeded with the
 built-in ones first. API keys come from OPENAI_API_KEY only; base URLs also from OPENAI_BASE_URL. Exit
@@ -18,15 +22,28 @@ import sys
 import threading
 from typing import Any, Optional
 
+from simulator.llm.traffic import TrafficLimits
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--persona", action="append", required=True, metavar="ID",
                    help="persona id, stored or built-in (repeatable)")
     p.add_argument("--group", type=int, default=1, metavar="N", help="dialogues per persona (GRPO group size)")
-    p.add_argument("--policy", default="default", help="default | PATH | vllm:PATH|default | openai:MODEL")
-    p.add_argument("--policy-base-url", default=None, help="base URL for an openai: policy")
-    p.add_argument("--simulator", default="offline", help="offline | openai:MODEL")
-    p.add_argument("--simulator-base-url", default=None, help="OpenAI-compatible base URL of the simulator")
+    p.add_argument("--policy", default="default",
+                   help="default | model folder | checkpoint folder | vllm:PATH|default | openai:MODEL | replay:FILE")
+    p.add_argument("--policy-base-url", default="", help="base URL for an openai: policy")
+    p.add_argument("--simulator", default="offline",
+                   help="offline | offline:v2 | openai:MODEL | replay:FILE | python:MODULE:FACTORY")
+    p.add_argument("--simulator-base-url", default="", help="OpenAI-compatible base URL of the simulator")
+    p.add_argument("--prompt-pack", default="own", help="own | own:json | sage:DIR | rlver:DIR | v1")
+    p.add_argument("--simulator-temperature", type=float, default=None, help="the simulator model's sampling")
+    p.add_argument("--simulator-max-tokens", type=int, default=None, metavar="N")
+    defaults = TrafficLimits()
+    p.add_argument("--simulator-max-in-flight", type=int, default=defaults.max_in_flight, metavar="N",
+                   help="requests in flight to an openai: simulator")
+    p.add_argument("--simulator-requests-per-minute", type=int, default=defaults.requests_per_minute, metavar="N",
+                   help="0 = no limit")
+    p.add_argument("--simulator-max-retries", type=int, default=defaults.max_retries, metavar="N")
     p.add_argument("--rules", default="rlver-hard",
                    help="emotion rules preset: standard | challenging | rlver-hard | rlver-moderate ("
                         "'training' is the old name of rlver-hard)")
@@ -42,12 +59,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.persona_service import open_store
-    from simulator.persona_sets import PersonaSpecError, resolve_personas
+    from simulator.personas.specs import PersonaSpecError, resolve_personas
+    from simulator.personas.store import open_store
+    from simulator.user.spec import SimulatorSpec
     from storage.recorder import DialogueRecorder
-    from trainer.algorithms import rlver_reward
-    from trainer.engines import make_engine as make_policy
-    from trainer.rollout import RolloutConfig, RolloutEngine, make_simulator_factory
+    from trainer.learning.algorithms import rlver_reward
+    from trainer.policies.spec import PolicySpec
+    from trainer.rollout.build import SpecError, build_rollout, simulator_factory
+    from trainer.rollout.types import RolloutConfig
 
     def fail(message: str) -> int:
         print(f"rollout: {message}", file=sys.stderr)
@@ -66,14 +85,19 @@ def run(args: argparse.Namespace) -> int:
         profiles = resolve_personas(args.persona, store)
     except PersonaSpecError as exc:
         return fail(f"--persona: {exc}")
+    simulator = SimulatorSpec(args.simulator, base_url=args.simulator_base_url, pack=args.prompt_pack,
+                              rules=args.rules, temperature=args.simulator_temperature,
+                              max_tokens=args.simulator_max_tokens, seed=args.seed,
+                              traffic=TrafficLimits(max_in_flight=args.simulator_max_in_flight,
+                                                    requests_per_minute=args.simulator_requests_per_minute,
+                                                    max_retries=args.simulator_max_retries))
     try:
-        factory = make_simulator_factory(args.simulator, rules=args.rules, base_url=args.simulator_base_url,
-                                         seed=args.seed)
-    except (ValueError, ImportError) as exc:
-        return fail(f"--simulator {args.simulator}: {exc}")
-    policy_kw = {"base_url": args.policy_base_url} if args.policy.startswith("openai:") else {}
+        factory = simulator_factory(simulator)
+    except SpecError as exc:
+        flag = f"--simulator {args.simulator}" if exc.field == "simulator" else "--" + exc.field.replace("_", "-")
+        return fail(f"{flag}: {exc.message}")
     try:
-        policy = make_policy(args.policy, **policy_kw)
+        policy = PolicySpec(args.policy, base_url=args.policy_base_url).build()
     except (FileNotFoundError, ValueError, OSError) as exc:
         return fail(f"--policy {args.policy}: {exc}")
 
@@ -90,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         elif ev.kind == "finished":
             bar.update(1)
 
-    rollout = RolloutEngine(policy, factory, config=config, on_event=on_event, recorder=DialogueRecorder(store))
+    rollout = build_rollout(policy, factory, config, on_event=on_event, recorder=DialogueRecorder(store))
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C / job cancel: end dialogues as cancelled
             signal.signal(sig, lambda *_: rollout.cancel())

@@ -3,12 +3,12 @@
 Protocol (SAGE's test_npc.py, version PROTOCOL_VERSION): each profile's scripted first line opens the
 dialogue at emotion 40; each change is clamped to +-10 and the emotion capped at 100 with no floor; the
 dialogue ends when the user's message holds an end word (再见 / 拜拜; English: bye / goodbye), at >= 100
-or < 10, or after 10 policy replies, the 10th of which is not judged (simulator.rules.PRESETS["standard"]).
+or < 10, or after 10 policy replies, the 10th of which is not judged (simulator.user.rules.PRESETS["standard"]).
 The policy gets the prompt pack's system prompt (SAGE's own with `sage:DIR`) and no token cap: local
 engines stop only at the model's context, and every cut reply is counted on the run. Dialogues run
 concurrently through the rollout engine, each written to the store as it happens (source "benchmark",
 eval_run_id). An EvalRun row records the policy, the simulator fingerprint and its hash, the profile-set
-hash, the protocol, the seed and the code version, and at the end the score (simulator.scoring).
+hash, the protocol, the seed and the code version, and at the end the score (simulator.evaluation.scoring).
 
 Resumable: running an eval run again skips the profiles it already finished; a dialogue cut off by a
 killed process is marked cancelled (not scored) and played again. Failed dialogues (policy or simulator
@@ -21,32 +21,35 @@ import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine, select
 
-from simulator.backends import spec_error
-from simulator.backends.traffic import TrafficLimits, snapshot, traffic_text
-from simulator.fingerprint import canonical_json
-from simulator.persona_sets import PersonaSpecError, resolve_personas, spec_record
-from simulator.profiles import Profile
-from simulator.rules import PRESETS, EmotionRules
-from simulator.scoring import BenchmarkSummary
+from simulator.evaluation.scoring import BenchmarkSummary
+from simulator.llm.traffic import TrafficLimits, snapshot, traffic_text
+from simulator.personas.profile import Profile
+from simulator.personas.specs import PersonaSpecError, resolve_personas, spec_record
+from simulator.user.backends import spec_error
+from simulator.user.fingerprint import canonical_json
+from simulator.user.packs import pack_error
+from simulator.user.spec import SimulatorSpec
 from storage import EvalRun, code_version, read_scope, session_scope
-from trainer.evaluation.eval_runs import (check_replay, close_cut_off_dialogues, truncations, done_profile_ids, finish_eval_run, get_eval_run,
-                               scored_dialogues)
-from trainer.engines.repetition import RepetitionRule
+from trainer.evaluation.eval_runs import (
+    check_replay,
+    close_cut_off_dialogues,
+    done_profile_ids,
+    finish_eval_run,
+    get_eval_run,
+    scored_dialogues,
+    truncations,
+)
 from trainer.evaluation.progress import progress_text, run_progress
-from trainer.job_context import watch_cancel
-from trainer.rollout_types import SCHEDULES
+from trainer.evaluation.protocol import protocol_record, protocol_rules
+from trainer.jobs.context import watch_cancel
+from trainer.policies.spec import PolicySpec
+from trainer.rollout.build import SpecError, policy_engine, simulator_factory
+from trainer.rollout.types import SCHEDULES
 
-PROTOCOL_PRESET = "standard"
-PROTOCOL_VERSION = "sage-test_npc-1"
-# The safety cap on a local policy's reply: above the longest reply in the published SAGE transcripts in any
-# tokenizer at hand (2,504 characters; 3,654 SmolLM2 tokens, whose byte-level vocabulary spends ~1.5 tokens on
-# a Chinese character), so no published reply would have been cut (docs/evaluation.md has the measurement).
-LOCAL_REPLY_CAP = 4096
 PROGRESS_EVERY_S = 10.0  # a progress line at most this often while replies come in (and at every dialogue's end)
 RECORDED_KEYS = ("policy_engine", "personas")  # what a run found, kept beside its config, never settings
 
@@ -64,7 +67,7 @@ class BenchmarkConfig:
     prompt_pack: str = "own"  # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
-    profiles: str = "builtin"  # a persona spec (simulator.persona_sets): builtin[:train|:heldout], file:PATH, ids
+    profiles: str = "builtin"  # a persona spec (simulator.personas.specs): builtin[:train|:heldout], file:PATH, ids
     limit: int = 0  # first N profiles of the set (0 = all)
     mode: str = "direct"  # think | direct
     temperature: float = 0.7  # policy sampling (recorded with the run)
@@ -75,9 +78,9 @@ class BenchmarkConfig:
     stop_on_repetition: bool = True  # local engines: end a reply that falls into a loop (recorded; kept, flagged)
     max_tokens: int = 0  # per dialogue, prompt + reply (0 = the model's context); past it: outcome max_tokens
     concurrency: int = 16  # dialogues in flight at once (one policy batch); also the resume granularity
-    # async: each dialogue at its own pace; rounds: batches that do not depend on timing (trainer.rollout_types)
+    # async: each dialogue at its own pace; rounds: batches that do not depend on timing (trainer.rollout.types)
     schedule: str = "async"
-    # API traffic per endpoint (simulator.backends.traffic); recorded, never in the fingerprint: they change
+    # API traffic per endpoint (simulator.llm.traffic); recorded, never in the fingerprint: they change
     # when answers come, not what they say
     simulator_max_in_flight: int = 32  # openai simulator: requests in flight
     simulator_requests_per_minute: int = 0  # openai simulator: 0 = no limit
@@ -96,9 +99,8 @@ class BenchmarkConfig:
             e["policy"] = "openai:MODEL needs a model name"
         if spec_error(self.simulator):
             e["simulator"] = spec_error(self.simulator)
-        if not isinstance(self.prompt_pack, str) or not (self.prompt_pack in ("own", "own:json", "v1") or
-                                                          self.prompt_pack.startswith("sage:")):
-            e["prompt_pack"] = f"must be 'own', 'sage:DIR' or 'v1', got {self.prompt_pack!r}"
+        if problem := pack_error(self.prompt_pack):
+            e["prompt_pack"] = problem
         if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
                                                        or self.simulator_temperature < 0):
             e["simulator_temperature"] = f"must be >= 0 or empty, got {self.simulator_temperature!r}"
@@ -148,48 +150,9 @@ class BenchmarkConfig:
         return cls(**data).validate()
 
 
-def protocol_rules() -> EmotionRules:
-    return PRESETS[PROTOCOL_PRESET]
-
-
-def policy_system_prompt(config: BenchmarkConfig, language: str) -> str:
-    """The benchmark policy's system prompt: the pack's in direct mode (the `own` pack's is the lab's wording
-    of the one-line role SAGE gives its policy), the lab's think template in think mode."""
-    from simulator.prompt_packs import load_pack
-    from trainer.templates import system_prompt
-
-    pack = load_pack(config.prompt_pack)
-    if config.mode == "think" or pack is None:
-        return system_prompt(config.mode, language)
-    return pack.policy_system_prompt(language)
-
-
-def reply_cap(config: BenchmarkConfig, local: bool) -> Optional[int]:
-    """The per-reply cap as resolved for the policy: the config's, else LOCAL_REPLY_CAP for a local engine."""
-    return config.max_new_tokens or (LOCAL_REPLY_CAP if local else None)
-
-
-def protocol_record(config: BenchmarkConfig, languages: list[str], context_length: Optional[int],
-                    local: bool = False) -> dict[str, Any]:
-    """What the protocol was, recorded on every eval run; runs whose `protocol_hash` differ are never ranked
-    together. The caps are as resolved for the policy (None = none); `local`: the policy is a local engine
-    (its reply cap and repetition stop apply; API and replay policies have neither)."""
-    prompts = {lang: policy_system_prompt(config, lang) for lang in sorted(set(languages))}
-    record = {"version": PROTOCOL_VERSION, "preset": PROTOCOL_PRESET, "first_line": "scripted",
-              "rules": protocol_rules().to_dict(), "end_words": "再见 / 拜拜; bye / goodbye (whole word)",
-              "policy_system_prompts": prompts,
-              "policy_system_prompt_sha256": {k: hashlib.sha256(v.encode("utf-8")).hexdigest()[:16]
-                                              for k, v in prompts.items()},
-              "max_new_tokens": reply_cap(config, local),
-              "max_tokens": config.max_tokens or context_length}
-    if local and config.stop_on_repetition:  # absent otherwise, so earlier API and replay runs keep their hash
-        record["stop_on_repetition"] = RepetitionRule().to_dict()
-    record["protocol_hash"] = hashlib.sha256(canonical_json(record).encode("utf-8")).hexdigest()[:16]
-    return record
-
 # -------------------------------------------------------------------------------------------- profiles
 def load_profiles(spec: str, limit: int = 0, store: Optional[Engine] = None) -> list[Profile]:
-    """The benchmark's profiles (a persona spec: simulator.persona_sets), first `limit`. A bad spec or
+    """The benchmark's profiles (a persona spec: simulator.personas.specs), first `limit`. A bad spec or
     file raises BenchmarkInputError on "profiles", listing every problem of a file by line."""
     try:
         profiles = resolve_personas(spec, store)
@@ -219,17 +182,10 @@ class BenchmarkResult:
 def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callable[..., Any], dict[str, Any]]:
     """The simulator factory under the benchmark rules and its fingerprint (from the first profile the
     simulator accepts; a simulator that accepts none is bad input)."""
-    from trainer.rollout import make_simulator_factory
-
     try:
-        traffic = TrafficLimits.from_config(config, "simulator_").config_values() \
-            if config.simulator.startswith("openai:") else {}
-        factory = make_simulator_factory(config.simulator, protocol_rules(), pack=config.prompt_pack,
-                                         seed=config.seed, base_url=config.simulator_base_url or None,
-                                         temperature=config.simulator_temperature,
-                                         max_tokens=config.simulator_max_tokens, **traffic)
-    except (ValueError, RuntimeError) as e:
-        raise BenchmarkInputError(f"simulator: {e}") from None
+        factory = simulator_factory(SimulatorSpec.from_config(config, rules=protocol_rules()))
+    except SpecError as e:
+        raise BenchmarkInputError(str(e)) from None
     problem = ""
     for p in profiles:
         try:
@@ -239,34 +195,17 @@ def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callab
     raise BenchmarkInputError(f"simulator: it cannot play any of the {len(profiles)} profile(s): {problem}")
 
 
-def policy_spec(spec: str) -> str:
-    """A training checkpoint folder (trainer.checkpoints layout) stands for the model in its policy/."""
-    prefix = "vllm:" if spec.startswith("vllm:") else ""
-    path = Path(spec[len(prefix):]).expanduser()
-    if not spec.startswith("openai:") and not (path / "config.json").exists() and \
-            (path / "policy" / "config.json").exists():
-        return prefix + str(path / "policy")
-    return spec
-
-
 def _policy(config: BenchmarkConfig) -> Any:
-    from trainer.engines import make_engine as make_policy_engine
-
-    kw: dict[str, Any] = {}
-    if config.policy.startswith("openai:"):
-        kw = {**TrafficLimits.from_config(config, "policy_").config_values(), "seed": config.seed}
-        if config.policy_base_url:
-            kw["base_url"] = config.policy_base_url
     try:
-        return make_policy_engine(policy_spec(config.policy), **kw)
-    except (OSError, ValueError) as e:
-        raise BenchmarkInputError(f"policy: {e}") from None
+        return policy_engine(PolicySpec.from_config(config))
+    except SpecError as e:
+        raise BenchmarkInputError(str(e)) from None
 
 
 def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], profiles: list[Profile],
               fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int],
               protocol: dict[str, Any]) -> int:
-    from simulator.fingerprint import fingerprint_hash
+    from simulator.user.fingerprint import fingerprint_hash
 
     fp_hash, ps_hash = fingerprint_hash(fp), profile_set_hash(profiles)
     with session_scope(engine) as s:
@@ -299,10 +238,10 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
                   job: Any = None, log: Callable[[str], None] = print) -> BenchmarkResult:
     """Run (or, with eval_run_id, resume) an eval run to the end and score it.
 
-    `job` is a trainer.jobs.JobContext when running as a background job: progress goes to it and its
+    `job` is a trainer.jobs.context.JobContext when running as a background job: progress goes to it and its
     Cancel stops the dialogues in flight (they are marked cancelled and played again on resume)."""
     from storage.recorder import DialogueRecorder
-    from trainer.rollout import RolloutConfig, RolloutEngine
+    from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
     if eval_run_id is not None:
         stored = get_eval_run(engine, eval_run_id)
@@ -416,13 +355,13 @@ def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None])
 
 
 def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
-    """Entry of a "benchmark" job (trainer.job_runner): the job's eval run is resumed when it has one."""
+    """Entry of a "benchmark" job (trainer.jobs.runner): the job's eval run is resumed when it has one."""
     config = BenchmarkConfig.from_dict(ctx.config)
     with read_scope(engine) as s:
         existing = s.scalars(select(EvalRun.id).where(EvalRun.job_id == ctx.job_id).order_by(EvalRun.id)).first()
     result = run_benchmark(engine, None if existing else config, eval_run_id=existing, job=ctx)
     if result.summary is not None:
-        from simulator.scoring import format_summary
+        from simulator.evaluation.scoring import format_summary
 
         print(format_summary(result.summary, f"eval run {result.eval_run_id}"), flush=True)
     return result
@@ -431,7 +370,7 @@ def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
 def start_benchmark_job(engine: Engine, engine_url: str, config: dict[str, Any]) -> int:
     """Validate `config` (BenchmarkConfig fields), record a "benchmark" job and launch it; returns the job id.
     The profiles are checked here so a bad file is reported at once, not in the job's log."""
-    from trainer.jobs import create_job, launch
+    from trainer.jobs.queue import create_job, launch
 
     cfg = BenchmarkConfig.from_dict(config)
     load_profiles(cfg.profiles, cfg.limit, engine)

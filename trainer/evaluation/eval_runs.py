@@ -8,10 +8,10 @@ from typing import Any, Optional
 
 from sqlalchemy import Engine, select
 
-from simulator.profiles import NEED_CATEGORIES, PERSONALITIES
-from simulator.published import PUBLISHED_FINGERPRINT, published_rows
-from simulator.scoring import BenchmarkSummary, sentient_summary
-from simulator.transcripts import dialogues_summary
+from simulator.evaluation.published import PUBLISHED_FINGERPRINT, published_rows
+from simulator.evaluation.scoring import BenchmarkSummary, sentient_summary
+from simulator.evaluation.transcripts import dialogues_summary
+from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
 from storage import Dialogue, EvalRun, Turn, read_scope, session_scope
 from storage.models import utcnow
 from storage.queries import SCORED_STATUSES
@@ -87,10 +87,10 @@ def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[B
 
 
 def check_replay(engine: Engine, eval_run_id: int, spec: str, log: Any = print) -> int:
-    """A replay run: every dialogue must be its record, message for message (simulator.replay). One that
+    """A replay run: every dialogue must be its record, message for message (simulator.evaluation.replay). One that
     the lab's rules ended earlier or later than the record is marked failed, the message naming the
     dialogue and the turn. Returns how many differed."""
-    from simulator.replay import load_records, replay_mismatch
+    from simulator.evaluation.replay import load_records, replay_mismatch
 
     records = load_records(spec)
     bad = 0

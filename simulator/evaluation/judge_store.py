@@ -1,0 +1,130 @@
+"""The social-cognition judge and the store: which dialogues a set names (an eval run, a training job or
+one of its steps, an imported collection, ids), saving each result as it arrives (one row per dialogue and
+judge fingerprint; judging again replaces it), and a run's means per dimension for the radar."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional, Sequence
+
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import selectinload
+
+from simulator.evaluation.judge import DIMENSIONS, Judge, JudgeInput, JudgeResult
+from simulator.user.fingerprint import fingerprint_hash
+from storage import Dialogue, JudgeScore, code_version, read_scope, session_scope
+
+DONE_STATUSES = ("finished", "failed")  # dialogues still running or cancelled are not judged
+
+
+def select_dialogues(engine: Engine, eval_run_id: Optional[int] = None, job_id: Optional[int] = None,
+                     step: Optional[int] = None, collection: Optional[str] = None,
+                     dialogue_ids: Optional[Sequence[int]] = None) -> list[JudgeInput]:
+    """The done dialogues of exactly one set, in id order (ValueError naming the option otherwise)."""
+    named = [n for n, v in (("eval_run", eval_run_id), ("job", job_id), ("collection", collection),
+                            ("dialogues", dialogue_ids)) if v not in (None, "", [])]
+    if len(named) != 1:
+        raise ValueError("name one set of dialogues: --eval-run, --job (with --step), --collection or "
+                         f"--dialogues (got {', '.join('--' + n.replace('_', '-') for n in named) or 'none'})")
+    if step is not None and job_id is None:
+        raise ValueError("--step: only with --job")
+    where = [Dialogue.status.in_(DONE_STATUSES)]
+    if eval_run_id is not None:
+        where.append(Dialogue.eval_run_id == eval_run_id)
+    elif job_id is not None:
+        where.append(Dialogue.job_id == job_id)
+        if step is not None:
+            where.append(Dialogue.step == step)
+    elif collection:
+        where.append(Dialogue.collection == collection)
+    else:
+        where.append(Dialogue.id.in_(list(dialogue_ids or [])))
+    with read_scope(engine) as s:
+        rows = s.scalars(select(Dialogue).where(*where).options(selectinload(Dialogue.turns))
+                         .order_by(Dialogue.id)).all()
+        items = [JudgeInput(d.id, [{"role": t.role, "content": t.text} for t in d.turns],
+                            dict(d.persona_snapshot or {})) for d in rows]
+    if dialogue_ids:
+        missing = sorted(set(dialogue_ids) - {i.dialogue_id for i in items})
+        if missing:
+            raise ValueError(f"--dialogues: no finished dialogue with id {', '.join(map(str, missing))}")
+    return items
+
+
+def judged_ids(engine: Engine, judge_hash: str, dialogue_ids: Sequence[int]) -> set[int]:
+    """Dialogues already judged without error under this judge fingerprint."""
+    with read_scope(engine) as s:
+        return set(s.scalars(select(JudgeScore.dialogue_id).where(
+            JudgeScore.judge_hash == judge_hash, JudgeScore.status == "ok",
+            JudgeScore.dialogue_id.in_(list(dialogue_ids)))))
+
+
+def save_result(engine: Engine, result: JudgeResult, fingerprint: dict[str, Any]) -> None:
+    """Store one result, replacing an earlier one of the same dialogue and judge fingerprint."""
+    fp_hash = fingerprint_hash(fingerprint)
+    with session_scope(engine) as s:
+        dialogue = s.get(Dialogue, result.dialogue_id)
+        s.execute(delete(JudgeScore).where(JudgeScore.dialogue_id == result.dialogue_id,
+                                           JudgeScore.judge_hash == fp_hash))
+        s.add(JudgeScore(dialogue_id=result.dialogue_id, eval_run_id=dialogue.eval_run_id if dialogue else None,
+                         judge_fingerprint=fingerprint, judge_hash=fp_hash, status=result.status,
+                         error_kind=result.error_kind, error=result.error, scores=result.scores,
+                         reasons=result.reasons, mean=result.mean, raw=result.raw[:20_000], attempts=result.attempts,
+                         latency_s=result.latency_s, n_tokens=result.n_tokens, code_version=code_version()))
+
+
+def judge_and_store(engine: Engine, judge: Judge, items: Sequence[JudgeInput], force: bool = False) -> dict[str, Any]:
+    """Judge the dialogues not yet judged by this fingerprint (all with `force`), storing each result as it
+    arrives. Returns {judge_hash, fingerprint, judged, skipped, ok, errors: {kind: n}, results}."""
+    fingerprint = judge.fingerprint()
+    fp_hash = fingerprint_hash(fingerprint)
+    done = set() if force else judged_ids(engine, fp_hash, [i.dialogue_id for i in items])
+    todo = [i for i in items if i.dialogue_id not in done]
+    results = asyncio.run(judge.judge_many(todo, on_result=lambda r: save_result(engine, r, fingerprint)))
+    errors: dict[str, int] = {}
+    for r in results:
+        if r.status != "ok":
+            errors[r.error_kind] = errors.get(r.error_kind, 0) + 1
+    return {"judge_hash": fp_hash, "fingerprint": fingerprint, "judged": len(todo), "skipped": len(done),
+            "ok": sum(r.status == "ok" for r in results), "errors": errors, "results": results}
+
+
+def _row(r: JudgeScore) -> dict[str, Any]:
+    return {c: getattr(r, c) for c in JudgeScore.__table__.columns.keys()}
+
+
+def dialogue_scores(engine: Engine, dialogue_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """Every stored judge row of these dialogues (id order), as dicts."""
+    with read_scope(engine) as s:
+        rows = s.scalars(select(JudgeScore).where(JudgeScore.dialogue_id.in_(list(dialogue_ids)))
+                         .order_by(JudgeScore.dialogue_id, JudgeScore.id)).all()
+        return [_row(r) for r in rows]
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per judge fingerprint (never mixed): {judge_hash, fingerprint, n, n_errors, errors: {kind: n},
+    means: {dimension: mean score}} over the rows judged without error; largest n first."""
+    groups: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        g = groups.setdefault(r["judge_hash"], {"judge_hash": r["judge_hash"], "fingerprint": r["judge_fingerprint"],
+                                                "n": 0, "n_errors": 0, "errors": {},
+                                                "_sums": dict.fromkeys(DIMENSIONS, 0)})
+        if r["status"] == "ok":
+            g["n"] += 1
+            for d in DIMENSIONS:
+                g["_sums"][d] += r["scores"].get(d, 0)
+        else:
+            g["n_errors"] += 1
+            g["errors"][r["error_kind"]] = g["errors"].get(r["error_kind"], 0) + 1
+    out = []
+    for g in groups.values():
+        sums = g.pop("_sums")
+        g["means"] = {d: sums[d] / g["n"] for d in DIMENSIONS} if g["n"] else {}
+        out.append(g)
+    return sorted(out, key=lambda g: -g["n"])
+
+
+def eval_run_summary(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+    """summarize() over the judge rows of an eval run's dialogues."""
+    with read_scope(engine) as s:
+        rows = [_row(r) for r in s.scalars(select(JudgeScore).where(JudgeScore.eval_run_id == eval_run_id))]
+    return summarize(rows)

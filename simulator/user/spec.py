@@ -1,0 +1,82 @@
+"""SimulatorSpec: how a run names its simulated user, parsed and validated in one place.
+
+A spec string (`offline`, `offline:v2`, `openai:MODEL`, `replay:FILE`, `python:MODULE:FACTORY`) plus what
+goes with it: the endpoint's base URL, the prompt pack (`own`, `own:json`, `sage:DIR`, `rlver:DIR`, `v1`),
+the emotion rules, the simulator model's sampling and the endpoint's traffic limits. Training, the
+benchmark, `trainer rollout`, the chat CLI and the live view all build their simulated users through
+`SimulatorSpec.factory()`, so every entry point accepts the same specs. Options a backend has no use for
+(a base URL for `offline`) are ignored, as `make_backend` does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from simulator.llm.traffic import TrafficLimits
+from simulator.personas.profile import Profile
+from simulator.user.agent import SentientAgent, SimulatorFactory
+from simulator.user.backends import make_backend, spec_error
+from simulator.user.packs import load_pack, pack_error
+from simulator.user.rules import EmotionRules, get_preset
+
+
+@dataclass(frozen=True)
+class SimulatorSpec:
+    spec: str = "offline"
+    base_url: str = ""  # OpenAI-compatible endpoint of an openai: simulator (else OPENAI_BASE_URL)
+    pack: str = "own"
+    rules: Any = "rlver-hard"  # a preset name of simulator.user.rules.PRESETS or an EmotionRules
+    temperature: Optional[float] = None  # the simulator model's sampling (None: the backend's default)
+    max_tokens: Optional[int] = None
+    traffic: Optional[TrafficLimits] = None  # None: the backend's defaults
+    seed: int = 0
+    api_key: Optional[str] = field(default=None, repr=False)  # else OPENAI_API_KEY; never recorded
+
+    @classmethod
+    def from_config(cls, config: Any, rules: Any = None) -> "SimulatorSpec":
+        """The spec a run config names with its `simulator*` and `prompt_pack` fields (TrainConfig,
+        BenchmarkConfig); `rules` overrides the config's `simulator_preset`."""
+        return cls(spec=config.simulator, base_url=config.simulator_base_url or "", pack=config.prompt_pack,
+                   rules=rules if rules is not None else getattr(config, "simulator_preset", "rlver-hard"),
+                   temperature=config.simulator_temperature, max_tokens=config.simulator_max_tokens,
+                   traffic=TrafficLimits.from_config(config, "simulator_"), seed=config.seed)
+
+    def errors(self, prefix: str = "simulator") -> dict[str, str]:
+        """{field: problem} for everything wrong with the spec, checked without building anything."""
+        e: dict[str, str] = {}
+        if problem := spec_error(self.spec):
+            e[prefix] = problem
+        if problem := pack_error(self.pack):
+            e["prompt_pack"] = problem
+        if not isinstance(self.rules, EmotionRules):
+            try:
+                get_preset(self.rules)
+            except (KeyError, ValueError) as exc:
+                e["rules"] = str(exc.args[0] if exc.args else exc)
+        if self.traffic is not None:
+            e.update(self.traffic.errors(prefix + "_"))
+        return e
+
+    def backend_options(self) -> dict[str, Any]:
+        """The backend's keyword arguments (None values are dropped by make_backend)."""
+        kw: dict[str, Any] = {"base_url": self.base_url or None, "temperature": self.temperature,
+                              "max_tokens": self.max_tokens, "seed": self.seed, "api_key": self.api_key}
+        if self.traffic is not None:
+            kw.update(self.traffic.config_values())
+        return kw
+
+    def factory(self) -> SimulatorFactory:
+        """factory(profile, seed) -> SentientAgent, every agent sharing one backend and one prompt pack;
+        `python:` specs are outside code's own factory (simulator.user.outside). ValueError on a bad spec."""
+        if self.spec.strip().startswith("python:"):
+            from simulator.user.outside import simulator_factory
+
+            return simulator_factory(self.spec.strip())
+        rules = self.rules if isinstance(self.rules, EmotionRules) else get_preset(self.rules)
+        backend = make_backend(self.spec, **self.backend_options())
+        prompts = load_pack(self.pack)
+
+        def factory(profile: Profile, seed: int) -> SentientAgent:
+            return SentientAgent(profile, backend, rules, seed=seed, pack=prompts)
+
+        return factory

@@ -1,0 +1,1 @@
+"""Background jobs: the queue in the store, the owner's lock, the job process's context, liveness and the runner."""

@@ -1,0 +1,75 @@
+"""A job's liveness, derived when it is read, and the reaper: the one writer of "interrupted".
+
+Only a job's owner (the process holding the job folder's lock, trainer.jobs.owner) writes its status.
+Readers derive what the stored status cannot say:
+
+    stored running, nobody holds the job's lock                          -> "dead"
+    stored queued and launched (a pid), lock free and the process gone   -> "dead"
+    stored running, heartbeat older than STALE_AFTER_S, owner alive      -> "stalled"
+    anything else                                                        -> the stored status
+
+"dead" can be resumed at once; "stalled" is a live owner (a stopped or starved process): it keeps its job
+and its place in the queue until it goes on, is cancelled, or is stopped by a resume with stop-owner.
+A launched job whose process is still starting up (no lock yet, process alive) stays "queued".
+
+`reap_dead_jobs` writes "interrupted" (with the reason) on a dead job only while holding that job's lock
+and after checking again that its process is gone, so it can never race a live owner. The app runs it at
+startup and every job process before taking its turn in the queue; `reopen` (resume) does the same for
+the one job it reopens.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Optional
+
+from sqlalchemy import select
+
+from storage import Job, Store, read_scope, session_scope
+from storage.models import utcnow
+from trainer.jobs.owner import JobLock, owner_pid, pid_alive
+
+STALE_AFTER_S = 30.0
+LIVE_STORED = ("running", "queued")
+DERIVED_STATUSES = ("stalled", "dead")
+
+
+def _fresh(job: Job, stale_after_s: float, now: Optional[datetime] = None) -> bool:
+    now = now or utcnow()
+    return job.heartbeat_at is not None and now - job.heartbeat_at <= timedelta(seconds=stale_after_s)
+
+
+def shown_status(job: Job, stale_after_s: float = STALE_AFTER_S) -> tuple[str, str]:
+    """(the status to show, why it differs from the stored one or ''); see the module docstring."""
+    if job.status not in LIVE_STORED or job.pid is None:
+        return job.status, ""
+    owner = owner_pid(job.output_dir) if job.output_dir else None
+    if owner is None and (job.status == "running" or not pid_alive(job.pid)):
+        return "dead", (f"dead: process {job.pid} is gone (nobody holds the job); resume continues from the last "
+                        "checkpoint")
+    if job.status == "running" and not _fresh(job, stale_after_s):
+        return "stalled", (f"stalled: no heartbeat since {job.heartbeat_at} (more than {stale_after_s:g} s) but its "
+                           f"process {owner or job.pid} is alive and still owns the job")
+    return job.status, ""
+
+
+def reap_dead_jobs(store: Store) -> list[int]:
+    """Write "interrupted" on every dead job, each under its own lock; returns their ids. A job whose lock
+    is taken meanwhile (its process came up) or whose process is alive is left to it."""
+    with read_scope(store) as s:
+        dead = [(j.id, j.pid, j.output_dir) for j in s.scalars(select(Job).where(
+            Job.status.in_(LIVE_STORED), Job.pid.is_not(None))) if j.output_dir and shown_status(j)[0] == "dead"]
+    reaped = []
+    for job_id, pid, folder in dead:
+        lock = JobLock(folder)
+        if not lock.acquire():
+            continue
+        try:
+            with session_scope(store) as s:
+                job = s.get(Job, job_id)
+                if job.status in LIVE_STORED and job.pid == pid and not pid_alive(pid):
+                    job.status, job.finished_at = "interrupted", utcnow()
+                    job.error = f"interrupted: process {pid} is gone; resume continues from the last checkpoint"
+                    reaped.append(job_id)
+        finally:
+            lock.release()
+    return reaped

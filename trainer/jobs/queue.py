@@ -1,0 +1,384 @@
+"""Background jobs: training, benchmark and persona-generation runs as separate OS processes that write to
+the store.
+
+The app (or a shell) creates a Job row and `launch`es `python -m trainer job JOB_ID` in a new process
+group, so the job outlives a closed browser and a restarted app. Every entry point runs a job through
+trainer.jobs.runner.run_job; inside the job process `JobContext` takes the job through its life:
+
+    queued --(its turn; see QUEUED_KINDS)--> running
+    running --(normal exit)--> succeeded | --(exception)--> failed | --(SIGTERM / Cancel)--> cancelled
+    running --(owner gone; written by the reaper under the job's lock)--> interrupted --(resume)--> queued
+
+Kinds in QUEUED_KINDS use the accelerator and run one at a time per store, in id order (no other live job
+of those kinds running, no older one waiting); other kinds (API-bound, e.g. "personas") start at once.
+
+Only a job's owner writes its status. The owner is the job process: it holds an OS lock on the job's
+folder for its whole life (trainer.jobs.owner) and heartbeats every HEARTBEAT_S seconds. Reading a job
+(`list_jobs`, `job_detail`, and so the views and `python -m trainer jobs`) writes nothing: "stalled" (late
+heartbeat, owner alive) and "dead" (owner gone) are derived when read (trainer.jobs.liveness), and
+`stored_status` keeps what the row says. A dead job is marked interrupted only by the reaper
+(`reap_dead_jobs`), which takes the job's lock first; Cancel of a job with no live process and `reopen`
+write under that lock too. `reopen` / `resume` refuse a job whose owner is alive, even stalled (or stop
+it first with stop_owner=True), and the job process checks before every write that the job row still
+names its pid (trainer.jobs.context), so a process woken after another took over stops without writing.
+
+Job folders are `lab_home()/jobs/<store id>/<job id>`: two stores sharing RLVER_LAB_HOME never share a
+folder, and creating a job whose folder already exists is refused.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from sqlalchemy import Engine, select
+
+from storage import (
+    Checkpoint,
+    Job,
+    Metric,
+    code_version,
+    lab_home,
+    make_engine,
+    read_scope,
+    session_scope,
+    store_id,
+)
+from storage.db import PROJECT_ROOT
+from storage.models import utcnow
+from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
+from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
+
+HEARTBEAT_S = 2.0
+QUEUE_POLL_S = 1.0
+RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
+CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
+JOB_KINDS = ("train", "benchmark", "personas")
+# kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
+# start at once (a persona generation never waits behind a training job)
+QUEUED_KINDS = ("train", "benchmark")
+RESUMABLE = ("interrupted", "failed", "cancelled", "dead")
+FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
+STATE_FILE = "trainer_state.pt"  # what makes a checkpoint folder complete (trainer.learning.checkpoints writes it last)
+POLICY_DIR = "policy"  # the trained model inside a checkpoint folder (a Hugging Face folder, LoRA merged)
+
+
+class JobCancelled(Exception):
+    """Raised by JobContext.check_cancelled() (and by entering a job cancelled while it waited)."""
+
+
+class JobError(ValueError):
+    """A job cannot be started, resumed or cancelled in its current state."""
+
+
+class JobOwnershipLost(JobError):
+    """This process no longer owns its job (another process took it over); it stops without writing."""
+
+
+# ---------------------------------------------------------------------------------------------- processes
+def job_dir(store: Engine, job_id: int) -> Path:
+    """The job's folder, keyed by the store's id (not created here; call outside a write transaction)."""
+    return jobs_root(store) / str(job_id)
+
+
+def jobs_root(store: Engine) -> Path:
+    return lab_home() / "jobs" / store_id(store)
+
+
+# ------------------------------------------------------------------------------------------ service API
+def create_job(store: Engine, kind: str, config: dict[str, Any], name: str = "",
+               parent_id: Optional[int] = None, seed: int = 0) -> int:
+    """Record a queued job (nothing runs until `launch`). Returns its id."""
+    if kind not in JOB_KINDS:
+        raise JobError(f"kind: unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
+    if not isinstance(config, dict):
+        raise JobError(f"config: must be a dict, got {type(config).__name__}")
+    root = jobs_root(store)
+    with session_scope(store) as s:
+        job = Job(kind=kind, name=name or kind, config=config, status="queued", seed=int(seed),
+                  code_version=code_version(), parent_id=parent_id)
+        s.add(job)
+        s.flush()
+        folder = root / str(job.id)
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:  # the transaction rolls back: no job without its own folder
+            raise JobError(f"job folder {folder} already exists (left by a deleted job, or a copy of this store "
+                           "shares its id); move it away and try again") from None
+        job.output_dir = str(folder)
+        return job.id
+
+
+def launch(store_url: str, job_id: int) -> int:
+    """Start `python -m trainer job JOB_ID` in a new process group; record pid and log path; return pid.
+
+    The store URL goes to the child in RLVER_LAB_DB, not on its command line, so a URL holding a
+    password never shows in a process list or a log."""
+    store = make_engine(store_url)
+    try:
+        with read_scope(store) as s:
+            job = s.get(Job, job_id)
+            if job is None:
+                raise JobError(f"job {job_id} does not exist")
+            if job.status != "queued":
+                raise JobError(f"job {job_id} is {job.status}; only a queued job can be launched")
+            if pid_alive(job.pid):
+                raise JobError(f"job {job_id} already has a live process (pid {job.pid})")
+            folder = Path(job.output_dir or job_dir(store, job_id))
+        folder.mkdir(parents=True, exist_ok=True)
+        log_path = folder / "job.log"
+        proc = start_command(store_url, ["job", str(job_id)], log_path, f"reap-job-{job_id}")
+        with session_scope(store) as s:
+            job = s.get(Job, job_id)
+            job.log_path = str(log_path)
+            if job.status == "queued" and job.pid in (None, proc.pid):  # the child may have got there first
+                job.pid, job.heartbeat_at = proc.pid, utcnow()
+        return proc.pid
+    finally:
+        store.dispose()
+
+
+def start_command(store_url: str, args: list[str], log_path: Path, name: str) -> subprocess.Popen:
+    """Start `python -m trainer ARGS` in a new process group (outliving its launcher), output appended to
+    log_path; the store URL goes in RLVER_LAB_DB, never on the command line. The child is reaped when it ends
+    so it never lingers as a zombie of the launching process."""
+    env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=PROJECT_ROOT, env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    threading.Thread(target=proc.wait, daemon=True, name=name).start()
+    return proc
+
+
+def set_log_path(store: Engine, job_id: int, path: str) -> None:
+    """Record the job's log file unless it has one already (jobs.launch records the file it writes to)."""
+    with session_scope(store) as s:
+        job = s.get(Job, job_id)
+        job.log_path = job.log_path or path
+
+
+def cancel(store: Engine, job_id: int, force: bool = False) -> str:
+    """Cancel a job. With a live process (running, or waiting in the queue): SIGTERM to its process group;
+    the job ends its current unit and marks itself cancelled (a process still starting up is waited for,
+    up to CANCEL_WAIT_S). force=True: SIGKILL first. With no live process (never launched, dead, killed
+    by force): marked cancelled here, under the job's lock. Returns the status after the call."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            raise JobError(f"job {job_id} does not exist")
+        if job.status in FINAL_STATUSES:
+            return job.status
+        pid, folder, stored = job.pid, job.output_dir, job.status
+    folder = folder or str(job_dir(store, job_id))
+    owner = owner_pid(folder)
+    starting = owner is None and stored == "queued" and pid_alive(pid)  # launched, not yet holding the job
+    if force and owner is not None:
+        _stop_owner(folder)
+    elif force and starting:
+        _signal_group(pid, signal.SIGKILL)
+    elif owner is not None or starting:  # (a running job nobody owns is dead: its pid may be another's now)
+        _signal_group(owner or pid, signal.SIGTERM)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while owner is None and pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # starting up: SIGTERM ends it before it takes the job
+            owner = owner_pid(folder)
+    _write_unowned(store, job_id, folder, lambda job: job.status == "running" or (job.status == "queued" and not
+                                                                                  pid_alive(job.pid)),
+                   status="cancelled", finished_at=utcnow(), error="cancelled")
+    with read_scope(store) as s:
+        return s.get(Job, job_id).status
+
+
+def _write_unowned(store: Engine, job_id: int, folder: str, when: Any, **values: Any) -> bool:
+    """Write `values` on a job nobody owns: only while holding its lock (so never under a live owner) and
+    only when `when(job)` holds then. False when an owner holds the lock or `when` is false."""
+    lock = JobLock(folder)
+    if not lock.acquire():
+        return False
+    try:
+        with session_scope(store) as s:
+            job = s.get(Job, job_id)
+            if not when(job):
+                return False
+            for key, value in values.items():
+                setattr(job, key, value)
+            return True
+    finally:
+        lock.release()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Signal the job's process group (its own session); never our own group."""
+    try:
+        pgid = os.getpgid(pid)
+        if pgid == pid and pgid != os.getpgrp():
+            os.killpg(pgid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False) -> int:
+    """Launch an interrupted / failed / cancelled / dead job again under the same id; it continues from its last
+    checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid."""
+    reopen(store, job_id, stop_owner=stop_owner)
+    return launch(store_url, job_id)
+
+
+def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
+    """Put an interrupted / failed / cancelled / dead job back in the queue (for a resume in this process or
+    by `launch`), writing under the job's lock. A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
+    or with stop_owner=True killed first. The owner is checked before anything is written: a stalled owner
+    may hold the store's write lock."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            raise JobError(f"job {job_id} does not exist")
+        folder = job.output_dir
+    owner = owner_pid(folder) if folder else None
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    while owner is not None and not pid_alive(owner) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the owner is dying: its lock goes when its last process (e.g. a forked child) ends
+        owner = owner_pid(folder)
+    if owner is not None and not stop_owner:
+        alive = "live process" if pid_alive(owner) else "a process started by dead process"
+        raise JobError(f"job {job_id} is still owned by {alive} {owner} (stalled or still ending); wait for "
+                       "it, or resume with stop-owner to kill it first")
+    if owner is not None:
+        _stop_owner(folder)
+    problem: list[str] = []
+
+    def resumable(job: Job) -> bool:  # we hold its lock: a "running" job is dead, a launched one too once gone
+        dead = job.status == "running" or (job.status == "queued" and job.pid is not None and not pid_alive(job.pid))
+        if job.status not in RESUMABLE and not dead:
+            problem.append(job.status)
+        return not problem
+
+    if not _write_unowned(store, job_id, folder or str(job_dir(store, job_id)), resumable, status="queued", error="",
+                          finished_at=None, pid=None):
+        if problem:
+            raise JobError(f"job {job_id} is {problem[0]}; only an interrupted, failed or cancelled job "
+                           "can be resumed")
+        raise JobError(f"job {job_id} was taken by another process meanwhile (its lock is held); look again")
+
+
+def _stop_owner(folder: str) -> None:
+    try:
+        stop_owner(folder)
+    except TimeoutError as exc:
+        raise JobError(str(exc)) from None
+
+
+def clone(store: Engine, job_id: int) -> int:
+    """A new queued job with the same kind, config and seed; parent_id points at the original."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            raise JobError(f"job {job_id} does not exist")
+        kind, config, name, seed = job.kind, dict(job.config), job.name, job.seed
+    return create_job(store, kind, config, name=f"{name} (clone of #{job_id})", parent_id=job_id, seed=seed)
+
+
+def _job_dict(job: Job, stale_after_s: float = STALE_AFTER_S) -> dict[str, Any]:
+    """Every Job column; `status` is the one shown (stalled / dead derived, the reason in `error`),
+    `stored_status` what the row says."""
+    out = {c: getattr(job, c) for c in Job.__table__.columns.keys()}
+    shown, why = shown_status(job, stale_after_s)
+    out["stored_status"], out["status"] = job.status, shown
+    if why:
+        out["error"] = why
+    return out
+
+
+def list_jobs(store: Engine, kind: Optional[str] = None, limit: int = 100,
+              stale_after_s: float = STALE_AFTER_S) -> list[dict[str, Any]]:
+    """Newest first, as plain dicts (see _job_dict); reading writes nothing."""
+    q = select(Job).order_by(Job.id.desc()).limit(limit)
+    if kind:
+        q = q.where(Job.kind == kind)
+    with read_scope(store) as s:
+        return [_job_dict(j, stale_after_s) for j in s.scalars(q)]
+
+
+def get_job(store: Engine, job_id: int) -> Optional[dict[str, Any]]:
+    """One job as list_jobs gives it (no metrics, checkpoints or log), or None."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        return _job_dict(job) if job is not None else None
+
+
+def job_for(store: Engine, kind: str, key: str, value: int) -> Optional[dict[str, Any]]:
+    """The newest job of `kind` whose config has `key` == value (e.g. the persona job of generation 3)."""
+    with read_scope(store) as s:
+        job = s.scalars(select(Job).where(Job.kind == kind, Job.config[key].as_integer() == int(value))
+                        .order_by(Job.id.desc())).first()
+        return _job_dict(job) if job is not None else None
+
+
+def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
+    """The last lines of a log file ('' when there is none yet)."""
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - max_bytes))
+        lines = f.read().decode("utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-max_lines:])
+
+
+def job_detail(store: Engine, job_id: int, log_lines: int = 200,
+               stale_after_s: float = STALE_AFTER_S) -> Optional[dict[str, Any]]:
+    """Everything a job view shows: the job's columns (see _job_dict), metrics as series {name: {"step":
+    [..], "value": [..]}} in step order, checkpoints (oldest first) and the log tail. None when the job does
+    not exist. Reading writes nothing."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            return None
+        out = _job_dict(job, stale_after_s)
+        series: dict[str, dict[str, list]] = {}
+        for m in s.scalars(select(Metric).where(Metric.job_id == job_id).order_by(Metric.step, Metric.name)):
+            entry = series.setdefault(m.name, {"step": [], "value": []})
+            entry["step"].append(m.step)
+            entry["value"].append(m.value)
+        out["metrics"] = series
+        out["checkpoints"] = [{"step": c.step, "path": c.path, "metrics": c.metrics, "created_at": c.created_at}
+                              for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id)
+                                                 .order_by(Checkpoint.step, Checkpoint.id))]
+    out["log_tail"] = log_tail(out["log_path"], log_lines)
+    return out
+
+
+def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] = None) -> Optional[dict[str, Any]]:
+    """The job's latest checkpoint {step, path, metrics}, or None. With disk_root (the checkpoints folder
+    of a training job): the newest *complete* one (its STATE_FILE written), recorded or only on disk (a
+    kill between writing a checkpoint and recording it)."""
+    with read_scope(store) as s:
+        rows = [{"step": c.step, "path": c.path, "metrics": dict(c.metrics)} for c in s.scalars(
+            select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc(), Checkpoint.id.desc()))]
+    if disk_root is None:
+        return rows[0] if rows else None
+    root = Path(disk_root)
+    on_disk = [{"step": int(p.name[5:]), "path": str(p), "metrics": {}} for p in root.glob("step-*")
+               if p.name[5:].isdigit() and (p / STATE_FILE).exists()] if root.is_dir() else []
+    complete = [r for r in rows if (Path(r["path"]) / STATE_FILE).exists()] + on_disk
+    return max(complete, key=lambda r: (r["step"], bool(r["metrics"])), default=None)
+
+
+def policy_path(checkpoint_path: Optional[str]) -> Optional[str]:
+    """Where the model of a checkpoint folder is (None without a checkpoint): what `--policy` and
+    `model:` take to use the trained policy."""
+    return str(Path(checkpoint_path) / POLICY_DIR) if checkpoint_path else None
+
+
+__all__ = ["HEARTBEAT_S", "QUEUED_KINDS", "RESUMABLE", "STALE_AFTER_S", "JobCancelled", "JobError",
+           "JobOwnershipLost", "cancel", "clone", "create_job", "get_job", "job_detail", "job_for", "last_checkpoint",
+           "launch", "list_jobs", "log_tail", "pid_alive", "policy_path", "reap_dead_jobs", "reopen", "resume",
+           "set_log_path", "start_command"]

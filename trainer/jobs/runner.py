@@ -1,0 +1,178 @@
+"""Run a recorded job in this process: the one runner behind `python -m trainer train`, `resume` and `job`
+(what `jobs.launch` starts, so also the app's Launch, Resume and benchmark buttons).
+
+    run_job(store, job_id) -> exit status
+
+The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
+"personas" a persona generation: simulator.personas.generation_store.run_generation_job).
+Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
+log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
+run the same work with a RankJob, which never writes to the store's job row.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from storage import Store
+from trainer.jobs import queue as jobs
+from trainer.jobs.context import JobContext
+
+# exit status of a job run: the job cannot run = unknown id, wrong state, or owned by another live process
+EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_CANCELLED = 0, 1, 2, 143
+
+
+@dataclass
+class RankJob:
+    """What ranks other than 0 need of the job (rank 0 holds the real JobContext and does the reporting)."""
+
+    job_id: int
+    kind: str
+    config: dict[str, Any]
+    output_dir: str
+    resume_from: Optional[str]
+    cancelled: bool = False  # rank 0 decides when to stop and tells the others (RLTrainer._cancelled)
+
+
+def _run_train(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.config import TrainConfig
+    from trainer.learning.rl_trainer import RLTrainer
+
+    return RLTrainer(TrainConfig.from_dict(job.config), store=store, job=job).train()
+
+
+def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.evaluation.benchmark import run_benchmark_job
+
+    run_benchmark_job(store, job)
+    return {}
+
+
+def _run_personas(store: Store, job: Any) -> dict[str, Any]:
+    from simulator.personas.generation_store import run_generation_job
+
+    status = run_generation_job(store, int(job.config["generation_id"]), cancelled=lambda: job.cancelled,
+                                progress=job.progress)
+    return {"generation_status": status}
+
+
+RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
+                                                              "personas": _run_personas}
+DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
+
+
+class _Tee:
+    """Write to the terminal and to the job's log file."""
+
+    def __init__(self, stream: Any, log: Any):
+        self.stream, self.log = stream, log
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.log.write(text)
+        self.log.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+        self.log.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _already_logging_to(path: Path) -> bool:
+    """True when stdout is the log file itself (a process started by jobs.launch): no second copy."""
+    try:
+        out, log = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (pytest capture), no log yet
+        return False
+    return (out.st_dev, out.st_ino) == (log.st_dev, log.st_ino)
+
+
+def run_job(store: Store, job_id: int, as_json: bool = False) -> int:
+    """Run job `job_id` (queued) to its end in this process; with as_json, end with one JSON line (job_id,
+    status, steps, metrics, checkpoint, error). Returns the exit status (EXIT_*)."""
+    from trainer.learning.distributed import (  # torch: imported only when a job runs
+        broadcast_object,
+        world,
+    )
+
+    if world()[0] != 0:
+        info = broadcast_object(None)
+        if info is None:  # rank 0 could not start the job
+            return EXIT_CANNOT_RUN
+        if info.kind in DISTRIBUTED_KINDS:
+            RUNNERS[info.kind](store, info)
+        return EXIT_OK
+    summary: dict[str, Any] = {}
+    try:
+        ctx = JobContext(store, job_id)
+        if ctx.kind not in RUNNERS:
+            raise jobs.JobError(f"job {job_id}: unknown kind {ctx.kind!r}; one of {', '.join(RUNNERS)}")
+    except jobs.JobError as exc:
+        broadcast_object(None)  # the other ranks wait for the job: it will not run
+        print(f"error: {exc}", file=sys.stderr)
+        code = EXIT_CANNOT_RUN
+    else:
+        with _job_log(store, ctx):
+            code, summary = _run(store, ctx, broadcast_object)
+    if as_json:
+        print(json.dumps(job_result(store, job_id, summary), default=str))
+    return code
+
+
+def _run(store: Store, ctx: Any, broadcast_object: Callable[[Any], Any]) -> tuple[int, dict[str, Any]]:
+    """Rank 0's side: the job's life (JobContext) around its work; (exit status, the work's summary)."""
+    announced = False
+    try:
+        with ctx:
+            broadcast_object(RankJob(ctx.job_id, ctx.kind, ctx.config, ctx.output_dir, ctx.resume_from))
+            announced = True
+            summary = RUNNERS[ctx.kind](store, ctx)
+        return (EXIT_CANCELLED if ctx.cancelled else EXIT_OK), summary
+    except jobs.JobCancelled as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_CANCELLED, {}
+    except jobs.JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN, {}
+    except Exception:  # recorded as failed (with the error) and printed by JobContext
+        return EXIT_FAILED, {}
+    finally:
+        if not announced:
+            broadcast_object(None)  # the other ranks wait for the job: it will not run
+
+
+@contextmanager
+def _job_log(store: Store, ctx: Any) -> Iterator[None]:
+    """While the job runs, stdout and stderr also go to `job.log` in its folder (recorded on the job)."""
+    path = Path(ctx.output_dir) / "job.log"
+    jobs.set_log_path(store, ctx.job_id, str(path))
+    if _already_logging_to(path):
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    with open(path, "a", encoding="utf-8") as log:
+        sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
+def job_result(store: Store, job_id: int, summary: dict[str, Any]) -> dict[str, Any]:
+    """The job as the `--json` line describes it: job_id, status, steps, metrics (the last step's),
+    checkpoint (the latest path), policy_path (the trained model: the checkpoint's `policy/` folder), error."""
+    detail = jobs.job_detail(store, job_id, log_lines=0) or {}
+    last = jobs.last_checkpoint(store, job_id)
+    metrics = summary.get("metrics") or {name: series["value"][-1]
+                                         for name, series in (detail.get("metrics") or {}).items()}
+    return {"job_id": job_id, "status": detail.get("status"), "steps": detail.get("step"),
+            "metrics": metrics, "checkpoint": last["path"] if last else None,
+            "policy_path": jobs.policy_path(last["path"] if last else None), "error": detail.get("error", "")}

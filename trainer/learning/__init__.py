@@ -1,0 +1,1 @@
+"""Learning: the advantage estimators and losses, the learner, the RL training loop, checkpoints and distribution."""

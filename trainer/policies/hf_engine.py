@@ -1,0 +1,161 @@
+"""The transformers engine: left-padded batched generation with a KV cache, on CPU or GPU.
+
+With per-prompt `seeds` (and T > 0) each row is sampled by `_RowSampler` from its own torch.Generator
+instead of transformers' one shared random stream, so a row's reply does not depend on its batch mates."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from trainer.policies.base import (
+    Generation,
+    PolicyEngine,
+    SamplingConfig,
+    check_prompt_ids,
+)
+from trainer.policies.repetition import RepetitionStop
+
+
+class HFEngine(PolicyEngine):
+    """Any local Hugging Face causal-LM folder. `model` may be passed in to share weights with training."""
+
+    name = "transformers"
+
+    def __init__(self, path: str | Path, device: Optional[str] = None, dtype: Any = None,
+                 model: Any = None, tokenizer: Any = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from trainer.policies.model import resolve_policy
+
+        self.path = resolve_policy(str(path))
+        self.model_ref = str(self.path)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype is None:
+            dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.path)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if model is None:  # a model passed in belongs to its owner (training): its mode is left alone
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device).eval()
+        self.model = model
+        self._stop_ids = _stop_ids(self.tokenizer, self.model)
+
+    @property
+    def context_length(self) -> Optional[int]:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._stop_ids[0]
+
+    def load_weights(self, state_dict: dict[str, Any]) -> None:
+        """Copy new weights (e.g. from the training model) into the generation model."""
+        self.model.load_state_dict(state_dict, strict=False)
+
+    def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
+                     seeds: Optional[list[int]] = None) -> list[Generation]:
+        import torch
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        if not check_prompt_ids(prompt_ids, params, seeds):
+            return []
+        pad = self.tokenizer.pad_token_id
+        width = max(len(ids) for ids in prompt_ids)
+        input_ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)
+        attention = torch.zeros_like(input_ids)
+        for row, ids in enumerate(prompt_ids):  # left padding: every prompt ends at the same column
+            input_ids[row, width - len(ids):] = torch.tensor(ids)
+            attention[row, width - len(ids):] = 1
+        greedy = params.temperature == 0
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        rows = _RowSampler(seeds, params.temperature, params.top_p) if seeds is not None and not greedy else None
+        sampling = not greedy and rows is None  # transformers' own sampler (one random stream for the batch)
+        stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
+        loops = RepetitionStop(width, self.repetition_rule) if self.repetition_rule is not None else None
+        criteria = [c for c in (stop, loops) if c is not None]
+        with torch.inference_mode():
+            out = self.model.generate(
+                stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
+                logits_processor=LogitsProcessorList([rows]) if rows else None,
+                input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                do_sample=sampling, temperature=params.temperature if sampling else None,
+                top_p=params.top_p if sampling else None, top_k=0 if sampling else None,
+                max_new_tokens=params.max_new_tokens, eos_token_id=self._stop_ids, pad_token_id=pad,
+                use_cache=True, return_dict_in_generate=True, output_scores=rows is None,
+            )
+        new = out.sequences[:, width:].cpu()
+        if rows is not None:
+            logprobs = torch.stack(rows.logprobs, dim=1) if rows.logprobs else torch.zeros(new.shape)
+        else:  # processed scores (temperature and top-p applied) -> log-probs of the sampled ids (base.py)
+            scores = torch.stack(out.scores, dim=1).float().cpu()
+            logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        results = []
+        for row, ids in enumerate(prompt_ids):
+            sampled = new[row].tolist()
+            end = next((i + 1 for i, t in enumerate(sampled) if t in self._stop_ids), None)
+            finish = "stop" if end is not None else "length"
+            looped = loops.fired.get(row) if loops is not None else None
+            if looped is not None and (end is None or looped < end):  # stopped in a loop: padded after it
+                end, finish = looped, "repetition"
+            sampled = sampled[:end] if end is not None else sampled
+            results.append(Generation(
+                text=self.tokenizer.decode(sampled, skip_special_tokens=True), token_ids=sampled,
+                logprobs=logprobs[row, :len(sampled)].tolist(), prompt_ids=list(ids), finish_reason=finish))
+        return results
+
+
+class _RowSampler:
+    """A logits processor that samples every row itself: from softmax(logits / T) over the top-p nucleus
+    (the same distribution as transformers' temperature and top-p warpers), by the Gumbel-max trick with
+    the row's own generator. It returns scores that are 0 at the chosen id and -inf elsewhere, so greedy
+    decoding picks it, and keeps each chosen id's log-prob (base.py's convention) in `logprobs`."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float):
+        import torch
+
+        self.generators = [torch.Generator().manual_seed(int(s) % 2**63) for s in seeds]
+        self.temperature, self.top_p = temperature, top_p
+        self.logprobs: list[Any] = []  # per step: [B] log-probs of the chosen ids
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        logits = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            ordered, order = torch.sort(logits, descending=False)
+            outside = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - self.top_p
+            outside[..., -1:] = False  # the most likely id always stays
+            logits = logits.masked_fill(outside.scatter(1, order, outside), float("-inf"))
+        logp = torch.log_softmax(logits, dim=-1)
+        uniform = torch.stack([torch.rand(logp.shape[-1], generator=g) for g in self.generators])
+        gumbel = -torch.log(-torch.log(uniform.clamp(min=1e-20)))
+        chosen = (logp + gumbel.to(logp.device)).argmax(dim=-1, keepdim=True)
+        self.logprobs.append(logp.gather(-1, chosen)[:, 0].cpu())
+        return torch.full_like(scores, float("-inf")).scatter_(1, chosen, 0.0)
+
+
+class _StopOnEvent:
+    """Stopping criterion: every row is done as soon as `event` is set (Stop pressed)."""
+
+    def __init__(self, event: Any):
+        self.event = event
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
+
+
+def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
+    """End-of-turn ids: the tokenizer's EOS first, then any extra EOS of the generation config."""
+    ids = [tokenizer.eos_token_id]
+    extra = getattr(model.generation_config, "eos_token_id", None)
+    for t in (extra if isinstance(extra, list) else [extra]):
+        if t is not None and t not in ids:
+            ids.append(t)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id and im_end not in ids:
+        ids.append(im_end)
+    return [i for i in ids if i is not None]
