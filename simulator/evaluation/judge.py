@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from simulator.llm.prompting import fill
+from simulator.llm.structured import ask_structured
 from simulator.user.backends.base import BackendError
 
 DIMENSIONS = ("empathic_depth", "core_insight", "solution_crafting", "dialogue_guidance", "style_adaptability")
@@ -85,11 +87,6 @@ def load_prompt(version: str = DEFAULT_PROMPT_VERSION, folder: Path = PROMPT_DIR
             "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
 
 
-def fill_template(template: str, **values: str) -> str:
-    """Replace {name} for the given names only, in one pass (inserted text is never re-scanned)."""
-    return re.sub(r"\{(" + "|".join(values) + r")\}", lambda m: values[m.group(1)], template)
-
-
 def render_dialogue(messages: Sequence[dict[str, str]]) -> str:
     names = {"user": "User", "assistant": "Assistant"}
     return "\n\n".join(f"{names.get(m.get('role', ''), m.get('role', ''))}: {m.get('content', '')}"
@@ -107,7 +104,8 @@ def render_persona(persona: dict[str, Any]) -> str:
 
 
 def judge_messages(item: JudgeInput, prompt: dict[str, str]) -> list[dict[str, str]]:
-    user = fill_template(prompt["user"], persona=render_persona(item.persona), dialogue=render_dialogue(item.messages))
+    user = fill(prompt["user"], {"persona": render_persona(item.persona),
+                                 "dialogue": render_dialogue(item.messages)})
     return [{"role": "system", "content": prompt["system"]}, {"role": "user", "content": user}]
 
 
@@ -202,32 +200,31 @@ class Judge:
             return result
         messages = judge_messages(item, self.prompt)
         fmt = response_schema() if self.json_schema else None
-        for attempt in (1, 2):
-            try:
-                completion = await self.backend.complete(messages, response_format=fmt)
-            except BackendError as exc:
-                kind = "timeout" if exc.reason == "timeout" else "backend"
-                hint = ("; if the endpoint does not take response_format, judge without the JSON schema "
-                        "(--no-json-schema)" if exc.reason == "rejected" and fmt is not None else "")
-                result.error_kind, result.error = kind, f"{exc.reason}: {exc}{hint}"
-                return result
-            result.attempts, result.raw = attempt, completion.text
-            result.latency_s += completion.latency_s
-            result.n_tokens += completion.n_tokens
-            if is_refusal(completion.text):
-                result.error_kind = "refusal"
-                result.error = f"the judge declined: {completion.text.strip()[:200]!r}"
-                return result
-            try:
-                result.scores, result.reasons = parse_judgement(completion.text)
-                result.status = "ok"
-                return result
-            except JudgeParseError as exc:
-                result.error_kind = "parse"
-                result.error = (f"unreadable answer{' after the repair request' if attempt == 2 else ''}: {exc}")
-                messages = messages + [{"role": "assistant", "content": completion.text},
-                                       {"role": "user",
-                                        "content": fill_template(self.prompt["repair"], problem=str(exc))}]
+
+        def repair(answer: str, problem: str) -> list[dict[str, str]]:
+            return [{"role": "assistant", "content": answer},
+                    {"role": "user", "content": fill(self.prompt["repair"], {"problem": problem})}]
+
+        answer = await ask_structured(self.backend, messages, parse_judgement, attempts=2, repair=repair,
+                                      response_format=fmt, parse_errors=(JudgeParseError,),
+                                      call_errors=(BackendError,),
+                                      stop=lambda text: "refusal" if is_refusal(text) else "")
+        result.attempts, result.raw = answer.attempts, answer.text
+        result.latency_s, result.n_tokens = answer.latency_s, answer.n_tokens
+        if isinstance(answer.call_error, BackendError):
+            exc = answer.call_error
+            kind = "timeout" if exc.reason == "timeout" else "backend"
+            hint = ("; if the endpoint does not take response_format, judge without the JSON schema "
+                    "(--no-json-schema)" if exc.reason == "rejected" and fmt is not None else "")
+            result.error_kind, result.error = kind, f"{exc.reason}: {exc}{hint}"
+        elif answer.stopped == "refusal":
+            result.error_kind = "refusal"
+            result.error = f"the judge declined: {answer.text.strip()[:200]!r}"
+        elif answer.problem:
+            after = " after the repair request" if answer.attempts == 2 else ""
+            result.error_kind, result.error = "parse", f"unreadable answer{after}: {answer.problem}"
+        else:
+            (result.scores, result.reasons), result.status = answer.value, "ok"
         return result
 
     async def judge_many(self, items: Sequence[JudgeInput],

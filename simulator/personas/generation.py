@@ -35,10 +35,11 @@ import numpy as np
 
 from simulator.evaluation.judge import (
     JudgeParseError,
-    fill_template,
     json_object,
     load_prompt,
 )
+from simulator.llm.prompting import fill
+from simulator.llm.structured import ask_structured
 from simulator.personas import lint as pl
 from simulator.personas.io import profile_from_lab
 from simulator.personas.profile import (
@@ -198,10 +199,12 @@ def slot_messages(slot: dict[str, Any], prompt: dict[str, str], variation: int =
     extras = [f"- {label}: {slot[key]}" for key, label in (("age", "age"), ("trait", "one of their traits"),
                                                            ("topic", "what weighs on them"))
               if slot.get(key)]
-    user = fill_template(prompt["user"], need_category=slot["need_category"],
-                         need_label=NEED_CATEGORIES[slot["need_category"]][0], personality=slot["personality"],
-                         personality_hint=PERSONALITY_HINTS[slot["personality"]], language=slot["language"],
-                         extras="\n".join(extras), variation=str(variation + 1))
+    user = fill(prompt["user"], {"need_category": slot["need_category"],
+                                 "need_label": NEED_CATEGORIES[slot["need_category"]][0],
+                                 "personality": slot["personality"],
+                                 "personality_hint": PERSONALITY_HINTS[slot["personality"]],
+                                 "language": slot["language"], "extras": "\n".join(extras),
+                                 "variation": str(variation + 1)})
     return [{"role": "system", "content": prompt["system"]}, {"role": "user", "content": user}]
 
 
@@ -315,28 +318,27 @@ class PersonaGenerator:
         cand = Candidate(slot=dict(slot))
         messages = slot_messages(slot, self.prompt, variation)
         fmt = profile_schema(slot) if self.json_schema else None
-        for attempt in (1, 2):
-            if cancelled():
-                return None if attempt == 1 else (cand, None)
-            try:
-                completion = await self.backend.complete(messages, response_format=fmt)
-            except BackendError as exc:
-                cand.validation_error = f"the call failed: {exc.reason}: {exc}"
-                return cand, None
-            cand.attempts, cand.raw = attempt, completion.text
-            cand.latency_s += completion.latency_s
-            cand.n_tokens += completion.n_tokens
-            try:
-                profile = read_answer(completion.text, slot, profile_id)
-                cand.validation_error = ""
-                return cand, profile
-            except ValueError as exc:
-                after = " (after the repair request)" if attempt == 2 else ""
-                cand.validation_error = f"{exc}{after}"
-                messages = messages + [{"role": "assistant", "content": completion.text},
-                                       {"role": "user", "content": fill_template(self.prompt["repair"],
-                                                                                 problem=str(exc))}]
-        return cand, None
+
+        def repair(answer: str, problem: str) -> list[dict[str, str]]:
+            return [{"role": "assistant", "content": answer},
+                    {"role": "user", "content": fill(self.prompt["repair"], {"problem": problem})}]
+
+        answer = await ask_structured(self.backend, messages, lambda text: read_answer(text, slot, profile_id),
+                                      attempts=2, repair=repair, response_format=fmt, call_errors=(BackendError,),
+                                      cancelled=cancelled)
+        if answer.stopped == "cancelled" and answer.attempts == 0:
+            return None
+        cand.attempts, cand.raw = answer.attempts, answer.text
+        cand.latency_s, cand.n_tokens = answer.latency_s, answer.n_tokens
+        if isinstance(answer.call_error, BackendError):
+            cand.validation_error = f"the call failed: {answer.call_error.reason}: {answer.call_error}"
+            return cand, None
+        if answer.problem:
+            after = " (after the repair request)" if answer.attempts == 2 else ""
+            cand.validation_error = f"{answer.problem}{after}"
+            return cand, None
+        cand.validation_error = ""
+        return cand, answer.value
 
     def check(self, cand: Candidate, profile: Profile, deduper: Deduper) -> Candidate:
         """Leak, lint and duplicate checks of a valid profile; sets the candidate's status."""

@@ -15,18 +15,19 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from simulator.personas.profile import PERSONALITIES, Profile
-from simulator.user.backends.base import BackendError, Completion
+from simulator.user.backends.base import BackendError
 from simulator.user.fingerprint import fingerprint_hash
 from simulator.user.parsing import ParseError, parse_emotion, parse_reply
+from simulator.llm.prompting import fill
+from simulator.llm.structured import ask_structured
 from simulator.user.rules import EmotionRules, says_goodbye, tier
 from simulator.user.templates import (
     DEFAULT_VERSION,
     load_templates,
     prompt_hash,
-    render,
     split_messages,
 )
 
@@ -119,7 +120,7 @@ class SentientAgent:
                 msgs = self.pack.reply_messages(self._reference_profile(), self.emotion, [], None)
                 out, raw, n_tok = await self._ask(msgs, self.pack.parse_reply, "", "reply")
             else:
-                msgs = split_messages(render(self.templates["opening"], **self._common()))
+                msgs = split_messages(fill(self.templates["opening"], self._common()))
                 out, raw, n_tok = await self._ask(msgs, parse_reply, "str:opening_format")
         except (BackendError, ParseError, ValueError, RuntimeError) as exc:
             return self._fail(f"opening: {exc}", start)
@@ -179,11 +180,12 @@ class SentientAgent:
             msgs = self.pack.emotion_messages(self._reference_profile(), self.emotion, seen)
             return await self._ask(msgs, self.pack.parse_emotion, "", "emotion")
         s = self.templates
-        change_rule = (render(s["str:change_clamped"], max_drop=_num(self._max_drop()), max_delta=_num(self.rules.max_delta))
+        change_rule = (fill(s["str:change_clamped"], {"max_drop": _num(self._max_drop()),
+                                                      "max_delta": _num(self.rules.max_delta)})
                        if self.rules.max_delta is not None else s["str:change_free"])
-        text = render(s["emotion"], **self._common(), dialogue=self._render_history(history),
-                      reply=reply if reply.strip() else "", change_rule=change_rule,
-                      strictness=s["str:strict_need"] if self.rules.strict_need else "")
+        text = fill(s["emotion"], {**self._common(), "dialogue": self._render_history(history),
+                                   "reply": reply if reply.strip() else "", "change_rule": change_rule,
+                                   "strictness": s["str:strict_need"] if self.rules.strict_need else ""})
         return await self._ask(split_messages(text), parse_emotion, "str:emotion_format")
 
     async def _reply_step(self, history: list[dict], reply: str, analysis: dict, delta: float
@@ -196,31 +198,29 @@ class SentientAgent:
         if self.pack is not None:
             msgs = self.pack.reply_messages(self._reference_profile(), self.emotion, seen, analysis)
             return await self._ask(msgs, self.pack.parse_reply, "", "reply")
-        text = render(self.templates["reply"], **self._common(), dialogue=self._render_history(seen),
-                      delta=f"{delta:+g}", target=analysis.get("TargetCompletion", ""),
-                      activity=analysis.get("activity", ""), analyse=analysis.get("analyse", ""))
+        text = fill(self.templates["reply"], {**self._common(), "dialogue": self._render_history(seen),
+                                              "delta": f"{delta:+g}", "target": analysis.get("TargetCompletion", ""),
+                                              "activity": analysis.get("activity", ""),
+                                              "analyse": analysis.get("analyse", "")})
         return await self._ask(split_messages(text), parse_reply, "str:reply_format")
 
     async def _ask(self, messages: list[dict], parse: Callable[[str], dict], fmt_key: str, step: str = ""
                    ) -> tuple[dict, str, int]:
         """Call the chat backend and parse; on a parse failure ask again with the repair prompt (or, for a
         pack, the same prompt). A structured pack asks for its JSON schema through `response_format`."""
-        n_tokens, problem = 0, ""
         schema = getattr(self.pack, "response_format", lambda _s: None)(step) if step else None
-        for _attempt in range(self.max_repairs + 1):
-            comp: Completion = await (self.backend.complete(messages, response_format=schema) if schema
-                                      else self.backend.complete(messages))
-            n_tokens += comp.n_tokens
-            try:
-                return parse(comp.text), comp.text, n_tokens
-            except ParseError as exc:
-                problem = str(exc)
-                if self.pack is not None and not self.pack.repairs:
-                    continue  # the reference code asks the same prompt again
-                repair = render(self.templates["repair"], problem=problem, format=self.templates[fmt_key])
-                messages = messages + [{"role": "assistant", "content": comp.text[:4000]},
-                                       {"role": "user", "content": repair}]
-        raise ParseError(f"unreadable simulator output after {self.max_repairs + 1} attempts: {problem}")
+
+        def repair(answer: str, problem: str) -> Optional[list[dict]]:
+            if self.pack is not None and not self.pack.repairs:
+                return None  # the reference code asks the same prompt again
+            text = fill(self.templates["repair"], {"problem": problem, "format": self.templates[fmt_key]})
+            return [{"role": "assistant", "content": answer[:4000]}, {"role": "user", "content": text}]
+
+        answer = await ask_structured(self.backend, messages, parse, attempts=self.max_repairs + 1, repair=repair,
+                                      response_format=schema or None, parse_errors=(ParseError,))
+        if answer.problem:
+            raise ParseError(f"unreadable simulator output after {answer.attempts} attempts: {answer.problem}")
+        return answer.value, answer.text, answer.n_tokens
 
     # ------------------------------------------------------------------ helpers
     def _reference_profile(self) -> dict[str, Any]:
@@ -231,11 +231,11 @@ class SentientAgent:
 
     def _common(self) -> dict[str, Any]:
         p, s = self.profile, self.templates
-        persona_block = render(s["persona"], persona=p.persona, background=p.background, goal=p.goal,
-                               hidden_need=p.hidden_need,
-                               personality=PERSONALITIES.get(p.personality, p.personality)
-                               if p.language == "zh" else p.personality,
-                               traits=", ".join(p.traits) or "-")
+        persona_block = fill(s["persona"], {"persona": p.persona, "background": p.background, "goal": p.goal,
+                                            "hidden_need": p.hidden_need,
+                                            "personality": PERSONALITIES.get(p.personality, p.personality)
+                                            if p.language == "zh" else p.personality,
+                                            "traits": ", ".join(p.traits) or "-"})
         return {"persona_block": persona_block, "emotion": _num(self.emotion), "tier": tier(self.emotion),
                 "lo": _num(self.rules.lo), "hi": _num(self.rules.hi),
                 "question_rule": s["str:passive"] if p.personality == "passive" else ""}

@@ -23,18 +23,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.llm.prompting import fill
 from simulator.user.pack_base import PackError, PromptPack, emotion_text, history_json
 from simulator.user.parsing import ParseError, parse_change
 from simulator.user.reference_packs import RlverPack, SagePack
 
 OWN_DIR = Path(__file__).resolve().parent.parent / "prompts" / "own"
-_SLOT = re.compile(r"\{\{(\w+)\}\}")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def _fill(template: str, values: dict[str, str]) -> str:
-    """Fill every {{slot}} in one pass (inserted text is never scanned again, unlike chained replaces)."""
-    return _SLOT.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 EMOTION_KEYS = ("Content", "TargetCompletion", "Activity", "Analyse", "Change")
@@ -117,7 +112,7 @@ class OwnPack(PromptPack):
         t, v = self._common(profile)
         values = {"goal": v["goal"], "player": v["player"], "scene": v["scene"], "emotion": emotion_text(emotion),
                   "dialog_history": history_json(history, v["roles"])}
-        return [{"role": "user", "content": _fill(t["emotion"], values)}]
+        return [{"role": "user", "content": fill(t["emotion"], values, braces=2)}]
 
     def reply_messages(self, profile: dict[str, Any], emotion: float, history: list[dict],
                        planning: Optional[dict[str, Any]]) -> list[dict]:
@@ -129,7 +124,7 @@ class OwnPack(PromptPack):
                   "planning": analysis, "question_rule": t["passive_rule"] if passive else "",
                   "dialog_history": history_json(history[:-2], v["roles"]) if history else t["empty_history"],
                   "new_history": history_json(history[-2:], v["roles"]) if history else ""}
-        return [{"role": "user", "content": _fill(t["reply"], values)}]
+        return [{"role": "user", "content": fill(t["reply"], values, braces=2)}]
 
     def parse_emotion(self, text: str) -> dict[str, Any]:
         return super().parse_emotion(self._as_sections(text, EMOTION_KEYS))

@@ -33,13 +33,6 @@ def load_templates(language: str, version: str = DEFAULT_VERSION) -> dict[str, s
     return out
 
 
-def render(template: str, **values: object) -> str:
-    """Replace `{name}` for each given name (other braces are left alone)."""
-    for key, value in values.items():
-        template = template.replace("{" + key + "}", str(value))
-    return template
-
-
 def split_messages(text: str) -> list[dict[str, str]]:
     """A rendered step template -> [system, user] chat messages."""
     system, _, user = text.partition(USER_SPLIT)
