@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-
 CHROMIUM = "/usr/bin/chromium"
 
 

@@ -16,6 +16,15 @@ def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1)
     raise AssertionError("condition not reached in time")
 
 
+def off_loop(fn: Callable[[], Any]) -> Any:
+    """Run `fn` in a worker thread: a module's browser tests (sync Playwright) keep an event loop running in
+    the main thread, where RolloutEngine.run() refuses to block."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
+
+
 async def play_dialogue(agent: Any, replies: list[str]) -> list[Any]:
     """The agent's opening, then one user turn per policy reply until the dialogue ends: [opening, *turns]."""
     first = await agent.opening()

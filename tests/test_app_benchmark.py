@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import wait_for
+from helpers import off_loop, wait_for
 
 from app.views import benchmark as bv
 from simulator.evaluation.published import PUBLISHED
@@ -17,14 +17,6 @@ REMOTE = {"backend": "openai", "model": "deepseek-v3", "endpoint": "127.0.0.1:80
           "rules": {"name": "standard", "start": 40.0}}
 PERSONAS = [("p1", "Ana", "just_listen", "negative"), ("p2", "Ben", "just_listen", "passive"),
             ("p3", "Chen", "useful_advice", "negative")]
-
-
-def off_loop(fn):
-    """Run `fn` in a worker thread: the browser tests' sync Playwright keeps an event loop in this one."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn).result()
 
 
 def _eval_run(engine, name, fp, finals, errors=()):

@@ -71,3 +71,28 @@ def test_served_lab_enforces_the_login_and_never_prints_it(tmp_path):
     text = log.read_text()
     assert "store ready" in text and "with a login" in text
     assert secret not in text
+
+
+def test_rlver_lab_dispatches_to_each_modules_command_line(db_url, capsys):
+    """`rlver-lab COMMAND` is `python -m app|trainer|simulator COMMAND`: the same parsers, the same exits."""
+    from app import cli
+
+    assert cli.main(["--help"]) == 0
+    usage = capsys.readouterr().out
+    assert all(c in usage for c in ("app", "train", "benchmark", "compare", "personas", "chat"))
+    assert cli.main([]) == 2 and "usage: rlver-lab" in capsys.readouterr().err
+    assert cli.main(["no-such-command"]) == 2 and "unknown command 'no-such-command'" in capsys.readouterr().err
+    assert cli.main(["personas", "list", "--db", db_url, "--json"]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert len(listed) == 32  # the built-in library, seeded on first use as the app does
+    assert cli.main(["jobs", "--db", db_url]) == 0
+    assert cli.main(["rollout", "--persona", "nobody", "--db", db_url]) == 2
+    assert "nobody" in capsys.readouterr().err
+
+
+def test_the_installed_console_command_runs():
+    """`make setup` installs the lab (`pip install -e .`): its `rlver-lab` sits beside the venv's python."""
+    script = Path(sys.executable).parent / "rlver-lab"
+    assert script.exists(), f"{script} is missing: run `make setup` (pip install -e .)"
+    r = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert r.returncode == 0 and "rlver-lab COMMAND" in r.stdout, r.stderr[-2000:]

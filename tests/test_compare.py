@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import REPO
+from helpers import off_loop
 
 from trainer.evaluation import compare as cmp
 from trainer.evaluation.benchmark import BenchmarkInputError
@@ -208,13 +209,13 @@ def test_reproducing_a_stored_run_plays_the_same_dialogues(engine, tiny_model_di
 
     # rounds: the policy's batches do not depend on timing (async batches whatever is ready, and on a busy
     # machine another batch composition rounds the logits differently)
-    first = bm.run_benchmark(engine, bm.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout",
-                                                        limit=3, max_new_tokens=12, seed=5, schedule="rounds"),
-                             log=lambda _m: None)
+    first = off_loop(lambda: bm.run_benchmark(engine, bm.BenchmarkConfig(
+        policy=str(tiny_model_dir), profiles="builtin:heldout", limit=3, max_new_tokens=12, seed=5, schedule="rounds"),
+        log=lambda _m: None))
     config = cmp.reproduce_config(engine, first.eval_run_id)
     assert config.seed == 5 and config.policy == str(tiny_model_dir) and config.name == f"reproduce #{first.eval_run_id}"
     assert config.schedule == "rounds"
-    again = bm.run_benchmark(engine, config, log=lambda _m: None)
+    again = off_loop(lambda: bm.run_benchmark(engine, config, log=lambda _m: None))
     cid = cmp.link_eval_runs(engine, first.eval_run_id, again.eval_run_id)
     pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
     assert len(pairs) == 3

@@ -32,6 +32,7 @@ WORKER = textwrap.dedent("""
     import os, signal, sys, time
     from pathlib import Path
     from storage import make_engine
+    from trainer.jobs.context import JobContext
     from trainer.jobs.queue import STATE_FILE
     url, job_id, steps, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     engine = make_engine(url)

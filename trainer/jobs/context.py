@@ -202,6 +202,11 @@ class JobContext:
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._stop_heartbeat()
         self._restore_signals()
+        if not self._lost.is_set():
+            try:  # the final API counters (the last heartbeat may have seen a request still in flight)
+                write_snapshot(self.output_dir)
+            except OSError as e:
+                print(f"could not write the traffic counters: {e}", file=sys.stderr, flush=True)
         try:
             if self._lost.is_set() or isinstance(exc, JobOwnershipLost):
                 self._lost.set()
