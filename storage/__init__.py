@@ -1,14 +1,5 @@
 """The store: SQLAlchemy models and engine/session setup. Nothing else in the project writes SQL."""
-from storage.db import (
-                            Store,
-                            code_version,
-                            default_url,
-                            lab_home,
-                            make_engine,
-                            read_scope,
-                            session_scope,
-                            store_id,
-)
+from storage.db import Store, code_version, default_url, lab_home, make_engine, read_scope, session_scope, store_id
 from storage.models import (
                             Base,
                             Checkpoint,

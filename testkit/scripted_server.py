@@ -39,14 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Sequence
 
 from testkit import scripted_judge, scripted_persona_gen
-from testkit.scripted_user import (
-    as_json,
-    classify_request,
-    emotion_text,
-    reply_text,
-    score_reply,
-    tier_message,
-)
+from testkit.scripted_user import as_json, classify_request, emotion_text, reply_text, score_reply, tier_message
 from testkit.server_latency import LatencyModel
 
 FAULTS = ("429", "500", "timeout", "malformed", "wrong_format")

@@ -14,12 +14,7 @@ from conftest import REPO
 from storage import EvalRun, session_scope
 from trainer.evaluation import benchmark as bm
 from trainer.evaluation import protocol
-from trainer.evaluation.progress import (
-    eta_seconds,
-    fraction_done,
-    progress_text,
-    run_progress,
-)
+from trainer.evaluation.progress import eta_seconds, fraction_done, progress_text, run_progress
 from trainer.policies.base import SamplingConfig
 from trainer.policies.repetition import RepetitionRule, RepetitionStop, is_degenerate
 

@@ -12,12 +12,7 @@ import pytest
 
 from simulator import __main__ as cli
 from simulator.personas import store as ps
-from simulator.personas.bounds import (
-    MAX_EXTRA_CHARS,
-    MAX_EXTRA_DEPTH,
-    MAX_INT,
-    MAX_LINE_DEPTH,
-)
+from simulator.personas.bounds import MAX_EXTRA_CHARS, MAX_EXTRA_DEPTH, MAX_INT, MAX_LINE_DEPTH
 from simulator.personas.io import import_profiles
 from simulator.personas.profile import Profile, ProfileError
 from storage import Persona, session_scope
@@ -140,6 +135,7 @@ def strict_loads(text: str) -> object:
 
 @pytest.mark.parametrize("fmt", ["lab", "rlver"])
 def test_nastiest_valid_records_survive_import_export_list_and_render(engine, tmp_path, fmt, db_url):
+    from app.services import persona_form
     from app.views import live_rollout, personas
 
     source = tmp_path / "nasty.jsonl"
@@ -155,7 +151,7 @@ def test_nastiest_valid_records_survive_import_export_list_and_render(engine, tm
     assert len([strict_loads(x) for x in again.read_text(encoding="utf-8").splitlines()]) == 3
     assert len(personas.rows(other)) == 3 and len(personas.rows(other, search="RTL")) == 1
     for p in ps.list_profiles(other):
-        assert len(personas._form_values(p)) == len(personas.FIELDS)
+        assert len(persona_form.form_values(p)) == len(persona_form.FIELDS)
     assert {pid for _, pid in live_rollout.persona_choices(other)} >= {"nasty-deep", "nasty-big", "nasty-zh"}
     other.dispose()
 

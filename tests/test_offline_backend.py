@@ -7,12 +7,7 @@ from helpers import play_dialogue
 
 from simulator.user.agent import SentientAgent
 from simulator.user.backends import make_backend
-from simulator.user.backends.offline import (
-    NOTICE,
-    OfflineBackend,
-    garbled_ratio,
-    parroted_share,
-)
+from simulator.user.backends.offline import NOTICE, OfflineBackend, garbled_ratio, parroted_share
 from simulator.user.rules import EmotionRules, get_preset
 
 TAILORED = ["Covering forty extra shifts while training the person who then got promoted over you is a huge contribution.",

@@ -35,7 +35,7 @@ def _first_step(cfg: TrainConfig) -> tuple[dict, dict]:
         metrics = trainer.train_step(1)
     finally:
         trainer._stop_overlap()
-    weights = {k: v.clone() for k, v in trainer.learning.learner.policy.module.state_dict().items()}
+    weights = {k: v.clone() for k, v in trainer.learner.policy.module.state_dict().items()}
     return metrics, weights
 
 

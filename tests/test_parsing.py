@@ -4,14 +4,7 @@ import random
 
 import pytest
 
-from simulator.user.parsing import (
-    ParseError,
-    classify_fit,
-    parse_change,
-    parse_emotion,
-    parse_plan,
-    parse_reply,
-)
+from simulator.user.parsing import ParseError, classify_fit, parse_change, parse_emotion, parse_plan, parse_reply
 
 EN_CLEAN = """[Partner's meaning]
 They say my effort mattered.

@@ -14,14 +14,7 @@ from simulator.evaluation.judge import load_prompt
 from simulator.personas import generation_store as gs
 from simulator.personas import store as ps
 from simulator.personas.builtin import BUILTIN_PROFILES
-from simulator.personas.generation import (
-    PROMPT_DIR,
-    SpecError,
-    plan_slots,
-    read_answer,
-    share_counts,
-    spec_from_dict,
-)
+from simulator.personas.generation import PROMPT_DIR, SpecError, plan_slots, read_answer, share_counts, spec_from_dict
 from simulator.personas.profile import ProfileError
 from testkit.scripted_server import start_server
 

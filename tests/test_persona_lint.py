@@ -162,12 +162,7 @@ def test_released_rlver_profiles_lint(shared_data: Path, capsys):
 
 
 def test_personas_view_functions_on_a_real_store(engine):
-    from app.views.personas import (
-        HEADERS,
-        form_warnings,
-        rows_with_warnings,
-        warnings_markdown,
-    )
+    from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
     from simulator.personas import store as ps
 
     ps.save_profile(engine, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)

@@ -20,12 +20,7 @@ from simulator.personas import store as ps
 from simulator.personas.coverage import coverage
 from simulator.personas.io import import_profiles
 from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
-from simulator.personas.specs import (
-    PersonaSpecError,
-    members_hash,
-    resolve_personas,
-    spec_error,
-)
+from simulator.personas.specs import PersonaSpecError, members_hash, resolve_personas, spec_error
 from storage import Job, make_engine, read_scope
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,12 +9,7 @@ import pytest
 from simulator.personas import store as ps
 from simulator.personas.builtin import BUILTIN_IDS, BUILTIN_PROFILES, get_builtin
 from simulator.personas.io import dumps_profiles
-from simulator.personas.specs import (
-    PERSONA_SETS,
-    PersonaSpecError,
-    resolve_personas,
-    spec_error,
-)
+from simulator.personas.specs import PERSONA_SETS, PersonaSpecError, resolve_personas, spec_error
 from tests.conftest import make_sim_profile
 
 HELDOUT = ["en-03-aisha-bello", "en-08-kwame-asante", "en-12-sam-rivera", "en-16-minh-nguyen",

@@ -155,15 +155,15 @@ def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: 
 
 
 def test_think_format_rate_counts_dialogues_with_a_well_formed_think_block_in_every_reply():
-    from trainer.learning.rl_trainer import _rollout_metrics
+    from trainer.learning.step_metrics import rollout_metrics
 
     def summary(ok: bool, lost: bool = False):
         return {"reward": 0.4, "final": 40.0, "outcome": "max_turns", "lost": lost, "error": "", "turns": 2,
                 "reply_tokens": 10, "failed": False, "format_ok": ok}
 
     rows = [summary(True), summary(False), summary(False), summary(True, lost=True)]
-    assert _rollout_metrics(rows, think=True)["think_format_rate"] == 1 / 3  # lost dialogues are not counted
-    assert "think_format_rate" not in _rollout_metrics(rows)  # direct mode has no think block to check
+    assert rollout_metrics(rows, think=True)["think_format_rate"] == 1 / 3  # lost dialogues are not counted
+    assert "think_format_rate" not in rollout_metrics(rows)  # direct mode has no think block to check
 
 
 def _job(engine, cfg: TrainConfig):

@@ -9,13 +9,7 @@ import pytest
 import torch
 
 from trainer.jobs.queue import STATE_FILE
-from trainer.learning.checkpoints import (
-    CheckpointError,
-    load_checkpoint,
-    rng_state,
-    safe_load,
-    set_rng_state,
-)
+from trainer.learning.checkpoints import CheckpointError, load_checkpoint, rng_state, safe_load, set_rng_state
 
 
 class _RunsCode:

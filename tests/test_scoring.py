@@ -8,12 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.evaluation.scoring import (
-    bootstrap_interval,
-    format_summary,
-    round_half_up,
-    sentient_summary,
-)
+from simulator.evaluation.scoring import bootstrap_interval, format_summary, round_half_up, sentient_summary
 
 
 @pytest.mark.parametrize("x,nd,want", [(68.15, 1, 68.2), (19.05, 1, 19.1), (0.05, 1, 0.1), (68.14999, 1, 68.1),

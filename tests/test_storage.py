@@ -12,15 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from storage import (
-    Job,
-    Metric,
-    Turn,
-    default_url,
-    make_engine,
-    read_scope,
-    session_scope,
-)
+from storage import Job, Metric, Turn, default_url, make_engine, read_scope, session_scope
 
 REPO = Path(__file__).resolve().parent.parent
 

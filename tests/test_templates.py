@@ -3,12 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.rollout.templates import (
-    SYSTEM_PROMPTS,
-    split_think,
-    system_prompt,
-    visible_reply,
-)
+from trainer.rollout.templates import SYSTEM_PROMPTS, split_think, system_prompt, visible_reply
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -11,14 +11,7 @@ import threading
 import pytest
 from helpers import wait_for
 
-from simulator.llm.traffic import (
-    Traffic,
-    TrafficLimits,
-    parse_retry_after,
-    read_snapshot,
-    traffic_text,
-    write_snapshot,
-)
+from simulator.llm.traffic import Traffic, TrafficLimits, parse_retry_after, read_snapshot, traffic_text, write_snapshot
 from simulator.user.backends import BackendError, make_backend
 from testkit.scripted_server import ScriptedServer, start_server
 from testkit.server_latency import LatencyModel

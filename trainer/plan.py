@@ -146,9 +146,7 @@ def model_state_bytes(total: int, trainable: int, largest: int, zero_stage: int,
     if zero_stage == 0:
         return total * dtype_bytes, trainable * dtype_bytes * 3
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
-    from deepspeed.runtime.zero.stage_1_and_2 import (
-        estimate_zero2_model_states_mem_needs,
-    )
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
     n = dict(num_gpus_per_node=hw.gpus_per_node, num_nodes=hw.nodes)
     if zero_stage == 3:

@@ -19,12 +19,7 @@ from app.services.persona_form import FIELDS, form_profile, form_values
 from simulator.personas import generation_store as gs
 from simulator.personas import store as ps
 from simulator.personas.generation import DEFAULT_THRESHOLD
-from simulator.personas.profile import (
-    LANGUAGES,
-    NEED_CATEGORIES,
-    PERSONALITIES,
-    ProfileError,
-)
+from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, ProfileError
 from trainer.jobs.queue import JobError
 
 POLL_S = 1.0

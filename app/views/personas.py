@@ -12,14 +12,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
-from app.services.persona_form import (
-    FIELDS,
-    FORM,
-    NEED_CHOICES,
-    PERSONALITY_CHOICES,
-    form_profile,
-    form_values,
-)
+from app.services.persona_form import FIELDS, FORM, NEED_CHOICES, PERSONALITY_CHOICES, form_profile, form_values
 from app.views import persona_generation_panel, persona_preview
 from simulator.personas import lint as pl
 from simulator.personas import store as ps

@@ -20,12 +20,7 @@ from simulator.evaluation import fidelity
 from simulator.evaluation import transcripts as tr
 from storage import Store
 from storage.dialogues import load_dialogue
-from storage.queries import (
-    collection_dialogues,
-    collection_filter,
-    collection_key,
-    store_collections,
-)
+from storage.queries import collection_dialogues, collection_filter, collection_key, store_collections
 
 MAX_LISTED = 1000
 

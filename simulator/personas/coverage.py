@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from simulator.personas.profile import (
-    LANGUAGES,
-    NEED_CATEGORIES,
-    PERSONALITIES,
-    Profile,
-)
+from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, Profile
 
 NEEDS = tuple(NEED_CATEGORIES)
 TYPES = tuple(PERSONALITIES)

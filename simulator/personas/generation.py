@@ -33,22 +33,12 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from simulator.evaluation.judge import (
-    JudgeParseError,
-    json_object,
-    load_prompt,
-)
+from simulator.evaluation.judge import JudgeParseError, json_object, load_prompt
 from simulator.llm.prompting import fill
 from simulator.llm.structured import ask_structured
 from simulator.personas import lint as pl
 from simulator.personas.io import profile_from_lab
-from simulator.personas.profile import (
-    LANGUAGES,
-    NEED_CATEGORIES,
-    PERSONALITIES,
-    FieldErrors,
-    Profile,
-)
+from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, FieldErrors, Profile
 from simulator.user.backends.base import BackendError
 
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts" / "persona_gen"

@@ -29,14 +29,7 @@ from simulator.personas.generation import (
 )
 from simulator.personas.profile import Profile, ProfileError
 from simulator.user.backends import make_backend
-from storage import (
-    Persona,
-    PersonaCandidate,
-    PersonaGeneration,
-    code_version,
-    read_scope,
-    session_scope,
-)
+from storage import Persona, PersonaCandidate, PersonaGeneration, code_version, read_scope, session_scope
 from storage.models import utcnow
 
 STATUSES = ("pending", "accepted", "rejected", "invalid", "duplicate")

@@ -19,13 +19,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 from sqlalchemy import Engine, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from simulator.personas.io import (
-    ImportReport,
-    LineError,
-    Source,
-    export_profiles,
-    import_profiles,
-)
+from simulator.personas.io import ImportReport, LineError, Source, export_profiles, import_profiles
 from simulator.personas.profile import Profile, ProfileError
 from storage import Persona, make_engine, read_scope, session_scope
 from storage.models import utcnow

@@ -24,12 +24,7 @@ from simulator.user.backends.base import BackendError
 from simulator.user.fingerprint import fingerprint_hash
 from simulator.user.parsing import ParseError, parse_emotion, parse_reply
 from simulator.user.rules import EmotionRules, says_goodbye, tier
-from simulator.user.templates import (
-    DEFAULT_VERSION,
-    load_templates,
-    prompt_hash,
-    split_messages,
-)
+from simulator.user.templates import DEFAULT_VERSION, load_templates, prompt_hash, split_messages
 
 MAX_REPLY_CHARS = 20_000  # a policy reply longer than this is refused (the turn ends with an error)
 HISTORY_CHARS = 12_000  # the dialogue shown to the simulator LLM keeps its most recent part

@@ -23,13 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from simulator.user.pack_base import (
-    PackError,
-    PromptPack,
-    emotion_text,
-    field_text,
-    history_json,
-)
+from simulator.user.pack_base import PackError, PromptPack, emotion_text, field_text, history_json
 from simulator.user.parsing import ParseError
 
 

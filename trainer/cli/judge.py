@@ -15,11 +15,7 @@ import argparse
 import json
 import sys
 
-from simulator.evaluation.judge import (
-    DEFAULT_PROMPT_VERSION,
-    DIMENSION_LABELS,
-    DIMENSIONS,
-)
+from simulator.evaluation.judge import DEFAULT_PROMPT_VERSION, DIMENSION_LABELS, DIMENSIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,12 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from simulator.evaluation.judge import Judge
-    from simulator.evaluation.judge_store import (
-        dialogue_scores,
-        judge_and_store,
-        select_dialogues,
-        summarize,
-    )
+    from simulator.evaluation.judge_store import dialogue_scores, judge_and_store, select_dialogues, summarize
     from simulator.user.backends import make_backend
     from storage import make_engine
 

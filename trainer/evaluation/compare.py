@@ -24,21 +24,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from sqlalchemy import Engine, select
 
 from simulator.evaluation.scoring import bootstrap_interval
-from storage import (
-    Comparison,
-    ComparisonPair,
-    Dialogue,
-    Turn,
-    code_version,
-    read_scope,
-    session_scope,
-)
+from storage import Comparison, ComparisonPair, Dialogue, Turn, code_version, read_scope, session_scope
 from storage.models import utcnow
-from trainer.evaluation.benchmark import (
-    BenchmarkConfig,
-    BenchmarkInputError,
-    run_benchmark,
-)
+from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError, run_benchmark
 
 N_BOOT = 2000
 

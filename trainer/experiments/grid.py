@@ -26,16 +26,7 @@ import yaml
 from sqlalchemy import select
 
 from simulator.personas.profile import FieldErrors
-from storage import (
-    Experiment,
-    ExperimentCell,
-    Store,
-    code_version,
-    lab_home,
-    read_scope,
-    session_scope,
-    store_id,
-)
+from storage import Experiment, ExperimentCell, Store, code_version, lab_home, read_scope, session_scope, store_id
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.jobs.owner import owner_pid

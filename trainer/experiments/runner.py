@@ -21,22 +21,9 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import select
 
-from storage import (
-    EvalRun,
-    Experiment,
-    ExperimentCell,
-    Store,
-    read_scope,
-    session_scope,
-)
+from storage import EvalRun, Experiment, ExperimentCell, Store, read_scope, session_scope
 from storage.models import utcnow
-from trainer.experiments.grid import (
-    CELL_FINAL,
-    ExperimentError,
-    experiment_detail,
-    runner_folder,
-    runners_root,
-)
+from trainer.experiments.grid import CELL_FINAL, ExperimentError, experiment_detail, runner_folder, runners_root
 from trainer.jobs import queue as jobs
 from trainer.jobs.owner import JobLock, owner_pid
 from trainer.jobs.runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK

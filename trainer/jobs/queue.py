@@ -38,17 +38,7 @@ from typing import Any, Optional
 
 from sqlalchemy import Engine, select
 
-from storage import (
-    Checkpoint,
-    Job,
-    Metric,
-    code_version,
-    lab_home,
-    make_engine,
-    read_scope,
-    session_scope,
-    store_id,
-)
+from storage import Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope, store_id
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status

@@ -98,10 +98,7 @@ def _already_logging_to(path: Path) -> bool:
 def run_job(store: Store, job_id: int, as_json: bool = False) -> int:
     """Run job `job_id` (queued) to its end in this process; with as_json, end with one JSON line (job_id,
     status, steps, metrics, checkpoint, error). Returns the exit status (EXIT_*)."""
-    from trainer.learning.distributed import (  # torch: imported only when a job runs
-        broadcast_object,
-        world,
-    )
+    from trainer.learning.distributed import broadcast_object, world  # torch: imported only when a job runs
 
     if world()[0] != 0:
         info = broadcast_object(None)

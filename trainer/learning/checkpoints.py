@@ -29,9 +29,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from trainer.jobs.queue import (
-    STATE_FILE,  # defined there so jobs can check a folder's completeness without torch
-)
+from trainer.jobs.queue import STATE_FILE  # defined there so jobs can check a folder's completeness without torch
 from trainer.learning.distributed import barrier, world
 
 

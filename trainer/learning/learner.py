@@ -30,13 +30,7 @@ from trainer.config import TrainConfig
 from trainer.learning import algorithms as A
 from trainer.learning.batch import Batch, make_batch  # noqa: F401 (callers import make_batch from here)
 from trainer.learning.checkpoints import safe_load
-from trainer.learning.distributed import (
-    Optimized,
-    all_reduce_max,
-    all_reduce_sum,
-    deepspeed_config,
-    world,
-)
+from trainer.learning.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

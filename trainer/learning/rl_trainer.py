@@ -31,25 +31,11 @@ from storage import code_version, lab_home
 from trainer.config import ConfigError, TrainConfig
 from trainer.jobs.context import watch_cancel
 from trainer.learning import algorithms as A
-from trainer.learning.checkpoints import (
-    clean_partial,
-    load_checkpoint,
-    prune_checkpoints,
-    save_checkpoint,
-)
-from trainer.learning.distributed import (
-    all_gather_objects,
-    broadcast_object,
-    init_distributed,
-    is_main,
-)
+from trainer.learning.checkpoints import clean_partial, load_checkpoint, prune_checkpoints, save_checkpoint
+from trainer.learning.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
 from trainer.learning.learner import Learner, make_batch
 from trainer.learning.overlap import version_lag, within_bound
-from trainer.learning.step_metrics import (
-    dialogue_summary,
-    lost_dialogue,
-    rollout_metrics,
-)
+from trainer.learning.step_metrics import dialogue_summary, lost_dialogue, rollout_metrics
 from trainer.learning.tracking import Tracking, make_tracking
 from trainer.policies.versioned import VersionedEngine
 

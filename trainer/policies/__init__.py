@@ -7,13 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.policies.base import (
-    LOGPROB_CONVENTION,
-    Generation,
-    PolicyEngine,
-    SamplingConfig,
-    check_messages,
-)
+from trainer.policies.base import LOGPROB_CONVENTION, Generation, PolicyEngine, SamplingConfig, check_messages
 
 __all__ = ["LOGPROB_CONVENTION", "Generation", "PolicyEngine", "SamplingConfig", "check_messages",
            "make_policy_engine"]

@@ -7,12 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from trainer.policies.base import (
-    Generation,
-    PolicyEngine,
-    SamplingConfig,
-    check_prompt_ids,
-)
+from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 from trainer.policies.repetition import RepetitionStop
 
 

@@ -15,12 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from trainer.policies.base import (
-    Generation,
-    PolicyEngine,
-    SamplingConfig,
-    check_prompt_ids,
-)
+from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 from trainer.policies.repetition import is_degenerate
 
 

@@ -36,22 +36,11 @@ from simulator.user.agent import SimulatorFactory, UserTurn
 from simulator.user.fingerprint import fingerprint_hash
 from trainer.policies.base import Generation, PolicyEngine
 from trainer.policies.repetition import RepetitionRule
-from trainer.policies.scheduler import (
-    BatchScheduler,
-    ConcurrentRequests,
-    PolicyRequest,
-    sample_batch,
-)
+from trainer.policies.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
 from trainer.rollout.state import DialogueState, SharedOpenings
 from trainer.rollout.templates import system_prompt, visible_reply
 from trainer.rollout.tokens import add_tokens, extend_prompt
-from trainer.rollout.types import (
-    DialogueStart,
-    RolloutConfig,
-    RolloutEvent,
-    RolloutRecorder,
-    RolloutSample,
-)
+from trainer.rollout.types import DialogueStart, RolloutConfig, RolloutEvent, RolloutRecorder, RolloutSample
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,7 @@ from typing import Any
 import numpy as np
 
 from simulator.personas.profile import Profile
-from simulator.user.backends.coherence import (
-    POSITIVE,
-    CoherenceBatcher,
-    gate_positive,
-    judge_coherence,
-)
+from simulator.user.backends.coherence import POSITIVE, CoherenceBatcher, gate_positive, judge_coherence
 from simulator.user.backends.embedding import EmbedBatcher
 from simulator.user.backends.offline_data import (
     CLICHES,
@@ -55,11 +50,7 @@ from simulator.user.backends.offline_data import (
     NEED_MISS_V3,
     SUPPORTIVE,
 )
-from simulator.user.backends.offline_voice import (
-    compose_opening,
-    compose_reply,
-    sentences,
-)
+from simulator.user.backends.offline_voice import compose_opening, compose_reply, sentences
 from simulator.user.rules import EmotionRules
 
 # scorer -> the version written into the fingerprint. v2: parroting check, engagement with the told story

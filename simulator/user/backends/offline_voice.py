@@ -11,12 +11,7 @@ import re
 from typing import Any
 
 from simulator.personas.profile import Profile
-from simulator.user.backends.offline_data import (
-    CLOSINGS,
-    FILLERS,
-    NEED_HINTS,
-    REACTIONS,
-)
+from simulator.user.backends.offline_data import CLOSINGS, FILLERS, NEED_HINTS, REACTIONS
 from simulator.user.rules import EmotionRules, tier
 
 QUESTIONS = ["Does that make sense?", "What would you do?", "Is that weird?", "Am I overthinking it?"]
