@@ -15,25 +15,45 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Markers applied at collection (pytest.ini lists them), so `make test-fast` can leave out whole kinds:
 # browser (a real Chromium), data (the shared RLVER/SAGE files), process (other OS processes: jobs, CLIs,
-# servers), model (the packaged SmolLM2 or MiniLM), slow (marked by hand).
+# servers, ranks), model (the packaged SmolLM2 or MiniLM, which the offline scorer loads), slow (by hand).
+# A test is read with its fixtures and the module-level helpers it calls.
 AUTO_MARKS = {
     "browser": {"fixtures": ("browser_page", "lab_server"), "source": ()},
     "data": {"fixtures": ("shared_data", "shared_reference"), "source": ("shared_data_dir(",)},
     "process": {"fixtures": (), "source": ("subprocess", "Popen", "sys.executable", ".launch(", "launch_job(",
-                                            "start_benchmark_job", "start_training_job", "run_experiment")},
+                                            "start_benchmark_job", "start_training_job", "run_experiment", "_cli(",
+                                            "killpg", "mp.spawn", "deepspeed")},
     "model": {"fixtures": (), "source": ('"default"', "'default'", "SmolLM2", "smollm2", "model_files",
-                                          "embedding", "offline_v3", "coherence")},
+                                          "embedding", "offline_v3", "coherence", "OfflineBackend(", "run_probes")},
 }
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def _test_source(item: pytest.Item) -> str:
+    """The test function's source, its fixtures' and the module-level functions it names."""
     import inspect
 
+    parts = [item.function]
+    module = item.module
+    parts += [obj for name in item.function.__code__.co_names
+              if inspect.isfunction(obj := getattr(module, name, None)) and obj.__module__ == module.__name__]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        parts += [d.func for d in defs if d.baseid]  # the project's fixtures, not pytest's own
+    text = []
+    for part in parts:
+        try:
+            text.append(inspect.getsource(part))
+        except (OSError, TypeError):
+            pass
+    return "\n".join(text)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         try:
-            source = inspect.getsource(item.function)
-        except (OSError, TypeError, AttributeError):
+            source = _test_source(item)
+        except (AttributeError, TypeError):  # not a plain test function: marked by its fixtures only
             source = ""
         for name, rule in AUTO_MARKS.items():
             if fixtures & set(rule["fixtures"]) or any(s in source for s in rule["source"]):
