@@ -23,11 +23,9 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from simulator.llm.traffic import TrafficLimits
 from simulator.personas.specs import spec_error as persona_spec_error
-from simulator.user.backends import spec_error
-from simulator.user.packs import pack_error
 from simulator.user.rules import PRESET_ALIASES
+from simulator.user.spec import SimulatorSpec
 from trainer.learning.tracking import report_to_error
 from trainer.rollout.types import SCHEDULES
 
@@ -258,17 +256,8 @@ class TrainConfig:
         choice("dtype", DTYPES)
         choice("lr_scheduler", SCHEDULERS)
         choice("simulator_preset", SIMULATOR_PRESETS)
-        if problem := pack_error(self.prompt_pack):
-            e["prompt_pack"] = problem
-        if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
-                                                       or isinstance(self.simulator_temperature, bool)
-                                                       or self.simulator_temperature < 0):
-            e["simulator_temperature"] = f"must be >= 0 or empty, got {self.simulator_temperature!r}"
-        if self.simulator_max_tokens is not None and (not isinstance(self.simulator_max_tokens, int)
-                                                      or isinstance(self.simulator_max_tokens, bool)
-                                                      or self.simulator_max_tokens < 1):
-            e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
-        e.update(TrafficLimits.from_config(self, "simulator_").errors("simulator_"))
+        # the simulated user's spec, pack, sampling and traffic limits (its preset is checked just above)
+        e.update({k: v for k, v in SimulatorSpec.from_config(self).errors().items() if k != "rules"})
         choice("kl_estimator", ("k1", "k3"))
         choice("device", ("auto", "cpu", "cuda"))
         for name in ("actor_lr", "critic_lr"):
@@ -325,8 +314,6 @@ class TrainConfig:
             e["lora_target_modules"] = "must name at least one module when lora is on"
         if self.lora and self.zero_stage == 3:
             e["lora"] = "LoRA with ZeRO-3 is not supported; use zero1/zero2"
-        if spec_error(self.simulator):
-            e["simulator"] = spec_error(self.simulator)
         if report_to_error(self.report_to):
             e["report_to"] = report_to_error(self.report_to)
         e.update(self._overlap_errors())

@@ -42,12 +42,19 @@ class SimulatorSpec:
                    traffic=TrafficLimits.from_config(config, "simulator_"), seed=config.seed)
 
     def errors(self, prefix: str = "simulator") -> dict[str, str]:
-        """{field: problem} for everything wrong with the spec, checked without building anything."""
+        """{field: problem} for everything wrong with the spec, checked without building anything; the keys
+        are the run configs' field names (`simulator`, `prompt_pack`, `simulator_temperature`, ...)."""
         e: dict[str, str] = {}
         if problem := spec_error(self.spec):
             e[prefix] = problem
         if problem := pack_error(self.pack):
             e["prompt_pack"] = problem
+        t = self.temperature
+        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or t < 0):
+            e[prefix + "_temperature"] = f"must be >= 0 or empty, got {t!r}"
+        n = self.max_tokens
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            e[prefix + "_max_tokens"] = f"must be a positive integer or empty, got {n!r}"
         if not isinstance(self.rules, EmotionRules):
             try:
                 get_preset(self.rules)

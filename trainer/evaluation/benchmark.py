@@ -29,9 +29,7 @@ from simulator.evaluation.scoring import BenchmarkSummary
 from simulator.llm.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.personas.profile import Profile
 from simulator.personas.specs import PersonaSpecError, resolve_personas, spec_record
-from simulator.user.backends import spec_error
 from simulator.user.fingerprint import canonical_json
-from simulator.user.packs import pack_error
 from simulator.user.spec import SimulatorSpec
 from storage import EvalRun, code_version, read_scope, session_scope
 from trainer.evaluation.eval_runs import (
@@ -97,16 +95,8 @@ class BenchmarkConfig:
             e["policy"] = "required: 'default', a model folder, 'vllm:PATH' or 'openai:MODEL'"
         elif self.policy.startswith("openai:") and len(self.policy) == len("openai:"):
             e["policy"] = "openai:MODEL needs a model name"
-        if spec_error(self.simulator):
-            e["simulator"] = spec_error(self.simulator)
-        if problem := pack_error(self.prompt_pack):
-            e["prompt_pack"] = problem
-        if self.simulator_temperature is not None and (not isinstance(self.simulator_temperature, (int, float))
-                                                       or self.simulator_temperature < 0):
-            e["simulator_temperature"] = f"must be >= 0 or empty, got {self.simulator_temperature!r}"
-        if self.simulator_max_tokens is not None and (not isinstance(self.simulator_max_tokens, int)
-                                                      or self.simulator_max_tokens < 1):
-            e["simulator_max_tokens"] = f"must be a positive integer or empty, got {self.simulator_max_tokens!r}"
+        # the simulated user's spec, pack, sampling and traffic limits, under the protocol's rules
+        e.update(SimulatorSpec.from_config(self, rules=protocol_rules()).errors())
         if not isinstance(self.profiles, str) or not self.profiles.strip():
             e["profiles"] = "required: 'builtin', 'builtin:heldout', a profiles file or persona ids"
         if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0:
@@ -126,8 +116,7 @@ class BenchmarkConfig:
             e["seed"] = f"must be an integer, got {self.seed!r}"
         if self.schedule not in SCHEDULES:
             e["schedule"] = f"must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
-        for side in ("simulator_", "policy_"):
-            e.update(TrafficLimits.from_config(self, side).errors(side))
+        e.update(TrafficLimits.from_config(self, "policy_").errors("policy_"))
         return e
 
     def validate(self) -> "BenchmarkConfig":
