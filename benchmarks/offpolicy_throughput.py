@@ -102,6 +102,8 @@ def main() -> None:
     ap.add_argument("--median", type=float, default=1.0, help="simulator call latency: lognormal median, seconds")
     ap.add_argument("--p99", type=float, default=8.0, help="simulator call latency: lognormal p99, seconds")
     ap.add_argument("--model", default="tiny", help="tiny (testkit/tiny_model.py), default (SmolLM2) or a folder")
+    ap.add_argument("--hidden", type=int, default=64, help="the tiny policy's hidden size (wider: a slower update)")
+    ap.add_argument("--layers", type=int, default=2, help="the tiny policy's decoder layers")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
@@ -134,7 +136,8 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
     from testkit.tiny_model import build_tiny_model
 
     out = Path(tempfile.mkdtemp(prefix="offpolicy_throughput-"))
-    model = str(build_tiny_model(out / "tiny")) if args.model == "tiny" else args.model
+    model = (str(build_tiny_model(out / "tiny", hidden_size=args.hidden, num_layers=args.layers))
+             if args.model == "tiny" else args.model)
     warm_up(model, out)
     sync, overlap = run(args, model, 0, out), run(args, model, 1, out)
     result = {
@@ -145,7 +148,8 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
         "learner_idle_share_overlap": round(overlap["learner_idle_share"], 4),
         "update_s_mean": {"sync": round(sync["update_s_mean"], 3), "overlap": round(overlap["update_s_mean"], 3)},
         "dialogues_lost": {"sync": sync["dialogues_lost"], "overlap": overlap["dialogues_lost"]},
-        "setup": {"model": args.model, "dialogues_per_step": args.dialogues, "group_size": 2, "turns": args.turns,
+        "setup": {"model": args.model if args.model != "tiny" else f"tiny (hidden {args.hidden}, {args.layers} layers)",
+                  "dialogues_per_step": args.dialogues, "group_size": 2, "turns": args.turns,
                   "new_tokens": args.new_tokens, "algorithm": "grpo", "seed": args.seed,
                   "simulator": "openai:scripted (testkit.scripted_server), preset rlver-hard",
                   "latency": f"lognormal, median {args.median:g} s, p99 {args.p99:g} s, per call",

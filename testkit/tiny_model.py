@@ -36,8 +36,10 @@ I think I just need to vent for a while. Nobody at home wants to hear it.
 """ * 4
 
 
-def build_tiny_model(path: str | Path, vocab_size: int = 512, seed: int = 0) -> Path:
-    """Build (once per `path`) a tiny Qwen2 chat model + tokenizer and return the folder."""
+def build_tiny_model(path: str | Path, vocab_size: int = 512, seed: int = 0, hidden_size: int = 64,
+                     num_layers: int = 2) -> Path:
+    """Build (once per `path`) a tiny Qwen2 chat model + tokenizer and return the folder. `hidden_size` and
+    `num_layers` make a wider or deeper random model (e.g. a learner whose update takes real time)."""
     out = Path(path)
     if (out / "config.json").exists() and (out / "tokenizer.json").exists() and \
             (out / "model.safetensors").exists():
@@ -60,8 +62,8 @@ def build_tiny_model(path: str | Path, vocab_size: int = 512, seed: int = 0) -> 
 
     torch.manual_seed(seed)
     config = Qwen2Config(
-        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+        vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
         tie_word_embeddings=True, bos_token_id=tok.convert_tokens_to_ids("<|im_start|>"),
         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, torch_dtype="float32",
     )

@@ -86,8 +86,10 @@ def test_stale_tokens_are_weighed_by_proximal_over_behaviour_probability(estimat
 def test_config_names_the_overlap_fields_and_their_problems(tiny_model_dir: Path, tmp_path: Path):
     with pytest.raises(ConfigError) as err:
         _config(tiny_model_dir, tmp_path, max_staleness=-1, off_policy_estimator="vtrace",
-                behaviour_weight_cap=0.5).validate()
-    assert set(err.value.errors) >= {"max_staleness", "off_policy_estimator", "behaviour_weight_cap"}
+                behaviour_weight_cap=0.5, partial_rollouts="yes").validate()
+    assert set(err.value.errors) >= {"max_staleness", "off_policy_estimator", "behaviour_weight_cap",
+                                     "partial_rollouts"}
+    assert err.value.errors["partial_rollouts"] == "must be true or false, got 'yes'"
     assert "one of decoupled_ppo, truncated_is" in err.value.errors["off_policy_estimator"]
     with pytest.raises(ConfigError, match="max_staleness: overlapped training needs whole weights"):
         _config(tiny_model_dir, tmp_path, max_staleness=1, deepspeed="zero3").validate(check_paths=False)
@@ -157,6 +159,64 @@ def test_overlapped_run_records_every_reply_version_and_stays_within_the_bound(t
         for d in dialogues:
             groups.setdefault((d.step, d.group_id), []).append(d)
         assert all(len(members) == 2 for members in groups.values())  # groups trained whole
+
+
+SLOW_USER = """
+import asyncio
+from simulator.user.agent import UserTurn
+
+
+class SlowUser:
+    def __init__(self, profile, seed):
+        self.replies = 0
+
+    async def opening(self):
+        return UserTurn(text="I had a hard day.", emotion=50.0)
+
+    async def respond(self, dialogue, reply):
+        await asyncio.sleep(0.5)  # an API simulator's latency: the learner's update is shorter than a dialogue
+        self.replies += 1
+        done = self.replies >= 3
+        return UserTurn(text="Go on.", emotion=50.0, delta=0.0, done=done, outcome="max_turns" if done else "")
+
+    def fingerprint(self):
+        return {"model": "slow-user"}
+
+
+def make_user(profile, seed):
+    return SlowUser(profile, seed)
+"""
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_partial_rollouts_decide_whether_a_dialogue_may_span_two_versions(tiny_model_dir: Path, tmp_path: Path,
+                                                                          engine, partial: bool):
+    """The simulated user takes 0.5 s a turn (1.5 s a dialogue), the tiny learner's update a fraction of that,
+    so every weight push lands while the next step's dialogues talk. With partial rollouts they continue under
+    the new weights (some dialogue holds two versions); without, the push waits and each dialogue keeps one."""
+    from trainer.learning.rl_trainer import RLTrainer
+
+    user = tmp_path / "slow_user.py"
+    user.write_text(SLOW_USER)
+    steps = 4
+    cfg = _config(tiny_model_dir, tmp_path, max_staleness=1, steps=steps, max_turns=3, rollout_schedule="async",
+                  simulator=f"python:{user}:make_user", partial_rollouts=partial)
+    trainer = RLTrainer(cfg, store=engine)
+    try:
+        history = [trainer.train_step(step) for step in range(1, steps + 1)]
+    finally:
+        trainer._stop_overlap()
+    assert all(m["dialogues_beyond_bound"] == 0 and m["policy_lag_max"] <= 1 for m in history)
+    with read_scope(engine) as s:
+        spans = {d.id: (d.step, [t.policy_version for t in d.turns if t.role == "assistant"])
+                 for d in s.scalars(select(Dialogue))}
+    assert sorted(step for step, _ in spans.values()) == [k for k in range(1, steps + 1) for _ in range(4)]
+    assert all(versions and step - 1 - min(versions) <= 1 for step, versions in spans.values())
+    mixed = [versions for _, versions in spans.values() if len(set(versions)) > 1]
+    if partial:
+        assert mixed, spans
+    else:
+        assert mixed == [], mixed
 
 
 def test_an_older_store_gains_the_policy_version_column_and_keeps_its_rows(tmp_path: Path):

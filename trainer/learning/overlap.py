@@ -13,7 +13,10 @@ version k - 1 (its update makes version k). With `max_staleness` s:
                behind), and counted in the step's `dialogues_beyond_bound` metric.
     partial    a dialogue in flight during a weight push continues under the new weights; each reply keeps
                its version (trainer.policies.versioned), and the learner weighs stale tokens by their
-               behaviour log-probs (trainer.learning.algorithms.decoupled_policy_loss).
+               behaviour log-probs (trainer.learning.algorithms.decoupled_policy_loss). With
+               partial_rollouts off, a push first waits for the dialogues in flight (`wait_in_flight`):
+               every dialogue ends on the weights it began with, and the next step's dialogues start only
+               after the slowest of the current ones (the update still overlaps; the straggler no longer).
     groups     a step's rollout returns when every dialogue of it has ended, so GRPO / RLOO groups are always
                trained whole; members may hold replies of two versions, and the group baseline uses their
                rewards as they are (the token weights above correct each member's own tokens).
@@ -92,6 +95,10 @@ class OverlappedRollouts:
 
     def in_flight(self) -> list[int]:
         return sorted(self.pending)
+
+    def wait_in_flight(self) -> None:
+        """Block until every rollout started so far has ended (their samples stay to be collected)."""
+        concurrent.futures.wait(list(self.pending.values()))
 
     def collect(self, step: int) -> list[RolloutSample]:
         """Block until the rollout of `step` has ended and return its samples (its errors are raised)."""

@@ -207,16 +207,21 @@ class RLTrainer:
             self._end_cancel_watch()
             self.overlap = None
 
-    def _publish_weights(self, version: int) -> float:
-        """Give the sampling engine the weights after update `version`; returns the seconds the copy took."""
+    def _publish_weights(self, version: int) -> tuple[float, float]:
+        """Give the sampling engine the weights after update `version`; returns (seconds the copy took,
+        seconds waited for the dialogues in flight first: partial_rollouts off)."""
         engine = self.policy_engine
         if self.config.engine != "vllm" and not self.config.max_staleness:
             engine.set_version(version)  # shared weights: nothing to copy
-            return 0.0
+            return 0.0, 0.0
+        t0 = time.monotonic()
+        if self.overlap is not None and not self.config.partial_rollouts:
+            self.overlap.wait_in_flight()  # every dialogue ends on the weights it began with
+        waited = time.monotonic() - t0
         seconds = engine.push_weights(self.learner.policy_state_dict(), version)
         if self.overlap is not None:
             self.overlap.admit(version)
-        return seconds
+        return seconds, waited
 
     def _cancelled(self) -> bool:
         """The job's Cancel flag, as rank 0 sees it (every rank stops at the same point)."""
@@ -282,11 +287,12 @@ class RLTrainer:
                            rewards=[r for _, r in usable], turn_rewards=turn_rewards)
         metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step, policy_version=step - 1)
         t_update = time.monotonic() - t1
-        t_sync = self._publish_weights(step)
+        t_sync, t_waited = self._publish_weights(step)
         metrics.update(rollout_metrics(summaries, think=self.config.mode == "think"))
+        t_idle = t_rollout + t_waited
         metrics.update(version_lag([s for s, _ in usable], step - 1), dialogues_beyond_bound=float(len(beyond)),
-                       weight_sync_s=t_sync, learner_busy_s=t_update, learner_idle_s=t_rollout,
-                       learner_idle_share=t_rollout / max(time.monotonic() - t0, 1e-9))
+                       weight_sync_s=t_sync, learner_busy_s=t_update, learner_idle_s=t_idle,
+                       learner_idle_share=t_idle / max(time.monotonic() - t0, 1e-9))
         n_tokens = sum(x["reply_tokens"] for x in summaries)
         if self.overlap is not None:  # the step's dialogues ran longer than the learner waited for them
             t_rollout = self.overlap.rollout_s.pop(step, t_rollout)
