@@ -57,6 +57,13 @@ def main(tiny, other_dir):
     out["gap_after_load"] = gap(g, other)
     out["gap_to_old_weights"] = gap(g, hf)
 
+    # the same push as a stream: one bucket per layer (a 1-byte budget), each moved when the reload reaches it
+    from trainer.policies.weight_stream import bucketed
+    engine.load_weights(bucketed(hf.state_dict().items(), bucket_bytes=1))
+    [g] = engine.generate(chats[:1], SamplingConfig(max_new_tokens=6, seed=1))
+    out["stream_gap_back"], out["stream_gap_to_other"] = gap(g, hf), gap(g, other)
+    engine.load_weights(bucketed(other.state_dict().items(), bucket_bytes=1))
+
     samples = RolloutEngine(engine, Factory({"ann": 2, "bob": 3}), config=RolloutConfig(max_new_tokens=6)).run(
         [profile("ann"), profile("bob")])
     out["turns"] = [s.n_turns for s in samples]
@@ -94,5 +101,6 @@ def test_vllm_engine_end_to_end(tiny_model_dir, tmp_path):
     assert out["gap"] < 1e-3  # vLLM's log-probs are what training recomputes
     assert out["distinct_in_group"] > 1  # one seed per request: a group does not collapse
     assert out["gap_after_load"] < 1e-3 < out["gap_to_old_weights"]  # the new weights are in use
+    assert out["stream_gap_back"] < 1e-3 < out["stream_gap_to_other"]  # a layer-by-layer stream loads them all
     assert out["turns"] == [2, 3] and out["segments"] == [1, 1]
     assert out["rollout_gap"] < 1e-3

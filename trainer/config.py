@@ -145,6 +145,8 @@ class TrainConfig:
     # decoupled_ppo (AReaL: clip against the update's start, times pi_prox / pi_behaviour, tokens whose weight
     # exceeds the cap left out) | truncated_is (verl's TIS: the weight truncated at the cap)
     behaviour_weight_cap: float = 2.0  # the cap on pi_prox / pi_behaviour of stale tokens
+    weight_bucket_mb: int = 512  # weights pushed into a separate sampling engine (vllm, or the overlap's copy)
+    # travel in buckets of whole layers up to this size (trainer/policies/weight_stream.py), not as a full copy
     partial_rollouts: bool = True  # max_staleness >= 1: a dialogue in flight during a weight push continues
     # under the new weights, each reply keeping its version; False: every dialogue ends on the weights it
     # started with (a push waits until the dialogues in flight have ended, so the slowest no longer overlaps)
@@ -343,6 +345,9 @@ class TrainConfig:
                                          f"{', '.join(OFF_POLICY_ESTIMATORS)}")
         if not self.behaviour_weight_cap >= 1:
             e["behaviour_weight_cap"] = f"must be >= 1, got {self.behaviour_weight_cap}"
+        if isinstance(self.weight_bucket_mb, bool) or not isinstance(self.weight_bucket_mb, int) \
+                or self.weight_bucket_mb < 1:
+            e["weight_bucket_mb"] = f"must be a whole number of MiB >= 1, got {self.weight_bucket_mb!r}"
         if not isinstance(self.partial_rollouts, bool):
             e["partial_rollouts"] = f"must be true or false, got {self.partial_rollouts!r}"
         return e

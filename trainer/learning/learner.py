@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Optional
 
 import torch
@@ -343,3 +344,11 @@ class Learner:
             with deepspeed.zero.GatheredParameters(list(self.policy.module.parameters())):
                 return {k: v.detach().clone() for k, v in self.policy.module.state_dict().items()}
         return {k: v.detach() for k, v in self.merged_policy().state_dict().items()}
+
+    def stream_policy_weights(self, bucket_bytes: int) -> Iterator[list[tuple[str, Tensor]]]:
+        """The same weights as policy_state_dict(), in buckets of whole layers, without a merged or gathered
+        copy of the model (trainer.policies.weight_stream)."""
+        from trainer.policies.weight_stream import stream_weights
+
+        return stream_weights(self.policy.module, bucket_bytes, lora=bool(self.config.lora),
+                              zero3=self.config.zero_stage == 3)

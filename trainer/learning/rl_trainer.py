@@ -121,7 +121,7 @@ class RLTrainer:
 
             engine = VLLMEngine(str(self.base_model), max_model_len=self.config.max_dialogue_tokens,
                                 seed=self.config.seed)
-            engine.load_weights(self.learner.policy_state_dict())
+            engine.load_weights(self.learner.stream_policy_weights(self.config.weight_bucket_mb << 20))
             return VersionedEngine(engine, self.start_step)
         from trainer.policies.hf_engine import HFEngine
 
@@ -218,7 +218,8 @@ class RLTrainer:
         if self.overlap is not None and not self.config.partial_rollouts:
             self.overlap.wait_in_flight()  # every dialogue ends on the weights it began with
         waited = time.monotonic() - t0
-        seconds = engine.push_weights(self.learner.policy_state_dict(), version)
+        weights = self.learner.stream_policy_weights(self.config.weight_bucket_mb << 20)
+        seconds = engine.push_weights(weights, version)
         if self.overlap is not None:
             self.overlap.admit(version)
         return seconds, waited

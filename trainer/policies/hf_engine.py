@@ -44,9 +44,20 @@ class HFEngine(PolicyEngine):
     def eos_token_id(self) -> int:
         return self._stop_ids[0]
 
-    def load_weights(self, state_dict: dict[str, Any]) -> None:
-        """Copy new weights (e.g. from the training model) into the generation model."""
-        self.model.load_state_dict(state_dict, strict=False)
+    def load_weights(self, weights: Any) -> None:
+        """Copy new weights into the generation model in place: a state dict, or buckets of (name, tensor) in HF
+        names (trainer.policies.weight_stream), each tensor copied as it arrives. An unknown name is an error."""
+        import torch
+
+        from trainer.policies.weight_stream import as_buckets
+
+        own = self.model.state_dict()
+        with torch.no_grad():
+            for bucket in as_buckets(weights):
+                for name, tensor in bucket:
+                    if name not in own:
+                        raise KeyError(f"load_weights: the sampling model has no weight named {name!r}")
+                    own[name].copy_(tensor)
 
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
                      seeds: Optional[list[int]] = None) -> list[Generation]:

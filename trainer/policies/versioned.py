@@ -13,7 +13,8 @@ keeping its version). Two ways to hold the weights:
   version is only renamed after each update (`set_version`), while no rollout runs.
 - a snapshot (max_staleness >= 1, trainer.learning.overlap): the transformers engine samples from its own copy of the
   policy, the vLLM engine from its own weights; after each update the learner's weights are pushed in
-  (HFEngine.load_weights: an in-place copy; VLLMEngine.load_weights: collective_rpc reload_weights).
+  (HFEngine.load_weights: an in-place copy; VLLMEngine.load_weights: collective_rpc reload_weights), streamed
+  from the learner in buckets of whole layers (trainer.policies.weight_stream).
 """
 from __future__ import annotations
 
@@ -68,14 +69,14 @@ class VersionedEngine(PolicyEngine):
         with self._lock:
             self.policy_version = version
 
-    def push_weights(self, state_dict: dict[str, Any], version: int) -> float:
-        """Load new weights between two batches and give them `version`; returns the seconds the push took
-        (waiting for the batch in flight not included)."""
+    def push_weights(self, weights: Any, version: int) -> float:
+        """Load new weights (a state dict or buckets, trainer.policies.weight_stream) between two batches and
+        give them `version`; returns the seconds the push took (waiting for the batch in flight not included)."""
         import time
 
         with self._lock:
             t0 = time.monotonic()
-            self.inner.load_weights(state_dict)
+            self.inner.load_weights(weights)
             self.policy_version = version
             return time.monotonic() - t0
 

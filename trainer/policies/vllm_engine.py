@@ -80,12 +80,26 @@ class VLLMEngine(PolicyEngine):
                                       finish_reason=finish))
         return results
 
-    def load_weights(self, state_dict: dict[str, Any]) -> None:
-        """Load new weights (HF parameter names, e.g. the training model's state_dict()) in place.
+    def load_weights(self, weights: Any) -> None:
+        """Load new weights in place: a state dict, or buckets of (name, tensor) in HF names in layer order
+        (trainer.policies.weight_stream, e.g. Learner.stream_policy_weights).
 
-        Uses vLLM's in-place reload (the worker re-runs its weight loaders and post-processing), then
-        drops the prefix cache, whose KV entries were computed with the old weights."""
-        items = [(k, v.detach().to("cpu")) for k, v in state_dict.items()]
+        One vLLM in-place reload (the worker re-runs its weight loaders and post-processing layer by layer as
+        each layer's weights arrive) fed lazily: a bucket is moved to the engine's device only when the reload
+        reaches it, so no full copy of the weights is made (on GPU, tensors already on the engine's device are
+        not copied at all). With the engine core in another process (VLLM_ENABLE_V1_MULTIPROCESSING=1) the
+        weights must be pickled, so they go as one CPU list, as before. Then the prefix cache is dropped: its KV
+        entries were computed with the old weights."""
+        import torch
+
+        from trainer.policies.weight_stream import as_buckets
+
+        buckets = as_buckets(weights)
+        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "1":
+            items: Any = [(n, t.detach().to("cpu")) for bucket in buckets for n, t in bucket]
+        else:
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+            items = (pair for bucket in buckets for pair in _on_device(bucket, device))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": items,
                                                           "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
@@ -95,3 +109,8 @@ class VLLMEngine(PolicyEngine):
         shutdown = getattr(engine, "shutdown", None)
         if callable(shutdown):
             shutdown()
+
+
+def _on_device(bucket: list, device: Any) -> list:
+    """One bucket moved to the engine's device (no copy for a tensor already there)."""
+    return [(name, tensor.detach().to(device)) for name, tensor in bucket]
