@@ -71,7 +71,7 @@ def merged_lora_weights(peft_model: nn.Module) -> Iterator[tuple[str, Tensor]]:
             for adapter in module.active_adapters:
                 if adapter in module.lora_A:
                     value = value + module.get_delta_weight(adapter).to(value.dtype)
-        name = key[len(_PEFT_PREFIX):] if key.startswith(_PEFT_PREFIX) else key
+        name = key.removeprefix(_PEFT_PREFIX)
         yield name.replace(".base_layer.", "."), value.detach()
 
 
