@@ -51,10 +51,9 @@ def train_config(args: argparse.Namespace, model: str, max_staleness: int, base_
     return TrainConfig(model=model, algorithm="grpo", group_size=2, dialogues_per_step=args.dialogues,
                        minibatch_size=args.dialogues, micro_batch_size=min(4, args.dialogues), steps=args.steps,
                        max_turns=args.turns, max_new_tokens=args.new_tokens, max_dialogue_tokens=2048,
-                       actor_lr=1e-4, simulator="openai:scripted", simulator_base_url=base_url,
-                       simulator_max_in_flight=64, simulator_max_retries=0, max_staleness=max_staleness,
-                       partial_rollouts=args.partial_rollouts == "on",
-                       seed=args.seed, save_every=0, store_dialogues=False, report_to=["none"],
+                       actor_lr=1e-4, ppo_epochs=args.ppo_epochs, simulator="openai:scripted",
+                       simulator_base_url=base_url, simulator_max_in_flight=64, simulator_max_retries=0,
+                       max_staleness=max_staleness, partial_rollouts=args.partial_rollouts == "on", seed=args.seed, save_every=0, store_dialogues=False, report_to=["none"],
                        output_dir=str(out / f"staleness-{max_staleness}"))
 
 
@@ -105,12 +104,13 @@ def main() -> None:
     ap.add_argument("--model", default="tiny", help="tiny (testkit/tiny_model.py), default (SmolLM2) or a folder")
     ap.add_argument("--hidden", type=int, default=64, help="the tiny policy's hidden size (wider: a slower update)")
     ap.add_argument("--layers", type=int, default=2, help="the tiny policy's decoder layers")
+    ap.add_argument("--ppo-epochs", type=int, default=1, help="passes over each step's batch (a longer update)")
     ap.add_argument("--partial-rollouts", choices=("on", "off"), default="on",
                     help="the overlapped run: in-flight dialogues continue under new weights (on) or not (off)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
-    for name in ("steps", "dialogues", "turns", "new_tokens"):
+    for name in ("steps", "dialogues", "turns", "new_tokens", "hidden", "layers", "ppo_epochs"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.dialogues % 2:
@@ -153,6 +153,7 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
         "dialogues_lost": {"sync": sync["dialogues_lost"], "overlap": overlap["dialogues_lost"]},
         "setup": {"model": args.model if args.model != "tiny" else f"tiny (hidden {args.hidden}, {args.layers} layers)",
                   "dialogues_per_step": args.dialogues, "group_size": 2, "turns": args.turns,
+                  "ppo_epochs": args.ppo_epochs,
                   "new_tokens": args.new_tokens, "algorithm": "grpo", "seed": args.seed,
                   "simulator": "openai:scripted (testkit.scripted_server), preset rlver-hard",
                   "latency": f"lognormal, median {args.median:g} s, p99 {args.p99:g} s, per call",
