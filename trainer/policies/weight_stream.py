@@ -76,11 +76,11 @@ def merged_lora_weights(peft_model: nn.Module) -> Iterator[tuple[str, Tensor]]:
 
 
 def gathered_weights(model: nn.Module, bucket_bytes: int) -> Iterator[Bucket]:
-    """ZeRO-3: every bucket's partitions gathered for that bucket only, cloned out before they are released."""
+    """ZeRO-3: every bucket's partitions gathered for that bucket only, cloned out before they are released.
+    Parameters only (a tied weight once), as the full gather's state dict holds them."""
     import deepspeed
 
-    named = dict(model.named_parameters())
-    for bucket in bucketed(((n, p) for n, p in named.items()), bucket_bytes):
+    for bucket in bucketed(model.named_parameters(), bucket_bytes):
         with deepspeed.zero.GatheredParameters([p for _, p in bucket]):
             out = [(n, p.detach().clone()) for n, p in bucket]
         yield out
