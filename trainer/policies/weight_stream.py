@@ -77,7 +77,7 @@ def merged_lora_weights(peft_model: nn.Module) -> Iterator[tuple[str, Tensor]]:
 
 def gathered_weights(model: nn.Module, bucket_bytes: int) -> Iterator[Bucket]:
     """ZeRO-3: every bucket's partitions gathered for that bucket only, cloned out before they are released.
-    Parameters only (a tied weight once), as the full gather's state dict holds them."""
+    Parameters only: a tied weight (lm_head = embeddings) is sent once; the engine ties it itself."""
     import deepspeed
 
     for bucket in bucketed(model.named_parameters(), bucket_bytes):
