@@ -107,12 +107,21 @@ def main() -> None:
     ap.add_argument("--ppo-epochs", type=int, default=1, help="passes over each step's batch (a longer update)")
     ap.add_argument("--partial-rollouts", choices=("on", "off"), default="on",
                     help="the overlapped run: in-flight dialogues continue under new weights (on) or not (off)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads (0: torch's default). 1 gives sampling and the update a core each when they "
+                         "overlap, as separate devices would; both runs use the same setting")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
     for name in ("steps", "dialogues", "turns", "new_tokens", "hidden", "layers", "ppo_epochs"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.threads < 0:
+        ap.error(f"--threads must be 0 (torch's default) or more, got {args.threads}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.dialogues % 2:
         ap.error(f"--dialogues must be even (GRPO groups of 2), got {args.dialogues}")
     if not 0 < args.median <= args.p99:
@@ -131,6 +140,12 @@ def main() -> None:
         print(f"| {name} | {r['wall_s']:.1f} | {r['learner_idle_share']:.1%} | {r['update_s_mean']:.2f} | "
               f"{r['max_lag']:.0f} |")
     print(f"speedup {result['speedup']:.2f}x; dialogues beyond the bound: {overlap['beyond_bound']:.0f}")
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
@@ -153,7 +168,7 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
         "dialogues_lost": {"sync": sync["dialogues_lost"], "overlap": overlap["dialogues_lost"]},
         "setup": {"model": args.model if args.model != "tiny" else f"tiny (hidden {args.hidden}, {args.layers} layers)",
                   "dialogues_per_step": args.dialogues, "group_size": 2, "turns": args.turns,
-                  "ppo_epochs": args.ppo_epochs,
+                  "ppo_epochs": args.ppo_epochs, "torch_threads": torch_threads(),
                   "new_tokens": args.new_tokens, "algorithm": "grpo", "seed": args.seed,
                   "simulator": "openai:scripted (testkit.scripted_server), preset rlver-hard",
                   "latency": f"lognormal, median {args.median:g} s, p99 {args.p99:g} s, per call",
