@@ -1,34 +1,32 @@
 """Overlapped training against the alternating loop: the same run at max_staleness 0 and 1.
 
     flock /tmp/rlver-heavy.lock .venv/bin/python benchmarks/offpolicy_throughput.py [--json] \
-        [--steps 6 --dialogues 8 --turns 3 --median 1 --p99 8 --model tiny]
+        [--steps 6 --dialogues 8 --turns 3 --median 1 --p99 8 --model tiny --hidden 64 --layers 2 \
+         --ppo-epochs 1 --threads 0 --partial-rollouts on]
 
 The simulated user is the OpenAI-backed Sentient Agent talking to the scripted OpenAI-compatible server
 (testkit.scripted_server, in its own process, as a remote API) whose every call waits a lognormal latency
-(median --median s, p99 --p99 s); each user turn is two calls. The policy is the tiny random model
-(testkit/tiny_model.py) or any model folder / "default" (SmolLM2) with --model. Both runs use the same
-config and seed and a fresh server with the same latency seed; only max_staleness differs. A one-step
-warm-up against the offline simulator runs first, so neither run pays torch's first-call costs.
+(median --median s, p99 --p99 s); each user turn is two calls. The policy is the testkit's random Qwen2 model
+(--hidden/--layers: wider or deeper makes the update take real time while sampling stays cheap) or any
+model folder / "default" (SmolLM2) with --model. Both runs use the same config, seed and torch threads and
+a fresh server with the same latency seed; only max_staleness differs. A one-step warm-up against the
+offline simulator runs first, so neither run pays torch's first-call costs.
 
 Reported (one JSON object with --json): steps; sync_s and overlap_s, the wall time of the training steps
 (model loading excluded); speedup = sync_s / overlap_s; max_staleness_seen, the largest lag (learner
 version - version of a trained dialogue's oldest reply) over every step of the overlapped run;
 dialogues_beyond_bound (must be 0); learner_idle_share_sync / _overlap = 1 - (time in updates / wall time);
-and what produced them (config, latency model, model, code version).
-The learner's idle share can only halve when an update takes about as long as a step's rollout: with the
-tiny policy an update takes a fraction of a second against seconds of simulator latency, so the learner
-idles most of the time in both runs (the overlap removes the wait on the slowest dialogue, not the
-simulator's latency itself); --model default gives SmolLM2, whose updates take seconds on CPU.
+update_s_mean; and what produced them (config, latency model, model, threads, code version).
 
-Measured 2026-11-24 on the shared 2-core CPU machine (defaults: 6 steps x 8 dialogues x 3 turns, GRPO groups
-of 2, 16 new tokens a turn, lognormal median 1 s / p99 8 s per call):
-- tiny policy (`--json`): sync 101.2 s, overlap 53.7 s, speedup 1.88, max_staleness_seen 1, 0 dialogues
-  beyond the bound; learner idle share 0.994 -> 0.984 (an update takes ~0.1 s against ~17 s of rollout, so
-  the learner idles either way; the overlap halves the wall time, not the idle share).
-- SmolLM2 (`--json --model default`): sync 277.0 s, overlap 260.3 s, speedup 1.06; idle share 0.67 -> 0.33
-  (halved) but the mean update went 15.2 s -> 29.0 s: the next step's policy sampling runs on the same two
-  cores as the update, so on this machine the overlap trades learner idle time for a slower learner. The
-  speedup needs sampling and learning on separate compute (a GPU, or vLLM on its own device).
+The idle share can only halve when an update takes at least half as long as a step's rollout (the model is
+in docs/training-overlap.md, "How to read it"). Measured 2026-11-25 on the idle 2-core machine (the full
+table is in that file):
+- defaults (tiny policy, update 0.05 s): speedup 1.84, max_staleness_seen 1, 0 beyond the bound, idle share
+  0.997 -> 0.989;
+- `--hidden 1024 --layers 8 --ppo-epochs 2 --threads 1` (update ~23 s, as long as a rollout; sampling and
+  update on a core each, as separate devices): speedup 1.61, idle share 0.496 -> 0.168;
+- the same with two threads: 1.42, idle 0.608 -> 0.188 (the update and the next step's sampling share the
+  cores: the mean update goes 12.4 -> 18.1 s).
 """
 from __future__ import annotations
 
