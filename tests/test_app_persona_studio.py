@@ -40,8 +40,12 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
         page.locator("#gen-base-url textarea").fill(server.base_url)
         page.locator("#gen-model textarea").fill("scripted")
         page.click("#gen-start")
-        expect(page.locator("#gen-progress-text")).to_contain_text("24 of 24 (finished): 24 pending",
-                                                                   timeout=WAIT_MS)
+        try:
+            expect(page.locator("#gen-progress-text")).to_contain_text("24 of 24 (finished): 24 pending",
+                                                                       timeout=WAIT_MS)
+        except AssertionError:  # say what the generation's job was doing (status, error, log) when it did not end
+            detail = [jobs.job_detail(store, j["id"], log_lines=60) for j in jobs.list_jobs(store, kind="personas")]
+            raise AssertionError(f"the generation did not finish; its job: {detail}") from None
         page.click("#gen-accept-all")
         expect(page.locator("#gen-status")).to_contain_text("Accepted 24 persona(s).")
     page.locator("#gen-set-name textarea").fill(SET)
