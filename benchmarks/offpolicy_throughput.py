@@ -24,7 +24,8 @@ table is in that file):
 - defaults (tiny policy, update 0.05 s): speedup 1.84, max_staleness_seen 1, 0 beyond the bound, idle share
   0.997 -> 0.989;
 - `--hidden 1024 --layers 8 --ppo-epochs 2 --threads 1` (update ~23 s, as long as a rollout; sampling and
-  update on a core each, as separate devices): speedup 1.61, idle share 0.496 -> 0.168;
+  update on a core each, as separate devices): speedup 1.61, idle share 0.496 -> 0.168 (a second run:
+  1.70, 0.490 -> 0.176);
 - the same with two threads: 1.42, idle 0.608 -> 0.188 (the update and the next step's sampling share the
   cores: the mean update goes 12.4 -> 18.1 s).
 """
