@@ -52,7 +52,8 @@ def train_config(args: argparse.Namespace, model: str, max_staleness: int, base_
                        max_turns=args.turns, max_new_tokens=args.new_tokens, max_dialogue_tokens=2048,
                        actor_lr=1e-4, ppo_epochs=args.ppo_epochs, simulator="openai:scripted",
                        simulator_base_url=base_url, simulator_max_in_flight=64, simulator_max_retries=0,
-                       max_staleness=max_staleness, partial_rollouts=args.partial_rollouts == "on", seed=args.seed, save_every=0, store_dialogues=False, report_to=["none"],
+                       max_staleness=max_staleness, partial_rollouts=args.partial_rollouts == "on", seed=args.seed,
+                       save_every=0, store_dialogues=False, report_to=["none"],
                        output_dir=str(out / f"staleness-{max_staleness}"))
 
 
@@ -141,14 +142,10 @@ def main() -> None:
     print(f"speedup {result['speedup']:.2f}x; dialogues beyond the bound: {overlap['beyond_bound']:.0f}")
 
 
-def torch_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
-
-
 def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
     """(the JSON result, the on-policy run, the overlapped run)."""
+    import torch
+
     from storage import code_version
     from testkit.tiny_model import build_tiny_model
 
@@ -165,9 +162,9 @@ def measure(args: argparse.Namespace) -> tuple[dict, dict, dict]:
         "learner_idle_share_overlap": round(overlap["learner_idle_share"], 4),
         "update_s_mean": {"sync": round(sync["update_s_mean"], 3), "overlap": round(overlap["update_s_mean"], 3)},
         "dialogues_lost": {"sync": sync["dialogues_lost"], "overlap": overlap["dialogues_lost"]},
-        "setup": {"model": args.model if args.model != "tiny" else f"tiny (hidden {args.hidden}, {args.layers} layers)",
+        "setup": {"model": f"tiny (hidden {args.hidden}, {args.layers} layers)" if args.model == "tiny" else args.model,
                   "dialogues_per_step": args.dialogues, "group_size": 2, "turns": args.turns,
-                  "ppo_epochs": args.ppo_epochs, "torch_threads": torch_threads(),
+                  "ppo_epochs": args.ppo_epochs, "torch_threads": torch.get_num_threads(),
                   "new_tokens": args.new_tokens, "algorithm": "grpo", "seed": args.seed,
                   "simulator": "openai:scripted (testkit.scripted_server), preset rlver-hard",
                   "latency": f"lognormal, median {args.median:g} s, p99 {args.p99:g} s, per call",

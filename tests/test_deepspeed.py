@@ -51,7 +51,11 @@ def worker(model: str, out: str, zero: str) -> None:
     history = [learner.update(batch, seed=step) for step in range(STEPS)]
     result = {"world_size": size, "zero": zero, "history": history}
     if zero == "zero3":  # every rank takes part in each gather; the stream gathers one layer bucket at a time
-        full = {k: v.clone() for k, v in learner.policy_state_dict().items()}
+        import deepspeed
+
+        module = learner.policy.module
+        with deepspeed.zero.GatheredParameters(list(module.parameters())):  # the whole model at once
+            full = {k: v.detach().clone() for k, v in module.state_dict().items()}
         streamed = [pair for bucket in learner.stream_policy_weights(bucket_bytes=1) for pair in bucket]
         result["stream_names_missing"] = sorted(set(full) - {n for n, _ in streamed} - {"lm_head.weight"})
         result["stream_max_diff"] = max((t - full[n]).abs().max().item() for n, t in streamed)
@@ -95,7 +99,7 @@ def test_zero2_two_ranks_match_one_rank(tiny_model_dir: Path, tmp_path: Path):
 
 def test_zero3_streams_the_weights_one_gathered_bucket_at_a_time(tiny_model_dir: Path, tmp_path: Path):
     """Two ZeRO-3 ranks: the bucketed stream (each layer gathered for its own bucket) gives the same tensors as
-    gathering the whole model (policy_state_dict). The tied lm_head is the embedding, sent once."""
+    gathering the whole model at once. The tied lm_head is the embedding, sent once."""
     three = _launch(tiny_model_dir, tmp_path / "three.json", 2, "zero3")
     assert three["world_size"] == 2 and three["stream_shapes_ok"]
     assert three["stream_names_missing"] == []

@@ -35,8 +35,8 @@ def test_layer_key_names_the_decoder_layer_or_the_module():
 
 def test_buckets_keep_each_layer_whole_and_respect_the_size():
     t = torch.zeros(10)  # 40 bytes
-    named = [("model.embed_tokens.weight", t)] + [(f"model.layers.{i}.{p}", t) for i in range(3)
-                                                  for p in ("a.weight", "b.weight", "c.weight")] + [("lm_head.weight", t)]
+    layers = [(f"model.layers.{i}.{p}", t) for i in range(3) for p in ("a.weight", "b.weight", "c.weight")]
+    named = [("model.embed_tokens.weight", t), *layers, ("lm_head.weight", t)]
     buckets = list(bucketed(named, bucket_bytes=100))
     assert [[n for n, _ in b] for b in buckets][1] == [f"model.layers.0.{p}" for p in ("a.weight", "b.weight",
                                                                                          "c.weight")]
@@ -52,7 +52,7 @@ def test_buckets_keep_each_layer_whole_and_respect_the_size():
 @pytest.mark.parametrize("lora", [False, True])
 def test_the_stream_is_the_merged_state_dict(tiny_model_dir: Path, lora: bool):
     learner = _learner(tiny_model_dir, lora=lora, lora_r=4, lora_target_modules=["q_proj", "v_proj"])
-    expected = learner.policy_state_dict()
+    expected = {k: v.detach() for k, v in learner.merged_policy().state_dict().items()}
     streamed = [pair for bucket in learner.stream_policy_weights(bucket_bytes=1) for pair in bucket]
     assert [n for n, _ in streamed] == list(expected)
     for name, tensor in streamed:
@@ -60,7 +60,8 @@ def test_the_stream_is_the_merged_state_dict(tiny_model_dir: Path, lora: bool):
     if lora:  # the merge is real: the LoRA delta moved q_proj away from the base weight
         base = dict(learner.policy.module.named_parameters())
         q = "model.layers.0.self_attn.q_proj.weight"
-        assert not torch.equal(dict(streamed)[q], base["base_model.model." + q.replace(".weight", ".base_layer.weight")])
+        base_q = base["base_model.model." + q.replace(".weight", ".base_layer.weight")]
+        assert not torch.equal(dict(streamed)[q], base_q)
 
 
 def test_an_hf_engine_fed_by_the_stream_samples_as_one_fed_the_state_dict(tiny_model_dir: Path):
@@ -69,7 +70,7 @@ def test_an_hf_engine_fed_by_the_stream_samples_as_one_fed_the_state_dict(tiny_m
 
     learner = _learner(tiny_model_dir)
     by_dict, by_stream = HFEngine(tiny_model_dir, device="cpu"), HFEngine(tiny_model_dir, device="cpu")
-    by_dict.load_weights(learner.policy_state_dict())
+    by_dict.load_weights(learner.merged_policy().state_dict())
     by_stream.load_weights(learner.stream_policy_weights(bucket_bytes=1))
     for name, tensor in by_dict.model.state_dict().items():
         assert torch.equal(tensor, by_stream.model.state_dict()[name]), name

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -336,18 +336,9 @@ class Learner:
             return copy.deepcopy(model).merge_and_unload()
         return model
 
-    def policy_state_dict(self) -> dict[str, Tensor]:
-        """Full current policy weights (LoRA merged; ZeRO-3 partitions gathered), e.g. for a vLLM engine."""
-        if self.config.zero_stage == 3:
-            import deepspeed
-
-            with deepspeed.zero.GatheredParameters(list(self.policy.module.parameters())):
-                return {k: v.detach().clone() for k, v in self.policy.module.state_dict().items()}
-        return {k: v.detach() for k, v in self.merged_policy().state_dict().items()}
-
     def stream_policy_weights(self, bucket_bytes: int) -> Iterator[list[tuple[str, Tensor]]]:
-        """The same weights as policy_state_dict(), in buckets of whole layers, without a merged or gathered
-        copy of the model (trainer.policies.weight_stream)."""
+        """The full current policy weights (LoRA merged, ZeRO-3 partitions gathered), e.g. for a vLLM engine,
+        in buckets of whole layers, without a merged or gathered copy of the model (trainer.policies.weight_stream)."""
         from trainer.policies.weight_stream import stream_weights
 
         return stream_weights(self.policy.module, bucket_bytes, lora=bool(self.config.lora),
