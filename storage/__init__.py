@@ -1,5 +1,8 @@
-"""The store: SQLAlchemy models and engine/session setup. Nothing else in the project writes SQL."""
-from storage.db import Store, code_version, default_url, lab_home, make_engine, read_scope, session_scope, store_id
+"""The store: SQLAlchemy models, engine/session setup and schema migrations (Alembic). Nothing else in the
+project writes SQL."""
+from storage.db import (Store, code_version, default_url, lab_home, make_engine, masked, read_scope, session_scope,
+                        store_id)
+from storage.migrate import StoreError
 from storage.models import (
                             Base,
                             Checkpoint,
@@ -20,5 +23,5 @@ from storage.models import (
 
 __all__ = ["Base", "Checkpoint", "Comparison", "ComparisonPair", "Dialogue", "EvalRun", "Experiment",
            "ExperimentCell", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate", "PersonaGeneration",
-           "Store", "Turn", "code_version", "default_url", "lab_home", "make_engine", "read_scope", "session_scope",
+           "Store", "StoreError", "Turn", "code_version", "default_url", "lab_home", "make_engine", "masked", "read_scope", "session_scope",
            "store_id"]

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Markers applied at collection (pytest.ini lists them), so `make test-fast` can leave out whole kinds:
 # browser (a real Chromium), data (the shared RLVER/SAGE files), process (other OS processes: jobs, CLIs,
-# servers, ranks), model (the packaged SmolLM2 or MiniLM, which the offline scorer loads), slow (by hand).
+# servers, ranks), model (the packaged SmolLM2 or MiniLM, which the offline scorer loads), postgres (the
+# session's PostgreSQL server), slow (by hand).
 # A test is read with its fixtures and the module-level helpers it calls.
 AUTO_MARKS = {
     "browser": {"fixtures": ("browser_page", "lab_server"), "source": ()},
@@ -23,6 +24,7 @@ AUTO_MARKS = {
     "process": {"fixtures": (), "source": ("subprocess", "Popen", "sys.executable", ".launch(", "launch_job(",
                                             "start_benchmark_job", "start_training_job", "run_experiment", "_cli(",
                                             "killpg", "mp.spawn", "deepspeed")},
+    "postgres": {"fixtures": ("postgres_server", "postgres_url"), "source": ()},
     "model": {"fixtures": (), "source": ('"default"', "'default'", "SmolLM2", "smollm2", "model_files",
                                           "embedding", "offline_v3", "coherence", "OfflineBackend(", "run_probes")},
 }
@@ -86,6 +88,38 @@ def shared_reference() -> Path:
 def db_url(tmp_path: Path) -> str:
     """A fresh real SQLite file per test."""
     return f"sqlite:///{tmp_path / 'lab.db'}"
+
+
+# --- PostgreSQL: one real server per test session (testkit.postgres), a fresh database per test ----------------
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server in a temporary folder on a free 127.0.0.1 port; skipped (with the reason) only
+    when the server binaries or the driver are missing (`make test` installs both)."""
+    from testkit.postgres import PostgresServer, missing_reason, server_bindir
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    server = PostgresServer(server_bindir()).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL (password included) of a new, empty database on the session's server."""
+    return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL on each backend: a SQLite file, and a new database on the session's PostgreSQL.
+    A module runs its store tests on both with `db_url = any_db_url`-style override of `db_url`."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'lab.db'}"
+    return request.getfixturevalue("postgres_url")
 
 
 @pytest.fixture
