@@ -130,14 +130,15 @@ def make_engine(url: Optional[str] = None, create: bool = True) -> Engine:
     elif engine.dialect.name == "postgresql":
         event.listen(engine, "begin", _postgres_begin)
     if create:
-        _check_reachable(engine, url)
+        check_reachable(engine, url)
         done = upgrade_store(engine, masked(url))
         if done is not None and not done.created:
             print(done.describe(masked(url)), file=sys.stderr, flush=True)
     return engine
 
 
-def _check_reachable(engine: Engine, url: str) -> None:
+def check_reachable(engine: Engine, url: str) -> None:
+    """Connect once; StoreError (one line, the URL without its password) when the store cannot be reached."""
     try:
         with engine.connect().execution_options(store_write_lock=False) as conn:
             conn.exec_driver_sql("SELECT 1")
