@@ -85,8 +85,11 @@ def shared_reference() -> Path:
 
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A fresh real SQLite file per test."""
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh real SQLite file per test. A test decorated `@pytest.mark.parametrize("db_url", BACKENDS,
+    indirect=True)` (helpers.BACKENDS) runs on a new database of the session's PostgreSQL too."""
+    if getattr(request, "param", "sqlite") == "postgres":
+        return request.getfixturevalue("postgres_url")
     return f"sqlite:///{tmp_path / 'lab.db'}"
 
 
@@ -115,8 +118,8 @@ def postgres_url(postgres_server) -> str:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store URL on each backend: a SQLite file, and a new database on the session's PostgreSQL.
-    A module runs its store tests on both with `db_url = any_db_url`-style override of `db_url`."""
+    """A fresh store URL on each backend, for a module whose store tests all run on both (it overrides
+    `db_url` with this); a single test takes helpers.BACKENDS instead."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'lab.db'}"
     return request.getfixturevalue("postgres_url")

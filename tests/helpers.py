@@ -4,6 +4,12 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+import pytest
+
+# `@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)`: the test (and the `engine` fixture) on a SQLite
+# file, then on a new database of the session's PostgreSQL server (tests/conftest.py)
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
 
 def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
     """Poll `cond` until it returns something truthy (returned) or fail after `timeout` seconds."""

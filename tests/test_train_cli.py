@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import tiny_train_config, wait_for
+import pytest
+from helpers import BACKENDS, tiny_train_config, wait_for
 from sqlalchemy import select
 
 from storage import Checkpoint, Dialogue, Job, Metric, make_engine, read_scope
@@ -39,6 +40,7 @@ def _metric_steps(engine, job_id: int, name: str) -> list[int]:
         return sorted(m.step for m in s.scalars(select(Metric).where(Metric.job_id == job_id, Metric.name == name)))
 
 
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     config = tiny_train_config(tmp_path, tiny_model_dir)
     proc = _cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
