@@ -12,8 +12,17 @@ import sys
 from typing import Optional, Sequence
 
 from storage.db import check_reachable, default_url, make_engine, masked
-from storage.migrate import (MIGRATIONS, StoreError, alembic_config, current_revision, head_revision, is_legacy,
-                             owner_decisions, pending, upgrade_store)
+from storage.migrate import (
+    MIGRATIONS,
+    StoreError,
+    alembic_config,
+    current_revision,
+    head_revision,
+    is_legacy,
+    owner_decisions,
+    pending,
+    upgrade_store,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,8 +3,10 @@ code of the last version without migrations (main at d29f43a): a store made by i
 in every table, dumped as SQL.
 
     git worktree add /tmp/before d29f43a
-    PYTHONPATH=/tmp/before python tests/data/make_store_fixture.py sqlite:////tmp/s.db tests/data/store_before_migrations.sqlite.sql
-    PYTHONPATH=/tmp/before python tests/data/make_store_fixture.py postgresql+psycopg://... /tmp/pg-rows  # then pg_dump
+    PYTHONPATH=/tmp/before python tests/data/make_store_fixture.py sqlite:////tmp/s.db \
+        tests/data/store_before_migrations.sqlite.sql
+    PYTHONPATH=/tmp/before python tests/data/make_store_fixture.py postgresql+psycopg://.../DB /dev/null
+    pg_dump --inserts --no-owner --no-privileges DB > tests/data/store_before_migrations.postgres.sql
 """
 from __future__ import annotations
 
@@ -12,9 +14,25 @@ import sqlite3
 import sys
 from datetime import datetime
 
-from storage import (Checkpoint, Comparison, ComparisonPair, Dialogue, EvalRun, Experiment, ExperimentCell, Job,
-                     JudgeScore, Metric, Persona, PersonaCandidate, PersonaGeneration, Turn, make_engine,
-                     session_scope, store_id)
+from storage import (
+    Checkpoint,
+    Comparison,
+    ComparisonPair,
+    Dialogue,
+    EvalRun,
+    Experiment,
+    ExperimentCell,
+    Job,
+    JudgeScore,
+    Metric,
+    Persona,
+    PersonaCandidate,
+    PersonaGeneration,
+    Turn,
+    make_engine,
+    session_scope,
+    store_id,
+)
 from storage.models import PersonaSet, PersonaSetMember
 
 WHEN = datetime(2026, 11, 25, 12, 0, 0)
@@ -55,7 +73,8 @@ def fill(url: str) -> None:
         s.add(JudgeScore(dialogue_id=dialogues[0].id, eval_run_id=run.id, judge_hash="j" * 16, scores={"empathy": 4},
                          reasons={"empathy": "named the feeling"}, mean=4.0, attempts=1, created_at=WHEN))
         pset = PersonaSet(name="pair", content_hash="c" * 16, source_kind="manual", created_at=WHEN)
-        pset.members = [PersonaSetMember(position=0, persona_id="maya"), PersonaSetMember(position=1, persona_id="tom-ü")]
+        pset.members = [PersonaSetMember(position=0, persona_id="maya"),
+                        PersonaSetMember(position=1, persona_id="tom-ü")]
         s.add(pset)
         gen = PersonaGeneration(endpoint="127.0.0.1:8000", model="m", status="finished", n_planned=1, n_done=1,
                                 created_at=WHEN, finished_at=WHEN)
@@ -67,7 +86,8 @@ def fill(url: str) -> None:
         xp.cells = [ExperimentCell(index=0, params={"lr": 1e-5}, status="succeeded", train_job_id=job.id,
                                    eval_run_id=run.id)]
         s.add(xp)
-        cmp_ = Comparison(name="a vs b", a_ref="default", b_ref="/runs/1/step-2", eval_runs={"a": [run.id], "b": [run.id]},
+        cmp_ = Comparison(name="a vs b", a_ref="default", b_ref="/runs/1/step-2",
+                          eval_runs={"a": [run.id], "b": [run.id]},
                           status="succeeded", created_at=WHEN)
         s.add(cmp_)
         s.flush()
