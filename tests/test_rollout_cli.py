@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-from helpers import BACKENDS
 
 from simulator.personas.profile import Profile
 from storage.dialogues import load_dialogue
@@ -92,7 +91,6 @@ def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, d
     assert "all 2 dialogue(s) failed" in proc.stderr
 
 
-@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
     """A store no command has opened yet: the built-in personas are seeded first, as the app does, so a
     built-in id works and the dialogue's persona is in the store."""
