@@ -5,10 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-import storage
+import storage  # noqa: F401  every ORM module imported: Base.metadata is the whole store
 from storage.models import Base
-
-assert storage  # every ORM module imported: Base.metadata is the whole store
 
 
 def _run(connection) -> None:
