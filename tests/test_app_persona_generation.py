@@ -3,6 +3,8 @@ against the scripted server: generate 6 personas, watch the progress complete, a
 them in the persona list."""
 from __future__ import annotations
 
+import pytest
+
 from app.services import persona_generation_form as pgf
 from simulator.personas import generation_store as gs
 from simulator.personas import store as ps
@@ -55,6 +57,7 @@ def test_a_generations_accepted_personas_become_a_named_set(engine):
     assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** name: a set named")
 
 
+@pytest.mark.process
 def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, grid_rows, screenshot):
     from playwright.sync_api import expect
 

@@ -113,6 +113,7 @@ def test_chinese_persona_on_offline_backend(monkeypatch, capsys, db_url):
     assert code == 2 and "English profiles only" in err
 
 
+@pytest.mark.process
 def test_real_command_line(tmp_path, server):
     """`python -m simulator chat` as a person runs it, through the simulator's command-line entry."""
     db = f"sqlite:///{tmp_path / 'cli.db'}"

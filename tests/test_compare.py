@@ -85,6 +85,7 @@ def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
     assert (stored["summary"]["wins"], stored["summary"]["ties"], stored["summary"]["losses"]) == (0, 6, 0)
 
 
+@pytest.mark.process
 def test_compare_cli_json(tiny_model_dir, tmp_path):
     other = tmp_path / "other"
     from testkit.tiny_model import build_tiny_model
@@ -118,6 +119,7 @@ def _trained_checkpoint(tiny_model_dir, tmp_path) -> str:
     return json.loads(r.stdout.strip().splitlines()[-1])["checkpoint"]
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid_rows, tiny_model_dir, tmp_path):
     """The untrained tiny policy against its checkpoint after one step: the view lists the pairs, and a pair
@@ -172,6 +174,7 @@ def test_outside_specs_are_checked_without_importing():
     assert "unknown reward" in TrainConfig(reward="emotion").errors()["reward"]
 
 
+@pytest.mark.process
 def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     """The docs example end to end: its rule-based user and its reward train the tiny policy, and every
     dialogue carries the outside code's name and file hash in its simulator fingerprint."""

@@ -138,7 +138,6 @@ def test_readme_sections_named_in_docs_and_code_exist():
 
 
 def test_module_and_function_names_in_docs_and_code_exist():
-    here = Path(__file__)
     product = [s for s in SOURCES if s.suffix in (".py", ".md") and s.parts[len(ROOT.parts)] != "tests"]
     bad = [b for p in DOCS + product for b in broken_dotted_names(p)]
     assert bad == [], "\n".join(bad)

@@ -149,6 +149,7 @@ def test_context_marks_cancelled(engine):
     assert status(engine, job_id) == "cancelled"
 
 
+@pytest.mark.process
 def test_finished_job_cannot_run_again_and_only_ended_jobs_resume(engine, db_url):
     job_id = jobs.create_job(engine, "train", {})
     with JobContext(engine, job_id, install_signals=False):
@@ -172,6 +173,7 @@ def test_log_tail_reads_last_lines(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- real processes
+@pytest.mark.process
 def test_job_process_heartbeats_and_writes_metrics(engine, worker):
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 4)
@@ -182,6 +184,7 @@ def test_job_process_heartbeats_and_writes_metrics(engine, worker):
     assert d["started_at"] <= d["finished_at"]
 
 
+@pytest.mark.process
 def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(engine, worker):
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 10_000)
@@ -210,6 +213,7 @@ def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(engine
     assert status(engine, job_id) == "succeeded"
 
 
+@pytest.mark.process
 def test_late_heartbeat_of_a_live_owner_shows_stalled_and_nothing_is_written(engine, worker):
     """Changed semantics: a late heartbeat used to be written as "interrupted" by any reader while the
     process lived; now "stalled" is derived when read and neither a reader nor the reaper writes."""
@@ -230,6 +234,7 @@ def test_late_heartbeat_of_a_live_owner_shows_stalled_and_nothing_is_written(eng
     assert jobs.job_detail(engine, job_id)["status"] == "dead"
 
 
+@pytest.mark.process
 def test_cancel_signals_the_process_group_and_job_ends_cancelled(engine, worker):
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 10_000)
@@ -253,6 +258,7 @@ def queue_behind_a_running_job(engine, worker):
     return first, second, p1, p2
 
 
+@pytest.mark.process
 def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     first, second, p1, p2 = queue_behind_a_running_job(engine, worker)
     time.sleep(2.0)  # several queue polls
@@ -266,6 +272,7 @@ def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     assert "queued behind job(s) 1" in p2.stdout.read()
 
 
+@pytest.mark.process
 def test_an_api_bound_job_never_waits_behind_a_training_job(engine, worker):
     """Only QUEUED_KINDS (the accelerator's) wait their turn: a persona generation starts at once."""
     assert "personas" in jobs.JOB_KINDS and "personas" not in jobs.QUEUED_KINDS
@@ -281,6 +288,7 @@ def test_an_api_bound_job_never_waits_behind_a_training_job(engine, worker):
     assert p1.wait(timeout=180) == 0
 
 
+@pytest.mark.process
 def test_dead_running_job_does_not_block_the_queue(engine, worker):
     first = jobs.create_job(engine, "train", {})
     second = jobs.create_job(engine, "train", {})
@@ -293,6 +301,7 @@ def test_dead_running_job_does_not_block_the_queue(engine, worker):
     assert status(engine, first) == "interrupted" and status(engine, second) == "succeeded"
 
 
+@pytest.mark.process
 def test_cancel_while_queued(engine, worker):
     """Changed semantics: Cancel of a job waiting in the queue signals its process, which marks itself
     cancelled (its owner is the only writer of its status); Cancel no longer writes it from outside."""
@@ -305,6 +314,7 @@ def test_cancel_while_queued(engine, worker):
     assert status(engine, first) == "cancelled"
 
 
+@pytest.mark.process
 def test_launched_job_still_starting_up_is_not_stale(engine):
     """A job process that has not sent its first heartbeat yet (imports on a busy machine) stays queued
     while it lives; once its process is gone it is interrupted."""
@@ -351,6 +361,7 @@ def stall(engine, worker, steps: int, stop_at: int = 2):
     return job_id, p
 
 
+@pytest.mark.process
 def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
     job_id, old = stall(engine, worker, steps=6)
     with pytest.raises(JobError, match=f"still owned by live process {old.pid}"):
@@ -369,6 +380,7 @@ def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
     assert metric_values(engine, job_id, "writer") == {step: float(old.pid) for step in range(1, 7)}
 
 
+@pytest.mark.process
 def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, worker):
     job_id, old = stall(engine, worker, steps=5)
     jobs.reopen(engine, job_id, stop_owner=True)
@@ -381,6 +393,7 @@ def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, w
     assert status(engine, job_id) == "succeeded"
 
 
+@pytest.mark.process
 def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
     """Second line of defence, for a lock that does not hold (e.g. the job folder seen from two hosts):
     the woken process checks the job row before writing and stops."""
@@ -402,6 +415,7 @@ def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
     assert jobs.job_detail(engine, job_id)["pid"] == new.pid
 
 
+@pytest.mark.process
 def test_kill_9_shows_dead_from_the_cli_alone(engine, worker, db_url):
     """Changed semantics: listing writes nothing; the CLI shows the killed job "dead" (derived), with the
     reason, and the store still says running until a reaper (app startup, a queued job, resume) writes
