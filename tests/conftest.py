@@ -34,8 +34,8 @@ def _packaged_models_need_the_model_mark(request: pytest.FixtureRequest, monkeyp
     process; a job or command the test starts is not watched), whatever earlier tests cached."""
     if request.node.get_closest_marker("model"):
         return
-    from simulator.llm import models
-    from simulator.user.backends import coherence, embedding
+    from simulator.llm import embedding, models
+    from simulator.user.backends import coherence
 
     def refuse(*args, **kwargs):
         raise RuntimeError(f"{request.node.nodeid} loads a packaged model (SmolLM2 or MiniLM) but is not marked "

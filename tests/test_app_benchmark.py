@@ -6,7 +6,7 @@ from helpers import off_loop, wait_for
 
 from app.views import benchmark as bv
 from simulator.evaluation.published import PUBLISHED
-from simulator.user.fingerprint import fingerprint_hash
+from simulator.llm.hashing import fingerprint_hash
 from storage import EvalRun, session_scope
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
 from trainer.evaluation import eval_runs

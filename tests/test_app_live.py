@@ -25,6 +25,7 @@ def seeded(engine):
     return engine, [p.id for p in ps.list_profiles(engine)][:1]
 
 
+@pytest.mark.model
 def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
     engine, personas = seeded
     assert live.stop_rollout("s1") == "Nothing is running."

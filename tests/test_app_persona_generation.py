@@ -26,6 +26,7 @@ def test_the_form_becomes_a_spec_and_settings_or_names_each_bad_field():
     assert "Not started" in pgf.errors_markdown(errs) and "threshold" in pgf.errors_markdown(errs)
 
 
+@pytest.mark.model
 def test_progress_and_review_rows_of_a_stored_generation(engine):
     ps.seed_builtin(engine)
     spec, settings, _ = pgf.read_form({**FORM, "topics": "gen-mode:invalid debt"})
@@ -41,6 +42,7 @@ def test_progress_and_review_rows_of_a_stored_generation(engine):
     assert "hidden\\_need: is required" in detail and detail.startswith(f"**Candidate {rows[0][0]}**")
 
 
+@pytest.mark.model
 def test_a_generations_accepted_personas_become_a_named_set(engine):
     from simulator.personas import sets as pss
 

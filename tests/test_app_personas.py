@@ -9,7 +9,6 @@ from playwright.sync_api import expect
 
 from simulator.personas import store as ps
 
-
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
 

@@ -147,6 +147,7 @@ def test_form_checks_a_stored_set_against_the_store_before_launch(engine):
     assert errors == {} and config.persona_set == "set:two"
 
 
+@pytest.mark.model
 def test_form_other_settings_box_errors():
     _, errors = ts.config_from_form(_form(), "entropy_coef: [1")
     assert "not valid YAML" in errors[ts.GENERAL]

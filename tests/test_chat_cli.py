@@ -42,6 +42,7 @@ def server(monkeypatch):
         yield s
 
 
+@pytest.mark.model
 def test_offline_chat_is_stored_with_inner_thoughts(monkeypatch, capsys, db_url):
     code, out, _ = chat(monkeypatch, capsys, db_url,
                         ["That sounds like a lot to carry, with your mom and Dan both needing you.", "", "/quit"],

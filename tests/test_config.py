@@ -169,6 +169,7 @@ def test_simulator_prompt_pack_and_sampling_are_run_settings():
     assert TrainConfig.from_dict(c.to_dict()).prompt_pack == "sage:/some/checkout"
 
 
+@pytest.mark.model
 def test_rollout_schedule_is_checked():
     from trainer.config import ConfigError, TrainConfig
 

@@ -22,6 +22,7 @@ from helpers import wait_for
 
 from storage import Job, lab_home, read_scope, session_scope, store_id
 from storage.models import utcnow
+from trainer.checkpoint_layout import STATE_FILE
 from trainer.jobs import queue as jobs
 from trainer.jobs.context import JobContext
 from trainer.jobs.queue import JobError
@@ -33,7 +34,7 @@ WORKER = textwrap.dedent("""
     from pathlib import Path
     from storage import make_engine
     from trainer.jobs.context import JobContext
-    from trainer.jobs.queue import STATE_FILE
+    from trainer.checkpoint_layout import STATE_FILE
     url, job_id, steps, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     engine = make_engine(url)
     with JobContext(engine, job_id, heartbeat_s=0.2, stale_after_s=5) as ctx:
@@ -114,7 +115,7 @@ def test_context_records_metrics_once_per_step_and_succeeds(engine, tmp_path):
     job_id = jobs.create_job(engine, "train", {})
     ckpt = tmp_path / "ckpt" / "2"
     ckpt.mkdir(parents=True)
-    (ckpt / jobs.STATE_FILE).write_text("")
+    (ckpt / STATE_FILE).write_text("")
     with JobContext(engine, job_id, install_signals=False) as ctx:
         assert status(engine, job_id) == "running"
         for step in (1, 2):
@@ -460,7 +461,7 @@ def test_resume_point_is_the_newest_complete_checkpoint_recorded_or_on_disk(engi
     root = Path(jobs.job_detail(engine, job_id)["output_dir"]) / "checkpoints"
     for step in (1, 3):  # 1 recorded and complete, 3 complete on disk but killed before its record
         (root / f"step-{step:06d}").mkdir(parents=True)
-        (root / f"step-{step:06d}" / jobs.STATE_FILE).write_text("")
+        (root / f"step-{step:06d}" / STATE_FILE).write_text("")
     (root / "step-000004").mkdir()  # no state file: incomplete
     with JobContext(engine, job_id, install_signals=False) as ctx:
         ctx.add_checkpoint(1, str(root / "step-000001"))

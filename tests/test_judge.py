@@ -14,8 +14,8 @@ from sqlalchemy import delete, select
 
 from simulator.evaluation.judge import (
     DIMENSIONS,
+    AnswerParseError,
     JudgeInput,
-    JudgeParseError,
     judge_messages,
     load_prompt,
     parse_judgement,
@@ -58,7 +58,7 @@ def test_parse_accepts_the_shapes_models_write():
     ("[1, 2, 3]", "a JSON list, not an object"),
 ])
 def test_parse_names_what_is_wrong(answer: str, problem: str):
-    with pytest.raises(JudgeParseError, match=problem):
+    with pytest.raises(AnswerParseError, match=problem):
         parse_judgement(answer)
 
 

@@ -64,6 +64,7 @@ V2_RECORDED = [
 ]
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("pid,reply,change,points", V2_RECORDED)
 def test_v2_is_unchanged(v2, pid, reply, change, points):
     profile = next(p for p in BUILTIN_PROFILES if p.id == pid)
@@ -91,6 +92,7 @@ def test_coherence_is_a_named_component_that_gates_the_positive_ones(v3):
     assert shuffled["change"] < 0
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("profile", HELDOUT, ids=lambda p: p.id)
 def test_v3_ranks_the_tailored_reply_above_shuffled_recited_and_wrong_persona(v3, profile):
     user = profile.first_line

@@ -39,6 +39,7 @@ def _first_step(cfg: TrainConfig) -> tuple[dict, dict]:
     return metrics, weights
 
 
+@pytest.mark.model
 def test_a_step_with_nothing_stale_is_bit_identical_to_the_on_policy_step(tiny_model_dir: Path, tmp_path: Path):
     """Step 1 of an overlapped run (max_staleness 1: snapshot engine, background rollouts, step 2 already in
     flight, the decoupled-loss code path) samples and updates exactly as the alternating loop does."""
@@ -134,6 +135,7 @@ def test_a_dialogue_beyond_the_bound_is_dropped_with_its_group_and_never_trained
     assert kept == [] and len(dropped) == 2
 
 
+@pytest.mark.model
 def test_overlapped_run_records_every_reply_version_and_stays_within_the_bound(tiny_model_dir: Path,
                                                                                tmp_path: Path, engine):
     from trainer.learning.rl_trainer import RLTrainer

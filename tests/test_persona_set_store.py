@@ -227,7 +227,7 @@ def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_m
 
 def test_a_benchmark_on_a_set_records_its_name_and_hash(engine, shared_data):
     """A replay of three published dialogues, their profiles named as a stored set."""
-    from simulator.evaluation.transcripts import profiles_from_transcripts
+    from simulator.personas.transcript_files import profiles_from_transcripts
     from storage import EvalRun
     from trainer.evaluation import benchmark as bm
 

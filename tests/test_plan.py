@@ -113,6 +113,7 @@ def test_probe_config_keeps_the_step_shape_and_shrinks_the_batch():
     assert __import__("trainer.plan_probe", fromlist=["probe_config"]).probe_config(one).dialogues_per_step == 2
 
 
+@pytest.mark.model
 def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
     path = tiny_train_config(tmp_path, tiny_model_dir, steps=50, dialogues_per_step=8, minibatch_size=4)
     plan = P.plan_config(TrainConfig.from_yaml(path), memory_gib=16)

@@ -274,6 +274,7 @@ def test_bad_config_and_profiles_are_named(policy):
         rollout.run([bad])
 
 
+@pytest.mark.model
 def test_real_offline_simulator(policy, engine):
     from simulator.user.spec import SimulatorSpec
 

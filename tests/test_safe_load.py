@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.jobs.queue import STATE_FILE
+from trainer.checkpoint_layout import STATE_FILE
 from trainer.learning.checkpoints import CheckpointError, load_checkpoint, rng_state, safe_load, set_rng_state
 
 

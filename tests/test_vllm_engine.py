@@ -15,7 +15,6 @@ import pytest
 
 from tests.conftest import REPO
 
-
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 _CHECKS = r'''

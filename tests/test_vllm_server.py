@@ -18,7 +18,6 @@ from simulator.personas.generation import GENERATED_FIELDS, spec_from_dict
 from simulator.personas.profile import Profile
 from storage import JudgeScore, read_scope
 
-
 # the server's start (minutes on a busy 2-core machine) counts toward the first test's time limit
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(3600)]
 SERVED = "smollm2"
