@@ -186,6 +186,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.process
 def test_storage_status_and_upgrade_commands(tmp_path: Path, request):
     url = f"sqlite:///{tmp_path / 'old.db'}"
     load_store_before_migrations(url, request)
@@ -198,6 +199,7 @@ def test_storage_status_and_upgrade_commands(tmp_path: Path, request):
     assert f"revision {head_revision()}" in again.stdout and "pending none" in again.stdout
 
 
+@pytest.mark.process
 @pytest.mark.postgres
 def test_unreachable_store_or_wrong_password_is_one_line_without_the_password(postgres_server, tmp_path: Path):
     wrong = postgres_server.url(password="not-the-password")
