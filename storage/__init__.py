@@ -1,8 +1,17 @@
 """The store: SQLAlchemy models, engine/session setup and schema migrations (Alembic, docs/store.md). Queries
 are built here and in the service modules that own a domain (docs/design.md, "Data flow"); no view imports
 sqlalchemy (tests/test_layout.py)."""
-from storage.db import (Store, code_version, default_url, lab_home, make_engine, masked, read_scope, session_scope,
-                        store_id)
+from storage.db import (
+                        Store,
+                        code_version,
+                        default_url,
+                        lab_home,
+                        make_engine,
+                        masked,
+                        read_scope,
+                        session_scope,
+                        store_id,
+)
 from storage.migrate import StoreError
 from storage.models import (
                         Base,
