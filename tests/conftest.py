@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 # (FIXTURE_MARKS). Nothing is guessed from source text. `model` is also enforced: a test without it that reaches
 # the packaged SmolLM2 or MiniLM fails with a message saying to mark it (_packaged_models_need_the_model_mark).
 FIXTURE_MARKS = {"lab_server": ("browser",), "browser_page": ("browser",), "shared_data": ("data",),
-                 "shared_reference": ("data",)}
+                 "shared_reference": ("data",), "postgres_server": ("postgres",), "postgres_url": ("postgres",)}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -69,9 +69,44 @@ def shared_reference() -> Path:
 
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A fresh real SQLite file per test."""
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh real SQLite file per test. A test decorated `@pytest.mark.parametrize("db_url", BACKENDS,
+    indirect=True)` (helpers.BACKENDS) runs on a new database of the session's PostgreSQL too."""
+    if getattr(request, "param", "sqlite") == "postgres":
+        return request.getfixturevalue("postgres_url")
     return f"sqlite:///{tmp_path / 'lab.db'}"
+
+
+# --- PostgreSQL: one real server per test session (testkit.postgres), a fresh database per test ----------------
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server in a temporary folder on a free 127.0.0.1 port; skipped (with the reason) only
+    when the server binaries or the driver are missing (`make test` installs both)."""
+    from testkit.postgres import PostgresServer, missing_reason, server_bindir
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    server = PostgresServer(server_bindir()).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL (password included) of a new, empty database on the session's server."""
+    return postgres_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL on each backend, for a module whose store tests all run on both (it overrides
+    `db_url` with this); a single test takes helpers.BACKENDS instead."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'lab.db'}"
+    return request.getfixturevalue("postgres_url")
 
 
 @pytest.fixture

@@ -8,9 +8,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
 from sqlalchemy import select
 
 from storage import Dialogue, EvalRun, Job, Metric, Turn, read_scope, session_scope
+
+# `@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)`: the test (and the `engine` fixture) on a SQLite
+# file, then on a new database of the session's PostgreSQL server (tests/conftest.py)
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import BACKENDS, wait_for
 
 from storage import Job, lab_home, read_scope, session_scope, store_id
 from storage.models import utcnow
@@ -260,6 +260,7 @@ def queue_behind_a_running_job(engine, worker):
 
 
 @pytest.mark.process
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     first, second, p1, p2 = queue_behind_a_running_job(engine, worker)
     time.sleep(2.0)  # several queue polls
@@ -271,6 +272,51 @@ def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     assert d1["status"] == "cancelled" and d2["status"] == "succeeded"
     assert d2["started_at"] >= d1["finished_at"]
     assert "queued behind job(s) 1" in p2.stdout.read()
+
+
+@pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
+def test_the_app_and_two_jobs_write_one_store_at_once(engine, worker, db_url, tmp_path):
+    """The app starting up (it seeds the built-in personas in one transaction) while a training job and a
+    persona generation write metrics, progress, checkpoints and heartbeats: every writer waits its turn,
+    nothing fails, nothing is lost or written twice."""
+    from conftest import free_port
+    from helpers import wait_for_http
+
+    from simulator.personas.builtin import BUILTIN_IDS
+    from storage import Persona
+
+    train, api = jobs.create_job(engine, "train", {}), jobs.create_job(engine, "personas", {})
+    procs = [worker(train, 10_000), worker(api, 10_000)]
+    wait_for(lambda: status(engine, train) == status(engine, api) == "running" and metric_steps(engine, api))
+    port, log = free_port(), tmp_path / "app.log"
+    with open(log, "w") as out:
+        app = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url], cwd=REPO,
+                               env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=out, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}", app, log)
+        steps_when_app_ready = [len(metric_steps(engine, j)) for j in (train, api)]
+        wait_for(lambda: all(len(metric_steps(engine, j)) >= n + 3 for j, n in zip((train, api),
+                                                                                   steps_when_app_ready)))
+        assert status(engine, train) == status(engine, api) == "running"  # they wrote on, through the app's start
+    finally:
+        os.killpg(app.pid, signal.SIGTERM)
+        app.wait(timeout=60)
+    for job_id in (train, api):
+        jobs.cancel(engine, job_id)
+    assert [p.wait(timeout=180) for p in procs] == [0, 0]
+    text = log.read_text()
+    assert f"store ready ({len(BUILTIN_IDS)} built-in personas added)" in text, text[-2000:]
+    with read_scope(engine) as s:
+        assert s.query(Persona).count() == len(BUILTIN_IDS)
+    for job_id, p in zip((train, api), procs):
+        detail = jobs.job_detail(engine, job_id)
+        steps = metric_steps(engine, job_id)
+        assert detail["status"] == "cancelled" and steps == list(range(1, len(steps) + 1))
+        assert [c["step"] for c in detail["checkpoints"]] == steps
+        assert "locked" not in p.stdout.read() and "locked" not in text
 
 
 @pytest.mark.process

@@ -229,8 +229,9 @@ def test_an_older_store_gains_the_policy_version_column_and_keeps_its_rows(tmp_p
     store = make_engine(url)
     dialogue_id = start_dialogue(store, source="train")
     add_turn(store, dialogue_id, 0, "user", "hello")
-    with store.begin() as conn:  # the store as the previous version made it
+    with store.begin() as conn:  # the store as a version before policy_version (and migrations) made it
         conn.execute(text('ALTER TABLE "turn" DROP COLUMN "policy_version"'))
+        conn.execute(text("DROP TABLE alembic_version"))
     store.dispose()
     upgraded = make_engine(url)
     with read_scope(upgraded) as s:

@@ -167,8 +167,9 @@ def test_coverage_counts_every_cell_and_names_the_empty_ones(store):
 
 def test_new_tables_are_added_to_an_existing_store_file(tmp_path):
     path = tmp_path / "old.db"
-    with sqlite3.connect(path) as con:  # a store from before persona sets
-        con.execute("CREATE TABLE persona (id VARCHAR(64) PRIMARY KEY)")
+    make_engine(f"sqlite:///{path}").dispose()
+    with sqlite3.connect(path) as con:  # a store from before persona sets (and migrations)
+        con.executescript("DROP TABLE persona_set_member; DROP TABLE persona_set; DROP TABLE alembic_version;")
     make_engine(f"sqlite:///{path}").dispose()
     with sqlite3.connect(path) as con:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import BACKENDS
 
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas.profile import Profile
@@ -106,6 +107,7 @@ def recompute(engine: HFEngine, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits[:-1], -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
 
 
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, engine):
     policy.batches.clear()
     factory = Factory({"ann": 1, "bob": 2, "cat": 3})

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import metric_steps, tiny_train_config, trainer_cli, wait_for, wait_for_step
+from helpers import BACKENDS, metric_steps, tiny_train_config, trainer_cli, wait_for, wait_for_step
 from sqlalchemy import select
 
 from storage import Checkpoint, Dialogue, Job, make_engine, read_scope
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.process
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     config = tiny_train_config(tmp_path, tiny_model_dir)
     proc = trainer_cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
