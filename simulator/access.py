@@ -160,3 +160,10 @@ def safe_name(name: Any, fallback: str = "unnamed") -> str:
     leading dot, at most MAX_NAME_CHARS; set, job and experiment names never become paths otherwise."""
     text = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name or "")).lstrip("._")[:MAX_NAME_CHARS]
     return text or fallback
+
+
+def export_path(*name_parts: Any, suffix: str = ".jsonl") -> Path:
+    """A new file for an export the web page offers for download: in a fresh private temporary folder,
+    named by `name_parts` made safe (safe_name), so no set name or format can point it elsewhere."""
+    folder = Path(tempfile.mkdtemp(prefix="rlver-export-"))
+    return folder / ("-".join(safe_name(p) for p in name_parts) + suffix)
