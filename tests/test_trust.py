@@ -19,8 +19,7 @@ from helpers import wait_for_http
 from app.services import training as training_service
 from app.trust import allowed_hosts
 from app.views import live_rollout as live
-from simulator.access import (ACCESS_ENV, OUTSIDE_CODE_REFUSED, UPLOAD_REFUSED, Access, current_access,
-                              export_path)
+from simulator.access import ACCESS_ENV, OUTSIDE_CODE_REFUSED, UPLOAD_REFUSED, Access, current_access, export_path
 from simulator.personas import sets as pss
 from simulator.personas import store as ps
 from simulator.personas.builtin import builtin_profiles
@@ -123,7 +122,7 @@ def test_a_python_spec_is_refused_in_every_view_that_takes_one(tmp_path, engine,
     # Live rollout: the simulator field
     outs = list(live.start_rollout(engine, "trust", ["en-03-aisha-bello"], "openai:never-called", "", simulator,
                                    "", "standard", "direct", 1, 2, 8, 1.0, 0))
-    assert OUTSIDE_CODE_REFUSED in outs[-1][0], outs[-1][0]
+    assert OUTSIDE_CODE_REFUSED in outs[-1][0].replace("\\", ""), outs[-1][0]  # shown as markdown
     # Benchmark: the simulator field; nothing recorded, nothing launched
     with pytest.raises(ValueError, match="not run for a web page"):
         bm.start_benchmark_job(engine, db_url, {"policy": "openai:never-called", "simulator": simulator,
@@ -215,7 +214,7 @@ def test_paths_outside_the_lab_get_one_message_whether_they_exist_or_not(tmp_pat
 def test_a_traversing_set_name_never_becomes_a_path(engine, tmp_path):
     name = "../../../tmp/trust-x"
     ps.seed_builtin(engine)
-    pss.create_set(engine, name, builtin_profiles("heldout")[:2], "filters")
+    pss.create_set(engine, name, builtin_profiles("heldout")[:2], "filter")
     out = export_path(name, "lab")  # what the Sets panel's Export writes to
     assert out.name == "tmp_trust-x-lab.jsonl"
     assert pss.export_set(engine, name, out, "lab") == 2

@@ -94,6 +94,14 @@ class PolicySpec:
             return getattr(exc, "message", str(exc))
         return ""
 
+    def model_spec(self) -> str:
+        """The spec with a checkpoint folder standing for its policy/ (checkpoint_model), checked again: a
+        policy/ that links out of the caller's folders is refused too."""
+        spec = checkpoint_model(self.spec.strip())
+        if problem := PolicySpec(spec, access=self.access).error():
+            raise ValueError(problem)
+        return spec
+
     def local_model(self) -> Path:
         """The Hugging Face folder of a local spec (default, a model or checkpoint folder): what training
         loads. ValueError / OSError when it is none."""
@@ -101,7 +109,7 @@ class PolicySpec:
             raise ValueError(problem)
         if self.kind not in ("default", "folder"):
             raise ValueError(f"{self.spec!r} is not a local model; a model must be 'default' or a model folder")
-        return resolve_policy(checkpoint_model(self.spec.strip()))
+        return resolve_policy(read_spec(self.model_spec())[1])
 
     def build(self, **engine_kw: Any) -> PolicyEngine:
         """The engine; `engine_kw` go to its constructor (device, model, ...). ValueError / OSError when the
@@ -109,7 +117,7 @@ class PolicySpec:
         if problem := self.error():
             raise ValueError(problem)
         kw = dict(engine_kw)
-        kind, target = read_spec(checkpoint_model(self.spec))
+        kind, target = read_spec(self.model_spec())
         if kind == "openai":
             from trainer.policies.openai_engine import OpenAIEngine
 
