@@ -86,6 +86,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     install(Access.web(logged_in=args.auth is not None, allow_outside_code=args.allow_outside_code,
                        allowed_paths=tuple(args.allow_path)))
 
+    if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+        print(f"RLVER Lab: serving on {args.host} but answering only loopback host names: give --allowed-host "
+              "NAME for each name or address your team uses (docs/security.md)", flush=True)
+    if args.allow_outside_code:
+        print("RLVER Lab: --allow-outside-code: every web caller may run python: specs on this machine", flush=True)
     store = make_engine(args.db)
     done = startup(store)
     print(f"RLVER Lab: store ready ({done.get('seeded', 0)} built-in personas added), "

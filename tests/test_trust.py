@@ -17,7 +17,7 @@ import pytest
 from helpers import wait_for_http
 
 from app.services import training as training_service
-from app.trust import allowed_hosts
+from app.trust import REFUSED, allowed_hosts
 from app.views import live_rollout as live
 from simulator.access import ACCESS_ENV, OUTSIDE_CODE_REFUSED, UPLOAD_REFUSED, Access, current_access, export_path
 from simulator.personas import sets as pss
@@ -84,7 +84,7 @@ def test_rebinding_and_cross_site_requests_get_403_and_uploads_are_never_code(tm
                 r = c.request(method, path, headers={**rebinding, "Access-Control-Request-Method": "POST"})
                 assert r.status_code == 403, (method, path, r.status_code)
                 assert "access-control-allow-origin" not in r.headers
-                assert "RLVER Lab ·" not in r.text
+                assert r.text == REFUSED.decode()
             cross_site = c.get("/", headers={"Origin": "http://attacker.example"})
             assert cross_site.status_code == 403 and "access-control-allow-origin" not in cross_site.headers
             assert c.get("/", headers={"Origin": "null"}).status_code == 403
