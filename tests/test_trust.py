@@ -17,7 +17,7 @@ import pytest
 from helpers import wait_for_http
 
 from app.services import training as training_service
-from app.trust import REFUSED, allowed_hosts
+from app.trust import REFUSED, HostOriginGuard, allowed_hosts
 from app.views import live_rollout as live
 from simulator.access import ACCESS_ENV, OUTSIDE_CODE_REFUSED, UPLOAD_REFUSED, Access, current_access, export_path
 from simulator.personas import sets as pss
@@ -112,6 +112,12 @@ def test_the_host_names_the_lab_answers_to():
     assert allowed_hosts("127.0.0.1") == {"127.0.0.1"}
     assert allowed_hosts("0.0.0.0", ["Lab.Example.org"]) == {"lab.example.org"}  # a wildcard implies nothing
     assert allowed_hosts("lab.example.org") == {"lab.example.org"}  # --host NAME implies --allowed-host NAME
+    guard = HostOriginGuard(None, allowed_hosts("0.0.0.0", ["lab.example.org"]))
+    assert guard.refusal({"host": "[::1]:7860", "origin": "http://localhost:7860"}) == ""
+    assert guard.refusal({"host": "LAB.example.org:7860", "origin": "https://lab.example.org"}) == ""
+    assert guard.refusal({"host": "lab.example.org.attacker.example:7860"}) == "host"
+    assert guard.refusal({}) == "host"  # no Host header at all
+    assert guard.refusal({"host": "127.0.0.1:7860", "origin": "file://"}) == "origin"
 
 
 # ------------------------------------------------------------------------------------ outside code, web
