@@ -63,6 +63,7 @@ def free_port() -> int:
 
 # ------------------------------------------------------------------------------- the front door, over HTTP
 @pytest.mark.process
+@pytest.mark.slow
 def test_rebinding_and_cross_site_requests_get_403_and_uploads_are_never_code(tmp_path, monkeypatch):
     port, uploads = free_port(), tmp_path / "uploads"
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", GRADIO_TEMP_DIR=str(uploads))
@@ -146,6 +147,7 @@ def test_a_python_spec_is_refused_in_every_view_that_takes_one(tmp_path, engine,
 
 
 @pytest.mark.process
+@pytest.mark.slow
 def test_a_job_the_web_starts_keeps_the_web_rules(tmp_path, engine, db_url, monkeypatch):
     """The job process runs the spec: started from the web (the environment the app installs), it refuses
     the outside reward even though nothing checked the config before it was recorded."""

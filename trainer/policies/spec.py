@@ -15,12 +15,12 @@ from typing import Any, Optional
 
 from simulator.access import Access, current_access
 from simulator.llm.traffic import TrafficLimits
+from trainer.checkpoint_layout import model_folder
 from trainer.policies.base import PolicyEngine
 from trainer.policies.model import POLICY_FORMS, resolve_policy
 
 __all__ = ["POLICY_FORMS", "PolicySpec", "checkpoint_model", "read_spec"]
 
-CHECKPOINT_POLICY = "policy"  # trainer.learning.checkpoints: a checkpoint folder keeps the model here
 # spec kinds: what the text before the first colon selects ("folder": no known prefix, a model folder)
 KINDS = {"openai:": "openai", "replay:": "replay", "vllm:": "vllm", "transformers:": "folder"}
 
@@ -44,9 +44,8 @@ def checkpoint_model(spec: str) -> str:
     if kind not in ("folder", "vllm") or target == "default":
         return spec
     path = Path(target).expanduser()
-    if not (path / "config.json").exists() and (path / CHECKPOINT_POLICY / "config.json").exists():
-        return ("vllm:" if kind == "vllm" else "") + str(path / CHECKPOINT_POLICY)
-    return spec
+    model = model_folder(path)
+    return ("vllm:" if kind == "vllm" else "") + str(model) if model != path else spec
 
 
 @dataclass(frozen=True)
