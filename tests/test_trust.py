@@ -196,6 +196,11 @@ def test_paths_outside_the_lab_get_one_message_whether_they_exist_or_not(tmp_pat
             found[name] = str(e.value)
         return found
 
+    # the Training view's YAML of other settings names output_dir: refused there, nothing recorded
+    values = dict(zip(training_service.FORM_NAMES, training_service.form_values()))
+    config, errors = training_service.config_from_form(values, f"output_dir: {outside / 'run'}", check_paths=False)
+    assert config is None and PATH_REFUSED in errors["output_dir"]
+    assert not (outside / "run").exists()
     for target in (real, missing, outside / "model"):
         answers = probes(target)
         for field, message in answers.items():
