@@ -1,27 +1,22 @@
-"""`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]`.
+"""`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
+[--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
 order; --auth is visible to every user of the machine in the process list, the other two are not. A host
 other than loopback needs a login (or the explicit --insecure-no-auth): the lab starts training jobs and
 shows the store. The password is never printed, and nothing from the store is served before the login.
+What a web caller may do (outside code, paths, host names) is docs/security.md; the app installs it for its
+process and the jobs it starts (simulator.access).
 """
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from pathlib import Path
 from typing import Optional
 
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+from app.trust import is_loopback
 
 
 def parse_auth(value: str) -> tuple[str, str]:
@@ -44,6 +39,15 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "process list (ps); prefer --auth-file or the RLVER_LAB_AUTH environment variable")
     p.add_argument("--insecure-no-auth", action="store_true",
                    help="allow a non-loopback host without a login (anyone who can reach it controls the lab)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a host name the lab answers to besides loopback (repeatable; --host NAME implies it): "
+                        "requests naming any other host get 403 (docs/security.md)")
+    p.add_argument("--allow-outside-code", action="store_true",
+                   help="let web callers run python: simulator and reward specs: every visitor (every logged-in "
+                        "user with a login) can then run code on this machine")
+    p.add_argument("--allow-path", action="append", default=[], metavar="DIR",
+                   help="a folder whose files web callers may name (models, file:, replay:, sage:DIR, "
+                        "output_dir; repeatable), besides the lab home and the checkout's data folders")
     args = p.parse_args(argv)
     raw = os.environ.get("RLVER_LAB_AUTH", "")
     if args.auth_file is not None:
@@ -61,6 +65,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"refusing to serve on {args.host} without a login: anyone who can reach it could start jobs "
                 "and read the store. Give --auth user:password (or RLVER_LAB_AUTH), bind 127.0.0.1, or pass "
                 "--insecure-no-auth if you really mean it.")
+    missing = [d for d in args.allow_path if not Path(d).expanduser().is_dir()]
+    if missing:
+        p.error(f"--allow-path {missing[0]}: not a folder")
     if not 0 < args.port < 65536:
         p.error(f"--port must be in 1..65535, got {args.port}")
     return args
@@ -72,8 +79,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from app.context import LabContext
     from app.lab import build_app, launch, startup
+    from simulator.access import Access, install
     from storage import StoreError, make_engine
 
+    # every spec the web names is judged by this (and so is every job the app starts: it inherits it)
+    install(Access.web(logged_in=args.auth is not None, allow_outside_code=args.allow_outside_code,
+                       allowed_paths=tuple(args.allow_path)))
+
+    if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+        print(f"RLVER Lab: serving on {args.host} but answering only loopback host names: give --allowed-host "
+              "NAME for each name or address your team uses (docs/security.md)", flush=True)
+    if args.allow_outside_code:
+        print("RLVER Lab: --allow-outside-code: every web caller may run python: specs on this machine", flush=True)
     try:
         store = make_engine(args.db)
     except StoreError as exc:
@@ -85,7 +102,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     # The real URL (password included) goes only to job processes, through their environment; the page and
     # the logs never show it.
     ctx = LabContext(store=store, store_url=store.url.render_as_string(hide_password=False))
-    launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth)
+    launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth, extra_hosts=args.allowed_host)
     return 0
 
 

@@ -15,14 +15,16 @@ import importlib.util
 import logging
 import os
 import traceback
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr
+from gradio.routes import App, ORJSONResponse
 
 from app.context import TRANSCRIPTS_TAB, LabContext
 from app.render import CSS, md
+from app.trust import HostOriginGuard, allowed_hosts
 from storage import Store
 
 log = logging.getLogger("rlver.app")
@@ -100,11 +102,27 @@ def build_app(ctx: LabContext) -> gr.Blocks:
     return demo
 
 
+class GuardedApp(App):
+    """Gradio's App with app.trust.HostOriginGuard in front of its whole middleware stack: a request from
+    another site or for another host name gets 403 before any of Gradio's code (its CORS included) sees it."""
+
+    def __init__(self, hosts: Iterable[str] = (), **kwargs: Any):
+        super().__init__(**kwargs)
+        self.guard_hosts = frozenset(hosts)
+
+    def build_middleware_stack(self) -> Any:
+        return HostOriginGuard(super().build_middleware_stack(), self.guard_hosts)
+
+
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
-           auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False):
-    """Launch with the lab's settings: theme/css here (Gradio 6), no SSR, no outside connections."""
+           auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False,
+           extra_hosts: Iterable[str] = ()):
+    """Launch with the lab's settings: theme/css here (Gradio 6), no SSR, no outside connections, and only
+    requests for loopback, `host` or `extra_hosts` (--allowed-host) from pages of those sites answered."""
+    app = GuardedApp(allowed_hosts(host, extra_hosts), default_response_class=ORJSONResponse)
     return demo.launch(
         server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
+        _app=app,
         theme=gr.themes.Soft(), css=CSS, ssr_mode=False, show_error=True, footer_links=["settings"],
         auth_message="RLVER Lab: log in with the user and password given to --auth or RLVER_LAB_AUTH." if auth else None,
     )

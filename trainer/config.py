@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 import yaml
 
+from simulator.access import current_access
 from simulator.personas.specs import spec_error as persona_spec_error
 from simulator.user.rules import PRESET_ALIASES
 from simulator.user.spec import SimulatorSpec
@@ -325,13 +326,14 @@ class TrainConfig:
         if self.reward not in ("final_emotion", "emotion_deltas"):
             from simulator.user.outside import target_error
 
-            e["reward"] = (target_error(self.reward) if self.reward.startswith("python:") else
+            e["reward"] = (target_error(self.reward, field="reward") if self.reward.startswith("python:") else
                            f"unknown reward {self.reward!r}; final_emotion, emotion_deltas or python:MODULE:FUNCTION")
             if not e["reward"]:
                 del e["reward"]
         e.update(self._persona_set_errors(check_paths))
-        if check_paths:
-            e.update(self._model_errors())
+        if self.output_dir and (problem := current_access().path_error("output_dir", self.output_dir)):
+            e["output_dir"] = problem
+        e.update(self._model_errors(check_paths))
         return e
 
     def _overlap_errors(self) -> dict[str, str]:
@@ -356,9 +358,11 @@ class TrainConfig:
         problem = persona_spec_error(self.persona_set, check_paths)
         return {"persona_set": problem} if problem else {}
 
-    def _model_errors(self) -> dict[str, str]:
+    def _model_errors(self, check_paths: bool) -> dict[str, str]:
+        """The model folders' problems (PolicySpec: the caller's Access first; with check_paths, the folder's
+        content too)."""
         from simulator.llm.models import default_gguf_path
-        from trainer.policies.model import resolve_policy
+        from trainer.policies.spec import PolicySpec
 
         e = {}
         for name in ("model", "critic_model"):
@@ -366,10 +370,12 @@ class TrainConfig:
             if name == "critic_model" and not spec:
                 continue
             try:
-                if spec == "default":
+                if spec == "default" and check_paths:
                     default_gguf_path()
-                else:
-                    resolve_policy(spec)
+                elif check_paths:
+                    PolicySpec(spec).local_model()
+                elif problem := PolicySpec(spec).error():
+                    e[name] = problem
             except (OSError, ValueError) as exc:
                 e[name] = str(exc)
         return e

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.user.spec import SimulatorSpec
 from trainer.config import TrainConfig
 
 GIB = 1024 ** 3
@@ -93,11 +94,11 @@ def model_shape(spec: str, lora_r: int = 0, lora_targets: tuple[str, ...] = ()) 
     """The architecture of a policy spec ('default' or a folder), counted on the meta device."""
     from transformers import AutoConfig
 
-    from trainer.policies.model import resolve_policy
+    from trainer.policies.spec import PolicySpec
 
     name = Path(spec).name if spec != "default" else "SmolLM2-135M-Instruct"
     try:
-        folder = resolve_policy(spec)
+        folder = PolicySpec(spec).local_model()
         hf_config = AutoConfig.from_pretrained(folder)
         source = f"config.json of {folder}"
     except (OSError, ValueError) as exc:
@@ -302,7 +303,7 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
                      f"{config.max_dialogue_tokens} tokens x {kv_bytes_per_token(policy)} bytes per token")
     if not memory_known:
         notes.append(f"GPU memory {hw.memory_gib:g} GiB is assumed: pass --gpu-memory")
-    if config.simulator.startswith("offline") and hw.device == "cpu":
+    if SimulatorSpec(config.simulator).kind == "offline" and hw.device == "cpu":
         notes.append("the offline simulator's own models (SmolLM2 coherence judge, MiniLM) are in step_measured "
                      "when the probe ran, else on top")
     return notes
@@ -344,7 +345,7 @@ def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional
     if hw.device == "cpu":
         if not probe:
             probe_note = "seconds_per_step not measured (probe turned off)"
-        elif not config.simulator.startswith("offline"):
+        elif SimulatorSpec(config.simulator).kind != "offline":
             probe_note = "seconds_per_step not measured: the simulator is an API and a probe would spend calls"
         else:
             from trainer.plan_probe import measure_seconds_per_step

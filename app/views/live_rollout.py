@@ -233,7 +233,7 @@ def build(ctx: LabContext) -> None:
                                max_new_tokens, temperature, seed, pack, max_in_flight, rpm],
                     [status, plot, chats, finished])
     stop_btn.click(_stop_handler, None, stop_msg, concurrency_limit=None)
-    simulator.change(lambda s: gr.update(visible=(s or "offline").strip().startswith("offline")), simulator, sim_note)
+    simulator.change(lambda s: gr.update(visible=SimulatorSpec(s or "offline").kind == "offline"), simulator, sim_note)
 
     def fill_personas(current: Optional[list[str]]):
         choices = persona_choices(store)

@@ -4,8 +4,6 @@ as a heatmap with its empty cells listed. Logic lives in simulator.personas.sets
 simulator.personas.coverage."""
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any, Optional
 
 import gradio as gr
@@ -13,6 +11,7 @@ import plotly.graph_objects as go
 
 from app.context import LabContext
 from app.render import md
+from simulator.access import export_path
 from simulator.personas import sets as pss
 from simulator.personas.coverage import Coverage, coverage
 from simulator.personas.specs import PersonaSpecError
@@ -144,7 +143,7 @@ def build(ctx: LabContext, filters: list) -> tuple:
     def on_export(set_name, f):
         if not set_name:
             return gr.update(), "**Not exported.** set: pick a set first."
-        out = Path(tempfile.mkdtemp(prefix="rlver-set-")) / f"{set_name}-{f}.jsonl"
+        out = export_path(set_name, f)
         try:
             n = pss.export_set(store, set_name, out, f)
         except (ValueError, PersonaSpecError) as exc:

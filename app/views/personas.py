@@ -3,7 +3,6 @@ shown under the offending field; import and export JSONL files. Logic lives in s
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -14,6 +13,7 @@ from app.context import LabContext
 from app.render import md
 from app.services.persona_form import FIELDS, FORM, NEED_CHOICES, PERSONALITY_CHOICES, form_profile, form_values
 from app.views import persona_generation_panel, persona_preview
+from simulator.access import export_path
 from simulator.personas import lint as pl
 from simulator.personas import store as ps
 from simulator.personas.profile import DIFFICULTIES, LANGUAGES, Profile, ProfileError
@@ -228,7 +228,7 @@ def build(ctx: LabContext) -> None:
 
     def on_export(f, *flt):
         ids = [r[0] for r in rows(store, *flt)]
-        out = Path(tempfile.mkdtemp(prefix="rlver-export-")) / f"personas-{f}.jsonl"
+        out = export_path("personas", f)
         try:
             ps.export_file(store, out, fmt=f, ids=ids)
         except ValueError as exc:  # profiles stored before the bounds: named, never a traceback

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from simulator.access import AccessError, current_access
 from simulator.personas.profile import Profile, members_hash
 from simulator.personas.sets import PersonaSpecError, set_names, set_profiles
 
@@ -46,6 +47,8 @@ def resolve_personas(spec: Spec, store: Any = None) -> list[Profile]:
             return profiles_from_file(text[len(FILE_PREFIX):])
         if text.startswith(SET_PREFIX):
             return stored_set_profiles(text[len(SET_PREFIX):], store)
+        if text and _looks_like_path(text):
+            allowed_file(text)  # from the web a path outside the lab's folders is refused before it is looked at
         if text and Path(text).expanduser().is_file():
             return profiles_from_file(text)
         ids = [i.strip() for i in text.split(",") if i.strip()]
@@ -85,7 +88,10 @@ def spec_error(spec: Any, check_paths: bool = True) -> str:
     if text.startswith(SET_PREFIX):  # a stored set: its name is checked when the run opens the store
         return "" if text[len(SET_PREFIX):].strip() else "set: needs a set name, e.g. set:my-personas"
     if text.startswith(FILE_PREFIX):
-        path = Path(text[len(FILE_PREFIX):]).expanduser()
+        try:
+            path = allowed_file(text[len(FILE_PREFIX):])
+        except PersonaSpecError as exc:
+            return str(exc)
         return f"profiles file {str(path)!r} does not exist" if check_paths and not path.is_file() else ""
     ids = [i.strip() for i in text.split(",") if i.strip()]
     if ids and all(i in BUILTIN_IDS for i in ids):
@@ -139,7 +145,7 @@ def profiles_from_file(path_text: str) -> list[Profile]:
     from simulator.personas.io import BadFileError, import_profiles
     from simulator.personas.transcript_files import is_transcript_file, profiles_from_transcripts
 
-    path = Path(path_text).expanduser()
+    path = allowed_file(path_text)
     if not path.is_file():
         raise PersonaSpecError(f"profiles file {str(path)!r} does not exist; {available()}")
     if is_transcript_file(path):
@@ -174,6 +180,15 @@ def _by_id(ids: Sequence[str], store: Any) -> dict[str, Profile]:
         if pid not in found and pid in BUILTIN_IDS:
             found[pid] = get_builtin(pid)
     return found
+
+
+def allowed_file(text: str) -> Path:
+    """The path of a profiles file the caller may name (simulator.access); PersonaSpecError when it may not,
+    the same message whether the file exists or not."""
+    try:
+        return current_access().path("persona_set", text)
+    except AccessError as exc:
+        raise PersonaSpecError(f"profiles file: {exc.message}") from None
 
 
 def _looks_like_path(text: str) -> bool:

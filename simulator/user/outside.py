@@ -15,7 +15,9 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from simulator.access import Access, current_access
 
 PREFIX = "python:"
 
@@ -24,12 +26,15 @@ class OutsideCodeError(ValueError):
     """A python: spec that cannot be loaded; the message names the spec and the problem."""
 
 
-def target_error(spec: str) -> str:
-    """Why `spec` is not a well-formed python:TARGET ('' when it is); nothing is imported."""
+def target_error(spec: str, access: Optional[Access] = None, field: str = "spec") -> str:
+    """Why `spec` is not a well-formed python:TARGET the caller may run ('' when it is; the caller's Access
+    decides first, before the file is looked at); nothing is imported."""
     body = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
     where, _, name = body.rpartition(":")
     if not where or not name.isidentifier():
         return f"{spec!r}: expected python:MODULE:NAME or python:PATH.py:NAME"
+    if problem := (access or current_access()).code_error(field, PREFIX + body):
+        return problem
     if where.endswith(".py") and not Path(where).expanduser().is_file():
         return f"{spec!r}: no file {where}"
     return ""
@@ -49,9 +54,10 @@ def _module(where: str) -> Any:
     return importlib.import_module(where)
 
 
-def load(spec: str) -> tuple[Any, dict[str, Any]]:
-    """The object a python: spec names and its source record {spec, module, name, file, sha256}."""
-    problem = target_error(spec)
+def load(spec: str, access: Optional[Access] = None) -> tuple[Any, dict[str, Any]]:
+    """The object a python: spec names and its source record {spec, module, name, file, sha256}; the
+    simulator's and the reward's one resolver, which asks the caller's Access before importing."""
+    problem = target_error(spec, access)
     if problem:
         raise OutsideCodeError(problem)
     where, _, name = (spec[len(PREFIX):] if spec.startswith(PREFIX) else spec).rpartition(":")
@@ -92,9 +98,9 @@ class OutsideUser:
         return {**dict(self.inner.fingerprint()), "backend": "python", "outside": self.origin}
 
 
-def simulator_factory(spec: str) -> Any:
+def simulator_factory(spec: str, access: Optional[Access] = None) -> Any:
     """factory(profile, seed) -> OutsideUser for a `python:TARGET` simulator spec."""
-    factory, origin = load(spec)
+    factory, origin = load(spec, access)
 
     def build(profile: Any, seed: int) -> OutsideUser:
         return OutsideUser(factory(profile, seed), origin)

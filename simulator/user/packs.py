@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.access import current_access
 from simulator.llm.prompting import fill
 from simulator.user.pack_base import PackError, PromptPack, emotion_text, history_json
 from simulator.user.parsing import ParseError, parse_change
@@ -170,5 +171,6 @@ def load_pack(spec: str) -> Optional[PromptPack]:
         return None
     kind, _, directory = spec.partition(":")
     if kind in ("sage", "rlver") and directory:
+        current_access().path("prompt_pack", directory)  # AccessError before the folder is looked at
         return (SagePack if kind == "sage" else RlverPack)(directory)
     raise PackError(pack_error(spec))

@@ -5,17 +5,20 @@ goes with it: the endpoint's base URL, the prompt pack (`own`, `own:json`, `sage
 the emotion rules, the simulator model's sampling and the endpoint's traffic limits. Training, the
 benchmark, `trainer rollout`, the chat CLI and the live view all build their simulated users through
 `SimulatorSpec.factory()`, so every entry point accepts the same specs. Options a backend has no use for
-(a base URL for `offline`) are ignored, as `make_backend` does.
+(a base URL for `offline`) are ignored, as `make_backend` does. Outside code (`python:`) and the files and
+folders a spec names (`replay:FILE`, `sage:DIR`, `rlver:DIR`) are checked by the caller's Access
+(simulator.access) in `errors()` and again in `factory()`, before anything is imported or read.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from simulator.access import Access, current_access
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas.profile import Profile
 from simulator.user.agent import SentientAgent, SimulatorFactory
-from simulator.user.backends import make_backend, spec_error
+from simulator.user.backends import make_backend, read_spec, spec_error
 from simulator.user.packs import load_pack, pack_error
 from simulator.user.rules import EmotionRules, get_preset
 
@@ -31,6 +34,7 @@ class SimulatorSpec:
     traffic: Optional[TrafficLimits] = None  # None: the backend's defaults
     seed: int = 0
     api_key: Optional[str] = field(default=None, repr=False)  # else OPENAI_API_KEY; never recorded
+    access: Optional[Access] = None  # who asks (None: this process's caller, simulator.access)
 
     @classmethod
     def from_config(cls, config: Any, rules: Any = None) -> "SimulatorSpec":
@@ -41,13 +45,31 @@ class SimulatorSpec:
                    temperature=config.simulator_temperature, max_tokens=config.simulator_max_tokens,
                    traffic=TrafficLimits.from_config(config, "simulator_"), seed=config.seed)
 
+    @property
+    def kind(self) -> str:
+        """offline | openai | replay | python ('' for a spec that is none of them)."""
+        return read_spec(self.spec if isinstance(self.spec, str) else "")[0]
+
+    def access_errors(self, prefix: str = "simulator") -> dict[str, str]:
+        """{field: problem} for the outside code and the paths the caller may not use (simulator.access)."""
+        access, e = self.access or current_access(), {}
+        kind, target = read_spec(self.spec if isinstance(self.spec, str) else "")
+        if kind == "python" and (problem := access.code_error(prefix, self.spec.strip())):
+            e[prefix] = problem
+        elif kind == "replay" and target and (problem := access.path_error(prefix, target)):
+            e[prefix] = problem
+        pack_kind, _, folder = self.pack.partition(":") if isinstance(self.pack, str) else ("", "", "")
+        if pack_kind in ("sage", "rlver") and folder.strip() and (problem := access.path_error("prompt_pack", folder)):
+            e["prompt_pack"] = problem
+        return e
+
     def errors(self, prefix: str = "simulator") -> dict[str, str]:
         """{field: problem} for everything wrong with the spec, checked without building anything; the keys
         are the run configs' field names (`simulator`, `prompt_pack`, `simulator_temperature`, ...)."""
-        e: dict[str, str] = {}
-        if problem := spec_error(self.spec):
+        e = self.access_errors(prefix)
+        if prefix not in e and (problem := spec_error(self.spec)):
             e[prefix] = problem
-        if problem := pack_error(self.pack):
+        if "prompt_pack" not in e and (problem := pack_error(self.pack)):
             e["prompt_pack"] = problem
         t = self.temperature
         if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool) or t < 0):
@@ -74,11 +96,14 @@ class SimulatorSpec:
 
     def factory(self) -> SimulatorFactory:
         """factory(profile, seed) -> SentientAgent, every agent sharing one backend and one prompt pack;
-        `python:` specs are outside code's own factory (simulator.user.outside). ValueError on a bad spec."""
-        if self.spec.strip().startswith("python:"):
+        `python:` specs are outside code's own factory (simulator.user.outside). ValueError on a bad spec,
+        AccessError (a ValueError) on one the caller may not use."""
+        if problems := self.access_errors():
+            raise ValueError("; ".join(f"{k}: {v}" for k, v in problems.items()))
+        if self.kind == "python":
             from simulator.user.outside import simulator_factory
 
-            return simulator_factory(self.spec.strip())
+            return simulator_factory(self.spec.strip(), self.access)
         rules = self.rules if isinstance(self.rules, EmotionRules) else get_preset(self.rules)
         backend = make_backend(self.spec, **self.backend_options())
         prompts = load_pack(self.pack)

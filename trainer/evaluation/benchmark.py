@@ -58,7 +58,7 @@ class BenchmarkInputError(ValueError):
 
 @dataclass
 class BenchmarkConfig:
-    policy: str = "default"  # default | PATH (Hugging Face folder) | vllm:PATH | openai:MODEL
+    policy: str = "default"  # a policy spec (trainer.policies.spec.POLICY_FORMS)
     policy_base_url: str = ""  # openai:MODEL policy endpoint (default OPENAI_BASE_URL)
     simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (OPENAI_API_KEY) | replay:FILE
     simulator_base_url: str = ""
@@ -91,10 +91,8 @@ class BenchmarkConfig:
 
     def errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
-        if not isinstance(self.policy, str) or not self.policy.strip():
-            e["policy"] = "required: 'default', a model folder, 'vllm:PATH' or 'openai:MODEL'"
-        elif self.policy.startswith("openai:") and len(self.policy) == len("openai:"):
-            e["policy"] = "openai:MODEL needs a model name"
+        if problem := PolicySpec(self.policy).error():
+            e["policy"] = problem
         # the simulated user's spec, pack, sampling and traffic limits, under the protocol's rules
         e.update(SimulatorSpec.from_config(self, rules=protocol_rules()).errors())
         if not isinstance(self.profiles, str) or not self.profiles.strip():
@@ -310,7 +308,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         end_watch()
         restore_signals()
         policy.close()
-    if config.simulator.startswith("replay:"):
+    if SimulatorSpec(config.simulator).kind == "replay":
         check_replay(engine, eval_run_id, config.simulator, log)
     summary = finish_eval_run(engine, eval_run_id, status)
     ids = [d["id"] for d in scored_dialogues(engine, eval_run_id)]

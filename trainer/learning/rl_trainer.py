@@ -26,6 +26,7 @@ from typing import Any, Callable, Coroutine, Optional
 import numpy as np
 import torch
 
+from simulator.access import LAB_ITSELF
 from simulator.llm.traffic import snapshot, traffic_text
 from storage import code_version, lab_home
 from trainer.config import ConfigError, TrainConfig
@@ -36,6 +37,7 @@ from trainer.learning.learner import Learner, make_batch
 from trainer.learning.overlap import version_lag, within_bound
 from trainer.learning.step_metrics import dialogue_summary, lost_dialogue, rollout_metrics
 from trainer.learning.tracking import Tracking, make_tracking
+from trainer.policies.spec import PolicySpec
 from trainer.policies.versioned import VersionedEngine
 from trainer.rollout.cancel_watch import watch_cancel
 
@@ -69,8 +71,6 @@ def _device(config: TrainConfig) -> str:
 class RLTrainer:
     def __init__(self, config: TrainConfig, store: Any = None, job: Any = None,
                  resume_from: Optional[str | Path] = None):
-        from trainer.policies.model import resolve_policy
-
         self.config = config.validate()
         self.store, self.job = store, job
         self.rank, self.world_size = init_distributed(config.zero_stage)
@@ -89,7 +89,7 @@ class RLTrainer:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             config.to_yaml(self.output_dir / "train_config.yaml")
         resume = resume_from or (job.resume_from if job is not None else None)
-        self.base_model = resolve_policy(config.model)
+        self.base_model = PolicySpec(config.model).local_model()
         policy_path = Path(resume) / "policy" if resume and not config.lora else self.base_model
         critic_path = Path(resume) / "critic" if resume and config.algorithm == "ppo" else None
         self.learner = Learner(config, policy_path, critic_path, reference_path=self.base_model,
@@ -117,20 +117,17 @@ class RLTrainer:
 
     def _make_policy_engine(self, policy_path: Path) -> Any:
         if self.config.engine == "vllm":
-            from trainer.policies.vllm_engine import VLLMEngine
-
-            engine = VLLMEngine(str(self.base_model), max_model_len=self.config.max_dialogue_tokens,
-                                seed=self.config.seed)
+            engine = PolicySpec(f"vllm:{self.base_model}", access=LAB_ITSELF).build(
+                max_model_len=self.config.max_dialogue_tokens, seed=self.config.seed)
             engine.load_weights(self.learner.stream_policy_weights(self.config.weight_bucket_mb << 20))
             return VersionedEngine(engine, self.start_step)
-        from trainer.policies.hf_engine import HFEngine
-
         # max_staleness 0 shares the training weights: every step samples from the policy being trained;
         # overlapped training samples from a copy, refreshed after each update (trainer.policies.versioned)
         model = self.learner.generation_model()
         if self.config.max_staleness:
             model = copy.deepcopy(self.learner.merged_policy()).eval().requires_grad_(False)
-        engine = HFEngine(policy_path, device=_device(self.config), model=model, tokenizer=self.learner.tokenizer)
+        engine = PolicySpec(str(policy_path), access=LAB_ITSELF).build(device=_device(self.config), model=model,
+                                                                       tokenizer=self.learner.tokenizer)
         if self.config.zero_stage == 3:
             engine.generate_ids = _with_gathered_weights(engine.generate_ids, self.learner.generation_model())
         return VersionedEngine(engine, self.start_step)

@@ -1,7 +1,6 @@
 """Policy engines behind one interface: `PolicyEngine.generate(prompts, params) -> list[Generation]`.
 
-`make_policy_engine(spec)`: "default" | PATH (transformers) | "vllm:default" | "vllm:PATH" | "openai:MODEL" |
-"replay:FILE" (a SAGE *_result.jsonl, played back).
+`make_policy_engine(spec)`: any policy spec (trainer.policies.spec.POLICY_FORMS), read by PolicySpec.
 """
 from __future__ import annotations
 
@@ -14,21 +13,8 @@ __all__ = ["LOGPROB_CONVENTION", "Generation", "PolicyEngine", "SamplingConfig",
 
 
 def make_policy_engine(spec: str, **kw: Any) -> PolicyEngine:
-    """Build the engine named by `spec`; keyword arguments go to the engine's constructor."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("policy must be 'default', a model folder path, 'vllm:PATH|default' or 'openai:MODEL'")
-    if spec.startswith("replay:"):
-        from trainer.policies.replay_engine import ReplayEngine
+    """Build the engine named by `spec` (trainer.policies.spec.PolicySpec reads it); keyword arguments go to
+    the engine's constructor."""
+    from trainer.policies.spec import PolicySpec
 
-        return ReplayEngine(spec)
-    if spec.startswith("openai:"):
-        from trainer.policies.openai_engine import OpenAIEngine
-
-        return OpenAIEngine(spec[len("openai:"):], **kw)
-    if spec.startswith("vllm:"):
-        from trainer.policies.vllm_engine import VLLMEngine
-
-        return VLLMEngine(spec[len("vllm:"):] or "default", **kw)
-    from trainer.policies.hf_engine import HFEngine
-
-    return HFEngine(spec[len("transformers:"):] if spec.startswith("transformers:") else spec, **kw)
+    return PolicySpec(spec).build(**kw)

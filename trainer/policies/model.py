@@ -6,11 +6,15 @@ from pathlib import Path
 
 from simulator.llm.models import default_model_dir
 
+# what a policy spec may be (trainer.policies.spec reads them); the one wording of every message about it
+POLICY_FORMS = ("'default', a model folder (or transformers:PATH), a training checkpoint folder, "
+                "'vllm:PATH|default', 'openai:MODEL' or 'replay:FILE'")
+
 
 def resolve_policy(spec: str) -> Path:
     """'default' -> the SmolLM2 cache folder; a path -> that folder, checked to be a causal LM."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("policy must be 'default' or a path to a model folder")
+        raise ValueError(f"policy must be {POLICY_FORMS}")
     if spec == "default":
         return default_model_dir()
     path = Path(spec).expanduser()

@@ -1,8 +1,11 @@
-"""PolicySpec: how a run names its policy, parsed and validated in one place.
+"""PolicySpec: how a run names its policy, read and validated in one place.
 
-`default` (the packaged SmolLM2), a model folder, a training checkpoint folder (its `policy/` is used),
-`vllm:PATH|default`, `openai:MODEL` (with a base URL and traffic limits) or `replay:FILE`. Training, the
-benchmark, `trainer rollout` and the live view all build their policy engine through `PolicySpec.build()`.
+`default` (the packaged SmolLM2), a model folder (also written `transformers:PATH`), a training checkpoint
+folder (its `policy/` is used), `vllm:PATH|default`, `openai:MODEL` (with a base URL and traffic limits)
+or `replay:FILE`. Training, the benchmark, `trainer rollout` and the live view all build their policy
+engine through `PolicySpec.build()`, and every config check asks `PolicySpec.error()`. A path the spec
+names is checked by the caller's Access (simulator.access: from the web it must lie inside the lab's
+folders) before anything is read.
 """
 from __future__ import annotations
 
@@ -10,22 +13,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.access import Access, current_access
 from simulator.llm.traffic import TrafficLimits
 from trainer.checkpoint_layout import model_folder
-from trainer.policies import PolicyEngine, make_policy_engine
+from trainer.policies.base import PolicyEngine
+from trainer.policies.model import POLICY_FORMS, resolve_policy
 
-POLICY_FORMS = ("'default', a model folder, a training checkpoint folder, 'vllm:PATH|default', 'openai:MODEL' "
-                "or 'replay:FILE'")
+__all__ = ["POLICY_FORMS", "PolicySpec", "checkpoint_model", "read_spec"]
+
+# spec kinds: what the text before the first colon selects ("folder": no known prefix, a model folder)
+KINDS = {"openai:": "openai", "replay:": "replay", "vllm:": "vllm", "transformers:": "folder"}
+
+
+def read_spec(spec: str) -> tuple[str, str]:
+    """(kind, target) of a policy spec: ("default", "default"), ("folder", PATH), ("vllm", PATH|"default"),
+    ("openai", MODEL) or ("replay", FILE). The one reader of policy strings."""
+    text = spec.strip()
+    if text == "default":
+        return "default", "default"
+    for prefix, kind in KINDS.items():
+        if text.startswith(prefix):
+            target = text[len(prefix):].strip()
+            return kind, (target or "default") if kind == "vllm" else target
+    return "folder", text
 
 
 def checkpoint_model(spec: str) -> str:
     """A training checkpoint folder stands for the model in its policy/ (other specs unchanged)."""
-    prefix = "vllm:" if spec.startswith("vllm:") else ""
-    if spec.startswith(("openai:", "replay:")):
+    kind, target = read_spec(spec)
+    if kind not in ("folder", "vllm") or target == "default":
         return spec
-    path = Path(spec[len(prefix):]).expanduser()
+    path = Path(target).expanduser()
     model = model_folder(path)
-    return prefix + str(model) if model != path else spec
+    return ("vllm:" if kind == "vllm" else "") + str(model) if model != path else spec
 
 
 @dataclass(frozen=True)
@@ -34,6 +54,7 @@ class PolicySpec:
     base_url: str = ""  # openai: policies (else OPENAI_BASE_URL)
     traffic: Optional[TrafficLimits] = None  # openai: policies; None: the engine's defaults
     seed: Optional[int] = None  # sent to an openai: endpoint when set
+    access: Optional[Access] = None  # who asks (None: this process's caller, simulator.access)
 
     @classmethod
     def from_config(cls, config: Any) -> "PolicySpec":
@@ -42,16 +63,52 @@ class PolicySpec:
                    traffic=TrafficLimits.from_config(config, "policy_"), seed=config.seed)
 
     @property
+    def kind(self) -> str:
+        return read_spec(self.spec)[0]
+
+    @property
     def is_api(self) -> bool:
-        return self.spec.startswith("openai:")
+        return self.kind == "openai"
+
+    def path(self) -> Optional[Path]:
+        """The file or folder the spec names (None for default, vllm:default and openai:), checked by the
+        caller's Access: AccessError (a ValueError) when the caller may not name it."""
+        kind, target = read_spec(self.spec)
+        if kind in ("default", "openai") or target == "default":
+            return None
+        return (self.access or current_access()).path("policy", target)
 
     def error(self) -> str:
         """Why the spec names no policy ('' when it may: a folder is only read by build())."""
         if not isinstance(self.spec, str) or not self.spec.strip():
-            return f"required: {POLICY_FORMS}"
-        if self.spec.startswith(("openai:", "replay:")) and not self.spec.partition(":")[2].strip():
-            return f"{self.spec!r} names nothing after the colon; {POLICY_FORMS}"
+            return f"policy must be {POLICY_FORMS}"
+        kind, target = read_spec(self.spec)
+        if not target:
+            what = "a model name" if kind == "openai" else "a file" if kind == "replay" else "a folder"
+            return f"{kind}:{'MODEL' if kind == 'openai' else 'FILE' if kind == 'replay' else 'PATH'} needs " \
+                   f"{what}; policy must be {POLICY_FORMS}"
+        try:
+            self.path()
+        except ValueError as exc:
+            return getattr(exc, "message", str(exc))
         return ""
+
+    def model_spec(self) -> str:
+        """The spec with a checkpoint folder standing for its policy/ (checkpoint_model), checked again: a
+        policy/ that links out of the caller's folders is refused too."""
+        spec = checkpoint_model(self.spec.strip())
+        if problem := PolicySpec(spec, access=self.access).error():
+            raise ValueError(problem)
+        return spec
+
+    def local_model(self) -> Path:
+        """The Hugging Face folder of a local spec (default, a model or checkpoint folder): what training
+        loads. ValueError / OSError when it is none."""
+        if problem := self.error():
+            raise ValueError(problem)
+        if self.kind not in ("default", "folder"):
+            raise ValueError(f"{self.spec!r} is not a local model; a model must be 'default' or a model folder")
+        return resolve_policy(read_spec(self.model_spec())[1])
 
     def build(self, **engine_kw: Any) -> PolicyEngine:
         """The engine; `engine_kw` go to its constructor (device, model, ...). ValueError / OSError when the
@@ -59,10 +116,24 @@ class PolicySpec:
         if problem := self.error():
             raise ValueError(problem)
         kw = dict(engine_kw)
-        if self.is_api:
+        kind, target = read_spec(self.model_spec())
+        if kind == "openai":
+            from trainer.policies.openai_engine import OpenAIEngine
+
             kw.update(self.traffic.config_values() if self.traffic else {})
             if self.seed is not None:
                 kw["seed"] = self.seed
             if self.base_url:
                 kw["base_url"] = self.base_url
-        return make_policy_engine(checkpoint_model(self.spec.strip()), **kw)
+            return OpenAIEngine(target, **kw)
+        if kind == "replay":
+            from trainer.policies.replay_engine import ReplayEngine
+
+            return ReplayEngine(self.spec.strip())
+        if kind == "vllm":
+            from trainer.policies.vllm_engine import VLLMEngine
+
+            return VLLMEngine(target, **kw)
+        from trainer.policies.hf_engine import HFEngine
+
+        return HFEngine(target, **kw)

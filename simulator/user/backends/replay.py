@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.access import current_access
 from simulator.llm.client import BackendError
 from simulator.personas.io import BadFileError, read_bytes
 from simulator.personas.profile import Profile
@@ -45,7 +46,7 @@ class ReplayRecord:
 
 def replay_path(spec: str) -> Path:
     """The file of a `replay:FILE` spec (a ValueError naming the problem when it is not usable)."""
-    path = Path(spec[len(REPLAY_PREFIX):] if spec.startswith(REPLAY_PREFIX) else spec).expanduser()
+    path = current_access().path("replay", spec[len(REPLAY_PREFIX):] if spec.startswith(REPLAY_PREFIX) else spec)
     if not path.is_file():
         raise ValueError(f"replay: file {str(path)!r} does not exist (replay:FILE takes a SAGE *_result.jsonl)")
     return path

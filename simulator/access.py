@@ -1,0 +1,169 @@
+"""Who is asking, and what the lab's owner allowed: the one place that decides whether a spec may run
+outside code or name a path (docs/security.md).
+
+Three callers: the command line (the machine's owner: anything goes), a web visitor (no login) and a web
+user (logged in). From the web, `python:` simulator and reward specs run only when the owner started the
+lab with --allow-outside-code, and every path a spec or field names must resolve (symlinks followed) inside
+the lab home, the checkout's data folders or a root given with --allow-path. Files a visitor uploaded are
+never importable, whoever asks.
+
+The app builds its Access from its flags and installs it for its process with `install()`, which puts it
+in the environment (RLVER_LAB_ACCESS): the jobs the app starts inherit it, so the job process, which is
+the one that runs the spec, enforces the web's restrictions too. A process with no RLVER_LAB_ACCESS is the
+command line. PolicySpec, SimulatorSpec, the reward resolver, persona files and exports consult
+`current_access()` (or the Access handed to them); no view decides on its own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+from storage import lab_home
+from storage.db import PROJECT_ROOT
+
+ACCESS_ENV = "RLVER_LAB_ACCESS"
+COMMAND_LINE, WEB_VISITOR, WEB_USER = "command line", "web visitor", "web user"
+CALLERS = (COMMAND_LINE, WEB_VISITOR, WEB_USER)
+# the checkout's data folders a web caller may name (besides the lab home and the owner's --allow-path roots)
+DATA_FOLDERS = ("docs/examples", "simulator/personas/data", "simulator/prompts", "configs")
+OUTSIDE_CODE_REFUSED = ("outside code (python:...) is not run for a web page: start the lab with "
+                        "--allow-outside-code to let every web caller run code on this machine, or run it from "
+                        "the command line")
+UPLOAD_REFUSED = "a file uploaded through the web page is never run as code"
+MAX_NAME_CHARS = 80
+
+
+class AccessError(ValueError):
+    """A spec or path the caller may not use; `field` names the field, the message says why (the same
+    message whether the named file exists or not)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+def upload_dir() -> Path:
+    """Where Gradio keeps uploaded files (GRADIO_TEMP_DIR, else the system temp folder's gradio/)."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+
+
+def _resolved(path: Union[str, Path]) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+@dataclass(frozen=True)
+class Access:
+    caller: str = COMMAND_LINE
+    allow_outside_code: bool = False  # web callers only; the command line always may
+    allowed_paths: tuple[str, ...] = ()  # the owner's --allow-path roots
+
+    @classmethod
+    def web(cls, logged_in: bool, allow_outside_code: bool = False,
+            allowed_paths: tuple[str, ...] = ()) -> "Access":
+        return cls(WEB_USER if logged_in else WEB_VISITOR, bool(allow_outside_code),
+                   tuple(str(_resolved(p)) for p in allowed_paths))
+
+    @property
+    def from_web(self) -> bool:
+        return self.caller != COMMAND_LINE
+
+    def roots(self) -> list[Path]:
+        """The folders a web caller's paths must lie in."""
+        return [_resolved(lab_home())] + [_resolved(PROJECT_ROOT / d) for d in DATA_FOLDERS] + \
+            [_resolved(p) for p in self.allowed_paths]
+
+    def path_refused(self) -> str:
+        return ("paths named from the web must lie inside the lab's folders (the lab home, the checkout's "
+                "data folders or a folder the owner allowed with --allow-path)")
+
+    def path(self, field: str, text: Union[str, Path]) -> Path:
+        """The path `text` names, expanded; for a web caller it must resolve inside roots() (AccessError,
+        whose message does not depend on whether the file exists)."""
+        path = Path(text).expanduser()
+        if self.from_web:
+            resolved = path.resolve()
+            if not any(_inside(resolved, root) for root in self.roots()):
+                raise AccessError(field, self.path_refused())
+        return path
+
+    def path_error(self, field: str, text: Union[str, Path]) -> str:
+        try:
+            self.path(field, text)
+        except AccessError as exc:
+            return exc.message
+        return ""
+
+    def code(self, field: str, spec: str) -> None:
+        """AccessError unless this caller may run the outside code of python:`spec` (its .py file, if it
+        names one, never an upload)."""
+        if self.from_web and not self.allow_outside_code:
+            raise AccessError(field, OUTSIDE_CODE_REFUSED)
+        where = spec.partition(":")[2].rpartition(":")[0]
+        if where.endswith(".py") and _inside(_resolved(where), upload_dir()):
+            raise AccessError(field, UPLOAD_REFUSED)
+
+    def code_error(self, field: str, spec: str) -> str:
+        try:
+            self.code(field, spec)
+        except AccessError as exc:
+            return exc.message
+        return ""
+
+    def to_json(self) -> str:
+        return json.dumps({"caller": self.caller, "allow_outside_code": self.allow_outside_code,
+                           "allowed_paths": list(self.allowed_paths)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Access":
+        """The Access a RLVER_LAB_ACCESS value names; anything unreadable is a web visitor allowed nothing
+        (a restriction that cannot be read is not lifted)."""
+        try:
+            data: Any = json.loads(text)
+            caller = data["caller"]
+            if caller not in CALLERS or caller == COMMAND_LINE:
+                raise ValueError(caller)
+            return cls(caller, data.get("allow_outside_code") is True,
+                       tuple(str(p) for p in data.get("allowed_paths") or ()))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return cls(WEB_VISITOR)
+
+
+# the folders the lab resolved itself (a checkpoint's policy/, the default model's cache), not named by a caller
+LAB_ITSELF = Access()
+
+
+def current_access() -> Access:
+    """This process's caller: the one install() set (inherited by the jobs it starts), else the command line."""
+    text = os.environ.get(ACCESS_ENV)
+    return Access() if text is None else Access.from_json(text)
+
+
+def install(access: Access) -> None:
+    """Make `access` this process's caller and that of every process it starts (app startup)."""
+    if access.from_web:
+        os.environ[ACCESS_ENV] = access.to_json()
+    else:
+        os.environ.pop(ACCESS_ENV, None)
+
+
+def safe_name(name: Any, fallback: str = "unnamed") -> str:
+    """`name` as one file-name component: letters, digits, '.', '-' and '_' only (others become '_'), no
+    leading dot, at most MAX_NAME_CHARS; set, job and experiment names never become paths otherwise."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name or "")).lstrip("._")[:MAX_NAME_CHARS]
+    return text or fallback
+
+
+def export_path(*name_parts: Any, suffix: str = ".jsonl") -> Path:
+    """A new file for an export the web page offers for download: in a fresh private temporary folder,
+    named by `name_parts` made safe (safe_name), so no set name or format can point it elsewhere."""
+    folder = Path(tempfile.mkdtemp(prefix="rlver-export-"))
+    return folder / ("-".join(safe_name(p) for p in name_parts) + suffix)
