@@ -117,7 +117,7 @@ def run_job(store: Store, job_id: int, as_json: bool = False) -> int:
         print(f"error: {exc}", file=sys.stderr)
         code = EXIT_CANNOT_RUN
     else:
-        with _job_log(store, ctx):
+        with job_log(store, ctx):
             code, summary = _run(store, ctx, broadcast_object)
     if as_json:
         print(json.dumps(job_result(store, job_id, summary), default=str))
@@ -147,7 +147,7 @@ def _run(store: Store, ctx: Any, broadcast_object: Callable[[Any], Any]) -> tupl
 
 
 @contextmanager
-def _job_log(store: Store, ctx: Any) -> Iterator[None]:
+def job_log(store: Store, ctx: Any) -> Iterator[None]:
     """While the job runs, stdout and stderr also go to `job.log` in its folder (recorded on the job)."""
     path = Path(ctx.output_dir) / "job.log"
     jobs.set_log_path(store, ctx.job_id, str(path))

@@ -1,0 +1,94 @@
+"""Check before spending: every input of a benchmark or comparison, checked before one dialogue is played.
+
+`benchmark_problems(store, config)` -> {field: problem} for everything wrong with a BenchmarkConfig at once:
+its settings, the persona spec (read), the prompt pack (read), the simulated user (built and asked for its
+fingerprint on the first persona it accepts) and the policy (the spec parsed and, for a model folder or a
+replay file, the path looked at; no model is loaded). A comparison checks both sides the same way (fields
+`a` and `b` for the policies) so a missing B is reported before A plays.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from simulator.personas.profile import Profile
+from simulator.user.packs import load_pack
+from simulator.user.spec import SimulatorSpec
+from trainer.evaluation.protocol import protocol_rules
+from trainer.policies.spec import PolicySpec, checkpoint_model
+
+API_PREFIXES = ("openai:",)
+
+
+def policy_problem(spec: str) -> str:
+    """Why `spec` names no usable policy ('' when it may): the spec's own check, then the model folder
+    (a Hugging Face folder with config.json, or a training checkpoint with one in policy/) or the replay
+    file must exist. `default` and `vllm:default` are the packaged model; API models are not called."""
+    if problem := PolicySpec(spec=spec).error():
+        return problem
+    spec = spec.strip()
+    if spec.startswith(API_PREFIXES) or spec in ("default", "vllm:default", "vllm:"):
+        return ""
+    if spec.startswith("replay:"):
+        path = Path(spec[len("replay:"):]).expanduser()
+        return "" if path.is_file() else f"replay file {path} does not exist"
+    resolved = checkpoint_model(spec)
+    path = Path(resolved.removeprefix("vllm:").removeprefix("transformers:")).expanduser()
+    if not path.exists():
+        return f"model folder {path} does not exist"
+    if not (path / "config.json").is_file():
+        return (f"{path} has no config.json: not a Hugging Face model folder, nor a training checkpoint "
+                "with one in policy/")
+    return ""
+
+
+def simulator_problem(config: Any, profiles: list[Profile]) -> tuple[str, str]:
+    """(field, problem) of the simulated user under the benchmark rules ('' problem when it plays at least
+    one of the personas): built, then asked for its fingerprint on the first persona it accepts."""
+    spec = SimulatorSpec.from_config(config, rules=protocol_rules())
+    if errors := spec.errors():
+        return next(iter(errors.items()))
+    try:
+        load_pack(config.prompt_pack)
+    except ValueError as e:
+        return "prompt_pack", str(e)
+    try:
+        factory = spec.factory()
+    except (ValueError, RuntimeError, ImportError, OSError) as e:
+        return "simulator", str(e)
+    first = ""
+    for p in profiles:
+        try:
+            factory(p, 0).fingerprint()
+            return "simulator", ""
+        except (ValueError, RuntimeError) as e:
+            first = first or str(e)
+    return "simulator", f"it cannot play any of the {len(profiles)} profile(s): {first}" if profiles else ""
+
+
+def benchmark_problems(store: Any, config: Any, policy_field: str = "policy") -> dict[str, str]:
+    """Everything wrong with a BenchmarkConfig, each problem under its field; empty when it can run."""
+    from trainer.evaluation.benchmark import BenchmarkInputError, load_profiles
+
+    problems = dict(config.errors())
+    if "policy" in problems:
+        problems[policy_field] = problems.pop("policy")
+    elif problem := policy_problem(config.policy):
+        problems[policy_field] = problem
+    profiles: Optional[list[Profile]] = None
+    if "profiles" not in problems and "limit" not in problems:
+        try:
+            profiles = load_profiles(config.profiles, config.limit, store)
+        except BenchmarkInputError as e:
+            problems["profiles"] = str(e).removeprefix("profiles: ")
+    if not any(k.startswith("simulator") or k == "prompt_pack" for k in problems):
+        field, problem = simulator_problem(config, profiles or [])
+        if problem:
+            problems[field] = problem
+    return problems
+
+
+def problems_text(what: str, problems: dict[str, str]) -> str:
+    """One message naming every problem: 'field: problem' alone, else 'invalid WHAT: field: problem; ...'."""
+    text = "; ".join(f"{k}: {v}" for k, v in problems.items())
+    return text if len(problems) == 1 else f"invalid {what}: {text}"
