@@ -11,6 +11,7 @@ from conftest import REPO
 from helpers import off_loop
 
 from trainer.evaluation import compare as cmp
+from trainer.evaluation import compare_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
 
 
@@ -72,7 +73,7 @@ def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
     """A deterministic simulated user (offline) and the same policy: identical dialogues, every pair a tie."""
     config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
                                max_new_tokens=12, seeds=2)
-    cid = cmp.run_comparison(engine, config, log=lambda _m: None)
+    cid = compare_runs.run_comparison(engine, config, log=lambda _m: None)
     pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
     assert len(pairs) == 6 and {p["seed"] for p in pairs} == {0, 1}
     for p in pairs:
@@ -130,7 +131,7 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
     config = cmp.CompareConfig(a=str(tiny_model_dir), b=checkpoint, profiles="builtin:heldout", limit=2,
                                max_new_tokens=12, name="untrained vs step 1")
     with ThreadPoolExecutor(1) as pool:  # sync Playwright keeps an event loop in this thread
-        cid = pool.submit(cmp.run_comparison, lab_server.store, config, lambda _m: None).result()
+        cid = pool.submit(compare_runs.run_comparison, lab_server.store, config, lambda _m: None).result()
     pairs = cmp.comparison_pairs(lab_server.store, cid)
     page = browser_page
     page.get_by_role("tab", name="Compare").click()

@@ -4,7 +4,7 @@
     run_job(store, job_id) -> exit status
 
 The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
-"personas" a persona generation: simulator.personas.generation_store.run_generation_job).
+"compare" a paired comparison (trainer.evaluation.compare_runs), "personas" a persona generation: simulator.personas.generation_store.run_generation_job).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -53,6 +53,12 @@ def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:
     return {}
 
 
+def _run_compare(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.evaluation.compare_runs import run_comparison_job
+
+    return run_comparison_job(store, job)
+
+
 def _run_personas(store: Store, job: Any) -> dict[str, Any]:
     from simulator.personas.generation_store import run_generation_job
 
@@ -62,7 +68,7 @@ def _run_personas(store: Store, job: Any) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
-                                                              "personas": _run_personas}
+                                                              "personas": _run_personas, "compare": _run_compare}
 DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
 
 
