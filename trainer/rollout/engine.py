@@ -37,10 +37,10 @@ from simulator.user.fingerprint import fingerprint_hash
 from trainer.policies.base import Generation, PolicyEngine
 from trainer.policies.repetition import RepetitionRule
 from trainer.policies.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
+from trainer.rollout import types as rollout_types
 from trainer.rollout.state import DialogueState, SharedOpenings
 from trainer.rollout.templates import system_prompt, visible_reply
 from trainer.rollout.tokens import add_tokens, extend_prompt
-from trainer.rollout import types as rollout_types
 from trainer.rollout.types import DialogueStart, RolloutConfig, RolloutEvent, RolloutRecorder, RolloutSample
 
 log = logging.getLogger(__name__)
