@@ -157,6 +157,36 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
     page.locator("#cmp-curves .js-plotly-plot").wait_for()
 
 
+@pytest.mark.browser
+@pytest.mark.process
+def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, browser_page, grid_rows,
+                                                                  tiny_model_dir):
+    """Start in the browser: the comparison runs as a background job (its own process), the view shows its
+    progress, and when it finishes the result opens in the view."""
+    from helpers import wait_for
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.get_by_role("tab", name="Compare").click()
+    for side in ("a", "b"):
+        box = page.locator(f"#cmp-{side} input")
+        box.fill(str(tiny_model_dir))
+        box.press("Enter")
+    page.locator("#cmp-limit input").fill("2")
+    page.locator("#cmp-max-new input").fill("8")
+    page.locator("#cmp-max-new input").press("Tab")
+    page.locator("#cmp-start").click()
+    expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
+    cid = wait_for(lambda: (cmp.list_comparisons(lab_server.store) or [{}])[0].get("id"), timeout=60)
+    stored = cmp.get_comparison(lab_server.store, cid)
+    assert stored["config"]["a"] == stored["config"]["b"] == str(tiny_model_dir) and stored["config"]["limit"] == 2
+    expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=400_000)  # finished: the result opens
+    assert cmp.get_comparison(lab_server.store, cid)["status"] == "succeeded"
+    rows = wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)
+    assert len(rows) == 2
+    expect(page.locator("#cmp-job")).to_contain_text("succeeded")
+
+
 # ------------------------------------------------------------------------------------ bring your own
 RULE_USER = REPO / "docs" / "examples" / "rule_user.py"
 

@@ -77,7 +77,8 @@ def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 def start_cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen(trainer_cmd(*args), cwd=REPO, text=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
 def kill(p: subprocess.Popen) -> None:

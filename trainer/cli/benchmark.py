@@ -17,7 +17,8 @@ Every run is a job (trainer/jobs/foreground.py): this process owns it (lock, hea
 view shows it, and a killed run shows as dead. --resume continues an eval run that was cut off (killed,
 Ctrl-C, failed): its stored settings are used, the profiles it already finished are skipped, and every
 dialogue's seed comes from its persona, so the result equals an uninterrupted run's. A resume while the run's
-process is alive is refused, naming its pid (--stop-owner kills it first). --out writes the run's dialogues as a SAGE `*_result.jsonl` file, which
+process is alive is refused, naming its pid (--stop-owner kills it first). --out writes the run's dialogues
+as a SAGE `*_result.jsonl` file, which
 `python -m simulator score FILE` scores to the same numbers. --json prints exactly one JSON object on
 stdout (score, success, failure, n, ci_low, ci_high, eval_run_id, n_errors, protocol_hash, truncations);
 progress goes to stderr.

@@ -29,6 +29,7 @@ from storage.models import utcnow
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 N_BOOT = 2000
+COMPARE_JOB_KIND = "compare"  # the job that plays a comparison (trainer.evaluation.compare_runs)
 
 
 @dataclass
@@ -235,12 +236,33 @@ def get_comparison(store: Engine, comparison_id: int) -> Optional[dict[str, Any]
         return {c.name: getattr(row, c.name) for c in Comparison.__table__.columns}
 
 
+def comparison_job(store: Engine, comparison_id: int) -> Optional[dict[str, Any]]:
+    """The job that plays the comparison (as trainer.jobs.queue.list_jobs gives it: status derived), None for
+    one recorded before comparisons were jobs."""
+    from trainer.jobs.queue import job_for
+
+    return job_for(store, COMPARE_JOB_KIND, "comparison_id", comparison_id)
+
+
+def shown_status(comparison: dict[str, Any], job: Optional[dict[str, Any]]) -> str:
+    """The comparison's status as shown: stored running but its job's process is gone (or stalled) -> the
+    job's derived status (dead, stalled, interrupted), as for every job."""
+    if comparison["status"] == "running" and job is not None and job["status"] not in ("running", "queued"):
+        return job["status"]
+    return comparison["status"]
+
+
 def list_comparisons(store: Engine, limit: int = 100) -> list[dict[str, Any]]:
+    """Newest first; `status` is the shown one (shown_status)."""
     with read_scope(store) as s:
         rows = s.scalars(select(Comparison).order_by(Comparison.id.desc()).limit(limit)).all()
-        return [{"id": r.id, "name": r.name, "a": r.config.get("a", ""), "b": r.config.get("b", ""),
-                 "profiles": r.config.get("profiles", ""), "status": r.status, "summary": r.summary or {},
-                 "created_at": r.created_at} for r in rows]
+        out = [{"id": r.id, "name": r.name, "a": r.config.get("a", ""), "b": r.config.get("b", ""),
+                "profiles": r.config.get("profiles", ""), "status": r.status, "summary": r.summary or {},
+                "created_at": r.created_at} for r in rows]
+    for c in out:
+        if c["status"] == "running":
+            c["status"] = shown_status(c, comparison_job(store, c["id"]))
+    return out
 
 
 def persona_line(pair: dict[str, Any]) -> dict[str, Any]:

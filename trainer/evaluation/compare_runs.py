@@ -16,6 +16,7 @@ uninterrupted one.
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine, select
@@ -24,12 +25,20 @@ from storage import Comparison, ComparisonPair, EvalRun, code_version, read_scop
 from storage.models import utcnow
 from trainer.evaluation.benchmark import BenchmarkInputError, load_profiles, run_benchmark
 from trainer.evaluation.checks import benchmark_problems, problems_text
-from trainer.evaluation.compare import (CompareConfig, comparison_pairs, dialogues_by_persona, get_comparison, model_ref,
-                                        paired_summary)
+from trainer.evaluation.compare import (
+    COMPARE_JOB_KIND,
+    CompareConfig,
+    comparison_job,
+    comparison_pairs,
+    dialogues_by_persona,
+    get_comparison,
+    model_ref,
+    paired_summary,
+    shown_status,
+)
 from trainer.jobs.foreground import resume_foreground, run_foreground
-from trainer.jobs.queue import create_job, job_for, launch
+from trainer.jobs.queue import create_job, launch
 
-KIND = "compare"
 SIDES = ("a", "b")
 
 
@@ -56,7 +65,7 @@ def create_comparison(store: Engine, config: CompareConfig) -> tuple[int, int]:
         s.add(row)
         s.flush()
         comparison_id = row.id
-    job_id = create_job(store, KIND, {"comparison_id": comparison_id}, seed=config.seed,
+    job_id = create_job(store, COMPARE_JOB_KIND, {"comparison_id": comparison_id}, seed=config.seed,
                         name=config.name or f"compare {config.a} vs {config.b}")
     return comparison_id, job_id
 
@@ -75,12 +84,6 @@ def run_comparison(store: Engine, config: CompareConfig, log: Callable[[str], No
     comparison_id, job_id = create_comparison(store, config)
     run_foreground(store, job_id, lambda ctx: play_comparison(store, comparison_id, ctx, log), clean_stdout)
     return comparison_id
-
-
-def comparison_job(store: Engine, comparison_id: int) -> Optional[dict[str, Any]]:
-    """The job that plays the comparison (as trainer.jobs.queue.list_jobs gives it), None for one recorded
-    before comparisons were jobs."""
-    return job_for(store, KIND, "comparison_id", comparison_id)
 
 
 def resume_comparison(store: Engine, comparison_id: int, log: Callable[[str], None] = print,
@@ -204,3 +207,47 @@ def _link_pairs(store: Engine, comparison_id: int, seed: int, a_run: int, b_run:
         for persona_id in [p for p in a_d if p in b_d and p not in linked]:
             s.add(ComparisonPair(comparison_id=comparison_id, persona_id=persona_id, seed=seed,
                                  a_dialogue_id=a_d[persona_id], b_dialogue_id=b_d[persona_id]))
+
+
+# ------------------------------------------------------------------------------------------ what the view shows
+def stored_policies(store: Engine, limit: int = 50) -> list[tuple[str, str]]:
+    """(label, policy path) of the newest stored training checkpoints whose policy folder is on disk, for
+    picking A or B: the path is what --a / --b take."""
+    from storage import Checkpoint, Job
+    from trainer.jobs.queue import policy_path
+
+    with read_scope(store) as s:
+        rows = s.execute(select(Checkpoint.job_id, Checkpoint.step, Checkpoint.path, Job.name)
+                         .join(Job, Job.id == Checkpoint.job_id).order_by(Checkpoint.id.desc()).limit(limit)).all()
+    out = []
+    for job_id, step, path, name in rows:
+        model = policy_path(path)
+        if model and (Path(model) / "config.json").is_file():
+            out.append((f"job #{job_id} {name} · step {step}", model))
+    return out
+
+
+def comparison_progress(store: Engine, comparison_id: int) -> dict[str, Any]:
+    """status (as shown: a comparison whose process died shows its job's dead / interrupted), done and total
+    dialogues, and the time left (s; None until a dialogue of this run of the job has finished), estimated
+    from the dialogues finished since the job (re)started."""
+    from storage import Dialogue
+
+    row = get_comparison(store, comparison_id)
+    if row is None:
+        return {}
+    job = comparison_job(store, comparison_id)
+    out = {"status": shown_status(row, job), "done": 0, "total": 0, "left_s": None, "job_id": None, "error": ""}
+    if job is None:
+        return out
+    out.update(job_id=job["id"], done=job["step"] or 0, total=job["total_steps"] or 0,
+               error=job["error"] if out["status"] != row["status"] else row["error"])
+    if job["status"] == "running" and job["started_at"] is not None and out["total"]:
+        with read_scope(store) as s:
+            since = len(list(s.scalars(select(Dialogue.id).where(
+                Dialogue.job_id == job["id"], Dialogue.finished_at >= job["started_at"],
+                Dialogue.status.in_(("finished", "failed"))))))
+        if since:
+            elapsed = (utcnow() - job["started_at"]).total_seconds()
+            out["left_s"] = elapsed / since * max(0, out["total"] - out["done"])
+    return out

@@ -15,14 +15,17 @@ job's log, as for a launched job.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, Optional, TypeVar
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from storage import Job, Store, read_scope
 from trainer.jobs.context import JobContext
-from trainer.jobs.queue import reopen
+from trainer.jobs.queue import reopen, set_log_path
 
 T = TypeVar("T")
 
@@ -32,8 +35,6 @@ def run_foreground(store: Store, job_id: int, work: Callable[[JobContext], T],
     """Run `work(ctx)` in this process as the owner of queued job `job_id`, its output also in the job's log;
     its result (None when the job was cancelled before the work began). JobError when another live process
     owns the job. clean_stdout: everything printed goes to stderr (a `--json` command's stdout is its JSON)."""
-    from trainer.jobs.runner import job_log
-
     ctx = JobContext(store, job_id)
     restore = _cancel_on_interrupt(ctx)
     result: Optional[T] = None
@@ -74,3 +75,49 @@ def _cancel_on_interrupt(ctx: JobContext) -> Callable[[], None]:
 
     signal.signal(signal.SIGINT, handler)
     return lambda: signal.signal(signal.SIGINT, previous)
+
+
+class _Tee:
+    """Write to the terminal and to the job's log file."""
+
+    def __init__(self, stream: Any, log: Any):
+        self.stream, self.log = stream, log
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.log.write(text)
+        self.log.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+        self.log.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _already_logging_to(path: Path) -> bool:
+    """True when stdout is the log file itself (a process started by jobs.launch): no second copy."""
+    try:
+        out, log = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (pytest capture), no log yet
+        return False
+    return (out.st_dev, out.st_ino) == (log.st_dev, log.st_ino)
+
+
+@contextmanager
+def job_log(store: Store, ctx: Any) -> Iterator[None]:
+    """While the job runs, stdout and stderr also go to `job.log` in its folder (recorded on the job)."""
+    path = Path(ctx.output_dir) / "job.log"
+    set_log_path(store, ctx.job_id, str(path))
+    if _already_logging_to(path):
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    with open(path, "a", encoding="utf-8") as log:
+        sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = saved
