@@ -216,18 +216,20 @@ def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_
 
     db_url = f"sqlite:///{tmp_path / 'lab.db'}"
 
-    def b_started() -> bool:
+    def b_playing() -> bool:
+        """B's dialogues (played together: the comparison's "rounds" schedule) have replies, none has ended."""
         engine = make_engine(db_url)
         try:
             with read_scope(engine) as s:
                 b = s.scalars(select(EvalRun).where(EvalRun.name.like("% B seed 5"))).first()
-                return b is not None and any(st == "finished" for _, st, _ in statuses(db_url, b.id))
+            rows = statuses(db_url, b.id) if b is not None else []
+            return any(n >= 1 for _, _, n in rows) and all(st == "running" for _, st, _ in rows)
         finally:
             engine.dispose()
 
     p = start_cli(*compare_args(tiny_model_dir, other_model, user_spec, db_url))
     try:
-        wait_for(b_started, timeout=400, every=0.05)
+        wait_for(b_playing, timeout=400, every=0.02)
     finally:
         kill(p)
     engine = make_engine(db_url)
