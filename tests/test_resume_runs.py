@@ -221,8 +221,8 @@ def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_
         engine = make_engine(db_url)
         try:
             with read_scope(engine) as s:
-                b = s.scalars(select(EvalRun).where(EvalRun.name.like("% B seed 5"))).first()
-            rows = statuses(db_url, b.id) if b is not None else []
+                b = s.scalars(select(EvalRun.id).where(EvalRun.name.like("% B seed 5"))).first()
+            rows = statuses(db_url, b) if b is not None else []
             return any(n >= 1 for _, _, n in rows) and all(st == "running" for _, st, _ in rows)
         finally:
             engine.dispose()

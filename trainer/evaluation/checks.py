@@ -15,6 +15,7 @@ from simulator.personas.profile import Profile
 from simulator.user.packs import load_pack
 from simulator.user.spec import SimulatorSpec
 from trainer.evaluation.protocol import protocol_rules
+from trainer.policies.model import resolve_policy
 from trainer.policies.spec import PolicySpec, checkpoint_model
 
 API_PREFIXES = ("openai:",)
@@ -32,13 +33,13 @@ def policy_problem(spec: str) -> str:
     if spec.startswith("replay:"):
         path = Path(spec[len("replay:"):]).expanduser()
         return "" if path.is_file() else f"replay file {path} does not exist"
-    resolved = checkpoint_model(spec)
-    path = Path(resolved.removeprefix("vllm:").removeprefix("transformers:")).expanduser()
+    path = Path(checkpoint_model(spec).removeprefix("vllm:").removeprefix("transformers:")).expanduser()
     if not path.exists():
         return f"model folder {path} does not exist"
-    if not (path / "config.json").is_file():
-        return (f"{path} has no config.json: not a Hugging Face model folder, nor a training checkpoint "
-                "with one in policy/")
+    try:
+        resolve_policy(str(path))  # config.json, a causal LM, tokenizer files: read, nothing loaded
+    except (ValueError, OSError) as e:
+        return f"{e} (nor a training checkpoint with a model in policy/)"
     return ""
 
 
