@@ -28,10 +28,11 @@ from sqlalchemy import Engine, select
 from simulator.evaluation.scoring import BenchmarkSummary
 from simulator.llm.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.personas.profile import Profile
-from simulator.personas.specs import PersonaSpecError, resolve_personas, spec_record
+from simulator.personas.specs import PersonaSpecError, spec_record
 from simulator.user.fingerprint import canonical_json
 from simulator.user.spec import SimulatorSpec
 from storage import EvalRun, code_version, read_scope, session_scope
+from trainer.evaluation.checks import benchmark_problems, first_profiles, problems_text
 from trainer.evaluation.eval_runs import (
     check_replay,
     close_cut_off_dialogues,
@@ -142,8 +143,6 @@ class BenchmarkConfig:
 def check_config(store: Optional[Engine], config: "BenchmarkConfig | dict[str, Any]") -> "BenchmarkConfig":
     """The config, once every input is checked (settings, profiles, pack, simulator, policy; nothing is
     played or loaded: trainer.evaluation.checks); BenchmarkInputError naming every problem at once."""
-    from trainer.evaluation.checks import benchmark_problems, problems_text
-
     if isinstance(config, dict):
         unknown = sorted(set(config) - {f.name for f in fields(BenchmarkConfig)})
         if unknown:
@@ -159,10 +158,9 @@ def load_profiles(spec: str, limit: int = 0, store: Optional[Engine] = None) -> 
     """The benchmark's profiles (a persona spec: simulator.personas.specs), first `limit`. A bad spec or
     file raises BenchmarkInputError on "profiles", listing every problem of a file by line."""
     try:
-        profiles = resolve_personas(spec, store)
+        return first_profiles(spec, limit, store)
     except PersonaSpecError as e:
         raise BenchmarkInputError(f"profiles: {e}") from None
-    return profiles[:limit] if limit else profiles
 
 
 def profile_set_hash(profiles: list[Profile]) -> str:

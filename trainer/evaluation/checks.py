@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from simulator.personas.profile import Profile
+from simulator.personas.specs import PersonaSpecError, resolve_personas
 from simulator.user.packs import load_pack
 from simulator.user.spec import SimulatorSpec
 from trainer.evaluation.protocol import protocol_rules
@@ -19,6 +20,13 @@ from trainer.policies.model import resolve_policy
 from trainer.policies.spec import PolicySpec, checkpoint_model
 
 API_PREFIXES = ("openai:",)
+
+
+def first_profiles(spec: str, limit: int = 0, store: Any = None) -> list[Profile]:
+    """The personas of a persona spec (simulator.personas.specs), the first `limit` (0 = all);
+    PersonaSpecError listing every problem of a file by line."""
+    profiles = resolve_personas(spec, store)
+    return profiles[:limit] if limit else profiles
 
 
 def policy_problem(spec: str) -> str:
@@ -69,8 +77,6 @@ def simulator_problem(config: Any, profiles: list[Profile]) -> tuple[str, str]:
 
 def benchmark_problems(store: Any, config: Any, policy_field: str = "policy") -> dict[str, str]:
     """Everything wrong with a BenchmarkConfig, each problem under its field; empty when it can run."""
-    from trainer.evaluation.benchmark import BenchmarkInputError, load_profiles
-
     problems = dict(config.errors())
     if "policy" in problems:
         problems[policy_field] = problems.pop("policy")
@@ -79,9 +85,9 @@ def benchmark_problems(store: Any, config: Any, policy_field: str = "policy") ->
     profiles: Optional[list[Profile]] = None
     if "profiles" not in problems and "limit" not in problems:
         try:
-            profiles = load_profiles(config.profiles, config.limit, store)
-        except BenchmarkInputError as e:
-            problems["profiles"] = str(e).removeprefix("profiles: ")
+            profiles = first_profiles(config.profiles, config.limit, store)
+        except PersonaSpecError as e:
+            problems["profiles"] = str(e)
     if not any(k.startswith("simulator") or k == "prompt_pack" for k in problems):
         field, problem = simulator_problem(config, profiles or [])
         if problem:
