@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from storage import Dialogue, EvalRun, Turn, make_engine, read_scope
 from trainer.evaluation import compare as cmp
-from trainer.evaluation import compare_runs
+from trainer.evaluation import compare_runs, eval_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
 from trainer.jobs import queue as jobs
 from trainer.rollout.types import dialogue_seed
@@ -158,6 +158,7 @@ def test_a_killed_benchmark_resumes_to_the_uninterrupted_result(point, reference
     try:
         [job] = jobs.list_jobs(engine, kind="benchmark")
         assert job["status"] == "dead" and job["stored_status"] == "running"  # shown as dead, not "running"
+        assert eval_runs.running_eval_run_ids(engine) == []  # the Benchmark view's "Running" leaves it out
     finally:
         engine.dispose()
     r = run_cli("benchmark", "--resume", "1", "--db", db_url, "--json")
