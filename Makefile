@@ -1,5 +1,6 @@
 # RLVER Lab. `make run` starts the lab, `make test` runs every test, `make test-fast` the quick ones (no
-# browser, model, process, data or slow tests; no root needed); all prepare .venv when missing.
+# browser, model, process, data or slow tests; no root needed: the PostgreSQL runs are skipped when it is not
+# installed); all prepare .venv when missing.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -11,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast browser clean-venv
+.PHONY: setup run test test-fast browser postgres clean-venv
 
 setup: $(STAMP)
 
@@ -30,10 +31,15 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }
 
+# the store tests run on a real PostgreSQL too (tests/conftest.py starts one server in a temporary folder)
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq postgresql; }
+
 run: setup
 	$(PY) -m app --host $(HOST) --port $(PORT)
 
-test: setup browser
+test: setup browser postgres
 	$(PY) -m pytest -q --durations=30
 
 test-fast: setup

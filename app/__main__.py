@@ -72,9 +72,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from app.context import LabContext
     from app.lab import build_app, launch, startup
-    from storage import make_engine
+    from storage import StoreError, make_engine
 
-    store = make_engine(args.db)
+    try:
+        store = make_engine(args.db)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     done = startup(store)
     print(f"RLVER Lab: store ready ({done.get('seeded', 0)} built-in personas added), "
           f"serving http://{args.host}:{args.port}{' with a login' if args.auth else ''}", flush=True)

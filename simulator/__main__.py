@@ -214,10 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in PLUGINS:
-        return _run_plugin(argv[0], argv[1:])
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    from storage import StoreError
+
+    try:
+        if argv and argv[0] in PLUGINS:
+            return _run_plugin(argv[0], argv[1:])
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except StoreError as exc:  # unreachable, refused, or waiting for its owner: one line, nothing started
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

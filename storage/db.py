@@ -1,13 +1,16 @@
-"""Engine and session setup. SQLite file by default (WAL, foreign keys, busy timeout); any URL by setting.
+"""Engine and session setup. A SQLite file by default (WAL, foreign keys, busy timeout), or PostgreSQL
+(psycopg 3) for a team server; see docs/store.md.
 
-The store is shared by the app and by job processes, so every write is a short transaction and SQLite
-waits (busy_timeout) instead of failing with "database is locked".
+The store is shared by the app and by job processes, so every write is a short transaction and write
+transactions run one at a time (SQLite BEGIN IMMEDIATE, a PostgreSQL advisory lock): a writer waits
+(busy_timeout / lock_timeout) instead of failing at once.
 """
 from __future__ import annotations
 
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -15,14 +18,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.models import Base, StoreMeta
+from storage.migrate import StoreError, upgrade_store
+from storage.models import StoreMeta
 
 Store = Engine  # the store as services take it (`store: Store`), made by make_engine
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUSY_TIMEOUT_MS = 30_000
+POSTGRES_WRITE_LOCK = 0x726C766572  # the advisory lock key of write transactions ("rlver")
 
 
 def lab_home() -> Path:
@@ -68,49 +74,81 @@ def _sqlite_begin(conn) -> None:
     """Writers take the write lock at BEGIN (IMMEDIATE): a deferred transaction that reads and then
     writes fails at once with "database is locked" when another process wrote in between, whatever the
     busy timeout. Read-only scopes (read_scope) begin DEFERRED and never block a writer in WAL mode."""
-    conn.exec_driver_sql("BEGIN " + conn.get_execution_options().get("sqlite_begin", "IMMEDIATE"))
+    writer = conn.get_execution_options().get("store_write_lock", True)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN DEFERRED")
+
+
+def _postgres_begin(conn) -> None:
+    """The same guarantee on PostgreSQL: a write transaction takes one transaction-level advisory lock of
+    this database first, so write transactions run one at a time, as on SQLite (the lab's claims, e.g. a
+    job's turn in the queue, read and then write in one transaction). Readers take no lock."""
+    if conn.get_execution_options().get("store_write_lock", True):
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({POSTGRES_WRITE_LOCK})")
+
+
+def normalize_url(url: str) -> str:
+    """`postgresql://` and `postgres://` mean psycopg 3 (the `postgres` extra), not SQLAlchemy's default
+    psycopg2."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def masked(url: str) -> str:
+    """The URL as messages show it: the password replaced by ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("://", 1)[0] + "://..."
 
 
 def make_engine(url: Optional[str] = None, create: bool = True) -> Engine:
-    """Create an engine for `url` (default_url() when None) and create missing tables."""
-    url = url or default_url()
+    """Create an engine for `url` (default_url() when None). create=True: connect now (StoreError, one line
+    naming the URL without its password, when the store cannot be reached) and bring the schema to the head
+    revision (storage.migrate), saying on stderr in one line what an upgrade of an existing store did."""
+    url = normalize_url(url or default_url())
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
         Path(url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    kwargs = {}
+    kwargs: dict = {}
     if url.startswith("sqlite"):
         # isolation_level=None: the driver issues no BEGIN of its own; _sqlite_begin below does.
         kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False,
                                   "isolation_level": None}
-    engine = create_engine(url, **kwargs)
+    elif url.startswith("postgresql"):
+        # a writer waits for the write lock as long as SQLite's busy timeout, then fails instead of hanging
+        kwargs["connect_args"] = {"connect_timeout": 10, "options": f"-c lock_timeout={BUSY_TIMEOUT_MS}"}
+        kwargs["pool_pre_ping"] = True  # a team server restarts; the app outlives its connections
+    try:
+        engine = create_engine(url, **kwargs)
+    except (ArgumentError, ImportError) as exc:
+        hint = " (pip install 'rlver-lab[postgres]' for PostgreSQL)" if "psycopg" in str(exc) else ""
+        raise StoreError(f"cannot open the store {masked(url)}: {exc}{hint}") from None
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
+    elif engine.dialect.name == "postgresql":
+        event.listen(engine, "begin", _postgres_begin)
     if create:
-        Base.metadata.create_all(engine)
-        add_missing_columns(engine)
+        check_reachable(engine, url)
+        done = upgrade_store(engine, masked(url))
+        if done is not None and not done.created:
+            print(done.describe(masked(url)), file=sys.stderr, flush=True)
     return engine
 
 
-def add_missing_columns(engine: Engine) -> list[str]:
-    """Upgrade a store made by an older version: add the nullable columns its tables lack (create_all makes
-    missing tables only). Returns "table.column" for each column added. Only nullable columns are ever added
-    this way, so old rows read as NULL and no data is rewritten."""
-    from sqlalchemy import inspect, text
-
-    existing_tables = set(inspect(engine).get_table_names())
-    added = []
-    for table in Base.metadata.sorted_tables:
-        if table.name not in existing_tables:
-            continue
-        have = {c["name"] for c in inspect(engine).get_columns(table.name)}
-        for column in table.columns:
-            if column.name in have or not column.nullable or column.primary_key:
-                continue
-            kind = column.type.compile(dialect=engine.dialect)
-            with engine.begin() as conn:
-                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}'))
-            added.append(f"{table.name}.{column.name}")
-    return added
+def check_reachable(engine: Engine, url: str) -> None:
+    """Connect once; StoreError (one line, the URL without its password) when the store cannot be reached."""
+    try:
+        with engine.connect().execution_options(store_write_lock=False) as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except DBAPIError as exc:
+        engine.dispose()
+        reason = " ".join(str(exc.orig).split()) or type(exc.orig).__name__
+        password = make_url(url).password
+        if password:
+            reason = reason.replace(str(password), "***")
+        raise StoreError(f"cannot open the store {masked(url)}: {reason}") from None
 
 
 @lru_cache(maxsize=8)
@@ -134,7 +172,8 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 @contextmanager
 def read_scope(engine: Engine) -> Iterator[Session]:
-    """A read-only transaction (SQLite: BEGIN DEFERRED, so it never waits for writers)."""
+    """A read-only transaction (SQLite: BEGIN DEFERRED; PostgreSQL: no write lock), so it never waits for
+    writers."""
     session = _sessionmaker(_reader(engine))()
     try:
         yield session
@@ -145,13 +184,13 @@ def read_scope(engine: Engine) -> Iterator[Session]:
 
 @lru_cache(maxsize=8)
 def _reader(engine: Engine) -> Engine:
-    return engine.execution_options(sqlite_begin="DEFERRED")
+    return engine.execution_options(store_write_lock=False)
 
 
 def store_id(engine: Engine) -> str:
     """This store's id: 12 hex digits made once (a random id, so two stores never share job folders
     even when they share RLVER_LAB_HOME)."""
-    with session_scope(engine) as s:  # BEGIN IMMEDIATE: two processes agree on the first id
+    with session_scope(engine) as s:  # the write lock: two processes agree on the first id
         row = s.get(StoreMeta, "store_id")
         if row is None:
             row = StoreMeta(key="store_id", value=uuid.uuid4().hex[:12])

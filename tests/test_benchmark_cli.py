@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import BACKENDS
 from helpers import wait_for as _wait_for
 
 from simulator.personas.io import dumps_profiles
@@ -24,6 +25,8 @@ from testkit.scripted_server import ScriptedServer
 from trainer.evaluation import benchmark as bm
 from trainer.evaluation import eval_runs, protocol
 from trainer.jobs import queue as jobs
+
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {"score", "success", "failure", "n", "ci_low", "ci_high", "eval_run_id"}
@@ -245,6 +248,7 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(engine, db_url, slow_server):
 
 
 # ------------------------------------------------------------------------------------------------- jobs
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_benchmark_job_runs_in_the_background_and_records_everything(engine, db_url, server):
     config = {"policy": "openai:scripted", "policy_base_url": server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": server.base_url, "limit": 2, "name": "scripted"}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import BACKENDS
 
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas.profile import Profile
@@ -106,6 +107,7 @@ def recompute(engine: HFEngine, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits[:-1], -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
 
 
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, engine):
     policy.batches.clear()
     factory = Factory({"ann": 1, "bob": 2, "cat": 3})
@@ -274,6 +276,7 @@ def test_bad_config_and_profiles_are_named(policy):
         rollout.run([bad])
 
 
+@pytest.mark.model
 def test_real_offline_simulator(policy, engine):
     from simulator.user.spec import SimulatorSpec
 
@@ -347,6 +350,7 @@ def test_api_policy_and_api_simulator_over_http(engine):
         assert [t["think_text"] for t in stored["turns"] if t["role"] == "assistant"] == s.thoughts
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
     """With a real chat tokenizer the context of turn t+1 extends turn t's context plus its sampled ids."""

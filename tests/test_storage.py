@@ -1,4 +1,5 @@
-"""The store: SQLite pragmas, the RLVER_LAB_DB setting, and two real processes sharing one file."""
+"""The store: SQLite pragmas, PostgreSQL's write lock, the RLVER_LAB_DB setting, and real processes sharing one
+store; on both backends (`db_url` here is `any_db_url`: a SQLite file, then a database on the test PostgreSQL)."""
 from __future__ import annotations
 
 import json
@@ -50,11 +51,38 @@ READER = textwrap.dedent("""
 """)
 
 
-def test_sqlite_pragmas(engine):
+@pytest.fixture
+def db_url(any_db_url: str) -> str:
+    return any_db_url
+
+
+def test_sqlite_pragmas(tmp_path: Path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'pragmas.db'}")
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_write_transactions_hold_the_write_lock_and_readers_do_not(postgres_url: str):
+    """PostgreSQL writers run one at a time, as SQLite's BEGIN IMMEDIATE makes them: a write scope holds the
+    advisory lock until it commits; a read scope takes none."""
+    engine = make_engine(postgres_url)
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = " \
+           "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    with read_scope(engine) as r:
+        assert r.execute(text(held)).scalar() == 0
+    with session_scope(engine) as w:
+        w.add(Job(kind="train", name="locked"))
+        w.flush()
+        with read_scope(engine) as r:
+            assert r.execute(text(held)).scalar() == 1
+    with read_scope(engine) as r:
+        assert r.execute(text(held)).scalar() == 0
+        assert r.execute(text("SHOW lock_timeout")).scalar() == "30s"
+    engine.dispose()
 
 
 def test_foreign_keys_are_enforced(engine):
@@ -78,6 +106,7 @@ def test_rlver_lab_db_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert default_url().endswith("lab.db") and str(tmp_path / "lab_home") in default_url()
 
 
+@pytest.mark.process
 def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Path):
     rows, batch = 5000, 5
     eng = make_engine(db_url)
@@ -107,13 +136,16 @@ def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Pat
     with read_scope(eng) as s:
         assert s.query(Metric).filter_by(job_id=job_id).count() == rows
         assert s.get(Job, job_id).heartbeat_at is not None
-        assert s.execute(text("PRAGMA integrity_check")).scalar() == "ok"
+        if eng.dialect.name == "sqlite":
+            assert s.execute(text("PRAGMA integrity_check")).scalar() == "ok"
     eng.dispose()
 
 
-def test_two_processes_create_a_fresh_store_at_once(tmp_path: Path):
-    """The app and a job starting together on a new file must both get a working store."""
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+@pytest.mark.process
+def test_two_processes_create_a_fresh_store_at_once(db_url: str):
+    """The app and a job starting together on a new store must both get a working store (the schema's
+    revisions run once, under the write lock)."""
+    url = db_url
     code = "import sys; from storage import make_engine, session_scope, Job\n" \
            "e = make_engine(sys.argv[1])\n" \
            "with session_scope(e) as s: s.add(Job(kind='train'))\n"

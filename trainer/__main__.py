@@ -60,7 +60,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
-    return int(args._run(args) or 0)
+    from storage import StoreError
+
+    try:
+        return int(args._run(args) or 0)
+    except StoreError as exc:  # unreachable, refused, or waiting for its owner: one line, nothing started
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,26 @@
+"""Alembic's environment for the store. storage.migrate runs it with the connection it holds (its
+write lock taken); `python -m storage revision` runs it with a URL of its own."""
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine
+
+import storage  # noqa: F401  every ORM module imported: Base.metadata is the whole store
+from storage.models import Base
+
+
+def _run(connection) -> None:
+    context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True,
+                      compare_type=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = context.config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
+    with engine.begin() as conn:
+        _run(conn)
+    engine.dispose()
