@@ -11,6 +11,7 @@ from conftest import REPO
 from helpers import off_loop
 
 from trainer.evaluation import compare as cmp
+from trainer.evaluation import compare_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
 
 
@@ -73,7 +74,7 @@ def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
     """A deterministic simulated user (offline) and the same policy: identical dialogues, every pair a tie."""
     config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
                                max_new_tokens=12, seeds=2)
-    cid = cmp.run_comparison(engine, config, log=lambda _m: None)
+    cid = compare_runs.run_comparison(engine, config, log=lambda _m: None)
     pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
     assert len(pairs) == 6 and {p["seed"] for p in pairs} == {0, 1}
     for p in pairs:
@@ -133,7 +134,7 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
     config = cmp.CompareConfig(a=str(tiny_model_dir), b=checkpoint, profiles="builtin:heldout", limit=2,
                                max_new_tokens=12, name="untrained vs step 1")
     with ThreadPoolExecutor(1) as pool:  # sync Playwright keeps an event loop in this thread
-        cid = pool.submit(cmp.run_comparison, lab_server.store, config, lambda _m: None).result()
+        cid = pool.submit(compare_runs.run_comparison, lab_server.store, config, lambda _m: None).result()
     pairs = cmp.comparison_pairs(lab_server.store, cid)
     page = browser_page
     page.get_by_role("tab", name="Compare").click()
@@ -157,6 +158,36 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
         marked = table.locator("tr.cmp-first")
         assert marked.count() >= 1
     page.locator("#cmp-curves .js-plotly-plot").wait_for()
+
+
+@pytest.mark.browser
+@pytest.mark.process
+def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, browser_page, grid_rows,
+                                                                  tiny_model_dir):
+    """Start in the browser: the comparison runs as a background job (its own process), the view shows its
+    progress, and when it finishes the result opens in the view."""
+    from helpers import wait_for
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.get_by_role("tab", name="Compare").click()
+    for side in ("a", "b"):
+        box = page.locator(f"#cmp-{side} input")
+        box.fill(str(tiny_model_dir))
+        box.press("Enter")
+    page.locator("#cmp-limit input").fill("2")
+    page.locator("#cmp-max-new input").fill("8")
+    page.locator("#cmp-max-new input").press("Tab")
+    page.locator("#cmp-start").click()
+    expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
+    cid = wait_for(lambda: (cmp.list_comparisons(lab_server.store) or [{}])[0].get("id"), timeout=60)
+    stored = cmp.get_comparison(lab_server.store, cid)
+    assert stored["config"]["a"] == stored["config"]["b"] == str(tiny_model_dir) and stored["config"]["limit"] == 2
+    expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=400_000)  # finished: the result opens
+    assert cmp.get_comparison(lab_server.store, cid)["status"] == "succeeded"
+    rows = wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)
+    assert len(rows) == 2
+    expect(page.locator("#cmp-job")).to_contain_text("succeeded")
 
 
 # ------------------------------------------------------------------------------------ bring your own

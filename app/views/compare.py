@@ -1,4 +1,6 @@
-"""Compare view: two policies on the same personas, simulated user and seeds (`python -m trainer compare`):
+"""Compare view: start a comparison (A and B: the default model, a stored checkpoint or a model folder; the
+personas; the simulated user) as a background job, watch it with the time left, Cancel, Resume; then
+two policies on the same personas, simulated user and seeds (`python -m trainer compare`):
 wins / ties / losses with a paired interval and the breakdown, the pairs sorted by the difference, and one
 persona's two dialogues side by side aligned by turn with both emotion curves and the user's inner thoughts
 where they part."""
@@ -10,13 +12,47 @@ import gradio as gr
 
 from app.context import LabContext
 from app.services import compare as cs
+from app.services import compare_jobs as cj
+from simulator.personas.specs import spec_choices
 from trainer.evaluation import compare as cmp
+
+POLL_S = 2.0  # how often the picked comparison's progress is read
+
+
+def _same_comparison(choices: list[str], current: Any) -> Any:
+    """The choice naming the same comparison as `current` (its label carries the status, which changes), else
+    the newest."""
+    cid = cs.parse_choice(current)
+    same = [c for c in choices if cid is not None and cs.parse_choice(c) == cid]
+    return same[0] if same else (choices[0] if choices else None)
 
 
 def build(ctx: LabContext) -> None:
     store = ctx.store
     gr.Markdown("Two policies against the same personas, simulated user, seeds and rules, dialogue by dialogue. "
-                "Run one with `python -m trainer compare --a POLICY --b POLICY --profiles SPEC`.")
+                "Start one here (or with `python -m trainer compare --a POLICY --b POLICY --profiles SPEC`): it "
+                "runs as a background job, survives a closed browser, and a stopped one resumes where it was.")
+    with gr.Accordion("New comparison", open=True):
+        with gr.Row():
+            a_pick = gr.Dropdown(choices=cj.policy_choices(store), value=cj.DEFAULT_POLICY, allow_custom_value=True,
+                                 label="A (the baseline): default, a stored checkpoint or a model folder",
+                                 elem_id="cmp-a")
+            b_pick = gr.Dropdown(choices=cj.policy_choices(store), value=cj.DEFAULT_POLICY, allow_custom_value=True,
+                                 label="B (a win is B ending higher)", elem_id="cmp-b")
+        with gr.Row():
+            profiles = gr.Dropdown(choices=spec_choices(store), value="builtin:heldout", allow_custom_value=True,
+                                   label="personas (a persona spec)", elem_id="cmp-profiles")
+            simulator = gr.Textbox(value="offline", label="simulated user (offline, openai:MODEL, python:...)",
+                                   elem_id="cmp-simulator")
+            limit = gr.Number(value=0, precision=0, label="first N personas (0 = all)", elem_id="cmp-limit")
+            seeds = gr.Number(value=1, precision=0, label="seeds", elem_id="cmp-seeds")
+            max_new = gr.Number(value=0, precision=0, label="max new tokens per reply (0 = the protocol's)",
+                                elem_id="cmp-max-new")
+        with gr.Row():
+            start = gr.Button("Start", variant="primary", elem_id="cmp-start")
+            cancel = gr.Button("Cancel", elem_id="cmp-cancel")
+            resume = gr.Button("Resume", elem_id="cmp-resume")
+        job_md = gr.Markdown("", elem_id="cmp-job")
     with gr.Row():
         pick = gr.Dropdown(choices=[], label="comparison", scale=4, elem_id="cmp-pick")
         refresh = gr.Button("Refresh", scale=1, elem_id="cmp-refresh")
@@ -55,7 +91,38 @@ def build(ctx: LabContext) -> None:
 
     def on_refresh(current: Any):
         choices = cs.comparison_choices(store)
-        return gr.update(choices=choices, value=current if current in choices else (choices[0] if choices else None))
+        return gr.update(choices=choices, value=_same_comparison(choices, current))
+
+    def on_start(a, b, spec, sim, n, k, cap):
+        message, cid = cj.start(store, ctx.store_url, a, b, spec, sim, n, k, cap)
+        if cid is None:
+            return message, gr.skip()
+        choices = cs.comparison_choices(store)
+        return message, gr.update(choices=choices, value=_same_comparison(choices, f"#{cid}"))
+
+    def on_tick(current: Any):
+        """The picked comparison's progress; when its status changes (e.g. it finished) the picker's label
+        changes with it, which reloads the view with the result."""
+        cid = cs.parse_choice(current)
+        choices = cs.comparison_choices(store)
+        value = _same_comparison(choices, current)
+        picker = gr.update(choices=choices, value=value) if value != current else gr.skip()
+        return cj.progress_md(store, cid), picker
+
+    def on_control(action: str, current: Any):
+        cid = cs.parse_choice(current)
+        message = cj.cancel(store, cid) if action == "cancel" else cj.resume(store, ctx.store_url, cid)
+        return message + "\n\n" + cj.progress_md(store, cid)
+
+    start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new], [job_md, pick])
+    cancel.click(lambda c: on_control("cancel", c), pick, job_md)
+    resume.click(lambda c: on_control("resume", c), pick, job_md)
+    gr.Timer(POLL_S).tick(on_tick, pick, [job_md, pick])
+    def on_show():
+        policies = cj.policy_choices(store)
+        return gr.update(choices=policies), gr.update(choices=policies), gr.update(choices=spec_choices(store))
+
+    ctx.refresh_on_show(on_show, None, [a_pick, b_pick, profiles])
 
     pick.change(on_pick, pick, [summary, pairs_table, by_need, by_personality, pair_pick])
     pair_pick.change(on_pair, [pick, pair_pick], [curves, aligned])

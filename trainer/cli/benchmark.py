@@ -13,8 +13,12 @@ recorded dialogue through this runner and its rules; the published row and every
 come out again exactly when the lab follows SAGE's protocol (a dialogue the rules end elsewhere than the
 record fails, naming the turn).
 
---resume continues an eval run that was cut off: its stored settings are used and the profiles it already
-finished are skipped. --out writes the run's dialogues as a SAGE `*_result.jsonl` file, which
+Every run is a job (trainer/jobs/foreground.py): this process owns it (lock, heartbeat), so the Benchmark
+view shows it, and a killed run shows as dead. --resume continues an eval run that was cut off (killed,
+Ctrl-C, failed): its stored settings are used, the profiles it already finished are skipped, and every
+dialogue's seed comes from its persona, so the result equals an uninterrupted run's. A resume while the run's
+process is alive is refused, naming its pid (--stop-owner kills it first). --out writes the run's dialogues
+as a SAGE `*_result.jsonl` file, which
 `python -m simulator score FILE` scores to the same numbers. --json prints exactly one JSON object on
 stdout (score, success, failure, n, ci_low, ci_high, eval_run_id, n_errors, protocol_hash, truncations);
 progress goes to stderr.
@@ -28,9 +32,10 @@ import sys
 from typing import Optional
 
 from simulator.personas.store import open_store
-from trainer.evaluation import benchmark as bm
+from trainer.evaluation import benchmark_jobs as bm_jobs
 from trainer.evaluation import protocol
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
+from trainer.jobs.queue import JobError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,7 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="write the dialogues as a SAGE *_result.jsonl file")
     p.add_argument("--json", action="store_true", help="print one JSON object with the result")
     p.add_argument("--resume", type=int, default=None, metavar="EVAL_RUN_ID",
-                   help="continue this eval run, skipping the profiles it finished")
+                   help="continue this eval run, skipping the profiles it finished (refused while the process "
+                        "that runs it lives)")
+    p.add_argument("--stop-owner", action="store_true",
+                   help="with --resume: kill the process that still owns the run (e.g. a stalled one) first")
 
 
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
@@ -91,22 +99,29 @@ def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.evaluation.scoring import format_summary
     from simulator.evaluation.transcripts import export_sage_jsonl
 
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True))
     engine = open_store(args.db)
     try:
-        config = None if args.resume is not None else config_from_args(args)
-        result = bm.run_benchmark(engine, config, eval_run_id=args.resume, log=log)
+        if args.resume is not None:
+            result = bm_jobs.resume_benchmark(engine, args.resume, log=log, stop_owner=args.stop_owner,
+                                              clean_stdout=args.json)
+        else:
+            result = bm_jobs.run_benchmark_foreground(engine, config_from_args(args), log=log, clean_stdout=args.json)
+        if result is None:
+            print("error: the benchmark was cancelled before it began", file=sys.stderr)
+            return 1
         if args.out and result.dialogue_ids:
             n = export_sage_jsonl(engine, result.dialogue_ids, args.out)
             log(f"wrote {n} dialogue(s) to {args.out}")
-    except BenchmarkInputError as e:
+    except (BenchmarkInputError, JobError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
         engine.dispose()
+    from simulator.evaluation.scoring import format_summary
+
     summary = result.summary
     if summary is None:
         print(f"error: eval run {result.eval_run_id} scored no dialogues", file=sys.stderr)

@@ -2,6 +2,7 @@
 
     python -m trainer compare --a POLICY --b POLICY [--profiles SPEC] [--simulator SPEC] [--seeds K]
         [--mode direct|think] [--max-new-tokens N] [--limit N] [--db URL] [--json]
+    python -m trainer compare --resume COMPARISON_ID [--stop-owner] [--db URL] [--json]
 
 POLICY is what the benchmark takes (default, a model folder, a training checkpoint folder, vllm:PATH,
 openai:MODEL with --a-base-url / --b-base-url). Each side at each seed is an eval run of the benchmark
@@ -9,7 +10,10 @@ protocol; their dialogues are paired persona by persona (trainer/evaluation/comp
 both finals and the first turn where the replies, and the user's emotion, differ; then wins / ties / losses
 of B over A with the mean difference and its paired bootstrap 95% interval and the sign test, by hidden need
 and personality. --json: one object per persona and seed, then one summary object (wins, ties, losses,
-mean_diff, ci_low, ci_high, sign_test_p, comparison_id). Exit status: 0 done, 1 a run failed, 2 bad input.
+mean_diff, ci_low, ci_high, sign_test_p, comparison_id). Every input of both sides is checked before a
+dialogue is played. A comparison is a job run by this process (lock, heartbeat): killed, it shows as dead,
+and --resume plays only what it lacks (the eval runs it finished are kept and linked). Exit status: 0 done,
+1 a run failed or was stopped (continue with --resume), 2 bad input or the comparison's process still lives.
 """
 from __future__ import annotations
 
@@ -19,13 +23,15 @@ import sys
 
 from simulator.personas.store import open_store
 from trainer.evaluation import compare as cmp
+from trainer.evaluation import compare_runs as runs
 from trainer.evaluation.benchmark import BenchmarkInputError
+from trainer.jobs.queue import JobError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = cmp.CompareConfig()
-    p.add_argument("--a", required=True, help="policy A (the baseline)")
-    p.add_argument("--b", required=True, help="policy B (compared with A: a win is B ending higher)")
+    p.add_argument("--a", default=None, help="policy A (the baseline; required unless --resume)")
+    p.add_argument("--b", default=None, help="policy B (compared with A: a win is B ending higher)")
     p.add_argument("--a-base-url", default="", help="endpoint of an openai:MODEL policy A")
     p.add_argument("--b-base-url", default="", help="endpoint of an openai:MODEL policy B")
     p.add_argument("--profiles", default=d.profiles, help="persona spec (default: %(default)s)")
@@ -41,6 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="", help="a name for the comparison")
     p.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: the lab's SQLite file)")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout, progress on stderr")
+    p.add_argument("--resume", type=int, default=None, metavar="COMPARISON_ID",
+                   help="continue a comparison that was cut off: only what it lacks is played (refused while the "
+                        "process that runs it lives)")
+    p.add_argument("--stop-owner", action="store_true",
+                   help="with --resume: kill the process that still owns the comparison (e.g. a stalled one) first")
 
 
 def _fmt(x) -> str:
@@ -48,23 +59,38 @@ def _fmt(x) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = cmp.CompareConfig(
-        a=args.a, b=args.b, a_base_url=args.a_base_url, b_base_url=args.b_base_url, profiles=args.profiles,
-        simulator=args.simulator, simulator_base_url=args.simulator_base_url, prompt_pack=args.prompt_pack,
-        seeds=args.seeds, seed=args.seed, mode=args.mode, temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens, limit=args.limit, name=args.name)
     store = open_store(args.db)
-    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     try:
-        comparison_id = cmp.run_comparison(store, config, log=log)
-    except BenchmarkInputError as e:
+        if args.resume is not None:
+            comparison_id = runs.resume_comparison(store, args.resume, log=log, stop_owner=args.stop_owner,
+                                                   clean_stdout=args.json)
+        else:
+            missing = [f"--{side}" for side in ("a", "b") if not getattr(args, side)]
+            if missing:
+                print(f"error: {', '.join(missing)}: required (a policy spec), unless --resume", file=sys.stderr)
+                return 2
+            config = cmp.CompareConfig(
+                a=args.a, b=args.b, a_base_url=args.a_base_url, b_base_url=args.b_base_url, profiles=args.profiles,
+                simulator=args.simulator, simulator_base_url=args.simulator_base_url, prompt_pack=args.prompt_pack,
+                seeds=args.seeds, seed=args.seed, mode=args.mode, temperature=args.temperature,
+                max_new_tokens=args.max_new_tokens, limit=args.limit, name=args.name)
+            comparison_id = runs.run_comparison(store, config, log=log, clean_stdout=args.json)
+    except (BenchmarkInputError, JobError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    stored = cmp.get_comparison(store, comparison_id)
+    if stored["status"] != "succeeded":
+        print(f"error: comparison {comparison_id} {stored['status']}"
+              + (f": {stored['error']}" if stored["error"] and stored["status"] != "cancelled" else "")
+              + f"; continue it with --resume {comparison_id}", file=sys.stderr)
+        return 1
+    config = cmp.CompareConfig.from_dict(stored["config"])
     pairs = cmp.comparison_pairs(store, comparison_id)
-    summary = cmp.get_comparison(store, comparison_id)["summary"]
+    summary = stored["summary"]
     if args.json:
         for p in pairs:
             print(json.dumps(cmp.persona_line(p), ensure_ascii=False))

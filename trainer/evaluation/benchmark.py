@@ -29,9 +29,10 @@ from simulator.evaluation.scoring import BenchmarkSummary
 from simulator.llm.hashing import canonical_json
 from simulator.llm.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.personas.profile import Profile
-from simulator.personas.specs import PersonaSpecError, resolve_personas, spec_record
+from simulator.personas.specs import PersonaSpecError, spec_record
 from simulator.user.spec import SimulatorSpec
 from storage import EvalRun, code_version, read_scope, session_scope
+from trainer.evaluation.checks import benchmark_problems, first_profiles, problems_text
 from trainer.evaluation.eval_runs import (
     check_replay,
     close_cut_off_dialogues,
@@ -137,15 +138,27 @@ class BenchmarkConfig:
         return cls(**data).validate()
 
 
+def check_config(store: Optional[Engine], config: "BenchmarkConfig | dict[str, Any]") -> "BenchmarkConfig":
+    """The config, once every input is checked (settings, profiles, pack, simulator, policy; nothing is
+    played or loaded: trainer.evaluation.checks); BenchmarkInputError naming every problem at once."""
+    if isinstance(config, dict):
+        unknown = sorted(set(config) - {f.name for f in fields(BenchmarkConfig)})
+        if unknown:
+            raise BenchmarkInputError(f"config: unknown setting(s) {', '.join(unknown)}")
+        config = BenchmarkConfig(**config)
+    if problems := benchmark_problems(store, config):
+        raise BenchmarkInputError(problems_text("benchmark config", problems))
+    return config
+
+
 # -------------------------------------------------------------------------------------------- profiles
 def load_profiles(spec: str, limit: int = 0, store: Optional[Engine] = None) -> list[Profile]:
     """The benchmark's profiles (a persona spec: simulator.personas.specs), first `limit`. A bad spec or
     file raises BenchmarkInputError on "profiles", listing every problem of a file by line."""
     try:
-        profiles = resolve_personas(spec, store)
+        return first_profiles(spec, limit, store)
     except PersonaSpecError as e:
         raise BenchmarkInputError(f"profiles: {e}") from None
-    return profiles[:limit] if limit else profiles
 
 
 def profile_set_hash(profiles: list[Profile]) -> str:
@@ -240,7 +253,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         config = BenchmarkConfig.from_dict(cfg)
     if config is None:
         raise BenchmarkInputError("config: required for a new eval run")
-    config.validate()
+    check_config(engine, config)  # every input, before anything is loaded or played
     profiles = load_profiles(config.profiles, config.limit, engine)
     factory, fp = _simulator(config, profiles)
     policy = _policy(config)
@@ -298,6 +311,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
             rollout.run(todo[i:i + config.concurrency])
         if rollout.cancelled:
             status = "cancelled"
+            log(f"stopped: dialogues in flight end as cancelled; continue later with --resume {eval_run_id}")
     except KeyboardInterrupt:
         status = "cancelled"
         close_cut_off_dialogues(engine, eval_run_id)
@@ -355,12 +369,11 @@ def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
 
 
 def start_benchmark_job(engine: Engine, engine_url: str, config: dict[str, Any]) -> int:
-    """Validate `config` (BenchmarkConfig fields), record a "benchmark" job and launch it; returns the job id.
-    The profiles are checked here so a bad file is reported at once, not in the job's log."""
+    """Check `config` (BenchmarkConfig fields: every input, check_config), record a "benchmark" job and launch
+    it; returns the job id. A bad input is reported at once, not in the job's log."""
     from trainer.jobs.queue import create_job, launch
 
-    cfg = BenchmarkConfig.from_dict(config)
-    load_profiles(cfg.profiles, cfg.limit, engine)
+    cfg = check_config(engine, config)
     job_id = create_job(engine, "benchmark", cfg.to_dict(), name=cfg.name or f"benchmark {cfg.policy}", seed=cfg.seed)
     launch(engine_url, job_id)
     return job_id

@@ -18,17 +18,18 @@ Summary over the pairs where both dialogues finished, d = B final - A final:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterable, Optional, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Iterable, Optional, Sequence
 
 from sqlalchemy import Engine, select
 
 from simulator.evaluation.scoring import bootstrap_interval
 from storage import Comparison, ComparisonPair, Dialogue, Turn, code_version, read_scope, session_scope
 from storage.models import utcnow
-from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError, run_benchmark
+from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 N_BOOT = 2000
+COMPARE_JOB_KIND = "compare"  # the job that plays a comparison (trainer.evaluation.compare_runs)
 
 
 @dataclass
@@ -139,49 +140,12 @@ def breakdown(pairs: Iterable[dict], key: str, seed: int = 0) -> dict[str, dict[
 
 
 # ------------------------------------------------------------------------------------------ running
-def _dialogues_by_persona(store: Engine, eval_run_id: int) -> dict[str, int]:
+def dialogues_by_persona(store: Engine, eval_run_id: int) -> dict[str, int]:
+    """{persona id: its scored dialogue} of an eval run (cut-off dialogues left out)."""
     with read_scope(store) as s:
         rows = s.execute(select(Dialogue.persona_id, Dialogue.id).where(
             Dialogue.eval_run_id == eval_run_id, Dialogue.status != "cancelled").order_by(Dialogue.id)).all()
     return {pid: did for pid, did in rows}
-
-
-def run_comparison(store: Engine, config: CompareConfig, log: Callable[[str], None] = print) -> int:
-    """Play both sides at every seed, link the dialogues pair by pair and store the summary; the comparison's
-    id. Bad input raises BenchmarkInputError naming the field."""
-    config.validate()
-    with session_scope(store) as s:
-        row = Comparison(name=config.name, config=asdict(config), code_version=code_version())
-        s.add(row)
-        s.flush()
-        comparison_id = row.id
-    runs: dict[str, list[int]] = {"a": [], "b": []}
-    try:
-        for k in range(config.seeds):
-            for side in ("a", "b"):
-                log(f"comparison {comparison_id}: {side.upper()} = {getattr(config, side)}, seed {config.seed + k}")
-                result = run_benchmark(store, config.benchmark_config(side, k), log=log)
-                if result.status != "succeeded":
-                    raise RuntimeError(f"the eval run of {side.upper()} at seed {config.seed + k} {result.status}")
-                runs[side].append(result.eval_run_id)
-            a_d, b_d = (_dialogues_by_persona(store, runs[side][-1]) for side in ("a", "b"))
-            with session_scope(store) as s:
-                for persona_id in [p for p in a_d if p in b_d]:
-                    s.add(ComparisonPair(comparison_id=comparison_id, persona_id=persona_id, seed=config.seed + k,
-                                         a_dialogue_id=a_d[persona_id], b_dialogue_id=b_d[persona_id]))
-    except Exception as exc:
-        with session_scope(store) as s:
-            row = s.get(Comparison, comparison_id)
-            row.status, row.error, row.eval_runs = "failed", f"{type(exc).__name__}: {exc}", runs
-            row.finished_at = utcnow()
-        raise
-    pairs = comparison_pairs(store, comparison_id)
-    with session_scope(store) as s:
-        row = s.get(Comparison, comparison_id)
-        row.eval_runs, row.status, row.finished_at = runs, "succeeded", utcnow()
-        row.a_ref, row.b_ref = _model_ref(s, runs["a"]), _model_ref(s, runs["b"])
-        row.summary = paired_summary([p["diff"] for p in pairs if p["diff"] is not None], config.seed)
-    return comparison_id
 
 
 def reproduce_config(store: Engine, eval_run_id: int) -> BenchmarkConfig:
@@ -200,7 +164,7 @@ def reproduce_config(store: Engine, eval_run_id: int) -> BenchmarkConfig:
 def link_eval_runs(store: Engine, a_run: int, b_run: int, name: str = "") -> int:
     """A comparison of two stored eval runs (e.g. a run and its reproduction): their dialogues paired by
     persona; the comparison's id."""
-    a_d, b_d = _dialogues_by_persona(store, a_run), _dialogues_by_persona(store, b_run)
+    a_d, b_d = dialogues_by_persona(store, a_run), dialogues_by_persona(store, b_run)
     with session_scope(store) as s:
         row = Comparison(name=name or f"eval run {a_run} vs {b_run}", config={"a": f"eval run {a_run}",
                          "b": f"eval run {b_run}", "profiles": "as the runs"}, eval_runs={"a": [a_run], "b": [b_run]},
@@ -214,12 +178,13 @@ def link_eval_runs(store: Engine, a_run: int, b_run: int, name: str = "") -> int
     pairs = comparison_pairs(store, comparison_id)
     with session_scope(store) as s:
         row = s.get(Comparison, comparison_id)
-        row.a_ref, row.b_ref = _model_ref(s, [a_run]), _model_ref(s, [b_run])
+        row.a_ref, row.b_ref = model_ref(s, [a_run]), model_ref(s, [b_run])
         row.summary = paired_summary([p["diff"] for p in pairs if p["diff"] is not None])
     return comparison_id
 
 
-def _model_ref(s: Any, eval_run_ids: list[int]) -> str:
+def model_ref(s: Any, eval_run_ids: list[int]) -> str:
+    """The model reference of the first of the eval runs ('' when none), in session `s`."""
     from storage import EvalRun
 
     run = s.get(EvalRun, eval_run_ids[0]) if eval_run_ids else None
@@ -271,12 +236,33 @@ def get_comparison(store: Engine, comparison_id: int) -> Optional[dict[str, Any]
         return {c.name: getattr(row, c.name) for c in Comparison.__table__.columns}
 
 
+def comparison_job(store: Engine, comparison_id: int) -> Optional[dict[str, Any]]:
+    """The job that plays the comparison (as trainer.jobs.queue.list_jobs gives it: status derived), None for
+    one recorded before comparisons were jobs."""
+    from trainer.jobs.queue import job_for
+
+    return job_for(store, COMPARE_JOB_KIND, "comparison_id", comparison_id)
+
+
+def shown_status(comparison: dict[str, Any], job: Optional[dict[str, Any]]) -> str:
+    """The comparison's status as shown: stored running but its job's process is gone (or stalled) -> the
+    job's derived status (dead, stalled, interrupted), as for every job."""
+    if comparison["status"] == "running" and job is not None and job["status"] not in ("running", "queued"):
+        return job["status"]
+    return comparison["status"]
+
+
 def list_comparisons(store: Engine, limit: int = 100) -> list[dict[str, Any]]:
+    """Newest first; `status` is the shown one (shown_status)."""
     with read_scope(store) as s:
         rows = s.scalars(select(Comparison).order_by(Comparison.id.desc()).limit(limit)).all()
-        return [{"id": r.id, "name": r.name, "a": r.config.get("a", ""), "b": r.config.get("b", ""),
-                 "profiles": r.config.get("profiles", ""), "status": r.status, "summary": r.summary or {},
-                 "created_at": r.created_at} for r in rows]
+        out = [{"id": r.id, "name": r.name, "a": r.config.get("a", ""), "b": r.config.get("b", ""),
+                "profiles": r.config.get("profiles", ""), "status": r.status, "summary": r.summary or {},
+                "created_at": r.created_at} for r in rows]
+    for c in out:
+        if c["status"] == "running":
+            c["status"] = shown_status(c, comparison_job(store, c["id"]))
+    return out
 
 
 def persona_line(pair: dict[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,12 @@ from simulator.evaluation.published import PUBLISHED_FINGERPRINT, published_rows
 from simulator.evaluation.scoring import BenchmarkSummary, sentient_summary
 from simulator.evaluation.transcripts import dialogues_summary
 from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
-from storage import Dialogue, EvalRun, Turn, read_scope, session_scope
+from storage import Dialogue, EvalRun, Job, Turn, read_scope, session_scope
 from storage.models import utcnow
 from storage.queries import SCORED_STATUSES
+from trainer.jobs.liveness import shown_status
+
+LIVE_SHOWN = ("running", "queued", "stalled")  # a job's shown statuses while its process plays
 
 
 # ---------------------------------------------------------------------------------------- eval run rows
@@ -29,8 +32,12 @@ def get_eval_run(engine: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
 
 
 def running_eval_run_ids(engine: Engine) -> list[int]:
+    """Eval runs being played now: stored running and their job's process alive (a run whose job shows dead
+    or interrupted is not running, whoever started it; trainer.jobs.liveness)."""
     with read_scope(engine) as s:
-        return list(s.scalars(select(EvalRun.id).where(EvalRun.status == "running").order_by(EvalRun.id)))
+        rows = s.execute(select(EvalRun.id, Job).outerjoin(Job, Job.id == EvalRun.job_id)
+                         .where(EvalRun.status == "running").order_by(EvalRun.id)).all()
+        return [run_id for run_id, job in rows if job is None or shown_status(job)[0] in LIVE_SHOWN]
 
 
 def done_profile_ids(engine: Engine, eval_run_id: int) -> set[str]:

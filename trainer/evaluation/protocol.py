@@ -12,6 +12,7 @@ from simulator.user.packs import load_pack
 from simulator.user.rules import PRESETS, EmotionRules
 from trainer.policies.repetition import RepetitionRule
 from trainer.rollout.templates import system_prompt
+from trainer.rollout.types import SEED_RULE
 
 PROTOCOL_PRESET = "standard"
 PROTOCOL_VERSION = "sage-test_npc-1"
@@ -51,7 +52,8 @@ def protocol_record(config: Any, languages: list[str], context_length: Optional[
               "policy_system_prompt_sha256": {k: hashlib.sha256(v.encode("utf-8")).hexdigest()[:16]
                                               for k, v in prompts.items()},
               "max_new_tokens": reply_cap(config, local),
-              "max_tokens": config.max_tokens or context_length}
+              "max_tokens": config.max_tokens or context_length,
+              "dialogue_seed": SEED_RULE}  # by (run seed, persona, repeat): a resumed run plays the same dialogues
     if local and config.stop_on_repetition:  # absent otherwise, so earlier API and replay runs keep their hash
         record["stop_on_repetition"] = RepetitionRule().to_dict()
     record["protocol_hash"] = hashlib.sha256(canonical_json(record).encode("utf-8")).hexdigest()[:16]

@@ -49,10 +49,10 @@ HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
 RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
-JOB_KINDS = ("train", "benchmark", "personas")
+JOB_KINDS = ("train", "benchmark", "personas", "compare")
 # kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
 # start at once (a persona generation never waits behind a training job)
-QUEUED_KINDS = ("train", "benchmark")
+QUEUED_KINDS = ("train", "benchmark", "compare")
 RESUMABLE = ("interrupted", "failed", "cancelled", "dead")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
 

@@ -4,7 +4,8 @@
     run_job(store, job_id) -> exit status
 
 The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
-"personas" a persona generation: simulator.personas.generation_store.run_generation_job).
+"compare" a paired comparison (trainer.evaluation.compare_runs), "personas" a persona generation:
+simulator.personas.generation_store.run_generation_job).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -12,17 +13,15 @@ run the same work with a RankJob, which never writes to the store's job row.
 from __future__ import annotations
 
 import json
-import os
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from storage import Store
 from trainer.checkpoint_layout import policy_path
 from trainer.jobs import queue as jobs
 from trainer.jobs.context import JobContext
+from trainer.jobs.foreground import job_log
 
 # exit status of a job run: the job cannot run = unknown id, wrong state, or owned by another live process
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_CANCELLED = 0, 1, 2, 143
@@ -54,6 +53,12 @@ def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:
     return {}
 
 
+def _run_compare(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.evaluation.compare_runs import run_comparison_job
+
+    return run_comparison_job(store, job)
+
+
 def _run_personas(store: Store, job: Any) -> dict[str, Any]:
     from simulator.personas.generation_store import run_generation_job
 
@@ -63,37 +68,8 @@ def _run_personas(store: Store, job: Any) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
-                                                              "personas": _run_personas}
+                                                              "personas": _run_personas, "compare": _run_compare}
 DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
-
-
-class _Tee:
-    """Write to the terminal and to the job's log file."""
-
-    def __init__(self, stream: Any, log: Any):
-        self.stream, self.log = stream, log
-
-    def write(self, text: str) -> int:
-        self.stream.write(text)
-        self.log.write(text)
-        self.log.flush()
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-        self.log.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-
-def _already_logging_to(path: Path) -> bool:
-    """True when stdout is the log file itself (a process started by jobs.launch): no second copy."""
-    try:
-        out, log = os.fstat(sys.stdout.fileno()), os.stat(path)
-    except (OSError, ValueError, AttributeError):  # no real file behind stdout (pytest capture), no log yet
-        return False
-    return (out.st_dev, out.st_ino) == (log.st_dev, log.st_ino)
 
 
 def run_job(store: Store, job_id: int, as_json: bool = False) -> int:
@@ -118,7 +94,7 @@ def run_job(store: Store, job_id: int, as_json: bool = False) -> int:
         print(f"error: {exc}", file=sys.stderr)
         code = EXIT_CANNOT_RUN
     else:
-        with _job_log(store, ctx):
+        with job_log(store, ctx):
             code, summary = _run(store, ctx, broadcast_object)
     if as_json:
         print(json.dumps(job_result(store, job_id, summary), default=str))
@@ -145,23 +121,6 @@ def _run(store: Store, ctx: Any, broadcast_object: Callable[[Any], Any]) -> tupl
     finally:
         if not announced:
             broadcast_object(None)  # the other ranks wait for the job: it will not run
-
-
-@contextmanager
-def _job_log(store: Store, ctx: Any) -> Iterator[None]:
-    """While the job runs, stdout and stderr also go to `job.log` in its folder (recorded on the job)."""
-    path = Path(ctx.output_dir) / "job.log"
-    jobs.set_log_path(store, ctx.job_id, str(path))
-    if _already_logging_to(path):
-        yield
-        return
-    saved = sys.stdout, sys.stderr
-    with open(path, "a", encoding="utf-8") as log:
-        sys.stdout, sys.stderr = _Tee(sys.stdout, log), _Tee(sys.stderr, log)
-        try:
-            yield
-        finally:
-            sys.stdout, sys.stderr = saved
 
 
 def job_result(store: Store, job_id: int, summary: dict[str, Any]) -> dict[str, Any]:

@@ -9,17 +9,17 @@ Schedules (RolloutConfig.schedule):
   active dialogues are sampled in ONE batch, then every dialogue records its reply and awaits its own
   simulated user, all concurrently; the next round waits for the slowest user.
 Either way every dialogue is tracked by its key, never by a position in a shrinking list, so each reply
-goes to its own simulated user, and Stop cancels the steps still waiting. Every policy turn has its own
-seed (from the dialogue's seed and the turn), so both schedules sample the same replies where the engine
-honours per-request seeds (trainer/policies/base.py).
+goes to its own simulated user, and Stop cancels the steps still waiting. A dialogue's seed comes from who
+plays it (types.dialogue_seed: run seed, persona, repeat index), never its place in a list, so a resumed or
+split run plays the same dialogues; each policy turn's seed comes from the dialogue's and the turn, so both
+schedules sample the same replies where the engine honours per-request seeds (trainer/policies/base.py).
 The rollout knows no store: a `recorder` (trainer.rollout.types.RolloutRecorder, e.g.
 storage.recorder.DialogueRecorder) is told of every dialogue and turn as it happens, then events go to
 `on_event`. Samples carry emotions, the final emotion and format flags; the reward is computed by the
 training step (trainer.learning.algorithms.rlver_reward).
 With `shared_opening` the members of a group start from one opening: the first member's simulated user
 speaks and the others adopt it (RLVER clones a group's simulators from one that has already spoken).
-
-The data classes live in trainer/rollout/types.py, the token bookkeeping in trainer/rollout/tokens.py.
+Data classes: trainer/rollout/types.py; token bookkeeping: trainer/rollout/tokens.py.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from simulator.user.agent import SimulatorFactory, UserTurn
 from trainer.policies.base import Generation, PolicyEngine
 from trainer.policies.repetition import RepetitionRule
 from trainer.policies.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
+from trainer.rollout import types as rollout_types
 from trainer.rollout.state import DialogueState, SharedOpenings
 from trainer.rollout.templates import system_prompt, visible_reply
 from trainer.rollout.tokens import add_tokens, extend_prompt
@@ -128,11 +129,13 @@ class RolloutEngine:
         self.engine.repetition_rule = RepetitionRule() if cfg.stop_on_repetition else None
         run_tag = uuid.uuid4().hex[:8]
         dialogues: dict[str, DialogueState] = {}
+        times_played: dict[str, int] = {}  # a persona listed twice plays its next repeats, not the same seeds
         for i, profile in enumerate(profiles):
-            group_id = f"{run_tag}-{i}"
+            group_id, first = f"{run_tag}-{i}", times_played.get(profile.id, 0)
+            times_played[profile.id] = first + group_size
             for j in range(group_size):
                 key = f"{group_id}-{j}"
-                seed = cfg.seed * 100_003 + i * group_size + j
+                seed = rollout_types.dialogue_seed(cfg.seed, profile.id, first + j)
                 dialogues[key] = self._new_dialogue(key, profile, group_id, seed, cfg)
         openings = SharedOpenings(dialogues.values(), cfg.shared_opening)
         running = {k: d for k, d in dialogues.items() if d.sample.status == "running"}

@@ -3,6 +3,7 @@ token layout in trainer/rollout/engine.py's docstring), the events the engine st
 contract of whoever records dialogues as they happen (RolloutRecorder, e.g. storage.recorder)."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
@@ -11,6 +12,17 @@ from trainer.policies.base import SamplingConfig
 from trainer.rollout.templates import BAD_THINK_POLICIES, MODES
 
 TRUNCATED_POLICIES = ("keep", "fail")
+# How a dialogue's seed is made: from who plays (the run's seed, the persona, the how-many-th time this persona
+# is played in the run), never from a position in a list, so any subset of a run, in any order, on any number
+# of workers, plays the same dialogues (a resumed run plays what an uninterrupted one would have)
+SEED_RULE = "sha256('<run seed>:<persona id>:<repeat index>'), first 4 bytes big-endian, & 0x7fffffff"
+
+
+def dialogue_seed(run_seed: int, persona_id: str, repeat: int = 0) -> int:
+    """The seed of the `repeat`-th dialogue (0-based) of persona `persona_id` in a run seeded `run_seed`
+    (SEED_RULE); it seeds the simulated user and, with the turn number, every policy reply."""
+    digest = hashlib.sha256(f"{int(run_seed)}:{persona_id}:{int(repeat)}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 SCHEDULES = ("async", "rounds")
 
 

@@ -1,0 +1,94 @@
+"""The Compare view's Start, progress, Cancel and Resume: a comparison run as a background job
+(trainer.evaluation.compare_runs), its status derived from its job (a comparison whose process died shows
+dead, never running), its progress in dialogues with the time left."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from storage import Store
+from trainer.evaluation import compare_runs
+from trainer.evaluation.benchmark import BenchmarkInputError
+from trainer.evaluation.compare import CompareConfig, comparison_job
+from trainer.jobs import queue as jobs
+
+DEFAULT_POLICY = "default"
+LIVE = ("running", "queued", "stalled")
+RESUMABLE = ("dead", "interrupted", "failed", "cancelled")
+
+
+def policy_choices(store: Store) -> list[tuple[str, str]]:
+    """(label, spec) for A and B: the packaged default model, then the stored training checkpoints (any model
+    folder can be typed in as well)."""
+    return [("default (the packaged SmolLM2)", DEFAULT_POLICY), *compare_runs.stored_policies(store)]
+
+
+def _int(value: Any, name: str, default: int) -> int:
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BenchmarkInputError(f"{name}: must be an integer, got {value!r}") from None
+
+
+def start(store: Store, store_url: str, a: Optional[str], b: Optional[str], profiles: Optional[str],
+          simulator: Optional[str], limit: Any, seeds: Any, max_new_tokens: Any) -> tuple[str, Optional[int]]:
+    """Check every input and launch the comparison's job: (message, comparison id or None when refused)."""
+    try:
+        config = CompareConfig(a=(a or "").strip(), b=(b or "").strip(), profiles=(profiles or "").strip(),
+                               simulator=(simulator or "").strip(), limit=_int(limit, "limit", 0),
+                               seeds=_int(seeds, "seeds", 1), max_new_tokens=_int(max_new_tokens, "max_new_tokens", 0))
+        comparison_id, job_id = compare_runs.start_comparison_job(store, store_url, config)
+    except (BenchmarkInputError, jobs.JobError) as e:
+        return f"Not started: {e}", None
+    return f"Comparison #{comparison_id} started (job #{job_id}).", comparison_id
+
+
+def _duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "estimating"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def progress_md(store: Store, comparison_id: Optional[int]) -> str:
+    """One line: status, dialogues done of all, the time left (while it runs), what to do when it stopped."""
+    if comparison_id is None:
+        return ""
+    p = compare_runs.comparison_progress(store, comparison_id)
+    if not p:
+        return f"Comparison #{comparison_id} does not exist."
+    line = f"Comparison #{comparison_id}: **{p['status']}**"
+    if p["total"]:
+        line += f" · {p['done']} / {p['total']} dialogues"
+    if p["status"] == "running":
+        line += f" · time left {_duration(p['left_s'])}"
+    if p["status"] in RESUMABLE and p["job_id"] is not None:
+        line += " · Resume continues it (only what is missing is played)"
+    if p["error"] and p["status"] != "succeeded":
+        line += f"\n\n{p['error']}"
+    return line
+
+
+def is_live(store: Store, comparison_id: Optional[int]) -> bool:
+    return comparison_id is not None and compare_runs.comparison_progress(store, comparison_id).get("status") in LIVE
+
+
+def cancel(store: Store, comparison_id: Optional[int]) -> str:
+    job = comparison_job(store, comparison_id) if comparison_id is not None else None
+    if job is None:
+        return "Nothing to cancel: pick a comparison started here or from the command line."
+    try:
+        return f"Comparison #{comparison_id}: {jobs.cancel(store, job['id'])}."
+    except jobs.JobError as e:
+        return f"Not cancelled: {e}"
+
+
+def resume(store: Store, store_url: str, comparison_id: Optional[int]) -> str:
+    if comparison_id is None:
+        return "Nothing to resume: pick a comparison."
+    try:
+        job_id = compare_runs.resume_comparison_job(store, store_url, comparison_id)
+    except (BenchmarkInputError, jobs.JobError) as e:
+        return f"Not resumed: {e}"
+    return f"Comparison #{comparison_id} resumes (job #{job_id}): only what is missing is played."

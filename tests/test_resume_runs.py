@@ -1,0 +1,283 @@
+"""Interrupted equals uninterrupted: a benchmark or comparison killed with SIGKILL at a chosen point and
+resumed ends with the same dialogues (persona, seed, final emotion, every reply) and the same score as a run
+that was never interrupted; a run is a job (its owner lock makes a second process refuse, naming the pid).
+
+Real processes (`python -m trainer benchmark|compare`), the tiny random model from testkit and a slow
+simulated user (a python: user file, 0.25 s a reply, whose emotion depends on the reply and on the
+dialogue's seed), so a kill lands where the test waits for it: after N finished dialogues in the store.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+from sqlalchemy import select
+
+from storage import Dialogue, EvalRun, Turn, make_engine, read_scope
+from trainer.evaluation import compare as cmp
+from trainer.evaluation import compare_runs, eval_runs
+from trainer.evaluation.benchmark import BenchmarkInputError
+from trainer.jobs import queue as jobs
+from trainer.rollout.types import dialogue_seed
+
+REPO = Path(__file__).resolve().parent.parent
+N_PERSONAS = 4
+
+SEEDED_USER = """
+import asyncio
+import zlib
+from simulator.user.agent import UserTurn
+
+
+class SeededUser:
+    def __init__(self, profile, seed):
+        self.seed, self.replies = seed, 0
+
+    async def opening(self):
+        return UserTurn(text="I had a hard day.", emotion=40.0)
+
+    async def respond(self, dialogue, reply):
+        await asyncio.sleep(0.25)
+        self.replies += 1
+        delta = float((zlib.crc32(reply.encode("utf-8")) + self.seed) % 13 - 6)
+        done = self.replies >= 3
+        return UserTurn(text="Go on.", emotion=40.0 + delta * self.replies, delta=delta, done=done,
+                        outcome="max_turns" if done else "")
+
+    def fingerprint(self):
+        return {"model": "seeded-slow-user"}
+
+
+def make_user(profile, seed):
+    return SeededUser(profile, seed)
+"""
+
+
+@pytest.fixture(scope="module")
+def user_spec(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("user") / "seeded_user.py"
+    path.write_text(SEEDED_USER)
+    return f"python:{path}:make_user"
+
+
+def trainer_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainer", *args]
+
+
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(trainer_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def start_cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(trainer_cmd(*args), cwd=REPO, text=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def kill(p: subprocess.Popen) -> None:
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def bench_args(tiny_model_dir: Path, user_spec: str, db_url: str) -> list[str]:
+    return ["benchmark", "--policy", str(tiny_model_dir), "--simulator", user_spec, "--profiles", "builtin",
+            "--limit", str(N_PERSONAS), "--max-new-tokens", "8", "--concurrency", "1", "--seed", "3",
+            "--db", db_url, "--json"]
+
+
+def statuses(db_url: str, eval_run_id: int | None = None) -> list[tuple[str, str, int]]:
+    """(persona, status, policy replies stored) of every dialogue (of one eval run), in id order."""
+    engine = make_engine(db_url)
+    try:
+        with read_scope(engine) as s:
+            q = select(Dialogue).order_by(Dialogue.id)
+            if eval_run_id is not None:
+                q = q.where(Dialogue.eval_run_id == eval_run_id)
+            rows = list(s.scalars(q))
+            replies = {d.id: len(list(s.scalars(select(Turn.id).where(Turn.dialogue_id == d.id,
+                                                                      Turn.role == "assistant")))) for d in rows}
+            return [(d.persona_id, d.status, replies[d.id]) for d in rows]
+    finally:
+        engine.dispose()
+
+
+def results(db_url: str, eval_run_id: int) -> list[tuple]:
+    """Per scored dialogue: persona, seed, final emotion and every turn (role, text, emotion), by persona."""
+    engine = make_engine(db_url)
+    try:
+        with read_scope(engine) as s:
+            out = []
+            for d in s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                      Dialogue.status != "cancelled")):
+                turns = s.scalars(select(Turn).where(Turn.dialogue_id == d.id).order_by(Turn.index))
+                out.append((d.persona_id, d.seed, d.status, d.final_emotion,
+                            tuple((t.role, t.text, t.emotion) for t in turns)))
+            return sorted(out)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir: Path, user_spec: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One uninterrupted benchmark run of the settings every kill test uses."""
+    db_url = f"sqlite:///{tmp_path_factory.mktemp('ref') / 'lab.db'}"
+    r = run_cli(*bench_args(tiny_model_dir, user_spec, db_url))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    return {"score": out["score"], "results": results(db_url, out["eval_run_id"])}
+
+
+def finished(db_url: str) -> int:
+    return sum(st == "finished" for _, st, _ in statuses(db_url))
+
+
+KILL_POINTS = {
+    "between dialogues": lambda db: finished(db) >= 1,
+    "mid-dialogue": lambda db: finished(db) >= 2 and any(st == "running" and n >= 1 for _, st, n in statuses(db)),
+    "during the last dialogue": lambda db: finished(db) == N_PERSONAS - 1,
+}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_killed_benchmark_resumes_to_the_uninterrupted_result(point, reference, tiny_model_dir, user_spec,
+                                                                 db_url):
+    p = start_cli(*bench_args(tiny_model_dir, user_spec, db_url))
+    try:
+        wait_for(lambda: KILL_POINTS[point](db_url), timeout=300, every=0.02)
+    finally:
+        kill(p)
+    engine = make_engine(db_url)
+    try:
+        [job] = jobs.list_jobs(engine, kind="benchmark")
+        assert job["status"] == "dead" and job["stored_status"] == "running"  # shown as dead, not "running"
+        assert eval_runs.running_eval_run_ids(engine) == []  # the Benchmark view's "Running" leaves it out
+    finally:
+        engine.dispose()
+    r = run_cli("benchmark", "--resume", "1", "--db", db_url, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["eval_run_id"] == 1 and out["n"] == N_PERSONAS
+    assert results(db_url, 1) == reference["results"]  # persona, seed, final emotion, every reply
+    assert out["score"] == reference["score"]
+    scored = [pid for pid, st, _ in statuses(db_url, 1) if st == "finished"]
+    assert len(scored) == len(set(scored)) == N_PERSONAS  # none twice
+
+
+@pytest.mark.process
+def test_a_second_process_is_refused_while_the_owner_lives(tiny_model_dir, user_spec, db_url):
+    p = start_cli(*bench_args(tiny_model_dir, user_spec, db_url))
+    try:
+        wait_for(lambda: statuses(db_url), timeout=300, every=0.05)  # the first one plays
+        r = run_cli("benchmark", "--resume", "1", "--db", db_url)
+        assert r.returncode == 2 and f"live process {p.pid}" in r.stderr, r.stderr[-2000:]
+    finally:
+        kill(p)
+    assert len(statuses(db_url, 1)) <= N_PERSONAS  # nobody else played into the run
+
+
+def compare_args(tiny_model_dir: Path, other: Path, user_spec: str, db_url: str) -> list[str]:
+    return ["compare", "--a", str(tiny_model_dir), "--b", str(other), "--simulator", user_spec, "--profiles",
+            "builtin", "--limit", "3", "--max-new-tokens", "8", "--seed", "5", "--db", db_url, "--json"]
+
+
+@pytest.fixture(scope="module")
+def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from testkit.tiny_model import build_tiny_model
+
+    path = tmp_path_factory.mktemp("other") / "model"
+    build_tiny_model(path, seed=7)
+    return path
+
+
+def pair_results(db_url: str, comparison_id: int) -> list[tuple]:
+    engine = make_engine(db_url)
+    try:
+        pairs = cmp.comparison_pairs(engine, comparison_id, with_turns=True)
+        return sorted((p["persona"], p["seed"], p["a_final"], p["b_final"],
+                       tuple(t["text"] for t in p["a_turns"]), tuple(t["text"] for t in p["b_turns"])) for p in pairs)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.process
+def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_model_dir, other_model, user_spec,
+                                                                             tmp_path):
+    ref_db = f"sqlite:///{tmp_path / 'ref.db'}"
+    r = run_cli(*compare_args(tiny_model_dir, other_model, user_spec, ref_db))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref_summary = json.loads(r.stdout.splitlines()[-1])
+
+    db_url = f"sqlite:///{tmp_path / 'lab.db'}"
+
+    def b_playing() -> bool:
+        """B's dialogues (played together: the comparison's "rounds" schedule) have replies, none has ended."""
+        engine = make_engine(db_url)
+        try:
+            with read_scope(engine) as s:
+                b = s.scalars(select(EvalRun.id).where(EvalRun.name.like("% B seed 5"))).first()
+            rows = statuses(db_url, b) if b is not None else []
+            return any(n >= 1 for _, _, n in rows) and all(st == "running" for _, st, _ in rows)
+        finally:
+            engine.dispose()
+
+    p = start_cli(*compare_args(tiny_model_dir, other_model, user_spec, db_url))
+    try:
+        wait_for(b_playing, timeout=400, every=0.02)
+    finally:
+        kill(p)
+    engine = make_engine(db_url)
+    try:
+        stored = cmp.get_comparison(engine, 1)
+        assert len(stored["eval_runs"]["a"]) == 1 and stored["eval_runs"]["b"] == []  # A linked once it finished
+        a_run = stored["eval_runs"]["a"][0]
+        assert compare_runs.comparison_job(engine, 1)["status"] == "dead"
+        n_dialogues_a = len(statuses(db_url, a_run))
+    finally:
+        engine.dispose()
+
+    r = run_cli("compare", "--resume", "1", "--db", db_url, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.splitlines()[-1])
+    engine = make_engine(db_url)
+    try:
+        stored = cmp.get_comparison(engine, 1)
+        with read_scope(engine) as s:
+            run_ids = list(s.scalars(select(EvalRun.id).order_by(EvalRun.id)))
+    finally:
+        engine.dispose()
+    assert stored["status"] == "succeeded" and stored["eval_runs"]["a"] == [a_run]
+    assert sorted(run_ids) == sorted([a_run, *stored["eval_runs"]["b"]])  # no orphaned eval run
+    assert len(statuses(db_url, a_run)) == n_dialogues_a  # A was not played again
+    assert pair_results(db_url, 1) == pair_results(ref_db, 1)
+    assert {k: summary[k] for k in ("wins", "ties", "losses", "mean_diff", "n")} == \
+        {k: ref_summary[k] for k in ("wins", "ties", "losses", "mean_diff", "n")}
+
+
+def test_every_input_is_checked_before_a_dialogue_is_played(engine, tiny_model_dir, tmp_path):
+    """A missing B and a bad persona file are both named at once, and nothing is recorded or played."""
+    bad = tmp_path / "profiles.jsonl"
+    bad.write_text("{oops\n")
+    config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tmp_path / "no_such_model"), profiles=str(bad))
+    with pytest.raises(BenchmarkInputError) as err:
+        compare_runs.run_comparison(engine, config, log=lambda _m: None)
+    assert "b: model folder" in str(err.value) and "does not exist" in str(err.value)
+    assert "profiles:" in str(err.value) and "a:" not in str(err.value)
+    assert cmp.list_comparisons(engine) == [] and jobs.list_jobs(engine) == []
+    with read_scope(engine) as s:
+        assert s.scalars(select(Dialogue)).first() is None
+
+
+def test_a_dialogue_seed_depends_on_who_plays_not_where():
+    seeds = {(run, persona, k): dialogue_seed(run, persona, k) for run in (0, 1) for persona in ("maya", "li")
+             for k in (0, 1)}
+    assert len(set(seeds.values())) == len(seeds)  # every identity its own seed
+    assert all(0 <= v < 2 ** 31 for v in seeds.values())
+    assert dialogue_seed(0, "maya", 1) == seeds[(0, "maya", 1)]  # a function of the identity alone
