@@ -70,19 +70,36 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from app import preflight
+
+    problem = preflight.port_problem(args.host, args.port) or preflight.missing_model_packages()
+    if problem:
+        return _cannot_start(problem)
     from app.context import LabContext
     from app.lab import build_app, launch, startup
     from storage import make_engine
+    from storage.db import default_url
 
-    store = make_engine(args.db)
-    done = startup(store)
+    try:
+        store = make_engine(args.db)
+        done = startup(store)
+    except Exception as exc:  # SQLAlchemy / sqlite / OS errors: one line, no traceback
+        return _cannot_start(preflight.store_problem_text(args.db or default_url(), exc))
     print(f"RLVER Lab: store ready ({done.get('seeded', 0)} built-in personas added), "
           f"serving http://{args.host}:{args.port}{' with a login' if args.auth else ''}", flush=True)
     # The real URL (password included) goes only to job processes, through their environment; the page and
     # the logs never show it.
     ctx = LabContext(store=store, store_url=store.url.render_as_string(hide_password=False))
-    launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth)
+    try:
+        launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth)
+    except OSError as exc:  # the port was taken between the check and the launch
+        return _cannot_start(preflight.port_problem(args.host, args.port) or f"cannot serve: {exc}")
     return 0
+
+
+def _cannot_start(problem: str) -> int:
+    print(f"RLVER Lab cannot start: {problem}", file=sys.stderr, flush=True)
+    return 2
 
 
 if __name__ == "__main__":
