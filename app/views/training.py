@@ -114,7 +114,7 @@ def build(ctx: LabContext) -> None:
         jid = _job_id(jid)
         detail = jobs.job_detail(store, jid, log_lines=60) if jid else None
         new_sig = None if detail is None else (
-            detail["status"], detail["step"], detail["progress"], detail["heartbeat_at"] is None,
+            detail["status"], detail["step"], detail["progress"], str(detail["heartbeat_at"]),
             sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
             len(detail["log_tail"]), detail["error"])
         if sig is not None and new_sig == tuple(sig):
@@ -170,7 +170,7 @@ def build(ctx: LabContext) -> None:
             return "Pick a job first.", gr.skip()
         try:
             if action == "cancel":
-                msg = f"Job #{jid}: {jobs.cancel(store, jid)}."
+                msg = ts.cancel_message(jid, jobs.cancel(store, jid))
             elif action == "resume":
                 jobs.resume(store, url, jid)
                 msg = f"Job #{jid} resumes from its last checkpoint."
