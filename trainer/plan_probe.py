@@ -30,6 +30,8 @@ class ProbeResult:
     scale: float
     note: str
     step_memory_bytes: int  # peak resident size during the steps less the size before them
+    threads: int = 0  # torch's intra-op threads during the timed step
+    load_during: float = 0.0  # the machine's 1-minute load average right after the timed step
 
 
 def _rss_bytes() -> int:
@@ -76,5 +78,11 @@ def measure_seconds_per_step(config: TrainConfig) -> ProbeResult:
             + (f", scaled x{scale:g} to {config.dialogues_per_step} dialogues (linear; batched generation "
                "is sublinear, so it leans high)" if scale != 1 else " (the config's own batch)")
             + "; the machine's other load counts in it")
+    import os
+
+    import torch
+
+    threads, load = torch.get_num_threads(), os.getloadavg()[0]
+    note += f" (measured with {threads} torch thread(s) at a 1-minute load of {load:.1f} on {os.cpu_count()} cores)"
     return ProbeResult(round(seconds * scale, 1), round(seconds, 2), small.dialogues_per_step, scale, note,
-                       max(0, peak - before))
+                       max(0, peak - before), threads, round(load, 2))

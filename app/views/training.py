@@ -79,7 +79,8 @@ def build(ctx: LabContext) -> None:
                 launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
             confirm = gr.Checkbox(False, label="launch anyway", visible=False, elem_id="train-confirm")
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
-            plan_md = gr.Markdown(tp.plan_markdown(None, 0), elem_id="train-plan")
+            plan_md = gr.Markdown(tp.opening_plan(DEFAULT_PRESET), elem_id="train-plan")
+            plan_key = gr.State(None)  # the plan under way or shown (app.services.training_plan.start_plan)
             grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
@@ -133,13 +134,26 @@ def build(ctx: LabContext) -> None:
         config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml, check_paths, store)
         return config, *ts.error_updates(problems)
 
-    def on_plan(*values: Any):
+    def on_plan(preset_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib = values
         config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
-            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip()]
-        plan = tp.compute_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
-        return [*per_field, other, "", tp.plan_markdown(plan, config.steps)]
+            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip()]
+        key = tp.start_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib), preset_name or "")
+        return [*per_field, other, "", tp.plan_progress(key, config.steps), key]
+
+    def on_plan_tick(key: Any):
+        shown = tp.plan_progress(key, tp.task_steps(key)) if key else None
+        return gr.skip() if shown is None else shown
+
+    def on_open(preset_name: str, key: Any):
+        """The kept plan of the preset, or (none kept) a plan started now; a plan already shown stays."""
+        if key:
+            return gr.skip(), gr.skip()
+        started = tp.plan_on_open(preset_name)
+        if started:
+            return tp.plan_progress(started, tp.task_steps(started)), started
+        return tp.opening_plan(preset_name), gr.skip()
 
     def on_launch(job_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib, confirmed = values
@@ -147,7 +161,7 @@ def build(ctx: LabContext) -> None:
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(),
                     gr.skip()]
-        plan = tp.compute_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
+        plan = tp.plan_now(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
         reason = tp.confirmation_reason(plan, config.steps)
         if reason and not confirmed:
             return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
@@ -159,10 +173,10 @@ def build(ctx: LabContext) -> None:
 
     def on_preset(name: str):
         if name not in tp.preset_choices():
-            return [gr.skip()] * (len(widgets) + 7)
+            return [gr.skip()] * (len(widgets) + 8)
         values, extra_yaml, (n_gpus, n_nodes, gib) = tp.preset_form(name)
-        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.plan_markdown(None, 0),
-                gr.update(visible=False, value=False)]  # a confirmation was for the job planned before
+        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.opening_plan(name),
+                gr.update(visible=False, value=False), None]  # a confirmation was for the job planned before
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
@@ -209,8 +223,11 @@ def build(ctx: LabContext) -> None:
         return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
 
     hardware_boxes = [gpus, nodes, memory]
-    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm])
-    plan_btn.click(on_plan, [*widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md])
+    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm, plan_key])
+    plan_btn.click(on_plan, [preset, *widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md,
+                                                                        plan_key])
+    timer.tick(on_plan_tick, plan_key, plan_md)
+    ctx.refresh_on_show(on_open, [preset, plan_key], [plan_md, plan_key])
     launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
                  [*errors, general, launch_msg, table, job_id, plan_md, confirm])
     table.select(on_pick_row, None, job_id)
