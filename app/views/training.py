@@ -14,6 +14,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
+from app.services import job_progress as jp
 from app.services import training as ts
 from app.services import training_plan as tp
 
@@ -114,14 +115,16 @@ def build(ctx: LabContext) -> None:
         """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
         jid = _job_id(jid)
         detail = jobs.job_detail(store, jid, log_lines=60) if jid else None
+        now = jp.step_progress_text(store, detail)
         new_sig = None if detail is None else (
-            detail["status"], detail["step"], detail["progress"], str(detail["heartbeat_at"]),
+            detail["status"], detail["step"], detail["progress"], str(detail["heartbeat_at"]), now,
             sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
             len(detail["log_tail"]), detail["error"])
         if sig is not None and new_sig == tuple(sig):
             return [gr.skip()] * len(detail_outputs)
         acts = ts.actions_for(detail["status"] if detail else "")
-        return [ts.job_summary_md(detail), ts.reward_figure(detail), ts.emotion_step_figure(detail),
+        summary_text = ts.job_summary_md(detail) + (f"\n\n**Now:** {md(now)}" if now else "")
+        return [summary_text, ts.reward_figure(detail), ts.emotion_step_figure(detail),
                 ts.overlap_figure(detail), ts.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
