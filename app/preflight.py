@@ -42,10 +42,11 @@ def missing_model_packages() -> Optional[str]:
 def store_problem_text(url: str, exc: BaseException) -> str:
     """One line for a store that cannot be opened (the URL with any password hidden)."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
     try:
         shown = make_url(url).render_as_string(hide_password=True) if url else "lab_data/lab.db"
-    except Exception:  # an URL SQLAlchemy cannot parse: say so rather than echo it
+    except (ArgumentError, ValueError):  # an URL SQLAlchemy cannot parse: say so rather than echo it
         shown = "the --db / RLVER_LAB_DB value"
     reason = getattr(exc, "orig", None) or exc
     return (f"cannot open the store {shown}: {type(reason).__name__}: {str(reason).splitlines()[0] if str(reason) else ''}"

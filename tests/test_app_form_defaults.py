@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from app import preflight
-from app.render import outcomes_text, split_turn_problems, turn_html
+from app.render import md, outcomes_text, split_turn_problems, turn_html
 from app.services import benchmark_form as bf
 from app.services import training as ts
 from app.services import training_plan as tp
@@ -90,7 +90,7 @@ def test_training_form_with_one_field_emptied_names_that_field(name):
     config, errors = ts.config_from_form(form, extra, check_paths=False)
     if config is None:
         assert name in errors, errors
-        per_field, other = ts.error_updates(errors)
+        per_field, _ = ts.error_updates(errors)
         assert per_field[ts.FORM_NAMES.index(name)].startswith("⚠ ")
         assert errors[name] != "required"  # says what it takes, not only that it is missing
     else:
@@ -118,8 +118,6 @@ def test_heartbeat_is_shown_as_it_arrives_and_late_past_the_stall_limit():
 
 def test_a_plan_is_kept_per_preset_and_shown_when_the_view_opens(tiny_model_dir):
     from trainer.config import TrainConfig
-
-    from app.render import md
 
     assert f"No plan of {md('cpu-demo')} yet" in tp.opening_plan("cpu-demo")  # Markdown-escaped
     config = TrainConfig(model=str(tiny_model_dir), dtype="bfloat16").to_dict()

@@ -86,9 +86,10 @@ def tour_step_plan_and_train(page, store, model_dir: Path) -> str:
     return detail["checkpoints"][-1]["path"]
 
 
-def tour_step_benchmark(page, store, checkpoint: str) -> int:
+def tour_step_benchmark(page, store, checkpoint: str, grid_rows) -> int:
     """3. Benchmark the checkpoint from the Benchmark form (one held-out dialogue): the job's row opens its
-    details, progress shows while it runs, and the run joins the leaderboard. Returns the eval run's id."""
+    details, progress shows while it runs, and the run joins the leaderboard (its id in the "eval run" column).
+    Returns the eval run's id."""
     from playwright.sync_api import expect
 
     page.get_by_role("tab", name="Benchmark").click()
@@ -106,20 +107,19 @@ def tour_step_benchmark(page, store, checkpoint: str) -> int:
     from app.services.benchmark_form import eval_run_of_job
 
     eval_run_id = eval_run_of_job(store, job_id)
-    lab_board = page.locator("#bench-lab [role=gridcell]", has_text=re.compile(rf"^{eval_run_id}$"))
-    expect(lab_board.first).to_be_attached(timeout=60_000)  # the run joined the leaderboard
+    wait_for(lambda: any(row[2] == str(eval_run_id) for row in grid_rows(page, "bench-lab")), timeout=60)
     _no_error_on_page(page)
     return eval_run_id
 
 
-def test_the_readme_tour_on_small_settings(lab_server, browser_page, tiny_model_dir):
+def test_the_readme_tour_on_small_settings(lab_server, browser_page, tiny_model_dir, grid_rows):
     page, store = browser_page, lab_server.store
     model_dir = Path(os.environ["RLVER_LAB_HOME"]) / "models" / "tiny"
     shutil.copytree(tiny_model_dir, model_dir)
     try:
         tour_step_live_rollout(page)
         checkpoint = tour_step_plan_and_train(page, store, model_dir)
-        tour_step_benchmark(page, store, checkpoint)
+        tour_step_benchmark(page, store, checkpoint, grid_rows)
         # TOUR STEP 4 (Compare the checkpoint with the untrained model): the Compare view cannot start a
         # comparison yet; the lead adds this step here after merging the branch that lets it, as
         # `tour_step_compare(page, store, checkpoint)`, asserting the side-by-side dialogues and no error.
