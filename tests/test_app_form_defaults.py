@@ -220,3 +220,17 @@ def test_a_training_step_shows_its_dialogues_and_replies_as_they_are_stored(engi
             d.status = "finished"
     assert "all 4 dialogues done, updating the policy" in step_progress_text(engine, detail)
     assert step_progress_text(engine, {**detail, "status": "succeeded"}) == ""
+
+
+def test_the_jobs_table_shows_a_live_step_inside_its_counter(engine):
+    from app.services.job_progress import jobs_rows_now
+    from storage import Dialogue, session_scope
+    from trainer.jobs import queue as jobs
+
+    job_id = jobs.create_job(engine, "train", {"steps": 3, "dialogues_per_step": 2}, name="t")
+    with session_scope(engine) as s:
+        s.add_all([Dialogue(persona_id="a", job_id=job_id, step=1, status="finished"),
+                   Dialogue(persona_id="b", job_id=job_id, step=1, status="running")])
+    listed = [{**jobs.get_job(engine, job_id), "status": "running"}]  # as read while its owner lives
+    progress = jobs_rows_now(engine, listed)[0][ts.JOB_HEADERS.index("progress")]
+    assert progress.endswith("step 1: 1 of 2 dialogues"), progress

@@ -66,3 +66,20 @@ def step_progress_text(store: Any, detail: Optional[dict[str, Any]], now: Option
         run_s = max(0.0, (now - started).total_seconds())
         text += f"; about {_duration(run_s / done * max(0, total - done))} left for the job at the pace so far"
     return text
+
+
+def jobs_rows_now(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
+    """The jobs table (app.services.training.JOB_HEADERS) with a live training job's progress read inside
+    its step ('step 2/46 · 12 of 32 dialogues') rather than only the counter of finished steps."""
+    from app.services.training import JOB_HEADERS, jobs_rows
+
+    rows = jobs_rows(jobs)
+    at = JOB_HEADERS.index("progress")
+    for row, job in zip(rows, jobs):
+        if job.get("kind") != "train" or job.get("status") not in ("queued", "running", "stalled"):
+            continue
+        act = step_activity(store, int(job["id"]))
+        per_step = int((job.get("config") or {}).get("dialogues_per_step") or 0)
+        if act is not None and act["step"] > int(job.get("step") or 0):
+            row[at] = f"{row[at]} · step {act['step']}: {act['finished']} of {per_step or act['stored']} dialogues"
+    return rows

@@ -130,7 +130,7 @@ def build(ctx: LabContext) -> None:
                 list(new_sig) if new_sig else None]
 
     def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
-        return [ts.jobs_rows(jobs.list_jobs(store)), *show(jid, sig)]
+        return [jp.jobs_rows_now(store, jobs.list_jobs(store)), *show(jid, sig)]
 
     def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
         """A plan needs no model folder (it may be made for other machines); a launch does."""
