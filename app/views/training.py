@@ -163,16 +163,16 @@ def build(ctx: LabContext) -> None:
         config, per_field, other = checked(form, extra_yaml)
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(),
-                    gr.skip()]
+                    gr.skip(), gr.skip()]
         plan = tp.plan_now(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
         reason = tp.confirmation_reason(plan, config.steps)
         if reason and not confirmed:
             return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
                                        "to launch it all the same.", gr.skip(), gr.skip(),
-                    tp.plan_markdown(plan, config.steps), gr.update(visible=True, value=False)]
+                    tp.plan_markdown(plan, config.steps), gr.update(visible=True, value=False), None]
         new_id, message = ts.launch_training_job(store, url, config, job_name)
         return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id,
-                tp.plan_markdown(plan, config.steps), gr.update(visible=False, value=False)]
+                tp.plan_markdown(plan, config.steps), gr.update(visible=False, value=False), None]
 
     def on_preset(name: str):
         if name not in tp.preset_choices():
@@ -230,9 +230,12 @@ def build(ctx: LabContext) -> None:
     plan_btn.click(on_plan, [preset, *widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md,
                                                                         plan_key])
     timer.tick(on_plan_tick, plan_key, plan_md)
-    ctx.refresh_on_show(on_open, [preset, plan_key], [plan_md, plan_key])
+    # the kept plan on every page load; a plan started only when this tab is opened (a probe takes the cores)
+    ctx.load_hooks.append((lambda name: tp.opening_plan(name), [preset], plan_md))
+    if ctx.current_tab is not None:
+        ctx.current_tab.select(on_open, [preset, plan_key], [plan_md, plan_key])
     launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
-                 [*errors, general, launch_msg, table, job_id, plan_md, confirm])
+                 [*errors, general, launch_msg, table, job_id, plan_md, confirm, plan_key])  # the plan shown: Launch's
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
