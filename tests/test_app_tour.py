@@ -18,7 +18,9 @@ import pytest
 from tests.helpers import wait_for
 from trainer.jobs import queue as jobs
 
-pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process, pytest.mark.slow]
+# about 11 minutes on the 2-core machine at a load of ~10; 15 at ~16: longer than the suite's default limit
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process, pytest.mark.slow,
+              pytest.mark.timeout(2400)]
 JOB_WAIT_S = 600  # generous: the jobs run on a busy 2-core machine
 
 
