@@ -116,6 +116,7 @@ def test_heartbeat_is_shown_as_it_arrives_and_late_past_the_stall_limit():
     assert ts.heartbeat_text({"status": "succeeded", "heartbeat_at": now}, now) == ""
 
 
+@pytest.mark.process  # the plan runs `python -m trainer plan` in its own process
 def test_a_plan_is_kept_per_preset_and_shown_when_the_view_opens(tiny_model_dir):
     from trainer.config import TrainConfig
 
