@@ -1,7 +1,8 @@
 """SQLAlchemy 2 typed models: the whole RLVER Lab data model.
 
 Every result row carries what produced it: config, seed, model reference, simulator fingerprint and
-code version. Nothing outside storage/ writes SQL; everything else goes through these classes.
+code version. Rows are read and written through these classes; the queries live in storage/ and in the service
+modules that own a domain (docs/design.md, "Data flow").
 """
 from __future__ import annotations
 

@@ -13,51 +13,37 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Markers applied at collection (pytest.ini lists them), so `make test-fast` can leave out whole kinds:
-# browser (a real Chromium), data (the shared RLVER/SAGE files), process (other OS processes: jobs, CLIs,
-# servers, ranks), model (the packaged SmolLM2 or MiniLM, which the offline scorer loads), slow (by hand).
-# A test is read with its fixtures and the module-level helpers it calls.
-AUTO_MARKS = {
-    "browser": {"fixtures": ("browser_page", "lab_server"), "source": ()},
-    "data": {"fixtures": ("shared_data", "shared_reference"), "source": ("shared_data_dir(",)},
-    "process": {"fixtures": (), "source": ("subprocess", "Popen", "sys.executable", ".launch(", "launch_job(",
-                                            "start_benchmark_job", "start_training_job", "run_experiment", "_cli(",
-                                            "killpg", "mp.spawn", "deepspeed")},
-    "model": {"fixtures": (), "source": ('"default"', "'default'", "SmolLM2", "smollm2", "model_files",
-                                          "embedding", "offline_v3", "coherence", "OfflineBackend(", "run_probes")},
-}
-
-
-def _test_source(item: pytest.Item) -> str:
-    """The test function's source, its fixtures' and the module-level functions it names."""
-    import inspect
-
-    parts = [item.function]
-    module = item.module
-    parts += [obj for name in item.function.__code__.co_names
-              if inspect.isfunction(obj := getattr(module, name, None)) and obj.__module__ == module.__name__]
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info else ()):
-        parts += [d.func for d in defs if d.baseid]  # the project's fixtures, not pytest's own
-    text = []
-    for part in parts:
-        try:
-            text.append(inspect.getsource(part))
-        except (OSError, TypeError):
-            pass
-    return "\n".join(text)
+# Markers (pytest.ini lists them) say what a test needs, so `make test-fast` can leave out whole kinds. They are
+# explicit: a test says so with a decorator or its module's `pytestmark`, or through a fixture that implies it
+# (FIXTURE_MARKS). Nothing is guessed from source text. `model` is also enforced: a test without it that reaches
+# the packaged SmolLM2 or MiniLM fails with a message saying to mark it (_packaged_models_need_the_model_mark).
+FIXTURE_MARKS = {"lab_server": ("browser",), "browser_page": ("browser",), "shared_data": ("data",),
+                 "shared_reference": ("data",)}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        try:
-            source = _test_source(item)
-        except (AttributeError, TypeError):  # not a plain test function: marked by its fixtures only
-            source = ""
-        for name, rule in AUTO_MARKS.items():
-            if fixtures & set(rule["fixtures"]) or any(s in source for s in rule["source"]):
+        for fixture in getattr(item, "fixturenames", ()):
+            for name in FIXTURE_MARKS.get(fixture, ()):
                 item.add_marker(getattr(pytest.mark, name))
+
+
+@pytest.fixture(autouse=True)
+def _packaged_models_need_the_model_mark(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a test not marked `model`, the loaders of the packaged models raise instead of loading (in this
+    process; a job or command the test starts is not watched), whatever earlier tests cached."""
+    if request.node.get_closest_marker("model"):
+        return
+    from simulator.llm import embedding, models
+    from simulator.user.backends import coherence
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError(f"{request.node.nodeid} loads a packaged model (SmolLM2 or MiniLM) but is not marked "
+                           "`model`: add @pytest.mark.model")
+
+    for module, name in ((models, "model_cache_dir"), (models, "default_gguf_path"), (coherence, "get_scorer"),
+                         (embedding, "get_encoder")):
+        monkeypatch.setattr(module, name, refuse)
 
 
 def shared_data_dir() -> Path:

@@ -1,8 +1,16 @@
 """Small helpers shared by test modules (import as `from helpers import ...`; tests/ is on sys.path)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
+
+from sqlalchemy import select
+
+from storage import Dialogue, EvalRun, Job, Metric, Turn, read_scope, session_scope
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
@@ -98,3 +106,57 @@ def tiny_train_config(tmp_path: Any, model: Any, **changes: Any) -> Any:
     path = Path(tmp_path) / "train.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def trainer_cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
+    """`python -m trainer ARGS` in the checkout with its own lab home; stdout and stderr together, as text."""
+    env = dict(os.environ, RLVER_LAB_HOME=str(env_home), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def wait_for_step(engine, proc, step: int, timeout: float = 600) -> int:
+    """The id of the (only) job once its metrics of `step` are stored; the trainer must stay alive."""
+    def reached():
+        assert proc.poll() is None, proc.stdout.read()
+        with read_scope(engine) as s:
+            job_id = s.scalars(select(Job.id)).first()
+        return job_id if job_id and step in metric_steps(engine, job_id, "reward_mean") else None
+
+    return wait_for(reached, timeout=timeout, every=0.2)
+
+
+def metric_steps(engine, job_id: int, name: str) -> list[int]:
+    """The steps at which the job stored a metric of that name, in order."""
+    with read_scope(engine) as s:
+        return sorted(m.step for m in s.scalars(select(Metric).where(Metric.job_id == job_id, Metric.name == name)))
+
+
+WARM_REPLIES = ["That sounds really hard, and it makes sense you feel worn out. What happened next?",
+        "I hear you. It must be lonely to carry that. Could you try telling one friend?"]
+COLD_REPLIES = ["Just relax, it's not a big deal.", "Whatever. Calm down."]
+
+
+def store_judged_dialogues(engine, replies_by_name: dict[str, list[str]], eval_run: bool = True) -> dict[str, int]:
+    """One finished dialogue per entry (user opening, then reply / user answer pairs); name -> id."""
+    ids = {}
+    with session_scope(engine) as s:
+        run = EvalRun(name="judged", model_ref="policy") if eval_run else None
+        if run is not None:
+            s.add(run)
+            s.flush()
+        for name, replies in replies_by_name.items():
+            d = Dialogue(persona_id=name, status="finished", final_emotion=50.0, collection="judge-test",
+                         persona_snapshot={"background": "Lost a job last month.", "hidden_need": "to be heard"},
+                         eval_run_id=run.id if run is not None else None)
+            s.add(d)
+            s.flush()
+            texts = [("user", "I don't know, everything is a mess.")]
+            for reply in replies:
+                texts += [("assistant", reply), ("user", "Yeah.")]
+            s.add_all(Turn(dialogue_id=d.id, index=i, role=role, text=t) for i, (role, t) in enumerate(texts))
+            ids[name] = d.id
+    return ids

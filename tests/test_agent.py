@@ -5,9 +5,9 @@ import pytest
 from conftest import make_sim_profile
 from helpers import play_dialogue as dialogue
 
+from simulator.llm.hashing import fingerprint_hash
 from simulator.user.agent import MAX_REPLY_CHARS, SentientAgent, UserTurn
 from simulator.user.backends import make_backend
-from simulator.user.fingerprint import fingerprint_hash
 from simulator.user.rules import EmotionRules, get_preset
 from simulator.user.templates import load_templates, prompt_hash
 from testkit.scripted_server import classify_request, start_server

@@ -67,6 +67,7 @@ def served_lab(tmp_path):
     assert "s3cret-Passw0rd" not in log.read_text()
 
 
+@pytest.mark.process
 def test_anonymous_page_holds_nothing_from_the_store(served_lab):
     base, ids = served_lab
     with httpx.Client(base_url=base, timeout=60) as c:

@@ -6,7 +6,7 @@ from helpers import off_loop, wait_for
 
 from app.views import benchmark as bv
 from simulator.evaluation.published import PUBLISHED
-from simulator.user.fingerprint import fingerprint_hash
+from simulator.llm.hashing import fingerprint_hash
 from storage import EvalRun, session_scope
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
 from trainer.evaluation import eval_runs
@@ -98,6 +98,7 @@ def test_empty_leaderboard_shows_only_published(engine):
 
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot):
     engine, page = lab_server.store, browser_page
@@ -142,6 +143,7 @@ def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
     assert "replies cut 0" in title and proto["policy_system_prompt_sha256"]["zh"] in title
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid_rows, shared_data):
     from trainer.evaluation import benchmark as bm
@@ -184,6 +186,7 @@ def test_fidelity_of_an_eval_run(engine):
     assert "does not exist" in bv.fidelity_view(engine, 999_999)[0]
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_fidelity_chart_in_browser(lab_server, browser_page):
     engine, page = lab_server.store, browser_page

@@ -43,6 +43,7 @@ def test_malformed_login_is_rejected(monkeypatch, capsys):
         assert "user:password" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_served_lab_enforces_the_login_and_never_prints_it(tmp_path):
     import socket
 
@@ -90,6 +91,7 @@ def test_rlver_lab_dispatches_to_each_modules_command_line(db_url, capsys):
     assert "nobody" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_the_installed_console_command_runs():
     """`make setup` installs the lab (`pip install -e .`): its `rlver-lab` sits beside the venv's python."""
     script = Path(sys.executable).parent / "rlver-lab"

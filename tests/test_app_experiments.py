@@ -10,6 +10,8 @@ from helpers import fill, wait_for
 
 from trainer.experiments import grid as ex
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -25,6 +25,7 @@ def seeded(engine):
     return engine, [p.id for p in ps.list_profiles(engine)][:1]
 
 
+@pytest.mark.model
 def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
     engine, personas = seeded
     assert live.stop_rollout("s1") == "Nothing is running."
@@ -47,6 +48,7 @@ def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
     assert live.stop_rollout("s1") == "Nothing is running."
 
 
+@pytest.mark.model
 def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
     engine, personas = seeded
     out = list(live.start_rollout(engine, "s2", **_args(["no-such-persona"], "default")))
@@ -60,6 +62,7 @@ def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
         assert s.scalars(select(Dialogue)).all() == []
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_dir, screenshot):
     page = browser_page

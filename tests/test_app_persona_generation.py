@@ -3,6 +3,8 @@ against the scripted server: generate 6 personas, watch the progress complete, a
 them in the persona list."""
 from __future__ import annotations
 
+import pytest
+
 from app.services import persona_generation_form as pgf
 from simulator.personas import generation_store as gs
 from simulator.personas import store as ps
@@ -24,6 +26,7 @@ def test_the_form_becomes_a_spec_and_settings_or_names_each_bad_field():
     assert "Not started" in pgf.errors_markdown(errs) and "threshold" in pgf.errors_markdown(errs)
 
 
+@pytest.mark.model
 def test_progress_and_review_rows_of_a_stored_generation(engine):
     ps.seed_builtin(engine)
     spec, settings, _ = pgf.read_form({**FORM, "topics": "gen-mode:invalid debt"})
@@ -39,6 +42,7 @@ def test_progress_and_review_rows_of_a_stored_generation(engine):
     assert "hidden\\_need: is required" in detail and detail.startswith(f"**Candidate {rows[0][0]}**")
 
 
+@pytest.mark.model
 def test_a_generations_accepted_personas_become_a_named_set(engine):
     from simulator.personas import sets as pss
 
@@ -55,6 +59,7 @@ def test_a_generations_accepted_personas_become_a_named_set(engine):
     assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** name: a set named")
 
 
+@pytest.mark.process
 def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, grid_rows, screenshot):
     from playwright.sync_api import expect
 

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from simulator.personas import store as ps
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.process]
 LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
 
 

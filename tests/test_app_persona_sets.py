@@ -37,6 +37,7 @@ def test_panel_functions_report_by_field(engine):
                                               "set:negatives-heldout", "set:negatives-train"]
 
 
+@pytest.mark.model
 def test_preview_refuses_an_invalid_form_naming_the_fields(engine):
     values = {"id": "", "name": "X", "language": "en", "difficulty": "standard", "need_category": None,
               "personality": "avoidant", "traits": "", "persona": "", "background": "b", "hidden_need": "h",
@@ -46,6 +47,7 @@ def test_preview_refuses_an_invalid_form_naming_the_fields(engine):
     assert "need\\_category: unknown category" in status and "data-dialogues='0'" in html
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_create_a_set_from_filters_split_it_and_see_its_coverage(browser_page, lab_server):
     page, store = browser_page, lab_server.store
@@ -84,6 +86,7 @@ def test_create_a_set_from_filters_split_it_and_see_its_coverage(browser_page, l
     assert page.dialogs == []
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_preview_an_unsaved_persona_from_the_editor(browser_page, lab_server, tiny_model_dir):
     page, store = browser_page, lab_server.store

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from simulator.personas import store as ps
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.process]
 
 
 def test_create_persona_through_the_form(browser_page, lab_server, screenshot):

@@ -88,6 +88,7 @@ def test_parse_ids():
     assert rs.dialogue_id_from_cell(17) == 17
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_rows, screenshot):
     engine, page = lab_server.store, browser_page

@@ -147,6 +147,7 @@ def test_form_checks_a_stored_set_against_the_store_before_launch(engine):
     assert errors == {} and config.persona_set == "set:two"
 
 
+@pytest.mark.model
 def test_form_other_settings_box_errors():
     _, errors = ts.config_from_form(_form(), "entropy_coef: [1")
     assert "not valid YAML" in errors[ts.GENERAL]
@@ -199,6 +200,7 @@ def _points(page, elem_id):
 STEPS = 10  # enough steps that the 2 s poll sees the curve part-drawn even on a fast machine
 
 
+@pytest.mark.process
 @pytest.mark.browser
 @pytest.mark.slow
 def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page, tiny_model_dir, screenshot):
@@ -256,6 +258,7 @@ def test_a_preset_fills_the_form_with_every_one_of_its_settings(name):
     assert hardware == ((None, None, None) if name == "cpu-demo" else (8, 4, 80.0))
 
 
+@pytest.mark.model
 def test_the_form_opens_on_the_cpu_demo_not_the_papers_32_gpus():
     from trainer.presets import DEFAULT_PRESET
 
@@ -301,6 +304,8 @@ def test_compute_plan_runs_the_plan_command_once_per_setting(tiny_model_dir):
     assert "no config.json" in broken["error"]
 
 
+@pytest.mark.model
+@pytest.mark.process
 @pytest.mark.browser
 @pytest.mark.slow
 def test_preset_dropdown_fills_the_form_and_launch_asks_to_confirm_a_job_that_will_not_fit(

@@ -31,6 +31,7 @@ def test_user_text_is_escaped_in_turns_and_markdown():
     assert md("named 'x' \"y\"") == "named 'x' \"y\""
 
 
+@pytest.mark.model
 def test_collections_cover_imports_and_store_dialogues(engine, tmp_path):
     path = tmp_path / "mini_result.jsonl"
     path.write_text('{"id": "r1", "emo_point": 100, "history": [{"role": "user", "content": "hi", "emotion-point": 40},'
@@ -54,6 +55,7 @@ def test_collections_cover_imports_and_store_dialogues(engine, tmp_path):
     assert "does not exist" in view.dialogue_view(engine, 999_999)[0]
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_data, screenshot):
     page = browser_page
@@ -80,6 +82,8 @@ def test_import_gpt41_transcript_and_read_it(browser_page, lab_server, shared_da
     screenshot(page, "transcripts.png", full_page=False)
 
 
+@pytest.mark.model
+@pytest.mark.process
 @pytest.mark.browser
 def test_dialogue_opens_from_the_url(browser_page, lab_server):
     d = start_dialogue(lab_server.store, persona_id="linked", source="rollout", policy_ref="default")
@@ -115,6 +119,7 @@ def test_fidelity_of_a_collection(engine, tmp_path):
     assert view.fidelity_view(engine, "source:rollout")[0] == "**Fidelity** · no judged user turns"
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_fidelity_chart_of_a_collection_in_browser(browser_page, lab_server, tmp_path):
     for name, text in (("fidelity-mini", MINI), ("fidelity-one", MINI.splitlines(keepends=True)[1])):

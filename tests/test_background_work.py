@@ -22,6 +22,8 @@ from storage import Job, make_engine, read_scope
 from testkit.scripted_server import start_server
 from trainer.jobs import queue as jobs
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parent.parent
 COUNT = 16
 

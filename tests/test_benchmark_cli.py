@@ -25,6 +25,8 @@ from trainer.evaluation import benchmark as bm
 from trainer.evaluation import eval_runs, protocol
 from trainer.jobs import queue as jobs
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {"score", "success", "failure", "n", "ci_low", "ci_high", "eval_run_id"}
 

@@ -168,6 +168,7 @@ def test_seeded_store_holds_the_library_unchanged(engine) -> None:
         assert get_profile(engine, p.id) == p
 
 
+@pytest.mark.model
 def test_fit_examples_address_the_hidden_need_better_than_miss_examples() -> None:
     """The offline simulator uses the examples as semantic prototypes: under all-MiniLM-L6-v2, each
     profile's fit examples must be closer to its hidden need than its (well-meant) miss examples."""

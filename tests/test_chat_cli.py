@@ -42,6 +42,7 @@ def server(monkeypatch):
         yield s
 
 
+@pytest.mark.model
 def test_offline_chat_is_stored_with_inner_thoughts(monkeypatch, capsys, db_url):
     code, out, _ = chat(monkeypatch, capsys, db_url,
                         ["That sounds like a lot to carry, with your mom and Dan both needing you.", "", "/quit"],
@@ -113,6 +114,7 @@ def test_chinese_persona_on_offline_backend(monkeypatch, capsys, db_url):
     assert code == 2 and "English profiles only" in err
 
 
+@pytest.mark.process
 def test_real_command_line(tmp_path, server):
     """`python -m simulator chat` as a person runs it, through the simulator's command-line entry."""
     db = f"sqlite:///{tmp_path / 'cli.db'}"

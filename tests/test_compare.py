@@ -68,6 +68,7 @@ def test_bad_input_names_the_field():
         cmp.CompareConfig(b="openai:").validate()
 
 
+@pytest.mark.model
 def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
     """A deterministic simulated user (offline) and the same policy: identical dialogues, every pair a tie."""
     config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
@@ -85,6 +86,7 @@ def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
     assert (stored["summary"]["wins"], stored["summary"]["ties"], stored["summary"]["losses"]) == (0, 6, 0)
 
 
+@pytest.mark.process
 def test_compare_cli_json(tiny_model_dir, tmp_path):
     other = tmp_path / "other"
     from testkit.tiny_model import build_tiny_model
@@ -118,6 +120,7 @@ def _trained_checkpoint(tiny_model_dir, tmp_path) -> str:
     return json.loads(r.stdout.strip().splitlines()[-1])["checkpoint"]
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid_rows, tiny_model_dir, tmp_path):
     """The untrained tiny policy against its checkpoint after one step: the view lists the pairs, and a pair
@@ -160,6 +163,7 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
 RULE_USER = REPO / "docs" / "examples" / "rule_user.py"
 
 
+@pytest.mark.model
 def test_outside_specs_are_checked_without_importing():
     from simulator.user.backends import spec_error
     from trainer.config import TrainConfig
@@ -172,6 +176,7 @@ def test_outside_specs_are_checked_without_importing():
     assert "unknown reward" in TrainConfig(reward="emotion").errors()["reward"]
 
 
+@pytest.mark.process
 def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     """The docs example end to end: its rule-based user and its reward train the tiny policy, and every
     dialogue carries the outside code's name and file hash in its simulator fingerprint."""
@@ -204,6 +209,7 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     store.dispose()
 
 
+@pytest.mark.model
 def test_reproducing_a_stored_run_plays_the_same_dialogues(engine, tiny_model_dir):
     from trainer.evaluation import benchmark as bm
 

@@ -28,6 +28,7 @@ def test_group_size_applies_only_to_group_algorithms():
     assert TrainConfig(algorithm="rloo", group_size=8).profiles_per_step == 4
 
 
+@pytest.mark.process
 def test_yaml_round_trip(tmp_path: Path):
     c = TrainConfig(algorithm="grpo", persona_set=["a", "b"], steps=7, lora=True, deepspeed="zero2")
     path = tmp_path / "c.yaml"
@@ -41,12 +42,14 @@ def test_yaml_exponent_without_dot_is_a_number(tmp_path: Path):
     assert TrainConfig.from_yaml(path).actor_lr == 1e-6
 
 
+@pytest.mark.process
 def test_deepspeed_stage_numbers_are_accepted():
     assert TrainConfig.from_dict({"deepspeed": 2}).deepspeed == "zero2"
     assert TrainConfig.from_dict({"deepspeed": None}).zero_stage == 0
     assert TrainConfig(deepspeed="zero3").zero_stage == 3
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("changes, field, words", [
     ({"actor_lr": -1e-6}, "actor_lr", "positive"),
     ({"critic_lr": 0.0}, "critic_lr", "positive"),
@@ -166,6 +169,7 @@ def test_simulator_prompt_pack_and_sampling_are_run_settings():
     assert TrainConfig.from_dict(c.to_dict()).prompt_pack == "sage:/some/checkout"
 
 
+@pytest.mark.model
 def test_rollout_schedule_is_checked():
     from trainer.config import ConfigError, TrainConfig
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parent.parent
 STEPS = 3
 TOLERANCE = 1e-4
@@ -97,6 +99,7 @@ def test_zero2_two_ranks_match_one_rank(tiny_model_dir: Path, tmp_path: Path):
     assert one["history"][0]["value_loss"] != one["history"][-1]["value_loss"]
 
 
+@pytest.mark.model
 def test_zero3_streams_the_weights_one_gathered_bucket_at_a_time(tiny_model_dir: Path, tmp_path: Path):
     """Two ZeRO-3 ranks: the bucketed stream (each layer gathered for its own bucket) gives the same tensors as
     gathering the whole model at once. The tied lm_head is the embedding, sent once."""

@@ -160,6 +160,7 @@ def test_openai_engine_needs_a_key_for_the_public_api(monkeypatch):
         make_policy_engine("openai:gpt-4o")
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_default_model_is_converted_once_and_generates():
     from simulator.llm.models import default_model_dir

@@ -53,6 +53,7 @@ def test_the_grid_expands_to_the_cartesian_product_in_order(tmp_path, tiny_model
     assert ex.expand({}) == [{}]
 
 
+@pytest.mark.model
 def test_every_problem_of_a_grid_is_named_with_its_key_and_cell(tmp_path, tiny_model_dir):
     path = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo", "sgd"], "mode": ["direct"], "algo": [1],
                                                      "seed": []},
@@ -103,6 +104,7 @@ def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir)
         ex.cancel_experiment(engine, 999)
 
 
+@pytest.mark.process
 def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner_shows_dead(engine, tmp_path,
                                                                                             tiny_model_dir):
     from storage import Experiment, session_scope
@@ -132,6 +134,7 @@ def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner
 # ------------------------------------------------------------------------------------ real job processes
 # Each of these runs several job processes one after another; on a shared 2-core machine that takes longer
 # than the suite's default per-test limit.
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db_url, tmp_path, tiny_model_dir):
@@ -170,6 +173,7 @@ def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db
     assert "succeeded" in es.summary_md(exp) and "2/2 cells done" in es.summary_md(exp)
 
 
+@pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(engine, db_url, tmp_path,

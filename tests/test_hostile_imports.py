@@ -194,6 +194,7 @@ def test_web_import_reports_lines_like_the_cli_and_never_exception_text(engine, 
     assert "unhashable" not in report and "/secret/path" not in report
 
 
+@pytest.mark.process
 def test_nastiest_profile_plays_a_rollout(engine, db_url, tiny_model_dir):
     """A stored profile at the bounds runs through `python -m trainer rollout` with the offline simulator."""
     from storage.dialogues import load_dialogue

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from simulator.evaluation import transcripts as tr
 from simulator.personas import store as ps
+from simulator.personas import transcript_files
 from storage import Dialogue, Persona, Turn, read_scope
 
 SEED = 13
@@ -128,7 +129,7 @@ def test_fuzzed_files_never_raise_name_bad_lines_and_leave_the_store_unchanged(e
         data, mutated = make_file(rng, case, build)
         before = snapshot(engine)
         if build is sage_record:
-            good, errors, n_lines = tr.read_transcripts(data)
+            good, errors, n_lines = transcript_files.read_transcripts(data)
             check_errors(errors, mutated, {n for n, _ in good}, n_lines)
             report = tr.import_file(engine, data, collection=f"fuzz-{case}")
             assert len(report.dialogue_ids) == (0 if errors else len(good))

@@ -22,6 +22,7 @@ from helpers import wait_for
 
 from storage import Job, lab_home, read_scope, session_scope, store_id
 from storage.models import utcnow
+from trainer.checkpoint_layout import STATE_FILE
 from trainer.jobs import queue as jobs
 from trainer.jobs.context import JobContext
 from trainer.jobs.queue import JobError
@@ -33,7 +34,7 @@ WORKER = textwrap.dedent("""
     from pathlib import Path
     from storage import make_engine
     from trainer.jobs.context import JobContext
-    from trainer.jobs.queue import STATE_FILE
+    from trainer.checkpoint_layout import STATE_FILE
     url, job_id, steps, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     engine = make_engine(url)
     with JobContext(engine, job_id, heartbeat_s=0.2, stale_after_s=5) as ctx:
@@ -114,7 +115,7 @@ def test_context_records_metrics_once_per_step_and_succeeds(engine, tmp_path):
     job_id = jobs.create_job(engine, "train", {})
     ckpt = tmp_path / "ckpt" / "2"
     ckpt.mkdir(parents=True)
-    (ckpt / jobs.STATE_FILE).write_text("")
+    (ckpt / STATE_FILE).write_text("")
     with JobContext(engine, job_id, install_signals=False) as ctx:
         assert status(engine, job_id) == "running"
         for step in (1, 2):
@@ -149,6 +150,7 @@ def test_context_marks_cancelled(engine):
     assert status(engine, job_id) == "cancelled"
 
 
+@pytest.mark.process
 def test_finished_job_cannot_run_again_and_only_ended_jobs_resume(engine, db_url):
     job_id = jobs.create_job(engine, "train", {})
     with JobContext(engine, job_id, install_signals=False):
@@ -172,6 +174,7 @@ def test_log_tail_reads_last_lines(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- real processes
+@pytest.mark.process
 def test_job_process_heartbeats_and_writes_metrics(engine, worker):
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 4)
@@ -182,6 +185,7 @@ def test_job_process_heartbeats_and_writes_metrics(engine, worker):
     assert d["started_at"] <= d["finished_at"]
 
 
+@pytest.mark.process
 def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(engine, worker):
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 10_000)
@@ -210,6 +214,7 @@ def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(engine
     assert status(engine, job_id) == "succeeded"
 
 
+@pytest.mark.process
 def test_late_heartbeat_of_a_live_owner_shows_stalled_and_nothing_is_written(engine, worker):
     """Changed semantics: a late heartbeat used to be written as "interrupted" by any reader while the
     process lived; now "stalled" is derived when read and neither a reader nor the reaper writes."""
@@ -230,6 +235,7 @@ def test_late_heartbeat_of_a_live_owner_shows_stalled_and_nothing_is_written(eng
     assert jobs.job_detail(engine, job_id)["status"] == "dead"
 
 
+@pytest.mark.process
 def test_cancel_signals_the_process_group_and_job_ends_cancelled(engine, worker):
     job_id = jobs.create_job(engine, "train", {})
     p = worker(job_id, 10_000)
@@ -253,6 +259,7 @@ def queue_behind_a_running_job(engine, worker):
     return first, second, p1, p2
 
 
+@pytest.mark.process
 def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     first, second, p1, p2 = queue_behind_a_running_job(engine, worker)
     time.sleep(2.0)  # several queue polls
@@ -266,6 +273,7 @@ def test_second_job_waits_in_queue_until_the_first_ends(engine, worker):
     assert "queued behind job(s) 1" in p2.stdout.read()
 
 
+@pytest.mark.process
 def test_an_api_bound_job_never_waits_behind_a_training_job(engine, worker):
     """Only QUEUED_KINDS (the accelerator's) wait their turn: a persona generation starts at once."""
     assert "personas" in jobs.JOB_KINDS and "personas" not in jobs.QUEUED_KINDS
@@ -281,6 +289,7 @@ def test_an_api_bound_job_never_waits_behind_a_training_job(engine, worker):
     assert p1.wait(timeout=180) == 0
 
 
+@pytest.mark.process
 def test_dead_running_job_does_not_block_the_queue(engine, worker):
     first = jobs.create_job(engine, "train", {})
     second = jobs.create_job(engine, "train", {})
@@ -293,6 +302,7 @@ def test_dead_running_job_does_not_block_the_queue(engine, worker):
     assert status(engine, first) == "interrupted" and status(engine, second) == "succeeded"
 
 
+@pytest.mark.process
 def test_cancel_while_queued(engine, worker):
     """Changed semantics: Cancel of a job waiting in the queue signals its process, which marks itself
     cancelled (its owner is the only writer of its status); Cancel no longer writes it from outside."""
@@ -305,6 +315,7 @@ def test_cancel_while_queued(engine, worker):
     assert status(engine, first) == "cancelled"
 
 
+@pytest.mark.process
 def test_launched_job_still_starting_up_is_not_stale(engine):
     """A job process that has not sent its first heartbeat yet (imports on a busy machine) stays queued
     while it lives; once its process is gone it is interrupted."""
@@ -351,6 +362,7 @@ def stall(engine, worker, steps: int, stop_at: int = 2):
     return job_id, p
 
 
+@pytest.mark.process
 def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
     job_id, old = stall(engine, worker, steps=6)
     with pytest.raises(JobError, match=f"still owned by live process {old.pid}"):
@@ -369,6 +381,7 @@ def test_stalled_owner_keeps_its_job_and_resume_refuses(engine, worker):
     assert metric_values(engine, job_id, "writer") == {step: float(old.pid) for step in range(1, 7)}
 
 
+@pytest.mark.process
 def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, worker):
     job_id, old = stall(engine, worker, steps=5)
     jobs.reopen(engine, job_id, stop_owner=True)
@@ -381,6 +394,7 @@ def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(engine, w
     assert status(engine, job_id) == "succeeded"
 
 
+@pytest.mark.process
 def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
     """Second line of defence, for a lock that does not hold (e.g. the job folder seen from two hosts):
     the woken process checks the job row before writing and stops."""
@@ -402,6 +416,7 @@ def test_woken_process_that_lost_its_job_stops_without_writing(engine, worker):
     assert jobs.job_detail(engine, job_id)["pid"] == new.pid
 
 
+@pytest.mark.process
 def test_kill_9_shows_dead_from_the_cli_alone(engine, worker, db_url):
     """Changed semantics: listing writes nothing; the CLI shows the killed job "dead" (derived), with the
     reason, and the store still says running until a reaper (app startup, a queued job, resume) writes
@@ -446,7 +461,7 @@ def test_resume_point_is_the_newest_complete_checkpoint_recorded_or_on_disk(engi
     root = Path(jobs.job_detail(engine, job_id)["output_dir"]) / "checkpoints"
     for step in (1, 3):  # 1 recorded and complete, 3 complete on disk but killed before its record
         (root / f"step-{step:06d}").mkdir(parents=True)
-        (root / f"step-{step:06d}" / jobs.STATE_FILE).write_text("")
+        (root / f"step-{step:06d}" / STATE_FILE).write_text("")
     (root / "step-000004").mkdir()  # no state file: incomplete
     with JobContext(engine, job_id, install_signals=False) as ctx:
         ctx.add_checkpoint(1, str(root / "step-000001"))

@@ -9,45 +9,20 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from helpers import COLD_REPLIES, WARM_REPLIES, store_judged_dialogues
 from sqlalchemy import delete, select
 
 from simulator.evaluation.judge import (
     DIMENSIONS,
+    AnswerParseError,
     JudgeInput,
-    JudgeParseError,
     judge_messages,
     load_prompt,
     parse_judgement,
 )
-from storage import Dialogue, EvalRun, JudgeScore, Turn, read_scope, session_scope
+from storage import Dialogue, JudgeScore, read_scope, session_scope
 from testkit.scripted_server import start_server
 from trainer.__main__ import main
-
-WARM = ["That sounds really hard, and it makes sense you feel worn out. What happened next?",
-        "I hear you. It must be lonely to carry that. Could you try telling one friend?"]
-COLD = ["Just relax, it's not a big deal.", "Whatever. Calm down."]
-
-
-def _store_dialogues(engine, replies_by_name: dict[str, list[str]], eval_run: bool = True) -> dict[str, int]:
-    """One finished dialogue per entry (user opening, then reply / user answer pairs); name -> id."""
-    ids = {}
-    with session_scope(engine) as s:
-        run = EvalRun(name="judged", model_ref="policy") if eval_run else None
-        if run is not None:
-            s.add(run)
-            s.flush()
-        for name, replies in replies_by_name.items():
-            d = Dialogue(persona_id=name, status="finished", final_emotion=50.0, collection="judge-test",
-                         persona_snapshot={"background": "Lost a job last month.", "hidden_need": "to be heard"},
-                         eval_run_id=run.id if run is not None else None)
-            s.add(d)
-            s.flush()
-            texts = [("user", "I don't know, everything is a mess.")]
-            for reply in replies:
-                texts += [("assistant", reply), ("user", "Yeah.")]
-            s.add_all(Turn(dialogue_id=d.id, index=i, role=role, text=t) for i, (role, t) in enumerate(texts))
-            ids[name] = d.id
-    return ids
 
 
 def _judge(capsys, server, *args: str) -> tuple[int, dict]:
@@ -83,7 +58,7 @@ def test_parse_accepts_the_shapes_models_write():
     ("[1, 2, 3]", "a JSON list, not an object"),
 ])
 def test_parse_names_what_is_wrong(answer: str, problem: str):
-    with pytest.raises(JudgeParseError, match=problem):
+    with pytest.raises(AnswerParseError, match=problem):
         parse_judgement(answer)
 
 
@@ -105,9 +80,9 @@ def test_the_prompt_is_a_versioned_file_whose_hash_is_recorded(tmp_path):
 # ------------------------------------------------------------------------------------------ the CLI, end to end
 def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_url, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-test")
-    ids = _store_dialogues(engine, {
-        "warm": WARM, "cold": COLD, "fenced": ["judge-mode:fenced " + WARM[0]],
-        "repaired": ["judge-mode:garbage_once " + WARM[0]], "garbage": ["judge-mode:garbage ok"],
+    ids = store_judged_dialogues(engine, {
+        "warm": WARM_REPLIES, "cold": COLD_REPLIES, "fenced": ["judge-mode:fenced " + WARM_REPLIES[0]],
+        "repaired": ["judge-mode:garbage_once " + WARM_REPLIES[0]], "garbage": ["judge-mode:garbage ok"],
         "refusal": ["judge-mode:refusal ok"], "hang": ["judge-mode:hang ok"], "empty": []})
     with session_scope(engine) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
@@ -146,7 +121,7 @@ def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_ur
 
 
 def test_judge_without_json_schema_and_on_a_collection(engine, db_url, capsys):
-    ids = _store_dialogues(engine, {"a": WARM, "b": COLD}, eval_run=False)
+    ids = store_judged_dialogues(engine, {"a": WARM_REPLIES, "b": COLD_REPLIES}, eval_run=False)
     with start_server() as server:
         code, out = _judge(capsys, server, "--collection", "judge-test", "--no-json-schema", "--db", db_url)
         assert not any("response_format" in b for b in server.requests)
@@ -158,7 +133,7 @@ def test_judge_without_json_schema_and_on_a_collection(engine, db_url, capsys):
 
 
 def test_an_endpoint_that_fails_every_call_leaves_an_error_on_every_dialogue(engine, db_url, capsys):
-    ids = _store_dialogues(engine, {"a": WARM, "b": COLD}, eval_run=False)
+    ids = store_judged_dialogues(engine, {"a": WARM_REPLIES, "b": COLD_REPLIES}, eval_run=False)
     with start_server(models=["another-model"]) as server:
         code, out = _judge(capsys, server, "--dialogues", *map(str, ids.values()), "--db", db_url)
     assert code == 1 and out["ok"] == 0 and out["errors"] == {"backend": 2}
@@ -182,7 +157,7 @@ def test_bad_input_names_the_option(engine, db_url, capsys, args, message):
 def test_benchmark_view_radar_shows_the_run_means_per_judge(engine, db_url, capsys):
     from app.judge_panel import judge_view
 
-    ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD, "bad": ["judge-mode:refusal ok"]})
+    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES, "bad": ["judge-mode:refusal ok"]})
     with session_scope(engine) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
     assert judge_view(engine, run_id) == ("", None)  # not judged yet: nothing shown
@@ -198,6 +173,7 @@ def test_benchmark_view_radar_shows_the_run_means_per_judge(engine, db_url, caps
     assert list(trace.r[:5]) == pytest.approx(expected)
 
 
+@pytest.mark.process
 @pytest.mark.browser
 def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screenshot):
     from concurrent.futures import ThreadPoolExecutor
@@ -205,7 +181,7 @@ def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screensho
     from trainer.evaluation import eval_runs
 
     engine, page = lab_server.store, browser_page
-    ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD})
+    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES})
     with session_scope(engine) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
     eval_runs.finish_eval_run(engine, run_id, "succeeded")

@@ -35,6 +35,7 @@ def backend():
     return OfflineBackend(scorer="v2")
 
 
+@pytest.mark.model
 def test_deterministic_for_a_seed_and_varied_across_seeds(backend, sim_profile):
     a = run(play(SentientAgent(sim_profile, backend, seed=3), TAILORED))
     b = run(play(SentientAgent(sim_profile, make_backend("offline:v2"), seed=3), TAILORED))
@@ -50,11 +51,13 @@ def test_deterministic_for_a_seed_and_varied_across_seeds(backend, sim_profile):
         [(t.text, t.emotion, t.inner["components"]) for t in v3[1]]
 
 
+@pytest.mark.model
 def test_chinese_profile_is_refused(backend):
     with pytest.raises(ValueError, match="English profiles only"):
         SentientAgent(make_sim_profile(language="zh"), backend)
 
 
+@pytest.mark.model
 def test_every_change_is_explained(backend, sim_profile):
     turns = run(play(SentientAgent(sim_profile, backend), TAILORED[:2] + ["Just get over it, it's not a big deal."]))
     for t in turns:
@@ -65,6 +68,7 @@ def test_every_change_is_explained(backend, sim_profile):
     assert turns[-1].delta < 0 and turns[0].delta > 0
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("reply,component", [
     ("", "empty"), ("#$%^ &*(( ))!! @@@ ~~~ ^^^ |||", "garbled"), ("xkcd qwrtp zzzvb mnbvc", "garbled"),
     ("What happened? Who got it? Why? When? How do you feel?", "questions"),
@@ -83,6 +87,7 @@ def test_penalties(backend, sim_profile, reply, component):
         assert get_preset("training").apply(40, turn.inner["raw_change"])[1] < -10
 
 
+@pytest.mark.model
 def test_repeating_oneself_is_penalised(backend, sim_profile):
     turns = run(play(SentientAgent(sim_profile, backend), [TAILORED[0]] * 3))
     assert "repetition" not in turns[0].inner["components"]
@@ -90,6 +95,7 @@ def test_repeating_oneself_is_penalised(backend, sim_profile):
     assert turns[1].delta < turns[0].delta
 
 
+@pytest.mark.model
 def test_parroting_the_user_is_penalised_and_earns_no_engagement(backend, sim_profile):
     agent = SentientAgent(sim_profile, backend)
     opening = run(agent.opening())
@@ -113,6 +119,7 @@ def test_parroted_share_folds_pronouns():
     assert parroted_share("", said) == 0.0 and parroted_share("walk to work", []) == 0.0
 
 
+@pytest.mark.model
 def test_engagement_credits_only_what_the_user_has_told(backend, sim_profile):
     """A reply about a detail the user has not told yet gets no credit for it: the policy cannot know it."""
     agent = SentientAgent(sim_profile, backend)
@@ -127,6 +134,7 @@ def test_engagement_credits_only_what_the_user_has_told(backend, sim_profile):
     assert about_told.inner["components"]["engagement"]["measure"] > about_untold.inner["components"]["engagement"]["measure"]
 
 
+@pytest.mark.model
 def test_user_speaks_from_the_persona_material_and_says_goodbye(backend, sim_profile):
     turns = run(play(SentientAgent(sim_profile, backend, rules=EmotionRules(start=60, max_turns=30)), TAILORED * 3))
     events = sim_profile.extra["events"]
@@ -139,12 +147,14 @@ def test_user_speaks_from_the_persona_material_and_says_goodbye(backend, sim_pro
     assert bad[-1].outcome == "failure" and any(w in bad[-1].text.lower() for w in ("bye", "goodbye"))
 
 
+@pytest.mark.model
 def test_background_sentences_when_no_events(backend):
     profile = make_sim_profile(extra={})
     turns = run(play(SentientAgent(profile, backend), TAILORED))
     assert any("I trained the person who got it." in t.text for t in turns)
 
 
+@pytest.mark.model
 def test_challenging_is_stricter(backend, sim_profile):
     mild = "That sounds like a really tough year, and it makes sense you feel hurt."
     std = run(play(SentientAgent(sim_profile, backend), [mild] * 3))
@@ -152,6 +162,7 @@ def test_challenging_is_stricter(backend, sim_profile):
     assert hard[-1].emotion < std[-1].emotion
 
 
+@pytest.mark.model
 def test_concurrent_dialogues_are_batched_and_match_sequential(sim_profile):
     backend = OfflineBackend()
     seq = [run(play(SentientAgent(sim_profile, backend, seed=s), TAILORED[:3])) for s in range(4)]
@@ -166,6 +177,7 @@ def test_concurrent_dialogues_are_batched_and_match_sequential(sim_profile):
     assert backend.batcher.batches - before <= 3 + 1  # one encode per turn for all four dialogues
 
 
+@pytest.mark.model
 def test_fingerprint_names_the_environment(backend, sim_profile):
     fp = SentientAgent(sim_profile, backend).fingerprint()
     assert fp["backend"] == "offline" and fp["notice"] == NOTICE and "not comparable" in NOTICE
@@ -177,6 +189,7 @@ def test_garbled_ratio():
     assert garbled_ratio("$$$ ### @@@") > 0.9
 
 
+@pytest.mark.model
 def test_one_backend_shared_by_event_loops_in_threads(sim_profile):
     """The app runs dialogues from several threads, each with its own event loop, on one backend."""
     from concurrent.futures import ThreadPoolExecutor

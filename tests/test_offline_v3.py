@@ -36,6 +36,7 @@ def v2():
     return make_backend("offline:v2")
 
 
+@pytest.mark.model
 def test_default_is_v3_and_v2_stays_selectable(v3, v2):
     assert isinstance(v3, OfflineBackend) and v3.scorer == "v3" and v2.scorer == "v2"
     assert v3.fingerprint()["scorer"] == "offline-v3" and "SmolLM2-135M-Instruct" in v3.fingerprint()["model"]
@@ -63,6 +64,7 @@ V2_RECORDED = [
 ]
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("pid,reply,change,points", V2_RECORDED)
 def test_v2_is_unchanged(v2, pid, reply, change, points):
     profile = next(p for p in BUILTIN_PROFILES if p.id == pid)
@@ -71,6 +73,7 @@ def test_v2_is_unchanged(v2, pid, reply, change, points):
     assert {k: c["points"] for k, c in a["components"].items()} == pytest.approx(points, abs=0.011)
 
 
+@pytest.mark.model
 def test_coherence_is_a_named_component_that_gates_the_positive_ones(v3):
     maya = BUILTIN_PROFILES[0]
     good = judge(v3, maya, "Not random at all. 'Fine, mostly' sounds like there's a real trade-off hiding in there. "
@@ -89,6 +92,7 @@ def test_coherence_is_a_named_component_that_gates_the_positive_ones(v3):
     assert shuffled["change"] < 0
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("profile", HELDOUT, ids=lambda p: p.id)
 def test_v3_ranks_the_tailored_reply_above_shuffled_recited_and_wrong_persona(v3, profile):
     user = profile.first_line
@@ -98,6 +102,7 @@ def test_v3_ranks_the_tailored_reply_above_shuffled_recited_and_wrong_persona(v3
         assert tailored > hacked, (hack, tailored, hacked)
 
 
+@pytest.mark.model
 def test_coherence_does_not_depend_on_the_batch():
     pairs = [("My dog died last week.", "I'm so sorry. How are you holding up without him?"),
              ("The promotion was announced today.", "week dog your I'm holding so without"),
@@ -110,6 +115,7 @@ def test_coherence_does_not_depend_on_the_batch():
     assert verdicts[0].gate > verdicts[1].gate and verdicts[1].points < 0
 
 
+@pytest.mark.model
 def test_calibration_set_shape():
     rows = [json.loads(line) for line in CALIBRATION.read_text().splitlines() if line.strip()]
     assert len(rows) >= 300

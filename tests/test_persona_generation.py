@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from simulator.__main__ import main
-from simulator.evaluation.judge import load_prompt
+from simulator.llm.prompting import load_prompt_file
 from simulator.personas import generation_store as gs
 from simulator.personas import store as ps
 from simulator.personas.builtin import BUILTIN_PROFILES
@@ -101,6 +101,7 @@ def test_an_answer_is_validated_like_an_imported_profile():
 
 
 # ------------------------------------------------------------------------------------------------ generation
+@pytest.mark.model
 def test_generate_covers_repair_invalid_duplicate_and_leak_and_records_what_produced_it(tmp_path, db_url, capsys):
     spec = _spec_file(tmp_path, MIXED)
     with start_server() as server:
@@ -130,11 +131,12 @@ def test_generate_covers_repair_invalid_duplicate_and_leak_and_records_what_prod
     g = gs.get_generation(store, out["generation_id"])
     assert (g["status"], g["n_planned"], g["n_done"], g["model"]) == ("finished", 6, 6, "scripted")
     assert g["endpoint"] == server.base_url.split("/")[2] and g["finished_at"] is not None
-    assert (g["prompt_version"], g["prompt_sha256"]) == ("v1", load_prompt("v1", PROMPT_DIR)["sha256"])
+    assert (g["prompt_version"], g["prompt_sha256"]) == ("v1", load_prompt_file(PROMPT_DIR, "v1")["sha256"])
     assert g["spec"]["count"] == 6 and g["settings"]["threshold"] == 0.9 and g["code_version"]
     assert "api_key" not in json.dumps(g["settings"]).replace("api_key_env", "")
 
 
+@pytest.mark.model
 def test_review_accept_edit_reject_regenerate(tmp_path, db_url, capsys):
     spec = _spec_file(tmp_path, MIXED)
     with start_server() as server:
@@ -175,6 +177,7 @@ def test_review_accept_edit_reject_regenerate(tmp_path, db_url, capsys):
     assert g["counts"] == {"pending": 0, "accepted": 4, "rejected": 1, "invalid": 1, "duplicate": 0}
 
 
+@pytest.mark.model
 def test_accept_flag_stores_the_valid_candidates_and_a_second_batch_dedupes_against_them(tmp_path, db_url, capsys):
     spec = _spec_file(tmp_path, {"count": 3, "seed": 1, "needs": ["just_listen"]})
     with start_server() as server:
@@ -190,6 +193,7 @@ def test_accept_flag_stores_the_valid_candidates_and_a_second_batch_dedupes_agai
     assert all(listed[i].extra["generation_id"] == first["generation_id"] for i in first["accepted"])
 
 
+@pytest.mark.model
 def test_a_lower_threshold_marks_more_duplicates(tmp_path, db_url, capsys):
     spec = _spec_file(tmp_path, {"count": 3, "seed": 1})
     with start_server() as server:
@@ -198,6 +202,7 @@ def test_a_lower_threshold_marks_more_duplicates(tmp_path, db_url, capsys):
     assert "dedupe threshold 0.05" in err
 
 
+@pytest.mark.model
 def test_cancel_stops_further_calls_and_keeps_what_was_made(tmp_path, db_url):
     store = ps.open_store(db_url)
     spec = spec_from_dict({"count": 5, "seed": 0})
@@ -211,6 +216,7 @@ def test_cancel_stops_further_calls_and_keeps_what_was_made(tmp_path, db_url):
     assert len(gs.list_candidates(store, gid)) == 1
 
 
+@pytest.mark.model
 def test_a_stopped_generation_continues_with_only_the_slots_not_made(db_url):
     store = ps.open_store(db_url)
     spec = spec_from_dict({"count": 5, "seed": 0})
@@ -232,6 +238,7 @@ def test_a_stopped_generation_continues_with_only_the_slots_not_made(db_url):
     assert [d for _, d, _ in seen] == [3, 4, 5]
 
 
+@pytest.mark.model
 def test_an_endpoint_that_fails_leaves_an_error_on_every_candidate(tmp_path, db_url, capsys):
     spec = _spec_file(tmp_path, {"count": 2})
     with start_server(models=["another"]) as server:

@@ -6,6 +6,7 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
 from conftest import make_sim_profile
 
 from simulator import __main__ as cli
@@ -32,6 +33,7 @@ def test_a_good_profile_has_no_warnings():
     assert lint_one(make_sim_profile()) == []
 
 
+@pytest.mark.model
 def test_hidden_need_said_in_the_first_line_or_the_persona():
     leaky = make_sim_profile(first_line="Honestly I just want someone to sincerely praise what I actually did "
                                         "during this hard year.")
@@ -93,6 +95,7 @@ def test_fields_in_another_language_than_the_profile():
     assert pl.script_language("ok") == ""
 
 
+@pytest.mark.model
 def test_near_duplicates_in_the_set_name_each_other():
     original = BUILTIN_PROFILES[0]
     copied = copy.deepcopy(original)
@@ -109,12 +112,14 @@ def test_near_duplicates_in_the_set_name_each_other():
     assert list(alone) == ["maya-copy"] and len(alone["maya-copy"]) == 1
 
 
+@pytest.mark.model
 def test_the_builtin_library_has_no_warnings():
     result = pl.lint_profiles(BUILTIN_PROFILES)
     assert len(result) == 32
     assert {pid: ws for pid, ws in result.items() if ws} == {}
 
 
+@pytest.mark.model
 def test_cli_json_on_an_rlver_file_uses_rlver_field_names(tmp_path: Path, capsys):
     good = make_sim_profile(pid="zh-good", language="zh", name="李静", persona=ZH_PERSONA, background=ZH_BACKGROUND,
                             hidden_need="你希望对方真诚地夸奖你在事件中的具体行为", traits=["沉稳", "谨慎"],
@@ -134,6 +139,7 @@ def test_cli_json_on_an_rlver_file_uses_rlver_field_names(tmp_path: Path, capsys
                          {"field": "player", "problem": "is written in English but the profile's language is zh"}]}]
 
 
+@pytest.mark.model
 def test_cli_table_sets_and_bad_input(tmp_path: Path, capsys):
     assert cli.main(["personas", "lint", "--set", "builtin:heldout"]) == 0
     assert capsys.readouterr().out.strip() == "8 profile(s), 0 warning(s) in 0 profile(s)"
@@ -161,6 +167,7 @@ def test_released_rlver_profiles_lint(shared_data: Path, capsys):
     assert sum(len(r["warnings"]) for r in results) <= 10
 
 
+@pytest.mark.model
 def test_personas_view_functions_on_a_real_store(engine):
     from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
     from simulator.personas import store as ps

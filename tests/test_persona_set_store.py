@@ -175,6 +175,7 @@ def test_new_tables_are_added_to_an_existing_store_file(tmp_path):
     assert {"persona_set", "persona_set_member"} <= tables
 
 
+@pytest.mark.process
 def test_sets_cli(store, db_url, tmp_path, capsys):
     def cli(*args):
         code = simulator_main(["personas", "sets", *args, "--db", db_url])
@@ -207,6 +208,7 @@ def test_sets_cli(store, db_url, tmp_path, capsys):
     assert code == 2 and err.startswith("--generation: cannot be combined")
 
 
+@pytest.mark.process
 def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_model_dir, tmp_path):
     s = pss.create_from_filters(store, "tiny", ids=[p.id for p in ps.list_profiles(store)[:2]])
     config = tiny_train_config(tmp_path, tiny_model_dir, persona_set="set:tiny", steps=1, dialogues_per_step=2)
@@ -225,7 +227,7 @@ def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_m
 
 def test_a_benchmark_on_a_set_records_its_name_and_hash(engine, shared_data):
     """A replay of three published dialogues, their profiles named as a stored set."""
-    from simulator.evaluation.transcripts import profiles_from_transcripts
+    from simulator.personas.transcript_files import profiles_from_transcripts
     from storage import EvalRun
     from trainer.evaluation import benchmark as bm
 

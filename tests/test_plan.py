@@ -26,6 +26,7 @@ def _plan_cli(*args: str) -> dict:
     return json.loads(done.stdout)  # stdout is the plan alone
 
 
+@pytest.mark.process
 def test_paper_ppo_fits_on_the_papers_hardware_and_not_on_one_24_gib_gpu():
     paper = _plan_cli("--config", PAPER_PPO, "--gpus", "8", "--nodes", "4", "--gpu-memory", "80")
     assert paper["fits"] is True and paper["seconds_per_step"] is None
@@ -44,6 +45,7 @@ def test_paper_ppo_fits_on_the_papers_hardware_and_not_on_one_24_gib_gpu():
     assert paper["parts"]["policy_grads_optimizer"] * 20 < one["parts"]["policy_grads_optimizer"]
 
 
+@pytest.mark.process
 def test_plan_cli_refuses_bad_input_naming_the_flag():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     for args, expected in ((["--preset", "cpu-demo", "--gpus", "0"], "--gpus: must be at least 1"),
@@ -57,6 +59,7 @@ def _hw(gpus: int = 1, nodes: int = 1, memory: float = 80.0, device: str = "cuda
     return P.Hardware(device, gpus, nodes, memory, "test")
 
 
+@pytest.mark.process
 def test_zero_stages_partition_what_deepspeed_says():
     total, largest = 1_000_000_000, 100_000_000
     eight = _hw(8)
@@ -110,6 +113,7 @@ def test_probe_config_keeps_the_step_shape_and_shrinks_the_batch():
     assert __import__("trainer.plan_probe", fromlist=["probe_config"]).probe_config(one).dialogues_per_step == 2
 
 
+@pytest.mark.model
 def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
     path = tiny_train_config(tmp_path, tiny_model_dir, steps=50, dialogues_per_step=8, minibatch_size=4)
     plan = P.plan_config(TrainConfig.from_yaml(path), memory_gib=16)
@@ -124,6 +128,7 @@ def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- presets
+@pytest.mark.model
 def test_every_preset_is_a_valid_config_from_its_file():
     from trainer.presets import PRESETS, preset_dict
 

@@ -18,6 +18,7 @@ def results():
     return asyncio.run(probes.run_probes(PROFILES, OfflineBackend(), turns=5))
 
 
+@pytest.mark.model
 def test_tailored_beats_every_hack_on_every_persona(results):
     assert len(results) == len(PROFILES) == 8
     assert len({p.need_category for p in PROFILES}) == 8
@@ -29,6 +30,7 @@ def test_tailored_beats_every_hack_on_every_persona(results):
     assert all(probes.tailored_wins(results).values())
 
 
+@pytest.mark.model
 def test_no_hack_reaches_half_the_tailored_mean(results):
     means = probes.means(results)
     assert set(probes.hacks_at_most_half(results)) == set(probes.HACKS)
@@ -37,6 +39,7 @@ def test_no_hack_reaches_half_the_tailored_mean(results):
     assert all(probes.hacks_at_most_half(results).values())
 
 
+@pytest.mark.model
 def test_hacks_do_not_pay(results):
     """Every hack but the need-mismatched style ends below the start; that one is on topic and coherent, only
     in the wrong style, and may rise a little for some personas (it still ends below the tailored reply)."""
@@ -64,6 +67,7 @@ def test_hack_replies():
     assert advice.startswith('When you say "Today was the worst day') and "plan" in advice
 
 
+@pytest.mark.model
 def test_tailored_reply_uses_the_persona(results):
     p = BUILTIN_PROFILES[0]
     assert probes.tailored_reply(p, 0, "") == p.extra["fit_examples"][0]

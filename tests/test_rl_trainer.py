@@ -126,6 +126,7 @@ def _loop_config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
     return TrainConfig(**base)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("changes", [{}, {"algorithm": "rloo", "group_size": 2, "lora": True, "lora_r": 4}])
 def test_resume_from_a_checkpoint_repeats_the_run_exactly(tiny_model_dir: Path, tmp_path: Path, changes):
     from trainer.learning.rl_trainer import RLTrainer
@@ -143,6 +144,7 @@ def test_resume_from_a_checkpoint_repeats_the_run_exactly(tiny_model_dir: Path, 
             assert m[key] == history[step][key], (step, key)
 
 
+@pytest.mark.model
 def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: Path, engine):
     from trainer.learning.rl_trainer import RLTrainer
 
@@ -173,6 +175,7 @@ def _job(engine, cfg: TrainConfig):
     return job_id, JobContext(engine, job_id, install_signals=False)
 
 
+@pytest.mark.model
 def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_model_dir: Path, tmp_path: Path,
                                                                            engine, monkeypatch):
     import errno
@@ -206,6 +209,7 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
     assert resumed.start_step == 1
 
 
+@pytest.mark.model
 def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Path, tmp_path: Path, engine,
                                                              monkeypatch):
     from storage import Job, read_scope
@@ -254,6 +258,7 @@ def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tm
     assert not (tmp_path / "run" / "checkpoints").exists() or not list((tmp_path / "run" / "checkpoints").iterdir())
 
 
+@pytest.mark.model
 def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(tiny_model_dir: Path, tmp_path: Path,
                                                                                engine):
     """keep_checkpoints=1: a kill between writing step N and recording it must leave step N-1 on disk, so

@@ -274,6 +274,7 @@ def test_bad_config_and_profiles_are_named(policy):
         rollout.run([bad])
 
 
+@pytest.mark.model
 def test_real_offline_simulator(policy, engine):
     from simulator.user.spec import SimulatorSpec
 
@@ -347,6 +348,7 @@ def test_api_policy_and_api_simulator_over_http(engine):
         assert [t["think_text"] for t in stored["turns"] if t["role"] == "assistant"] == s.thoughts
 
 
+@pytest.mark.model
 @pytest.mark.slow
 def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
     """With a real chat tokenizer the context of turn t+1 extends turn t's context plus its sampled ids."""

@@ -29,6 +29,7 @@ def store_with_persona(engine):
     return engine
 
 
+@pytest.mark.process
 def test_rollout_command_json(store_with_persona, db_url, tiny_model_dir):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
@@ -73,6 +74,7 @@ def test_missing_command_module_disables_only_that_command(monkeypatch, capsys):
     assert trainer_main.main([]) == 2
 
 
+@pytest.mark.process
 def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, db_url, tiny_model_dir):
     """A simulator that refuses every call (wrong API key): the dialogues are stored as failed and the
     command says so with exit status 1, so a script sees the outage."""
@@ -91,6 +93,7 @@ def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, d
     assert "all 2 dialogue(s) failed" in proc.stderr
 
 
+@pytest.mark.process
 def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
     """A store no command has opened yet: the built-in personas are seeded first, as the app does, so a
     built-in id works and the dialogue's persona is in the store."""

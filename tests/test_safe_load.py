@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.jobs.queue import STATE_FILE
+from trainer.checkpoint_layout import STATE_FILE
 from trainer.learning.checkpoints import CheckpointError, load_checkpoint, rng_state, safe_load, set_rng_state
 
 
@@ -87,6 +87,7 @@ def test_rng_state_of_older_checkpoints_with_numpy_arrays_still_loads(tmp_path):
     assert _draws() == expected
 
 
+@pytest.mark.process
 def test_deepspeed_shards_are_checked_before_deepspeed_reads_them(tmp_path):
     """DeepSpeed unpickles its shards without restriction; the lab checks this rank's files first."""
     from trainer.learning.checkpoints import check_deepspeed_files

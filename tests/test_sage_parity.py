@@ -32,6 +32,7 @@ def finals(path) -> dict[str, float]:
     return {json.loads(line)["id"]: json.loads(line)["emo_point"] for line in open(path, encoding="utf-8")}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("model", sorted(PUBLISHED))
 def test_replay_reproduces_the_published_row_and_every_final_emotion(model, shared_data, tmp_path):
     f = shared_data / "sage" / f"{model}_result.jsonl"
@@ -173,6 +174,7 @@ def test_sage_pack_parses_as_sage_does(shared_reference):
     assert fp["pack"] == "sage" and set(fp["files_sha256"]) == {"simulator_response.py", "npc_response.py"}
 
 
+@pytest.mark.process
 def test_unknown_or_changed_sage_files_are_named(shared_reference, tmp_path):
     with pytest.raises(PackError, match="simulator_response.py: file not found"):
         SagePack(str(tmp_path))

@@ -32,6 +32,7 @@ def profile_line(pid: str, **kw) -> str:
     return json.dumps(Profile(**p).to_dict()) + "\n"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("name,want", [("gpt-4.1", (68.2, 35, 13)), ("qwen2.5-72b", (19.1, 4, 70))])
 def test_score_published_files(shared_data: Path, name: str, want):
     path = shared_data / "sage" / f"{name}_result.jsonl"
@@ -45,6 +46,7 @@ def test_score_published_files(shared_data: Path, name: str, want):
     assert f"score {want[0]}  success {want[1]} " in text.stdout and "95% CI [" in text.stdout
 
 
+@pytest.mark.process
 def test_score_bad_file_names_each_line(tmp_path: Path):
     bad = tmp_path / "bad_result.jsonl"
     bad.write_text('{"id": "a", "emo_point": 50, "history": []}\n{nope\n{"id": "b", "history": []}\n')
@@ -57,6 +59,7 @@ def test_score_bad_file_names_each_line(tmp_path: Path):
     assert out.returncode == 1 and "empty" in out.stderr
 
 
+@pytest.mark.process
 def test_personas_import_export(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'lab.db'}"
     good = tmp_path / "good.jsonl"
@@ -84,6 +87,7 @@ def test_personas_import_export(tmp_path: Path):
     assert [r["id"] for r in records] == ["abe", "bea", "cal"] and records[1]["main_cha"] == "回避型"
 
 
+@pytest.mark.process
 def test_db_from_environment(tmp_path: Path):
     db = f"sqlite:///{tmp_path / 'env.db'}"
     f = tmp_path / "p.jsonl"
@@ -121,6 +125,7 @@ def test_plugin_registry(tmp_path: Path, monkeypatch, capsys):
         cli.main(["chat"])
 
 
+@pytest.mark.process
 def test_fresh_store_export_and_list_show_the_built_in_personas(tmp_path: Path, capsys):
     from simulator.personas.builtin import BUILTIN_PROFILES
     from simulator.personas.io import import_profiles

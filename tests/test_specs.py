@@ -33,6 +33,7 @@ def checkpoint(tmp_path, tiny_model_dir):
     return folder
 
 
+@pytest.mark.model
 def test_spec_errors_name_the_field():
     assert set(SimulatorSpec("nope").errors()) == {"simulator"}
     assert set(SimulatorSpec(pack="sage:").errors()) == {"prompt_pack"}

@@ -78,6 +78,7 @@ def test_rlver_lab_db_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert default_url().endswith("lab.db") and str(tmp_path / "lab_home") in default_url()
 
 
+@pytest.mark.process
 def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Path):
     rows, batch = 5000, 5
     eng = make_engine(db_url)
@@ -111,6 +112,7 @@ def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Pat
     eng.dispose()
 
 
+@pytest.mark.process
 def test_two_processes_create_a_fresh_store_at_once(tmp_path: Path):
     """The app and a job starting together on a new file must both get a working store."""
     url = f"sqlite:///{tmp_path / 'fresh.db'}"

@@ -27,6 +27,7 @@ def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.mark.process
 def test_training_job_writes_tensorboard_events_and_trackio_logs(tiny_model_dir: Path, tmp_path: Path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -72,6 +73,7 @@ def test_training_job_writes_tensorboard_events_and_trackio_logs(tiny_model_dir:
     assert "final emotion" in dialogue_rows[0]["sample_dialogues"]["_value"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("tracker", ["wandb", "mlflow"])
 def test_a_tracker_whose_package_is_missing_is_refused_before_training(tmp_path: Path, tracker: str):
     if importlib.util.find_spec(tracker) is not None:

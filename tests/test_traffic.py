@@ -220,6 +220,7 @@ def test_progress_text_shows_a_running_jobs_traffic(tmp_path):
     assert ts.progress_text({**job, "status": "succeeded"}) == "step 2/8 (25%)"
 
 
+@pytest.mark.process
 def test_benchmark_job_shows_traffic_while_it_runs(engine, db_url):
     """A real benchmark job over the scripted server, two requests in flight at most: its row in the jobs
     table (Training and Benchmark views) shows them in flight and the rest waiting."""

@@ -4,44 +4,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from helpers import tiny_train_config, wait_for
+import pytest
+from helpers import metric_steps, tiny_train_config, trainer_cli, wait_for, wait_for_step
 from sqlalchemy import select
 
-from storage import Checkpoint, Dialogue, Job, Metric, make_engine, read_scope
+from storage import Checkpoint, Dialogue, Job, make_engine, read_scope
+
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
-    env = dict(os.environ, RLVER_LAB_HOME=str(env_home), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kw)
-
-
-
-def _wait_for_step(engine, proc, step: int, timeout: float = 600) -> int:
-    """The id of the (only) job once its metrics of `step` are stored; the trainer must stay alive."""
-    def reached():
-        assert proc.poll() is None, proc.stdout.read()
-        with read_scope(engine) as s:
-            job_id = s.scalars(select(Job.id)).first()
-        return job_id if job_id and step in _metric_steps(engine, job_id, "reward_mean") else None
-
-    return wait_for(reached, timeout=timeout, every=0.2)
-
-
-def _metric_steps(engine, job_id: int, name: str) -> list[int]:
-    with read_scope(engine) as s:
-        return sorted(m.step for m in s.scalars(select(Metric).where(Metric.job_id == job_id, Metric.name == name)))
-
-
 def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     config = tiny_train_config(tmp_path, tiny_model_dir)
-    proc = _cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
+    proc = trainer_cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     result = json.loads(out.strip().splitlines()[-1])
@@ -61,7 +39,7 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
                    for d in dialogues)
     for name in ("reward_mean", "final_emotion_mean", "success_rate", "failure_rate", "approx_kl", "entropy",
                  "clip_frac", "grad_norm", "reply_tokens_mean", "tokens_per_s", "value_loss"):
-        assert _metric_steps(engine, result["job_id"], name) == [1, 2], name
+        assert metric_steps(engine, result["job_id"], name) == [1, 2], name
     # the checkpoint is a Hugging Face folder with the chat template
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -72,7 +50,7 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
     assert (Path(result["checkpoint"]) / "critic" / "value_head.pt").exists()
     engine.dispose()
     for args in (["jobs", str(result["job_id"])], ["jobs"]):  # the job's JSON row says the same
-        listed = _cli(*args, "--db", db_url, "--json", env_home=tmp_path / "home")
+        listed = trainer_cli(*args, "--db", db_url, "--json", env_home=tmp_path / "home")
         row = json.loads(listed.communicate(timeout=120)[0].strip().splitlines()[-1])
         assert listed.returncode == 0 and row["status"] == "succeeded"
         assert (row["checkpoint"], row["policy_path"]) == (result["checkpoint"], result["policy_path"])
@@ -80,11 +58,11 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
 
 def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: str, tiny_model_dir: Path):
     config = tiny_train_config(tmp_path, tiny_model_dir, actor_lr=-1.0, algorithm="grpo", group_size=1)
-    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
+    proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2
     assert "actor_lr: must be positive" in out and "group_size" in out
-    proc = _cli("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
+    proc = trainer_cli("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
                 "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "persona_set: unknown persona set 'nobody'" in out
@@ -101,9 +79,9 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
     home = tmp_path / "home"
-    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
+    proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     engine = make_engine(db_url)
-    job_id = _wait_for_step(engine, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
+    job_id = wait_for_step(engine, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     wait_for(lambda: jobs.reap_dead_jobs(engine) == [job_id])  # the reaper, once its lock is free
@@ -111,14 +89,14 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
         assert s.get(Job, job_id).status == "interrupted"
     assert jobs.last_checkpoint(engine, job_id)["step"] >= 2
 
-    resumed = _cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
+    resumed = trainer_cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == steps
     assert "resumed from" in out
     for name in ("reward_mean", "policy_loss", "entropy"):
-        assert _metric_steps(engine, job_id, name) == list(range(1, steps + 1)), name
+        assert metric_steps(engine, job_id, name) == list(range(1, steps + 1)), name
     with read_scope(engine) as s:
         ckpt_steps = [c.step for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))]
         dialogue_steps = [d.step for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id))]
@@ -132,10 +110,10 @@ def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str)
 
     engine = make_engine(db_url)
     job_id = jobs.create_job(engine, "train", {"steps": 1})
-    proc = _cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
+    proc = trainer_cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out
-    proc = _cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
+    proc = trainer_cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "not a training job" in out
     engine.dispose()
@@ -149,12 +127,12 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
     steps = 4
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=1)
     home = tmp_path / "home"
-    proc = _cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
+    proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
     engine = make_engine(db_url)
-    job_id = _wait_for_step(engine, proc, 2)
+    job_id = wait_for_step(engine, proc, 2)
     os.killpg(proc.pid, signal.SIGSTOP)
     try:
-        resumed = _cli("resume", str(job_id), "--db", db_url, env_home=home)
+        resumed = trainer_cli("resume", str(job_id), "--db", db_url, env_home=home)
         out, _ = resumed.communicate(timeout=600)
         assert resumed.returncode == 2 and f"still owned by live process {proc.pid}" in out, out
     finally:
@@ -172,7 +150,7 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
 def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     """--preset first, the file's settings over it: cpu-demo's LoRA and sampling, the tiny file's model and size."""
     config = tiny_train_config(tmp_path, tiny_model_dir)
-    proc = _cli("train", "--preset", "cpu-demo", "--config", str(config), "--db", db_url, "--json",
+    proc = trainer_cli("train", "--preset", "cpu-demo", "--config", str(config), "--db", db_url, "--json",
                 env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
@@ -187,6 +165,6 @@ def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp
         assert (job.config["lora"], job.config["temperature"], job.config["entropy_coef"]) == (True, 0.7, 0.001)
         assert "gate_proj" in job.config["lora_target_modules"]  # from the preset
     engine.dispose()
-    proc = _cli("train", "--preset", "no-such", "--db", db_url, env_home=tmp_path / "home")
+    proc = trainer_cli("train", "--preset", "no-such", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "invalid choice: 'no-such'" in out and "cpu-demo" in out

@@ -44,6 +44,7 @@ def test_the_return_of_a_token_is_the_emotion_gained_from_its_turn_on():
     assert plain.token_rewards is None  # the paper's reward: the score on the last policy token
 
 
+@pytest.mark.process
 def test_ppo_trains_with_per_turn_credit(tiny_model_dir, tmp_path):
     from helpers import tiny_train_config
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 _CHECKS = r'''
 import json, sys

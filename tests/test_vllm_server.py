@@ -19,7 +19,7 @@ from simulator.personas.profile import Profile
 from storage import JudgeScore, read_scope
 
 # the server's start (minutes on a busy 2-core machine) counts toward the first test's time limit
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(3600)]
 SERVED = "smollm2"
 
 
@@ -70,11 +70,11 @@ def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server,
 
 
 def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_server, engine, db_url, capsys):
-    from test_judge import COLD, WARM, _store_dialogues
+    from helpers import COLD_REPLIES, WARM_REPLIES, store_judged_dialogues
 
     from trainer.__main__ import main
 
-    ids = _store_dialogues(engine, {"warm": WARM, "cold": COLD}, eval_run=False)
+    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES}, eval_run=False)
     code = main(["judge", "--dialogues", *map(str, ids.values()), "--model", SERVED, "--base-url",
                  vllm_server.base_url, "--timeout", "1200", "--max-retries", "0", "--max-tokens", "600",
                  "--db", db_url, "--json"])

@@ -2,7 +2,7 @@
 status, their overlaid training curves, the held-out results table with 95% intervals, the breakdown by
 hidden need and personality, reply statistics and the judge radar per cell; launch, cancel and resume.
 
-Plain functions over the store (tested in tests/test_experiments_service.py); the view only wires them.
+Plain functions over the store (tested in tests/test_experiments.py); the view only wires them.
 Experiments themselves are trainer.experiments.grid (grid, store) and trainer.experiments.runner (the runner).
 """
 from __future__ import annotations

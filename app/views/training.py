@@ -255,7 +255,7 @@ def build(ctx: LabContext) -> None:
 
 
 def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
-    """The Experiment accordion: a grid (YAML, see the README's "Experiments") and its Launch button."""
+    """The Experiment accordion: a grid (YAML, see docs/evaluation.md#experiments) and its Launch button."""
     from app.services import experiments as es
 
     with gr.Accordion("Experiment: a grid of configs, each cell benchmarked on held-out personas", open=False,

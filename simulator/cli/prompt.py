@@ -62,8 +62,8 @@ def render_request(req: Any) -> list[dict]:
 
 async def _v1_messages(profile: Any, step: str, emotion: float, history: list[dict], planning: dict) -> list[dict]:
     """The earlier (v1) templates, captured from the agent itself (so they are what a run sends)."""
+    from simulator.llm.client import BackendError, Completion
     from simulator.user.agent import SentientAgent
-    from simulator.user.backends.base import BackendError, Completion
 
     class Capture:
         name, native_steps, model = "capture", False, "capture"

@@ -167,8 +167,8 @@ def file_report(path: Any) -> FidelityReport:
     """The report of a SAGE transcript file; a bad line raises BadFileError naming it."""
     from pathlib import Path
 
-    from simulator.evaluation.transcripts import read_transcripts
     from simulator.personas.io import BadFileError
+    from simulator.personas.transcript_files import read_transcripts
 
     records, errors, _ = read_transcripts(path)
     if errors:

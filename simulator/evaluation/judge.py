@@ -16,16 +16,14 @@ temperature, prompt version and sha256, response format) is stored with every re
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from simulator.llm.prompting import fill
-from simulator.llm.structured import ask_structured
-from simulator.user.backends.base import BackendError
+from simulator.llm.client import BackendError
+from simulator.llm.prompting import fill, load_prompt_file
+from simulator.llm.structured import AnswerParseError, ask_structured, json_object
 
 DIMENSIONS = ("empathic_depth", "core_insight", "solution_crafting", "dialogue_guidance", "style_adaptability")
 DIMENSION_LABELS = {"empathic_depth": "empathic depth", "core_insight": "core insight",
@@ -65,26 +63,10 @@ class JudgeResult:
         return sum(self.scores.values()) / len(self.scores) if self.scores else None
 
 
-class JudgeParseError(ValueError):
-    """The answer is not the five scores; the message says what is wrong (sent back in the repair)."""
-
-
 # ------------------------------------------------------------------------------------------------ prompt
-def load_prompt(version: str = DEFAULT_PROMPT_VERSION, folder: Path = PROMPT_DIR,
-                what: str = "judge") -> dict[str, str]:
-    """{'system', 'user', 'repair', 'sha256'} of a prompt version (sha256 of the whole file) in `folder`
-    (the judge's by default; the persona generator keeps its own)."""
-    path = folder / f"{version}.md"
-    if not re.fullmatch(r"[\w.-]+", version or "") or not path.is_file():
-        known = sorted(p.stem for p in folder.glob("*.md"))
-        raise ValueError(f"{what} prompt version {version!r} not found; available: {', '.join(known)}")
-    text = path.read_text(encoding="utf-8")
-    system, _, rest = text.partition("\n=== user ===\n")
-    user, _, repair = rest.partition("\n=== repair ===\n")
-    if not user or not repair:
-        raise ValueError(f"{path} must hold a system part, '=== user ===' and '=== repair ===' sections")
-    return {"system": system.strip(), "user": user.strip(), "repair": repair.strip(),
-            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+def load_prompt(version: str = DEFAULT_PROMPT_VERSION) -> dict[str, str]:
+    """{'system', 'user', 'repair', 'sha256'} of a judge prompt version (a file in simulator/prompts/judge/)."""
+    return load_prompt_file(PROMPT_DIR, version, "judge")
 
 
 def render_dialogue(messages: Sequence[dict[str, str]]) -> str:
@@ -120,50 +102,35 @@ def response_schema() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ parsing
-def json_object(text: str) -> Any:
-    """The first JSON object in the text: the whole answer, a ``` fenced block, or the outermost {...}."""
-    candidates = [text.strip()]
-    candidates += re.findall(r"```(?:json)?\s*(.*?)```", text, re.S)
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start:end + 1])
-    for c in candidates:
-        try:
-            return json.loads(c)
-        except ValueError:
-            continue
-    raise JudgeParseError("no JSON object found in the answer")
-
-
 def _score(value: Any, dim: str) -> int:
     if isinstance(value, str):
         m = re.fullmatch(r"\s*(\d+(?:\.0+)?)\s*(?:/\s*5)?\s*", value)
         value = float(m.group(1)) if m else value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise JudgeParseError(f"{dim}: score {value!r:.40} is not a whole number")
+        raise AnswerParseError(f"{dim}: score {value!r:.40} is not a whole number")
     if not 1 <= value <= 5:
-        raise JudgeParseError(f"{dim}: score {int(value)} is outside 1..5")
+        raise AnswerParseError(f"{dim}: score {int(value)} is outside 1..5")
     return int(value)
 
 
 def parse_judgement(text: str) -> tuple[dict[str, int], dict[str, str]]:
-    """(scores, reasons) from a judge answer; JudgeParseError naming the problem otherwise. Keys may be
+    """(scores, reasons) from a judge answer; AnswerParseError naming the problem otherwise. Keys may be
     spelled with spaces, hyphens or capitals; a dimension may be {"score", "reason"} or a bare score."""
     data = json_object(text)
     if isinstance(data, dict) and isinstance(data.get("scores"), dict) and len(data) <= 2:
         data = data["scores"]
     if not isinstance(data, dict):
-        raise JudgeParseError(f"the answer is a JSON {type(data).__name__}, not an object")
+        raise AnswerParseError(f"the answer is a JSON {type(data).__name__}, not an object")
     found = {re.sub(r"[\s-]+", "_", str(k).strip().lower()): v for k, v in data.items()}
     missing = [d for d in DIMENSIONS if d not in found]
     if missing:
-        raise JudgeParseError(f"missing {', '.join(missing)}")
+        raise AnswerParseError(f"missing {', '.join(missing)}")
     scores, reasons = {}, {}
     for dim in DIMENSIONS:
         value = found[dim]
         if isinstance(value, dict):
             if "score" not in value:
-                raise JudgeParseError(f"{dim}: no score")
+                raise AnswerParseError(f"{dim}: no score")
             scores[dim], reasons[dim] = _score(value["score"], dim), str(value.get("reason", "")).strip()
         else:
             scores[dim], reasons[dim] = _score(value, dim), ""
@@ -206,7 +173,7 @@ class Judge:
                     {"role": "user", "content": fill(self.prompt["repair"], {"problem": problem})}]
 
         answer = await ask_structured(self.backend, messages, parse_judgement, attempts=2, repair=repair,
-                                      response_format=fmt, parse_errors=(JudgeParseError,),
+                                      response_format=fmt, parse_errors=(AnswerParseError,),
                                       call_errors=(BackendError,),
                                       stop=lambda text: "refusal" if is_refusal(text) else "")
         result.attempts, result.raw = answer.attempts, answer.text

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import selectinload
 
 from simulator.evaluation.judge import DIMENSIONS, Judge, JudgeInput, JudgeResult
-from simulator.user.fingerprint import fingerprint_hash
+from simulator.llm.hashing import fingerprint_hash
 from storage import Dialogue, JudgeScore, code_version, read_scope, session_scope
 
 DONE_STATUSES = ("finished", "failed")  # dialogues still running or cancelled are not judged

@@ -15,10 +15,31 @@ What each caller does with an answer that never parsed (raise, or record the err
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 Messages = list[dict[str, str]]
+
+
+class AnswerParseError(ValueError):
+    """An answer is not of the asked shape; the message says what is wrong (sent back in the repair)."""
+
+
+def json_object(text: str) -> Any:
+    """The first JSON object in the text: the whole answer, a ``` fenced block, or the outermost {...}."""
+    candidates = [text.strip()]
+    candidates += re.findall(r"```(?:json)?\s*(.*?)```", text, re.S)
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start:end + 1])
+    for c in candidates:
+        try:
+            return json.loads(c)
+        except ValueError:
+            continue
+    raise AnswerParseError("no JSON object found in the answer")
 
 
 @dataclass

@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional, TypeVar
 
-from simulator.user.backends.base import BackendError
-from simulator.user.fingerprint import endpoint_host
+from simulator.llm.client import BackendError
+from simulator.llm.hashing import endpoint_host
 
 T = TypeVar("T")
 TRAFFIC_FILE = "traffic.json"  # the snapshot in a job's folder

@@ -13,7 +13,7 @@ broken by the seed, and each dimension's values are shuffled with the seed befor
 
 Each slot is one chat call through any OpenAI-compatible endpoint (simulator.user.backends, key from the
 environment) with the versioned prompt `simulator/prompts/persona_gen/<version>.md` (read and hashed by
-simulator.evaluation.judge.load_prompt) and a JSON schema in `response_format` whose enums pin the slot's category,
+simulator.llm.prompting.load_prompt_file) and a JSON schema in `response_format` whose enums pin the slot's category,
 personality and language (vLLM decodes under it). An answer that does not parse or does not validate gets
 one repair call showing the model its answer and the problem. A valid profile is then checked: validated as
 an imported lab record (simulator.personas.io), its first line tested for a leaked hidden need and its lint
@@ -33,13 +33,12 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from simulator.evaluation.judge import JudgeParseError, json_object, load_prompt
-from simulator.llm.prompting import fill
-from simulator.llm.structured import ask_structured
+from simulator.llm.client import BackendError
+from simulator.llm.prompting import fill, load_prompt_file
+from simulator.llm.structured import AnswerParseError, ask_structured, json_object
 from simulator.personas import lint as pl
 from simulator.personas.io import profile_from_lab
 from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, FieldErrors, Profile
-from simulator.user.backends.base import BackendError
 
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts" / "persona_gen"
 DEFAULT_PROMPT_VERSION = "v1"
@@ -216,7 +215,7 @@ def read_answer(text: str, slot: dict[str, Any], profile_id: str) -> Profile:
     "field: problem; ..." otherwise."""
     try:
         data = json_object(text)
-    except JudgeParseError as e:
+    except AnswerParseError as e:
         if text.lstrip().startswith("{"):  # an object begun but never closed: usually cut at max_tokens
             raise ValueError(f"the JSON object is incomplete or malformed ({len(text)} characters; was the "
                              "answer cut off at max_tokens?)") from None
@@ -290,7 +289,7 @@ class PersonaGenerator:
             raise ValueError(f"dedupe threshold must be in (0, 1], got {threshold}")
         self.backend, self.prompt_version, self.json_schema = backend, prompt_version, json_schema
         self.threshold = threshold
-        self.prompt = load_prompt(prompt_version, PROMPT_DIR, "persona generation")
+        self.prompt = load_prompt_file(PROMPT_DIR, prompt_version, "persona generation")
         self.embed = embed or pl.default_embed()
         self.settings: dict[str, Any] = {}  # how it was built (endpoint, sampling, ...): recorded on the generation
 
@@ -356,7 +355,7 @@ class PersonaGenerator:
             try:  # keep what could be read, for the editor
                 data = json_object(cand.raw) if cand.raw else {}
                 cand.profile = {k: data[k] for k in GENERATED_FIELDS if k in data} if isinstance(data, dict) else {}
-            except JudgeParseError:
+            except AnswerParseError:
                 cand.profile = {}
             return cand
         return await asyncio.to_thread(self.check, cand, profile, deduper)

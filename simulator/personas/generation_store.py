@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine, select
 
+from simulator.llm.openai_client import OpenAIBackend
 from simulator.personas import store as ps
 from simulator.personas.generation import (
     Candidate,
@@ -28,7 +29,6 @@ from simulator.personas.generation import (
     spec_from_dict,
 )
 from simulator.personas.profile import Profile, ProfileError
-from simulator.user.backends import make_backend
 from storage import Persona, PersonaCandidate, PersonaGeneration, code_version, read_scope, session_scope
 from storage.models import utcnow
 
@@ -41,9 +41,11 @@ def make_generator(base_url: str, model: str, api_key_env: str = DEFAULT_KEY_ENV
                    json_schema: bool = True, prompt_version: str = "v1", max_retries: int = 2) -> PersonaGenerator:
     """A generator on an OpenAI-compatible endpoint; the key is read from the environment variable
     `api_key_env` (an unset variable: no key, as local servers take)."""
-    backend = make_backend(f"openai:{model}", base_url=base_url, api_key=os.environ.get(api_key_env, ""),
-                           temperature=temperature, max_tokens=max_tokens, max_in_flight=max_in_flight,
-                           timeout=timeout, max_retries=max_retries)
+    if not model:
+        raise ValueError("model: required (the model name the endpoint serves)")
+    backend = OpenAIBackend(model, base_url=base_url, api_key=os.environ.get(api_key_env, ""),
+                            temperature=temperature, max_tokens=max_tokens, max_in_flight=max_in_flight,
+                            timeout=timeout, max_retries=max_retries)
     kw = {} if threshold is None else {"threshold": threshold}
     gen = PersonaGenerator(backend, prompt_version=prompt_version, json_schema=json_schema, **kw)
     gen.settings = {"base_url": base_url, "api_key_env": api_key_env, "temperature": temperature,

@@ -6,7 +6,7 @@ first_talk) and the problem, with the threshold it crossed:
 
 - hidden need leaked: a sentence of the persona, or the first line, says the hidden need. Flagged only when
   both hold: embedding similarity to the hidden need >= LEAK_SIMILARITY (the lab's offline sentence model,
-  simulator.user.backends.embedding, on the texts with English pronouns made neutral) and at least
+  simulator.llm.embedding, on the texts with English pronouns made neutral) and at least
   LEAK_MIN_SHARED shared content words (English words of 4+ letters outside a stop list; Chinese character
   triples once stop words are cut out). The background is not checked: the released scenes end with the
   hidden intention on purpose.
@@ -293,7 +293,7 @@ def duplicate_warnings(profiles: Sequence[Profile], embed: Embed,
 
 
 def default_embed() -> Embed:
-    from simulator.user.backends.embedding import embed_sync
+    from simulator.llm.embedding import embed_sync
 
     return embed_sync
 

@@ -8,8 +8,8 @@ import hashlib
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
+from simulator.llm.hashing import canonical_json, fingerprint_hash
 from simulator.personas.bounds import MAX_EXTRA_CHARS, MAX_EXTRA_DEPTH, field_name, problems, quote, valid_text
-from simulator.user.fingerprint import canonical_json, fingerprint_hash
 
 # The 8 hidden-need categories of the released RLVER/SAGE data: key -> (English label, Chinese text).
 NEED_CATEGORIES: dict[str, tuple[str, str]] = {

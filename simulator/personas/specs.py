@@ -136,8 +136,8 @@ def spec_record(spec: Spec, profiles: Sequence[Profile]) -> dict[str, Any]:
 def profiles_from_file(path_text: str) -> list[Profile]:
     """Every profile of a file (lab or RLVER/SAGE JSONL, or a SAGE transcript file). An unreadable, empty or
     malformed file raises PersonaSpecError listing its problems by line."""
-    from simulator.evaluation.transcripts import is_transcript_file, profiles_from_transcripts
     from simulator.personas.io import BadFileError, import_profiles
+    from simulator.personas.transcript_files import is_transcript_file, profiles_from_transcripts
 
     path = Path(path_text).expanduser()
     if not path.is_file():

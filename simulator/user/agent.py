@@ -17,11 +17,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
+from simulator.llm.client import BackendError
+from simulator.llm.hashing import fingerprint_hash
 from simulator.llm.prompting import fill
 from simulator.llm.structured import ask_structured
 from simulator.personas.profile import PERSONALITIES, Profile
-from simulator.user.backends.base import BackendError
-from simulator.user.fingerprint import fingerprint_hash
 from simulator.user.parsing import ParseError, parse_emotion, parse_reply
 from simulator.user.rules import EmotionRules, says_goodbye, tier
 from simulator.user.templates import DEFAULT_VERSION, load_templates, prompt_hash, split_messages

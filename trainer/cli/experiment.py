@@ -4,7 +4,7 @@
     python -m trainer experiment --resume ID [--db URL] [--json]   # run what did not finish (or a queued one)
     python -m trainer experiment --cancel ID [--db URL]            # cancel its running jobs and queued cells
 
-The grid file format is in trainer/experiments/grid.py (and the README's "Experiments"). The cells run as the
+The grid file format is in trainer/experiments/grid.py (and docs/evaluation.md#experiments). The cells run as the
 lab's ordinary jobs; this process only starts them and follows them, and keeps nothing in memory: killed,
 `--resume ID` carries on. --json ends with one JSON object (experiment_id, status, cells with their jobs,
 eval run and held-out score); progress goes to stderr. Exit status: 0 every cell succeeded, 1 some failed,

@@ -17,6 +17,7 @@ import sys
 from typing import Any, Optional
 
 from storage import make_engine
+from trainer.checkpoint_layout import policy_path
 from trainer.jobs import queue as jobs
 
 
@@ -51,7 +52,7 @@ def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any]:
     row = {k: (str(job[k]) if k == "heartbeat_at" and job[k] is not None else job[k]) for k in LIST_COLUMNS}
-    row.update(checkpoint=checkpoint, policy_path=jobs.policy_path(checkpoint))
+    row.update(checkpoint=checkpoint, policy_path=policy_path(checkpoint))
     return row
 
 

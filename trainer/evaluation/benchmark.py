@@ -26,10 +26,10 @@ from typing import Any, Callable, Optional
 from sqlalchemy import Engine, select
 
 from simulator.evaluation.scoring import BenchmarkSummary
+from simulator.llm.hashing import canonical_json
 from simulator.llm.traffic import TrafficLimits, snapshot, traffic_text
 from simulator.personas.profile import Profile
 from simulator.personas.specs import PersonaSpecError, resolve_personas, spec_record
-from simulator.user.fingerprint import canonical_json
 from simulator.user.spec import SimulatorSpec
 from storage import EvalRun, code_version, read_scope, session_scope
 from trainer.evaluation.eval_runs import (
@@ -43,9 +43,9 @@ from trainer.evaluation.eval_runs import (
 )
 from trainer.evaluation.progress import progress_text, run_progress
 from trainer.evaluation.protocol import protocol_record, protocol_rules
-from trainer.jobs.context import watch_cancel
 from trainer.policies.spec import PolicySpec
 from trainer.rollout.build import SpecError, policy_engine, simulator_factory
+from trainer.rollout.cancel_watch import watch_cancel
 from trainer.rollout.types import SCHEDULES
 
 PROGRESS_EVERY_S = 10.0  # a progress line at most this often while replies come in (and at every dialogue's end)
@@ -194,7 +194,7 @@ def _policy(config: BenchmarkConfig) -> Any:
 def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], profiles: list[Profile],
               fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int],
               protocol: dict[str, Any]) -> int:
-    from simulator.user.fingerprint import fingerprint_hash
+    from simulator.llm.hashing import fingerprint_hash
 
     fp_hash, ps_hash = fingerprint_hash(fp), profile_set_hash(profiles)
     with session_scope(engine) as s:

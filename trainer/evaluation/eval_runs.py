@@ -87,10 +87,10 @@ def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[B
 
 
 def check_replay(engine: Engine, eval_run_id: int, spec: str, log: Any = print) -> int:
-    """A replay run: every dialogue must be its record, message for message (simulator.evaluation.replay). One that
+    """A replay run: every dialogue must be its record, message for message (simulator.user.backends.replay). One that
     the lab's rules ended earlier or later than the record is marked failed, the message naming the
     dialogue and the turn. Returns how many differed."""
-    from simulator.evaluation.replay import load_records, replay_mismatch
+    from simulator.user.backends.replay import load_records, replay_mismatch
 
     records = load_records(spec)
     bad = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from simulator.user.fingerprint import canonical_json
+from simulator.llm.hashing import canonical_json
 from simulator.user.packs import load_pack
 from simulator.user.rules import PRESETS, EmotionRules
 from trainer.policies.repetition import RepetitionRule

@@ -9,7 +9,7 @@ the Training and Benchmark views and follow the store's job queue (one job runs 
 `parallel` N, up to N cells have their jobs launched and waiting in that queue). All the state is in the
 store: a killed runner loses nothing, and `python -m trainer experiment --resume ID` picks up where it was
 (jobs still running are waited for, stopped ones reopened, a training job continuing from its checkpoint).
-The runner holds the experiment's owner lock (trainer.jobs.owner, in experiments.runner_folder) while it
+The runner holds the experiment's owner lock (trainer.jobs.owner, in trainer.experiments.grid.runner_folder) while it
 runs, as a job process holds its job's: a second runner is refused, and an experiment stored as running
 whose runner is gone shows as "dead" when read (trainer.experiments.grid), never "running".
 """

@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -41,32 +41,7 @@ from trainer.jobs.queue import (
     last_checkpoint,
 )
 
-CANCEL_POLL_S = 0.2  # how often a running rollout looks at its job's Cancel flag
 LOCK_WAIT_S = 2.0  # a reaper holds a dead job's lock for one write: a new owner waits that long for it
-
-
-def watch_cancel(job: Any, stop: Callable[[], None], poll_s: float = CANCEL_POLL_S) -> Callable[[], None]:
-    """Call `stop()` once, from a thread, as soon as `job.cancelled` turns true (Cancel, or this process
-    lost the job): how the dialogues in flight end when their job is cancelled. Returns the function that
-    ends the watch; call it when the work is done. job None: nothing to watch."""
-    if job is None:
-        return lambda: None
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(poll_s):
-            if job.cancelled:
-                stop()
-                return
-
-    thread = threading.Thread(target=watch, daemon=True, name=f"cancel-watch-{getattr(job, 'job_id', '')}")
-    thread.start()
-
-    def end() -> None:
-        done.set()
-        thread.join()
-
-    return end
 
 
 class JobContext:

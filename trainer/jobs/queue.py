@@ -41,6 +41,7 @@ from sqlalchemy import Engine, select
 from storage import Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope, store_id
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
+from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
 from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
 
@@ -54,8 +55,6 @@ JOB_KINDS = ("train", "benchmark", "personas")
 QUEUED_KINDS = ("train", "benchmark")
 RESUMABLE = ("interrupted", "failed", "cancelled", "dead")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
-STATE_FILE = "trainer_state.pt"  # what makes a checkpoint folder complete (trainer.learning.checkpoints writes it last)
-POLICY_DIR = "policy"  # the trained model inside a checkpoint folder (a Hugging Face folder, LoRA merged)
 
 
 class JobCancelled(Exception):
@@ -348,7 +347,7 @@ def job_detail(store: Engine, job_id: int, log_lines: int = 200,
 
 def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] = None) -> Optional[dict[str, Any]]:
     """The job's latest checkpoint {step, path, metrics}, or None. With disk_root (the checkpoints folder
-    of a training job): the newest *complete* one (its STATE_FILE written), recorded or only on disk (a
+    of a training job): the newest *complete* one (trainer.checkpoint_layout.is_complete), recorded or only on disk (a
     kill between writing a checkpoint and recording it)."""
     with read_scope(store) as s:
         rows = [{"step": c.step, "path": c.path, "metrics": dict(c.metrics)} for c in s.scalars(
@@ -356,19 +355,12 @@ def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] 
     if disk_root is None:
         return rows[0] if rows else None
     root = Path(disk_root)
-    on_disk = [{"step": int(p.name[5:]), "path": str(p), "metrics": {}} for p in root.glob("step-*")
-               if p.name[5:].isdigit() and (p / STATE_FILE).exists()] if root.is_dir() else []
-    complete = [r for r in rows if (Path(r["path"]) / STATE_FILE).exists()] + on_disk
+    on_disk = [{"step": checkpoint_step(p), "path": str(p), "metrics": {}} for p in list_checkpoints(root)]
+    complete = [r for r in rows if is_complete(r["path"])] + on_disk
     return max(complete, key=lambda r: (r["step"], bool(r["metrics"])), default=None)
-
-
-def policy_path(checkpoint_path: Optional[str]) -> Optional[str]:
-    """Where the model of a checkpoint folder is (None without a checkpoint): what `--policy` and
-    `model:` take to use the trained policy."""
-    return str(Path(checkpoint_path) / POLICY_DIR) if checkpoint_path else None
 
 
 __all__ = ["HEARTBEAT_S", "QUEUED_KINDS", "RESUMABLE", "STALE_AFTER_S", "JobCancelled", "JobError",
            "JobOwnershipLost", "cancel", "clone", "create_job", "get_job", "job_detail", "job_for", "last_checkpoint",
-           "launch", "list_jobs", "log_tail", "pid_alive", "policy_path", "reap_dead_jobs", "reopen", "resume",
+           "launch", "list_jobs", "log_tail", "pid_alive", "reap_dead_jobs", "reopen", "resume",
            "set_log_path", "start_command"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from storage import Store
+from trainer.checkpoint_layout import policy_path
 from trainer.jobs import queue as jobs
 from trainer.jobs.context import JobContext
 
@@ -172,4 +173,4 @@ def job_result(store: Store, job_id: int, summary: dict[str, Any]) -> dict[str, 
                                          for name, series in (detail.get("metrics") or {}).items()}
     return {"job_id": job_id, "status": detail.get("status"), "steps": detail.get("step"),
             "metrics": metrics, "checkpoint": last["path"] if last else None,
-            "policy_path": jobs.policy_path(last["path"] if last else None), "error": detail.get("error", "")}
+            "policy_path": policy_path(last["path"] if last else None), "error": detail.get("error", "")}

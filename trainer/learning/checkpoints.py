@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from trainer.jobs.queue import STATE_FILE  # defined there so jobs can check a folder's completeness without torch
+from trainer.checkpoint_layout import STATE_FILE, checkpoint_dir, list_checkpoints
 from trainer.learning.distributed import barrier, world
 
 
@@ -93,19 +93,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def checkpoint_dir(root: Path, step: int) -> Path:
-    return Path(root) / f"step-{step:06d}"
-
-
-def list_checkpoints(root: Path) -> list[Path]:
-    """Complete checkpoints under root, oldest first (temporary folders are never listed)."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
-                  and (p / STATE_FILE).exists())
 
 
 def clean_partial(root: Path) -> None:

@@ -29,7 +29,6 @@ import torch
 from simulator.llm.traffic import snapshot, traffic_text
 from storage import code_version, lab_home
 from trainer.config import ConfigError, TrainConfig
-from trainer.jobs.context import watch_cancel
 from trainer.learning import algorithms as A
 from trainer.learning.checkpoints import clean_partial, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.learning.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
@@ -38,6 +37,7 @@ from trainer.learning.overlap import version_lag, within_bound
 from trainer.learning.step_metrics import dialogue_summary, lost_dialogue, rollout_metrics
 from trainer.learning.tracking import Tracking, make_tracking
 from trainer.policies.versioned import VersionedEngine
+from trainer.rollout.cancel_watch import watch_cancel
 
 SIMULATOR_OUTAGE_FRACTION = 0.5  # more than this share of a step's dialogues lost to simulator errors fails the job
 

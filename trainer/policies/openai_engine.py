@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 import openai
 
+from simulator.llm.client import BackendError
+from simulator.llm.hashing import endpoint_host
 from simulator.llm.traffic import Traffic, TrafficLimits
-from simulator.user.backends.base import BackendError
-from simulator.user.fingerprint import endpoint_host
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_messages
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from simulator.evaluation.replay import ReplayRecord, file_sha256, load_records, replay_path
+from simulator.user.backends.replay import ReplayRecord, file_sha256, load_records, replay_path
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_messages
 
 

@@ -11,21 +11,21 @@ from pathlib import Path
 from typing import Any, Optional
 
 from simulator.llm.traffic import TrafficLimits
+from trainer.checkpoint_layout import model_folder
 from trainer.policies import PolicyEngine, make_policy_engine
 
 POLICY_FORMS = ("'default', a model folder, a training checkpoint folder, 'vllm:PATH|default', 'openai:MODEL' "
                 "or 'replay:FILE'")
-CHECKPOINT_POLICY = "policy"  # trainer.learning.checkpoints: a checkpoint folder keeps the model here
 
 
 def checkpoint_model(spec: str) -> str:
     """A training checkpoint folder stands for the model in its policy/ (other specs unchanged)."""
     prefix = "vllm:" if spec.startswith("vllm:") else ""
+    if spec.startswith(("openai:", "replay:")):
+        return spec
     path = Path(spec[len(prefix):]).expanduser()
-    if not spec.startswith(("openai:", "replay:")) and not (path / "config.json").exists() and \
-            (path / CHECKPOINT_POLICY / "config.json").exists():
-        return prefix + str(path / CHECKPOINT_POLICY)
-    return spec
+    model = model_folder(path)
+    return prefix + str(model) if model != path else spec
 
 
 @dataclass(frozen=True)

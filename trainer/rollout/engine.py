@@ -31,9 +31,9 @@ import uuid
 from dataclasses import asdict
 from typing import Any, Awaitable, Iterator, Optional
 
+from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import Profile
 from simulator.user.agent import SimulatorFactory, UserTurn
-from simulator.user.fingerprint import fingerprint_hash
 from trainer.policies.base import Generation, PolicyEngine
 from trainer.policies.repetition import RepetitionRule
 from trainer.policies.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch

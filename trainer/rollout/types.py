@@ -130,7 +130,7 @@ class DialogueStart:
     group_id: str  # the dialogues of one profile in one run (a GRPO group)
     seed: int  # the dialogue's seed (its simulated user's; its policy turns derive theirs from it)
     simulator_fingerprint: dict[str, Any]  # {} when the simulated user could not be built
-    fingerprint_hash: str  # simulator.user.fingerprint.fingerprint_hash of it ("" for {})
+    fingerprint_hash: str  # simulator.llm.hashing.fingerprint_hash of it ("" for {})
     policy_ref: str  # PolicyEngine.model_ref
     policy: dict[str, Any]  # PolicyEngine.describe()
     config: RolloutConfig

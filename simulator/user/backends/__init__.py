@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.user.backends.base import BackendError, ChatBackend, Completion
+from simulator.llm.client import BackendError, ChatBackend, Completion
 
 __all__ = ["make_backend", "spec_error", "BackendError", "ChatBackend", "Completion", "BACKENDS"]
 BACKENDS = ("offline", "offline:v2", "offline:v3", "openai:MODEL", "replay:FILE", "python:MODULE:FACTORY")
@@ -40,7 +40,7 @@ def make_backend(spec: str, **kw: Any):
 
         return OfflineBackend(seed=int(kw.get("seed", 0)), scorer=spec.partition(":")[2] or DEFAULT_SCORER)
     if spec.startswith("replay:"):
-        from simulator.evaluation.replay import ReplayBackend
+        from simulator.user.backends.replay import ReplayBackend
 
         return ReplayBackend(spec)
     if spec.startswith("openai:") or spec == "openai":
@@ -51,7 +51,7 @@ def make_backend(spec: str, **kw: Any):
             raise ValueError(f"openai backend: unknown option(s) {', '.join(sorted(unknown))}")
         if not model:
             raise ValueError("openai backend: no model given; use the spec 'openai:MODEL'")
-        from simulator.user.backends.openai_backend import OpenAIBackend
+        from simulator.llm.openai_client import OpenAIBackend
 
         return OpenAIBackend(model, **kw)
     raise ValueError(f"unknown simulator backend {spec!r}; use one of: {', '.join(BACKENDS)}")

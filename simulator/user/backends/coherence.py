@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.user.backends.embedding import TickBatcher
+from simulator.llm.embedding import TickBatcher
 
 # Calibrated on tests/data/offline_calibration.jsonl, train-split personas only (benchmarks/offline_calibration.py
 # --fit). Below *_BAD a reply is incoherent (gate 0), from *_OK on it is coherent (gate 1), linear in between.

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from simulator.llm.embedding import EmbedBatcher
 from simulator.personas.profile import Profile
 from simulator.user.backends.coherence import POSITIVE, CoherenceBatcher, gate_positive, judge_coherence
-from simulator.user.backends.embedding import EmbedBatcher
 from simulator.user.backends.offline_data import (
     CLICHES,
     DISCLAIMERS,

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.llm.client import BackendError
 from simulator.personas.io import BadFileError, read_bytes
 from simulator.personas.profile import Profile
-from simulator.user.backends.base import BackendError
 from simulator.user.rules import EmotionRules
 
 REPLAY_PREFIX = "replay:"
@@ -53,7 +53,7 @@ def replay_path(spec: str) -> Path:
 
 def load_records(spec: str) -> dict[str, ReplayRecord]:
     """The records of a SAGE result file by id; a bad line raises BadFileError naming it."""
-    from simulator.evaluation.transcripts import read_transcripts
+    from simulator.personas.transcript_files import read_transcripts
 
     records, errors, _ = read_transcripts(replay_path(spec))
     if errors:

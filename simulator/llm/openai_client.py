@@ -21,9 +21,9 @@ from typing import Any, Optional
 import openai
 from openai import AsyncOpenAI
 
+from simulator.llm.client import BackendError, ChatBackend, Completion
+from simulator.llm.hashing import endpoint_host
 from simulator.llm.traffic import Traffic, TrafficLimits
-from simulator.user.backends.base import BackendError, ChatBackend, Completion
-from simulator.user.fingerprint import endpoint_host
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
