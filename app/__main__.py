@@ -77,10 +77,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from app import preflight
+
+    problem = preflight.port_problem(args.host, args.port) or preflight.missing_model_packages()
+    if problem:
+        return _cannot_start(problem)
     from app.context import LabContext
     from app.lab import build_app, launch, startup
     from simulator.access import Access, install
     from storage import StoreError, make_engine
+    from storage.db import default_url
 
     # every spec the web names is judged by this (and so is every job the app starts: it inherits it)
     install(Access.web(logged_in=args.auth is not None, allow_outside_code=args.allow_outside_code,
@@ -93,17 +99,26 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("RLVER Lab: --allow-outside-code: every web caller may run python: specs on this machine", flush=True)
     try:
         store = make_engine(args.db)
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    done = startup(store)
+        done = startup(store)
+    except StoreError as exc:  # unreachable server, wrong credentials, a schema needing the owner: said already
+        return _cannot_start(str(exc))
+    except Exception as exc:  # SQLAlchemy / sqlite / OS errors: one line, no traceback
+        return _cannot_start(preflight.store_problem_text(args.db or default_url(), exc))
     print(f"RLVER Lab: store ready ({done.get('seeded', 0)} built-in personas added), "
           f"serving http://{args.host}:{args.port}{' with a login' if args.auth else ''}", flush=True)
     # The real URL (password included) goes only to job processes, through their environment; the page and
     # the logs never show it.
     ctx = LabContext(store=store, store_url=store.url.render_as_string(hide_password=False))
-    launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth, extra_hosts=args.allowed_host)
+    try:
+        launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth, extra_hosts=args.allowed_host)
+    except OSError as exc:  # the port was taken between the check and the launch
+        return _cannot_start(preflight.port_problem(args.host, args.port) or f"cannot serve: {exc}")
     return 0
+
+
+def _cannot_start(problem: str) -> int:
+    print(f"RLVER Lab cannot start: {problem}", file=sys.stderr, flush=True)
+    return 2
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from storage import Store
 
 log = logging.getLogger("rlver.app")
 
+TOUR_START_TAB = "live"  # the tab the lab opens on: the first step of the README's five-minute tour
 # (tab id, label, module). Order is the tab order.
 VIEWS: list[tuple[str, str, str]] = [
     ("personas", "Personas", "app.views.personas"),
@@ -84,9 +85,11 @@ def build_app(ctx: LabContext) -> gr.Blocks:
         gr.Markdown("## RLVER Lab · empathetic-dialogue RL with a simulated user")
         ctx.dialogue_link = gr.State(None)
         ctx.job_link, ctx.experiment_link = gr.State(None), gr.State(None)
-        with gr.Tabs() as tabs:
+        views = available_views()
+        first = next((v[0] for v in views if v[0] == TOUR_START_TAB), None)  # the README's tour starts there
+        with gr.Tabs(selected=first) as tabs:
             ctx.tabs = tabs
-            for tab_id, label, module_name in available_views():
+            for tab_id, label, module_name in views:
                 with gr.Tab(label, id=tab_id, elem_id=f"tab-{tab_id}") as tab:
                     ctx.current_tab = tab
                     _build_view(module_name, ctx)

@@ -73,12 +73,31 @@ def turn_html(turn: dict) -> str:
         parts.append(f"<div class='turn-text'>{text(said)}</div>")
     else:  # SAGE's loop goes on after an empty message, and so does the benchmark: show that one was said
         parts.append(f"<div class='turn-text turn-empty'>{EMPTY_MESSAGE}</div>")
-    if turn.get("error"):
-        parts.append(f"<div class='turn-error'>error: {text(turn['error'])}</div>")
+    notes, errors = split_turn_problems(turn.get("error") or "")
+    for note in notes:  # a reply ended by its cap is the protocol working: a note, not an error
+        parts.append(f"<div class='turn-note'>{text(note)}</div>")
+    if errors:
+        parts.append(f"<div class='turn-error'>error: {text('; '.join(errors))}</div>")
     if role == "user" and turn.get("inner"):
         parts.append(details("inner thoughts", inner_html(turn.get("inner")), cls="inner-thoughts"))
     parts.append("</div>")
     return "".join(parts)
+
+
+CUT_PREFIX = "reply cut at "  # trainer.rollout.engine's words for a reply ended by the per-reply token cap
+
+
+def split_turn_problems(error: str) -> tuple[list[str], list[str]]:
+    """(neutral notes, errors) of a turn's stored problems: 'reply cut at 96 tokens (no end of turn)' becomes
+    the note 'reply ended at the cap of 96 tokens (no end of turn)'; anything else stays an error."""
+    notes, errors = [], []
+    for part in (p.strip() for p in error.split("; ") if p.strip()):
+        if part.startswith(CUT_PREFIX):
+            count, _, why = part[len(CUT_PREFIX):].partition(" tokens")
+            notes.append(f"reply ended at the cap of {count} tokens{why}")
+        else:
+            errors.append(part)
+    return notes, errors
 
 
 def dialogue_html(turns: Iterable[dict], header: str = "", footer: str = "") -> str:
@@ -108,6 +127,7 @@ CSS = """
 .cmp-row.cmp-first {background:#f3e5f5;}
 .cmp-cell.differs {outline:2px solid #8e24aa;}
 .turn-error {color:#c62828; font-size:12px;}
+.turn-note {font-size:12px; opacity:.7; font-style:italic;}
 .emo {border-radius:6px; padding:1px 6px; margin-left:6px; font-weight:600;}
 .tier-S {background:#c8e6c9;} .tier-A {background:#dcedc8;} .tier-B {background:#fff9c4;}
 .tier-C {background:#ffe0b2;} .tier-F {background:#ffcdd2;}
@@ -119,3 +139,24 @@ dl.inner dt {font-weight:600;} dl.inner dd {margin:0 0 4px 12px; white-space:pre
 .live-row {display:flex; gap:10px; align-items:flex-start; overflow-x:auto;}
 .live-col {flex:1 1 0; min-width:280px;}
 """
+
+
+# How a dialogue ended, in words a researcher reads (outcomes of simulator.user.rules and the rollout engine)
+OUTCOME_WORDS = {"success": "ended in success (the user's emotion reached the top)",
+                 "failure": "ended in failure (the user's emotion fell to the floor)",
+                 "goodbye": "ended with the user saying goodbye", "max_turns": "ended at the turn limit",
+                 "max_tokens": "ended at the dialogue's token limit", "error": "failed with an error",
+                 "failed": "failed with an error", "cancelled": "were stopped before the end"}
+
+
+def outcomes_text(outcomes: list[str]) -> str:
+    """'2 dialogues ended at the turn limit, 1 ended with the user saying goodbye' for a list of outcomes."""
+    parts = []
+    for i, outcome in enumerate(dict.fromkeys(outcomes)):
+        n = outcomes.count(outcome)
+        noun = ("dialogue" if n == 1 else "dialogues") + " " if i == 0 else ""
+        words = OUTCOME_WORDS.get(outcome, f"ended as {outcome or 'unknown'}")
+        if n == 1 and words.startswith("were "):
+            words = "was " + words[len("were "):]
+        parts.append(f"{n} {noun}{words}")
+    return ", ".join(parts) if parts else "no dialogues ran"

@@ -169,6 +169,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("lab_server")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLVER_LAB_HOME", str(home / "lab_home"))
+        mp.setenv("RLVER_LAB_PLAN_ON_OPEN", "0")  # opening Training plans nothing: no probe steals the cores
         url = f"sqlite:///{home / 'lab.db'}"
         eng = make_engine(url)
         startup(eng)

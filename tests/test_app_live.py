@@ -37,14 +37,14 @@ def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
             stops = [live.stop_rollout("s1"), live.stop_rollout("s1")]
     assert stops == ["Stopping…", "Already stopping…"]
     status, fig, html, finished = outputs[-1]
-    assert status.startswith("Stopped.") or status.startswith("Done.")
+    assert status.startswith("Stopped:") or status.startswith("Done:")
     assert "data-dialogues='2'" in html
     assert len(fig.data) == 2 and all(len(t.y) >= 1 for t in fig.data)
     assert len(finished["choices"]) == 2
     with read_scope(engine) as s:
         rows = s.execute(select(Dialogue.status, Dialogue.outcome, Dialogue.error)).all()
     assert len(rows) == 2 and all(st in ("finished", "failed", "cancelled") for st, _, _ in rows)
-    assert any(o == "cancelled" and e for _, o, e in rows) or status.startswith("Done.")
+    assert any(o == "cancelled" and e for _, o, e in rows) or status.startswith("Done:")
     assert live.stop_rollout("s1") == "Nothing is running."
 
 

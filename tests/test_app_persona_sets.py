@@ -98,7 +98,7 @@ def test_preview_an_unsaved_persona_from_the_editor(browser_page, lab_server, ti
     page.locator("#preview-turns input[type=number]").fill("2")
     page.locator("#preview-turns input[type=number]").press("Enter")
     page.click("#preview-run")
-    expect(page.locator("#preview-status")).to_contain_text("Done.", timeout=180_000)
+    expect(page.locator("#preview-status")).to_contain_text("Done:", timeout=180_000)
     expect(page.locator("#preview-status")).to_contain_text("nothing stored")
     chat = page.locator("#preview-chat")
     expect(chat.locator(".turn-assistant").first).to_be_attached()

@@ -85,7 +85,7 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
     page.locator("#preview-turns input[type=number]").fill("2")
     page.locator("#preview-turns input[type=number]").press("Enter")
     page.click("#preview-run")
-    expect(page.locator("#preview-status")).to_contain_text("Done.", timeout=WAIT_MS)
+    expect(page.locator("#preview-status")).to_contain_text("Done:", timeout=WAIT_MS)
     expect(page.locator("#preview-chat")).to_contain_text(lena.first_line)
     expect(page.locator("#preview-plot .scatterlayer .trace")).to_have_count(1)
 

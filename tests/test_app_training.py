@@ -127,7 +127,7 @@ def test_form_errors_name_their_fields(tmp_path):
     config, errors = ts.config_from_form(values, "")
     assert config is None
     assert set(errors) == {"model", "group_size", "actor_lr", "persona_set", "steps"}
-    assert errors["steps"] == "required"
+    assert errors["steps"] == "required: a whole number"
     assert "positive" in errors["actor_lr"] and "at least 2" in errors["group_size"]
     per_field, other = ts.error_updates(errors)
     assert per_field[ts.FORM_NAMES.index("group_size")].startswith("⚠")

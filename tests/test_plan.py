@@ -120,7 +120,8 @@ def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
     assert plan.extra["device"] == "cpu" and plan.seconds_per_step > 0
     assert "step_measured" in plan.parts and "activations" not in plan.parts and plan.fits
     probe_note = plan.notes[-1]
-    assert "one real step of 4 dialogue(s)" in probe_note and "scaled x2" in probe_note
+    assert "one real step of 8 dialogue(s)" in probe_note and "after two warm-up steps of 4" in probe_note
+    assert "torch thread(s)" in probe_note and plan.extra["measured_on"]["threads"] >= 1
     assert plan.extra["estimated_hours"] == pytest.approx(plan.seconds_per_step * 50 / 3600, abs=0.01)
     tiny = P.plan_config(TrainConfig.from_yaml(path), memory_gib=0.001, probe=False)
     assert not tiny.fits and tiny.seconds_per_step is None and "not measured" in tiny.notes[-1]

@@ -82,7 +82,7 @@ def test_every_entry_point_takes_the_same_specs(shared_reference, engine, db_url
         outs = list(live.start_rollout(engine, "specs", [persona], str(checkpoint), "", "openai:deepseek-v3",
                                        srv.base_url, "standard", "direct", 1, 2, 8, 1.0, 0, pack=pack,
                                        simulator_max_in_flight=2, simulator_requests_per_minute=600))
-        assert outs[-1][0].startswith("Done."), outs[-1][0]
+        assert outs[-1][0].startswith("Done:"), outs[-1][0]
         after_live = sage_steps()
         assert after_live > after_cli
 

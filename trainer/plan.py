@@ -353,11 +353,13 @@ def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional
             try:
                 result = measure_seconds_per_step(config)
                 seconds, probe_note = result.seconds_per_step, result.note
+                measured_on = {"threads": result.threads, "load_during": result.load_during}
             except (RuntimeError, OSError, ValueError) as exc:
                 probe_note = f"seconds_per_step not measured: the probe step failed ({exc})"
     plan = make_plan(config, policy, critic, hw, known, seconds)
     if seconds is not None:
         measured_step_memory(plan, result.step_memory_bytes)
+        plan.extra["measured_on"] = measured_on
     plan.notes.append(probe_note)
     plan.extra["steps"] = config.steps
     plan.extra["estimated_hours"] = round(seconds * config.steps / 3600, 2) if seconds is not None else None

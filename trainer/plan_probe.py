@@ -1,12 +1,12 @@
-"""Time per training step on CPU, measured with a small real step of the config (the plan's seconds_per_step).
+"""Time per training step on CPU, measured with a real step of the config (the plan's seconds_per_step).
 
 The probe keeps every setting of the config (model, turns, tokens, micro-batch, LoRA, epochs, simulator)
 and trains fewer dialogues: the smallest batch that is a whole number of groups and micro-batches, with two
 minibatches when the config takes several optimizer steps per batch (one minibatch would let the learner
 skip its old-log-prob pass, a saving the full step does not get). It runs two steps: the first loads what
-loads lazily (the simulator's judge models, kernels) and is not timed; the second is. The time is scaled
-linearly by dialogues_per_step / probe dialogues: per-dialogue work (simulator turns, forward/backward per
-micro-batch) is linear, while batched generation is sublinear, so the scaled figure leans high.
+loads lazily (the simulator's judge models, kernels) and is not timed; the second is. When the config's batch
+is bigger, one step of the config itself follows and gives the time: scaling the small step linearly leaned
+high (batched generation is sublinear; cpu-demo was planned at 3.06 h for 46 steps measured in 61 minutes).
 It also reports the memory the steps added to the process (its peak resident size during the steps less
 its size once the models were loaded): activations, optimizer states, rollout caches. The micro-batch is
 the config's, so this is what a full step adds too (in a process that ran nothing bigger before).
@@ -30,6 +30,8 @@ class ProbeResult:
     scale: float
     note: str
     step_memory_bytes: int  # peak resident size during the steps less the size before them
+    threads: int = 0  # torch's intra-op threads during the timed step
+    load_during: float = 0.0  # the machine's 1-minute load average right after the timed step
 
 
 def _rss_bytes() -> int:
@@ -49,19 +51,19 @@ def probe_config(config: TrainConfig) -> TrainConfig:
                    store_dialogues=False, report_to=["none"], output_dir="")
 
 
-def measure_seconds_per_step(config: TrainConfig) -> ProbeResult:
-    """Train two small steps of the config in this process and time the second (RuntimeError/OSError/
-    ValueError from the trainer propagate: the caller reports them)."""
+def _timed_step(config: TrainConfig, warm_up: bool) -> tuple[float, int, int]:
+    """(seconds of the timed step, resident size before the steps, peak resident size) of a trainer of
+    `config` in this process: with warm_up, step 1 is not timed and step 2 is."""
     from trainer.learning.rl_trainer import RLTrainer
 
-    small = probe_config(config)
     with tempfile.TemporaryDirectory(prefix="plan-probe-") as out:
-        trainer = RLTrainer(replace(small, output_dir=out))
+        trainer = RLTrainer(replace(config, output_dir=out))
         try:
             before = _rss_bytes()
-            trainer.train_step(1)  # warm-up: lazy loading, first-call costs
+            if warm_up:
+                trainer.train_step(1)  # lazy loading, first-call costs
             t0 = time.monotonic()
-            trainer.train_step(2)
+            trainer.train_step(2 if warm_up else 1)
             seconds = time.monotonic() - t0
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
         finally:
@@ -69,12 +71,32 @@ def measure_seconds_per_step(config: TrainConfig) -> ProbeResult:
             if close:
                 close()
             del trainer
-    scale = config.dialogues_per_step / small.dialogues_per_step
-    note = (f"seconds_per_step: one real step of {small.dialogues_per_step} dialogue(s) (minibatch "
-            f"{small.minibatch_size}, micro-batch {small.micro_batch_size}, {config.max_turns} turn(s), "
-            f"{config.max_new_tokens} new tokens) took {seconds:.1f} s after a warm-up step"
-            + (f", scaled x{scale:g} to {config.dialogues_per_step} dialogues (linear; batched generation "
-               "is sublinear, so it leans high)" if scale != 1 else " (the config's own batch)")
-            + "; the machine's other load counts in it")
-    return ProbeResult(round(seconds * scale, 1), round(seconds, 2), small.dialogues_per_step, scale, note,
-                       max(0, peak - before))
+    return seconds, before, peak
+
+
+def measure_seconds_per_step(config: TrainConfig) -> ProbeResult:
+    """Train two small steps of the config in this process (the second timed, and its memory measured),
+    then, when the config's batch is bigger, one step of the config's own batch, which gives the time
+    (RuntimeError/OSError/ValueError from the trainer propagate: the caller reports them)."""
+    import os
+
+    import torch
+
+    small = probe_config(config)
+    small_seconds, before, peak = _timed_step(small, warm_up=True)
+    seconds, timed = small_seconds, small.dialogues_per_step
+    if small.dialogues_per_step < config.dialogues_per_step:
+        # the time is one real step of the full batch (see the module docstring), after the warm-up
+        seconds, _, _ = _timed_step(replace(config, steps=1, save_every=0, store_dialogues=False,
+                                            report_to=["none"], output_dir=""), warm_up=False)
+        timed = config.dialogues_per_step
+    threads, load = torch.get_num_threads(), os.getloadavg()[0]
+    note = (f"seconds_per_step: one real step of {timed} dialogue(s) (minibatch {config.minibatch_size}, "
+            f"micro-batch {config.micro_batch_size}, {config.max_turns} turn(s), {config.max_new_tokens} new "
+            f"tokens) took {seconds:.1f} s"
+            + (f", after two warm-up steps of {small.dialogues_per_step} ({small_seconds:.1f} s the second)"
+               if timed != small.dialogues_per_step else " after a warm-up step (the config's own batch)")
+            + f"; measured with {threads} torch thread(s) at a 1-minute load of {load:.1f} on {os.cpu_count()} "
+            "cores: the machine's other load counts in it")
+    return ProbeResult(round(seconds, 1), round(seconds, 2), timed, 1.0, note, max(0, peak - before), threads,
+                       round(load, 2))

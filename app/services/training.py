@@ -51,6 +51,26 @@ def jobs_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+def cancel_message(job_id: int, status: str) -> str:
+    """What Cancel did, in words that stay true while the job winds down (the table shows the status after)."""
+    if status in LIVE_STATUSES:
+        return (f"Cancel sent to job #{job_id}: it stops at the end of what it is doing now (a dialogue turn or "
+                "an update) and then shows as cancelled.")
+    return f"Job #{job_id} is {status}."
+
+
+def heartbeat_text(detail: dict[str, Any], now: Optional[datetime] = None) -> str:
+    """'12 s ago' for a live job's last heartbeat; 'late: 95 s ago' past the stall limit; '' for others."""
+    from storage.models import utcnow
+    from trainer.jobs.liveness import STALE_AFTER_S
+
+    beat = detail.get("heartbeat_at")
+    if not isinstance(beat, datetime) or detail.get("status") not in LIVE_STATUSES:
+        return ""
+    age = max(0.0, ((now or utcnow()) - beat).total_seconds())
+    return f"{'late: ' if age > STALE_AFTER_S else ''}{age:.0f} s ago"
+
+
 def job_summary_md(detail: Optional[dict[str, Any]]) -> str:
     """A job's status block (Markdown, every free text escaped)."""
     if not detail:
@@ -60,7 +80,8 @@ def job_summary_md(detail: Optional[dict[str, Any]]) -> str:
              f"{md(progress_text(detail))}"]
     facts = [("model", cfg.get("model")), ("algorithm", cfg.get("algorithm")), ("mode", cfg.get("mode")),
              ("simulator", cfg.get("simulator")), ("seed", detail.get("seed")), ("pid", detail.get("pid")),
-             ("heartbeat", _when(detail.get("heartbeat_at"))), ("code", detail.get("code_version"))]
+             ("heartbeat", heartbeat_text(detail) or _when(detail.get("heartbeat_at"))),
+             ("code", detail.get("code_version"))]
     lines.append(" · ".join(f"{k}: **{md(v)}**" for k, v in facts if v not in (None, "")))
     if detail.get("error"):
         lines.append(f"**Reason:** {md(detail['error'])}")
@@ -157,6 +178,8 @@ FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("seed", "seed", "int", ()),
 ]
 FORM_NAMES = [f[0] for f in FORM_FIELDS]
+REQUIRED_WORDS = {"int": "a whole number", "float": "a number", "choice": "one of the choices",
+                  "radio": "one of the choices", "choice+": "a choice or your own value"}
 GENERAL = "_general"  # errors that belong to no form field (the YAML box, fields only set there)
 
 
@@ -209,7 +232,7 @@ def config_from_form(values: dict[str, Any], extra_yaml: str = "", check_paths: 
     for name, value in values.items():
         kind = kinds.get(name, "text")
         if value is None or (isinstance(value, str) and not value.strip() and kind != "text"):
-            errors[name] = "required"
+            errors[name] = f"required: {REQUIRED_WORDS.get(kind, 'a value')}"
             continue
         if kind == "int":
             if float(value) != int(value):

@@ -4,13 +4,22 @@ A preset fills the form: the fields the form has, and every other setting it mak
 job launched is the preset (trainer.presets). The plan is `python -m trainer plan --json` run in its own
 process (the models it counts and the probe step it trains stay out of the app), cached per config and
 hardware: a second Plan or Launch of the same settings does not measure again.
+
+Plan runs in the background (`start_plan`): the view polls `plan_progress` and shows how long the plan has
+run and, from the last plan of the preset, about how long it takes. The last plan of each preset is kept
+in the lab home (plans/PRESET.json), so the view opens on it. Each plan says what its time was measured
+on: the machine's load and the probe's threads.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,6 +32,22 @@ PRESET_HARDWARE = {"paper-ppo-7b": (8, 4, 80.0), "paper-ppo-think-7b": (8, 4, 80
 NOT_PLANNING_KEYS = ("steps", "save_every", "keep_checkpoints", "seed", "output_dir", "report_to",
                      "store_dialogues")  # settings that change neither memory nor the time of a step
 _PLANS: dict[str, dict[str, Any]] = {}
+PLAN_ON_OPEN_ENV = "RLVER_LAB_PLAN_ON_OPEN"  # "0": opening the Training view plans nothing (tests)
+
+
+@dataclass
+class PlanTask:
+    """A plan being made in a background thread (`plan` is set when it is done)."""
+    key: str
+    preset: str
+    steps: int
+    started: float = field(default_factory=time.monotonic)
+    expected_s: Optional[float] = None  # how long the last plan of the preset took
+    plan: Optional[dict[str, Any]] = None
+
+
+_TASKS: dict[str, PlanTask] = {}
+_TASKS_LOCK = threading.Lock()
 
 
 def preset_choices() -> list[str]:
@@ -82,6 +107,7 @@ def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 180
     key = plan_key(config, args)
     if key in _PLANS:
         return _PLANS[key]
+    load_before, started = os.getloadavg()[0], time.monotonic()
     with tempfile.TemporaryDirectory(prefix="plan-") as folder:
         path = Path(folder) / "config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
@@ -96,8 +122,104 @@ def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 180
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"the plan could not be made: {last}"}
     plan = json.loads(lines[-1])
+    plan["measured_on"] = {**(plan.get("measured_on") or {}), "load_before": round(load_before, 2),
+                           "load_after": round(os.getloadavg()[0], 2), "cores": os.cpu_count(),
+                           "plan_seconds": round(time.monotonic() - started, 1),
+                           "at": time.strftime("%Y-%m-%d %H:%M", time.localtime())}
     _PLANS[key] = plan
     return plan
+
+
+def _kept_path(preset: str) -> Path:
+    from storage.db import lab_home
+
+    return lab_home() / "plans" / f"{preset}.json"
+
+
+def kept_plan(preset: str) -> Optional[dict[str, Any]]:
+    """The last plan made of a preset's settings in this lab home ({'key', 'steps', 'plan'}), or None."""
+    try:
+        kept = json.loads(_kept_path(preset).read_text())
+    except (OSError, ValueError):
+        return None
+    return kept if isinstance(kept, dict) and isinstance(kept.get("plan"), dict) else None
+
+
+def _keep(preset: str, key: str, steps: int, plan: dict[str, Any]) -> None:
+    if not preset or plan.get("error"):
+        return
+    path = _kept_path(preset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": key, "steps": steps, "plan": plan}))
+    tmp.replace(path)  # never half-written
+
+
+def start_plan(config: dict[str, Any], args: list[str], preset: str = "") -> str:
+    """Plan a validated config in a background thread (at once when cached); returns the key to poll
+    `plan_progress` with. A second call for the same settings joins the plan under way."""
+    key = plan_key(config, args)
+    steps = int(config.get("steps") or 0)
+    with _TASKS_LOCK:
+        task = _TASKS.get(key)
+        if task is not None and task.plan is None:
+            return key
+        kept = kept_plan(preset) if preset else None
+        expected = ((kept or {}).get("plan") or {}).get("measured_on", {}).get("plan_seconds")
+        task = _TASKS[key] = PlanTask(key, preset, steps, expected_s=expected, plan=_PLANS.get(key))
+    if task.plan is not None:
+        _keep(preset, key, steps, task.plan)
+        return key
+
+    def run() -> None:
+        try:
+            plan = compute_plan(config, args)
+        except Exception as exc:  # noqa: BLE001  the view must hear of it, not wait for ever
+            plan = {"error": f"the plan could not be made: {type(exc).__name__}: {exc}"}
+        _keep(preset, key, steps, plan)
+        task.plan = plan
+
+    threading.Thread(target=run, name=f"plan-{preset or 'config'}", daemon=True).start()
+    return key
+
+
+def plan_now(config: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """The plan, waiting for one of the same settings under way rather than measuring twice (Launch)."""
+    task = _TASKS.get(plan_key(config, args))
+    while task is not None and task.plan is None:
+        time.sleep(0.5)
+    return task.plan if task is not None else compute_plan(config, args)
+
+
+def plan_progress(key: Optional[str], steps: int) -> Optional[str]:
+    """The plan's Markdown when it is done; while it runs, how long it has run and about how long it takes
+    (from the preset's last plan); None for an unknown key."""
+    from trainer.evaluation.progress import duration_text
+
+    task = _TASKS.get(key or "")
+    if task is None:
+        return None
+    if task.plan is not None:
+        return plan_markdown(task.plan, steps)
+    elapsed = time.monotonic() - task.started
+    line = (f"**Planning…** {duration_text(elapsed)} so far: counting the models' parameters, then on CPU "
+            "training one small real step of these settings to time it")
+    if task.expected_s:
+        left = max(0.0, task.expected_s - elapsed)
+        line += (f"; the last plan of {md(task.preset)} took {duration_text(task.expected_s)}, so about "
+                 f"{duration_text(left)} left" if left else f"; longer than the last plan of {md(task.preset)} "
+                 f"({duration_text(task.expected_s)}): the machine may be busier")
+    return line + ". You can launch meanwhile: Launch waits for this plan."
+
+
+def opening_plan(preset: str) -> str:
+    """What the plan box shows when the view opens: the preset's kept plan, or how to get one."""
+    kept = kept_plan(preset)
+    if kept is None:
+        return (f"No plan of {md(preset)} yet. Press **Plan** to see the memory and the time this job needs "
+                "(on CPU it trains one small step to time it, a few minutes).")
+    return (f"*The last plan of {md(preset)} (press **Plan** after changing the form):*\n\n"
+            + plan_markdown(kept["plan"], int(kept.get("steps") or 0)))
 
 
 def run_seconds(plan: dict[str, Any], steps: int) -> Optional[float]:
@@ -138,4 +260,33 @@ def plan_markdown(plan: Optional[dict[str, Any]], steps: int) -> str:
                  f"time: {plan['seconds_per_step']:g} s per step x {steps} steps = about "
                  f"{seconds / 3600:.1f} hours")
     notes = "\n".join(f"- {md(n)}" for n in plan.get("notes", []))
-    return "\n\n".join([head, "\n".join(rows), time_line, notes])
+    return "\n\n".join([head, "\n".join(rows), time_line + measured_on_text(plan), notes])
+
+
+def measured_on_text(plan: dict[str, Any]) -> str:
+    """' (measured on 2 cores, 2 torch threads, load 1.0 -> 3.2, 2026-11-26 09:00)' for a timed plan."""
+    on = plan.get("measured_on") or {}
+    if plan.get("seconds_per_step") is None or not on:
+        return ""
+    threads = f", {on['threads']} torch thread(s)" if on.get("threads") else ""
+    load = (f", load {on.get('load_before'):g} -> {on.get('load_after'):g} (1-minute average; a busier machine "
+            "gives a longer time)" if on.get("load_before") is not None else "")
+    return f" (measured on {on.get('cores')} cores{threads}{load}, {on.get('at', '')})"
+
+
+def task_steps(key: Optional[str]) -> int:
+    """The steps of the config a plan was started for (its time line multiplies by them)."""
+    task = _TASKS.get(key or "")
+    return task.steps if task else 0
+
+
+def plan_on_open(preset: str) -> Optional[str]:
+    """Start planning a preset as it stands when the Training view opens with no kept plan of it (unless
+    RLVER_LAB_PLAN_ON_OPEN=0); the key to poll, or None when nothing was started."""
+    from trainer.config import TrainConfig
+    from trainer.presets import preset_dict
+
+    if os.environ.get(PLAN_ON_OPEN_ENV, "1") == "0" or preset not in preset_choices() or kept_plan(preset):
+        return None
+    gpus, nodes, gib = PRESET_HARDWARE.get(preset, (None, None, None))
+    return start_plan(TrainConfig.from_dict(preset_dict(preset)).to_dict(), plan_args(gpus, nodes, gib), preset)

@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from app.context import LabContext
 from app.judge_panel import judge_view
 from app.render import md
+from app.services import benchmark_form as bf
 from app.services import training as ts
 from simulator.personas.specs import PERSONA_SETS, spec_choices
 from storage import Store
@@ -207,31 +208,17 @@ def build(ctx: LabContext) -> None:
 
     store, url = ctx.store, ctx.store_url
     with gr.Accordion("Run a benchmark", open=True):
-        with gr.Row():
-            policy = gr.Textbox(value="default", label="policy ('default', a model folder, openai:MODEL, "
-                                "replay:FILE)", scale=3, elem_id="bench-policy")
-            simulator = gr.Textbox(value="offline", label="simulator (offline, openai:MODEL or replay:FILE)",
-                                   scale=2, elem_id="bench-simulator")
-            base_url = gr.Textbox(value="", label="simulator base URL (optional)", scale=2)
-            pack = gr.Textbox(value="own", label="prompt pack (own, own:json or sage:DIR)", scale=2,
-                              elem_id="bench-pack")
-            sim_temperature = gr.Number(value=None, label="simulator temperature (empty: backend default)",
-                                        minimum=0, scale=1, elem_id="bench-sim-temperature")
-            sim_max_tokens = gr.Number(value=None, precision=0, minimum=1, scale=1,
-                                       label="simulator max tokens (empty: backend default)")
-        with gr.Row():
-            profiles = gr.Dropdown(choices=list(PERSONA_SETS), value="builtin", allow_custom_value=True,
-                                   label="profiles (a set, set:NAME, a JSONL file path or persona ids)", scale=2,
-                                   elem_id="bench-profiles")
-            limit = gr.Number(value=0, precision=0, minimum=0, label="limit (0 = all)", scale=1)
-            mode = gr.Radio(choices=["direct", "think"], value="direct", label="mode", scale=1)
-            seed = gr.Number(value=0, precision=0, label="seed", scale=1)
-            name = gr.Textbox(label="name", scale=2, elem_id="bench-name")
+        form, errors = _form_fields()
         start = gr.Button("Start benchmark", variant="primary", elem_id="bench-start")
         start_msg = gr.Markdown("", elem_id="bench-msg")
+        general = gr.Markdown("", elem_classes="field-error", elem_id="bench-err-general")
         progress_md = gr.Markdown("", elem_id="bench-progress")
-        bench_jobs = gr.Dataframe(headers=ts.JOB_HEADERS, value=[], interactive=False, label="benchmark jobs",
-                                  elem_id="bench-jobs")
+        bench_jobs = gr.Dataframe(headers=ts.JOB_HEADERS, value=[], interactive=False, wrap=True,
+                                  label="benchmark jobs (click one for its details)", elem_id="bench-jobs")
+        with gr.Row():
+            job_md = gr.Markdown(bf.job_details(store, None), elem_id="bench-job-detail")
+            cancel = gr.Button("Cancel this job", scale=0, min_width=160, elem_id="bench-cancel")
+        picked_job = gr.State(None)
     gr.Markdown("### Leaderboard\nRuns are ranked only against runs scored by the same simulator "
                 "(fingerprint) on the same profile set under the same protocol. Published rows used their own "
                 "simulator; a replay (replay:FILE) re-scores a published transcript through the lab's rules.")
@@ -261,28 +248,29 @@ def build(ctx: LabContext) -> None:
     timer = gr.Timer(3.0)
     board_sig = gr.State(None)
 
-    def refresh(sig: Any):
-        job_rows = ts.jobs_rows(jobs.list_jobs(store, kind="benchmark", limit=20))
+    def refresh(sig: Any, job: Any):
+        job_rows = bf.job_rows(store, jobs.list_jobs(store, kind="benchmark", limit=20))
         groups = eval_runs.leaderboard(store)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
-        running = running_progress_md(store)
+        running, detail = running_progress_md(store), bf.job_details(store, job)
         if sig == new_sig:
-            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig, running
-        return job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig, running
+            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig, running, detail
+        return (job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig, running,
+                detail)
 
-    def on_start(pol, sim, base, pk, s_temp, s_max, prof, lim, md_, sd, nm):
-        config = {"policy": (pol or "").strip(), "simulator": (sim or "").strip(), "profiles": (prof or "").strip(),
-                  "limit": int(lim or 0), "mode": md_, "seed": int(sd or 0), "name": (nm or "").strip(),
-                  "prompt_pack": (pk or "own").strip(),
-                  "simulator_temperature": None if s_temp is None else float(s_temp),
-                  "simulator_max_tokens": None if s_max is None else int(s_max)}
-        if base and base.strip():
-            config["simulator_base_url"] = base.strip()
+    def on_start(*values: Any):
+        job_id, problems, message = bf.start(store, url, dict(zip(bf.NAMES, values)))
+        per_field, other = bf.error_texts(problems)
+        return [*per_field, other, message, job_id if job_id is not None else gr.skip()]
+
+    def on_cancel(job: Any):
+        if job is None:
+            return "Click a benchmark job in the table first."
         try:
-            job_id = bm.start_benchmark_job(store, url, config)
-        except (ValueError, OSError) as exc:
-            return f"Not started: {md(exc)}"
-        return f"Benchmark job #{job_id} started; its run joins the leaderboard when it finishes."
+            status = jobs.cancel(store, int(job))
+        except (jobs.JobError, OSError) as exc:
+            return md(exc)
+        return ts.cancel_message(int(job), status)
 
     def on_lab_row(evt: gr.SelectData):
         run_id = evt.row_value[2] if evt.row_value else None
@@ -319,15 +307,45 @@ def build(ctx: LabContext) -> None:
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
 
-    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig, progress_md]
-    timer.tick(refresh, board_sig, outputs)
-    start.click(on_start, [policy, simulator, base_url, pack, sim_temperature, sim_max_tokens, profiles, limit, mode,
-                           seed, name], start_msg).then(
-        refresh, gr.State(None), outputs)
+    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig, progress_md, job_md]
+    timer.tick(refresh, [board_sig, picked_job], outputs)
+    start.click(on_start, form, [*errors, general, start_msg, picked_job]).then(
+        refresh, [gr.State(None), picked_job], outputs)
+    def on_pick_job(evt: gr.SelectData):
+        return evt.row_value[0] if evt.row_value else gr.skip()
+
+    bench_jobs.select(on_pick_job, None, picked_job).then(
+        bf.job_details_for(store), picked_job, job_md)
+    cancel.click(on_cancel, picked_job, start_msg).then(refresh, [board_sig, picked_job], outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
     lab_table.select(on_pick_run, None, picked_run)
     reproduce.click(on_reproduce, picked_run, reproduce_msg)
     lab_table.select(on_lab_row_judge, None, [judge_md, judge_plot])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
+    profiles = form[bf.NAMES.index("profiles")]
     ctx.refresh_on_show(lambda: gr.update(choices=spec_choices(store)), None, profiles)  # stored sets too
+
+
+def _form_fields() -> tuple[list[Any], list[Any]]:
+    """The form's inputs (app.services.benchmark_form.NAMES order) and a message box under each."""
+    widgets, errors = [], []
+    rows = [bf.NAMES[:6], bf.NAMES[6:]]
+    for names in rows:
+        with gr.Row():
+            for name in names:
+                label, default = next((lab, d) for n, lab, d in bf.FIELDS if n == name)
+                key = f"bench-{name.replace('_', '-')}"
+                with gr.Column(min_width=150, scale=2 if name in ("policy", "profiles", "simulator") else 1):
+                    if name == "profiles":
+                        widget = gr.Dropdown(choices=list(PERSONA_SETS), value=default, allow_custom_value=True,
+                                             label=label, elem_id=key)
+                    elif name == "mode":
+                        widget = gr.Radio(choices=["direct", "think"], value=default, label=label, elem_id=key)
+                    elif name in ("limit", "seed"):
+                        widget = gr.Number(value=default, precision=0, label=label, elem_id=key)
+                    else:
+                        widget = gr.Textbox(value=default, label=label, elem_id=key)
+                    widgets.append(widget)
+                    errors.append(gr.Markdown("", elem_classes="field-error", elem_id=f"bench-err-{name}"))
+    return widgets, errors

@@ -16,7 +16,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.plots import emotion_figure
-from app.render import dialogue_html, md, user_emotions
+from app.render import dialogue_html, md, outcomes_text, user_emotions
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas import store as ps
 from simulator.user.rules import PRESETS
@@ -76,6 +76,13 @@ def figure(live: dict[str, LiveDialogue]):
 def finished_choices(live: dict[str, LiveDialogue]) -> list[tuple[str, int]]:
     return [(f"{d.label} · dialogue {d.dialogue_id} · {d.outcome or d.status}", d.dialogue_id)
             for d in live.values() if d.status != "running" and d.dialogue_id is not None]
+
+
+def progress_words(live: dict[str, LiveDialogue], max_turns: int) -> str:
+    """'5 of 8 policy replies' over the dialogues still playing (each may end before its turn limit)."""
+    playing = [d for d in live.values() if d.status == "running"]
+    replies = sum(1 for d in playing for t in d.turns if t.get("role") == "assistant")
+    return f"{replies} of at most {len(playing) * max_turns} policy replies in the dialogues still playing"
 
 
 def persona_choices(store: Store) -> list[tuple[str, str]]:
@@ -147,13 +154,12 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
                 apply_event(live, ev)
                 done = sum(d.status != "running" for d in live.values())
                 verb = "Stopping" if rollout.cancelled else "Running"
-                yield out(f"{verb}: {done} of {n} dialogue(s) ended.")
+                yield out(f"{verb}: {done} of {n} dialogue(s) ended, {progress_words(live, config.max_turns)}.")
         except Exception as exc:  # a run-level failure: shown, the lab keeps working
             yield out(f"**The rollout stopped with an error:** {md(type(exc).__name__)}: {md(exc)}")
             return
         ended = [d.outcome or d.status for d in live.values()]
-        yield out(("Stopped. " if rollout.cancelled else "Done. ") + ", ".join(f"{ended.count(o)} {o}" for o in
-                                                                             dict.fromkeys(ended)) + ".")
+        yield out(("Stopped: " if rollout.cancelled else "Done: ") + outcomes_text(ended) + ".")
     finally:
         with _RUNS_LOCK:
             _RUNS.pop(request_key, None)

@@ -133,7 +133,6 @@ def build(ctx: LabContext) -> None:
                 export_file = gr.File(label="Exported file", interactive=False, elem_id="persona-export-file")
         with gr.Column(scale=6):
             title = gr.Markdown("### New persona", elem_id="persona-form-title")
-            lint_md = gr.Markdown("", elem_id="persona-warnings")
             lint_due = gr.State(None)  # a new value asks for the editor's lint (run after the form is shown)
             inputs, errs = [], []
             # id/name, language/difficulty, need/personality side by side; the long texts full width
@@ -149,6 +148,7 @@ def build(ctx: LabContext) -> None:
                 dup_btn = gr.Button("Duplicate", elem_id="persona-duplicate")
                 del_btn = gr.Button("Delete", variant="stop", elem_id="persona-delete")
                 lint_btn = gr.Button("Check warnings", elem_id="persona-lint")
+            lint_md = gr.Markdown("", elem_id="persona-warnings")  # under its button
 
             persona_preview.build(ctx, editing, inputs)
             with gr.Row(visible=False) as confirm_row:
@@ -197,7 +197,7 @@ def build(ctx: LabContext) -> None:
             ps.save_profile(store, profile, create=editing_id is None)
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
-            msg = "**Not saved.** Fix the fields marked below." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
+            msg = f"**Not saved.** Fix the {len(exc.errors)} field(s) marked ⚠ above." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
             return [gr.update()] * (len(form_out) - len(errs)) + _field_errors(exc.errors) + [msg] + \
                 [gr.update()] * len(list_out)
         return load(profile.id) + [f"Saved **{md(profile.id)}** ({md(profile.name)}).",

@@ -14,6 +14,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
+from app.services import job_progress as jp
 from app.services import training as ts
 from app.services import training_plan as tp
 
@@ -79,7 +80,8 @@ def build(ctx: LabContext) -> None:
                 launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
             confirm = gr.Checkbox(False, label="launch anyway", visible=False, elem_id="train-confirm")
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
-            plan_md = gr.Markdown(tp.plan_markdown(None, 0), elem_id="train-plan")
+            plan_md = gr.Markdown(tp.opening_plan(DEFAULT_PRESET), elem_id="train-plan")
+            plan_key = gr.State(None)  # the plan under way or shown (app.services.training_plan.start_plan)
             grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
@@ -113,56 +115,71 @@ def build(ctx: LabContext) -> None:
         """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
         jid = _job_id(jid)
         detail = jobs.job_detail(store, jid, log_lines=60) if jid else None
+        now = jp.step_progress_text(store, detail)
         new_sig = None if detail is None else (
-            detail["status"], detail["step"], detail["progress"], detail["heartbeat_at"] is None,
+            detail["status"], detail["step"], detail["progress"], str(detail["heartbeat_at"]), now,
             sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
             len(detail["log_tail"]), detail["error"])
         if sig is not None and new_sig == tuple(sig):
             return [gr.skip()] * len(detail_outputs)
         acts = ts.actions_for(detail["status"] if detail else "")
-        return [ts.job_summary_md(detail), ts.reward_figure(detail), ts.emotion_step_figure(detail),
+        summary_text = ts.job_summary_md(detail) + (f"\n\n**Now:** {md(now)}" if now else "")
+        return [summary_text, ts.reward_figure(detail), ts.emotion_step_figure(detail),
                 ts.overlap_figure(detail), ts.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
 
     def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
-        return [ts.jobs_rows(jobs.list_jobs(store)), *show(jid, sig)]
+        return [jp.jobs_rows_now(store, jobs.list_jobs(store)), *show(jid, sig)]
 
     def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
         """A plan needs no model folder (it may be made for other machines); a launch does."""
         config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml, check_paths, store)
         return config, *ts.error_updates(problems)
 
-    def on_plan(*values: Any):
+    def on_plan(preset_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib = values
         config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
-            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip()]
-        plan = tp.compute_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
-        return [*per_field, other, "", tp.plan_markdown(plan, config.steps)]
+            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip()]
+        key = tp.start_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib), preset_name or "")
+        return [*per_field, other, "", tp.plan_progress(key, config.steps), key]
+
+    def on_plan_tick(key: Any):
+        shown = tp.plan_progress(key, tp.task_steps(key)) if key else None
+        return gr.skip() if shown is None else shown
+
+    def on_open(preset_name: str, key: Any):
+        """The kept plan of the preset, or (none kept) a plan started now; a plan already shown stays."""
+        if key:
+            return gr.skip(), gr.skip()
+        started = tp.plan_on_open(preset_name)
+        if started:
+            return tp.plan_progress(started, tp.task_steps(started)), started
+        return tp.opening_plan(preset_name), gr.skip()
 
     def on_launch(job_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib, confirmed = values
         config, per_field, other = checked(form, extra_yaml)
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(),
-                    gr.skip()]
-        plan = tp.compute_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
+                    gr.skip(), gr.skip()]
+        plan = tp.plan_now(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
         reason = tp.confirmation_reason(plan, config.steps)
         if reason and not confirmed:
             return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
                                        "to launch it all the same.", gr.skip(), gr.skip(),
-                    tp.plan_markdown(plan, config.steps), gr.update(visible=True, value=False)]
+                    tp.plan_markdown(plan, config.steps), gr.update(visible=True, value=False), None]
         new_id, message = ts.launch_training_job(store, url, config, job_name)
         return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id,
-                tp.plan_markdown(plan, config.steps), gr.update(visible=False, value=False)]
+                tp.plan_markdown(plan, config.steps), gr.update(visible=False, value=False), None]
 
     def on_preset(name: str):
         if name not in tp.preset_choices():
-            return [gr.skip()] * (len(widgets) + 7)
+            return [gr.skip()] * (len(widgets) + 8)
         values, extra_yaml, (n_gpus, n_nodes, gib) = tp.preset_form(name)
-        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.plan_markdown(None, 0),
-                gr.update(visible=False, value=False)]  # a confirmation was for the job planned before
+        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.opening_plan(name),
+                gr.update(visible=False, value=False), None]  # a confirmation was for the job planned before
 
     def act(action: str, jid: Any):
         jid = _job_id(jid)
@@ -170,7 +187,7 @@ def build(ctx: LabContext) -> None:
             return "Pick a job first.", gr.skip()
         try:
             if action == "cancel":
-                msg = f"Job #{jid}: {jobs.cancel(store, jid)}."
+                msg = ts.cancel_message(jid, jobs.cancel(store, jid))
             elif action == "resume":
                 jobs.resume(store, url, jid)
                 msg = f"Job #{jid} resumes from its last checkpoint."
@@ -209,10 +226,16 @@ def build(ctx: LabContext) -> None:
         return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
 
     hardware_boxes = [gpus, nodes, memory]
-    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm])
-    plan_btn.click(on_plan, [*widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md])
+    preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm, plan_key])
+    plan_btn.click(on_plan, [preset, *widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md,
+                                                                        plan_key])
+    timer.tick(on_plan_tick, plan_key, plan_md)
+    # the kept plan on every page load; a plan started only when this tab is opened (a probe takes the cores)
+    ctx.load_hooks.append((lambda name: tp.opening_plan(name), [preset], plan_md))
+    if ctx.current_tab is not None:
+        ctx.current_tab.select(on_open, [preset, plan_key], [plan_md, plan_key])
     launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
-                 [*errors, general, launch_msg, table, job_id, plan_md, confirm])
+                 [*errors, general, launch_msg, table, job_id, plan_md, confirm, plan_key])  # the plan shown: Launch's
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])

@@ -29,6 +29,10 @@ DIFFICULTIES = ("standard", "challenging")
 MAX_FIELD_CHARS = 20_000
 TEXT_FIELDS = ("id", "name", "persona", "background", "hidden_need", "first_line", "explicit_goal", "source")
 REQUIRED_TEXT = ("id", "name", "persona", "background", "hidden_need")
+# what each required text holds, said with "is required" so the message tells what to write
+REQUIRED_WORDS = {"id": "a short unique id, e.g. en-40-sam-lee", "name": "the simulated user's name",
+                  "persona": "who they are, in a sentence or two", "background": "what has happened to them",
+                  "hidden_need": "what they want from the talk without saying it"}
 # Keys of `extra` the offline simulator reads: each must be a list of texts when present.
 EXTRA_TEXT_LISTS = ("events", "fit_examples", "miss_examples")
 DEFAULT_GOAL = {
@@ -88,7 +92,7 @@ class Profile:
             if not isinstance(value, str):
                 errs[name] = f"must be text, got {type(value).__name__}"
             elif name in REQUIRED_TEXT and not value.strip():
-                errs[name] = "is required"
+                errs[name] = f"is required: {REQUIRED_WORDS[name]}"
             elif len(value) > MAX_FIELD_CHARS:
                 errs[name] = f"is {len(value)} characters; the limit is {MAX_FIELD_CHARS}"
             elif not valid_text(value):

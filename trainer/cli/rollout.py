@@ -58,6 +58,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object per dialogue")
 
 
+def emotion_range_text(rules_name: str) -> str:
+    """Why a final emotion may lie outside the charts' 0-100: 'rules rlver-hard: start 30, capped at 100, no
+    floor (a drop below 0 ends the dialogue as a failure and is kept as said)'."""
+    from simulator.user.rules import get_preset
+
+    try:
+        r = get_preset(rules_name)
+    except (KeyError, ValueError):
+        return f"rules {rules_name}"
+    floor = (f"floored at {r.lo:g}" if r.floor_at_lo else
+             f"no floor (a drop below {r.lo:g} is kept as said, so a final emotion can be negative)")
+    return f"rules {r.name}: start {r.start:g}, capped at {r.hi:g}, {floor}"
+
+
 def run(args: argparse.Namespace) -> int:
     from simulator.personas.specs import PersonaSpecError, resolve_personas
     from simulator.personas.store import open_store
@@ -123,10 +137,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         policy.close()
+    range_note = emotion_range_text(args.rules)
+    if not args.json:
+        print(f"rollout: {range_note}", file=sys.stderr)
     for s in samples:
         row = {"id": s.dialogue_id, "persona": s.profile_id, "group": s.group_id, "turns": s.n_turns,
                "final_emotion": s.final_emotion, "outcome": s.outcome, "status": s.status, "error": s.error,
-               "reward": round(rlver_reward(s), 4)}
+               "reward": round(rlver_reward(s), 4), "rules": args.rules, "emotion_range": range_note}
         if args.json:
             print(json.dumps(row, ensure_ascii=False))
         else:

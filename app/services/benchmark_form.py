@@ -1,0 +1,168 @@
+"""The Benchmark view's form as plain functions: its defaults, reading it into a BenchmarkConfig dict with
+one message per field, and the job details a click on a benchmark job row opens.
+
+Optional numbers (simulator temperature and max tokens) are text boxes: empty means "the backend's
+default", which a number box cannot say (it shows and sends 0).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from app.render import md
+
+# (field, label, default) in the form's order; the field is the BenchmarkConfig setting it fills
+FIELDS: list[tuple[str, str, Any]] = [
+    ("policy", "policy ('default', a model or checkpoint folder, vllm:PATH, openai:MODEL, replay:FILE)", "default"),
+    ("simulator", "simulator (offline, openai:MODEL or replay:FILE)", "offline"),
+    ("simulator_base_url", "simulator base URL (optional)", ""),
+    ("prompt_pack", "prompt pack (own, own:json or sage:DIR)", "own"),
+    ("simulator_temperature", "simulator temperature (empty: backend default)", ""),
+    ("simulator_max_tokens", "simulator max tokens (empty: backend default)", ""),
+    ("profiles", "profiles (a set, set:NAME, a JSONL file path or persona ids)", "builtin:heldout"),
+    ("limit", "limit (first N profiles; 0 or empty = all)", 0),
+    ("mode", "mode", "direct"),
+    ("seed", "seed (empty = 0)", 0),
+    ("name", "name (optional)", ""),
+]
+NAMES = [f[0] for f in FIELDS]
+DEFAULTS = {name: default for name, _, default in FIELDS}
+GENERAL = "_general"
+REQUIRED = {"policy": "required: 'default', a model or checkpoint folder, vllm:PATH, openai:MODEL or replay:FILE",
+            "simulator": "required: 'offline', openai:MODEL or replay:FILE",
+            "profiles": "required: 'builtin', 'builtin:heldout', set:NAME, a profiles file or persona ids",
+            "mode": "required: direct or think"}
+SPEC_PREFIXES = ("default", "openai:", "replay:", "vllm:", "transformers:")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def _number(name: str, value: Any, whole: bool, empty: Any, errors: dict[str, str]) -> Any:
+    """The number in a box ('' or None: `empty`); a problem goes to errors[name]."""
+    text = _text(value)
+    if not text:
+        return empty
+    try:
+        number = float(text)
+    except ValueError:
+        errors[name] = f"must be a {'whole ' if whole else ''}number, got {text!r}"
+        return empty
+    if whole:
+        if number != int(number):
+            errors[name] = f"must be a whole number, got {text}"
+            return empty
+        return int(number)
+    return number
+
+
+def form_config(values: dict[str, Any]) -> tuple[Optional[dict[str, Any]], dict[str, str]]:
+    """(BenchmarkConfig dict, {}) or (None, {field: problem}) from the form's values (NAMES keys; missing ones
+    take DEFAULTS). Every problem is keyed by its form field (GENERAL for settings the form does not show)."""
+    from trainer.evaluation.benchmark import BenchmarkConfig
+
+    v = {**DEFAULTS, **values}
+    errors: dict[str, str] = {}
+    config: dict[str, Any] = {name: _text(v[name]) for name in
+                              ("policy", "simulator", "simulator_base_url", "prompt_pack", "profiles", "mode", "name")}
+    for name, problem in REQUIRED.items():
+        if not config[name]:
+            errors[name] = problem
+    config["prompt_pack"] = config["prompt_pack"] or "own"  # empty: the lab's own prompts, as the label says
+    config["simulator_temperature"] = _number("simulator_temperature", v["simulator_temperature"], False, None, errors)
+    config["simulator_max_tokens"] = _number("simulator_max_tokens", v["simulator_max_tokens"], True, None, errors)
+    config["limit"] = _number("limit", v["limit"], True, 0, errors)
+    config["seed"] = _number("seed", v["seed"], True, 0, errors)
+    if config["policy"] and not config["policy"].startswith(SPEC_PREFIXES) and \
+            not Path(config["policy"]).expanduser().is_dir():
+        errors["policy"] = (f"no folder {config['policy']!r} here: give a model or checkpoint folder that exists, "
+                            "'default', vllm:PATH, openai:MODEL or replay:FILE")
+    checked = {k: val for k, val in config.items() if k not in errors}
+    for name, problem in BenchmarkConfig(**checked).errors().items():
+        errors.setdefault(name if name in NAMES else GENERAL, problem if name in NAMES else f"{name}: {problem}")
+    return (None, errors) if errors else (config, {})
+
+
+def error_texts(errors: dict[str, str]) -> tuple[list[str], str]:
+    """(one message per field in NAMES order, '' when fine; the message for settings the form lacks)."""
+    return [f"⚠ {md(errors[n])}" if n in errors else "" for n in NAMES], md(errors.get(GENERAL, ""))
+
+
+def start(store: Any, store_url: str, values: dict[str, Any]) -> tuple[Optional[int], dict[str, str], str]:
+    """(job id or None, per-field problems, the message under Start) for the form's values: a job is
+    launched only when every field is valid and the profiles resolve."""
+    from trainer.evaluation.benchmark import start_benchmark_job
+
+    config, errors = form_config(values)
+    if config is None:
+        return None, errors, f"Not started: fix the {len(errors)} field(s) marked ⚠."
+    try:
+        job_id = start_benchmark_job(store, store_url, config)
+    except ValueError as exc:  # BenchmarkInputError names its field first ("profiles: ...")
+        field, _, problem = str(exc).partition(": ")
+        key = field if field in NAMES else GENERAL
+        return None, {key: problem if key != GENERAL else str(exc)}, "Not started: fix the field marked ⚠."
+    except OSError as exc:
+        return None, {}, f"Not started: the job could not be launched ({md(exc)})."
+    n = "every" if not config["limit"] else f"the first {config['limit']}"
+    return job_id, {}, (f"Benchmark job #{job_id} started on {n} profile(s) of {md(config['profiles'])}; its "
+                        "progress is below and its run joins the leaderboard when it finishes.")
+
+
+def eval_run_of_job(store: Any, job_id: int) -> Optional[int]:
+    """The eval run a benchmark job plays (None before the job has opened one)."""
+    from sqlalchemy import select
+
+    from storage import EvalRun, read_scope
+
+    with read_scope(store) as s:
+        return s.scalars(select(EvalRun.id).where(EvalRun.job_id == job_id).order_by(EvalRun.id)).first()
+
+
+def job_progress_line(store: Any, job: dict[str, Any]) -> str:
+    """What a benchmark job is doing now: its eval run's dialogues and replies done, tokens per second and
+    time left; before the run opens, what the job's log says it is doing (loading the policy, say)."""
+    from trainer.evaluation.progress import progress_text, run_progress
+    from trainer.evaluation.protocol import protocol_rules
+
+    run_id = eval_run_of_job(store, int(job["id"]))
+    if run_id is not None:
+        text = progress_text(run_progress(store, run_id, protocol_rules().max_turns))
+        return f"eval run {run_id}: {text}" if text else ""
+    if job.get("status") in ("queued", "running", "stalled"):
+        return "starting: loading the policy and the simulated users (no dialogue has begun yet)"
+    return ""
+
+
+def job_rows(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
+    """The benchmark jobs table (app.services.training.JOB_HEADERS) with each job's progress in dialogues,
+    replies and time left rather than the job's coarse step counter."""
+    from app.services.training import JOB_HEADERS, jobs_rows
+
+    rows = jobs_rows(jobs)
+    at = JOB_HEADERS.index("progress")
+    for row, job in zip(rows, jobs):
+        row[at] = job_progress_line(store, job) or row[at]
+    return rows
+
+
+def job_details(store: Any, job_id: Optional[int]) -> str:
+    """A benchmark job's details (Markdown): status, progress, the whole reason when it failed, log tail."""
+    from app.services.training import job_summary_md
+    from trainer.jobs import queue as jobs
+
+    detail = jobs.job_detail(store, int(job_id), log_lines=8) if job_id else None
+    if detail is None:
+        return "Click a benchmark job to see its progress, its reason if it failed, and its log."
+    progress = job_progress_line(store, detail)
+    log_tail = (detail.get("log_tail") or "").strip()
+    parts = [job_summary_md(detail)] + ([f"**Now:** {md(progress)}"] if progress else [])
+    if log_tail:
+        parts.append("log (last lines):\n\n```\n" + log_tail.replace("```", "'''") + "\n```")
+    return "\n\n".join(parts)
+
+
+def job_details_for(store: Any):
+    """job_details bound to a store, for an event handler that gets only the job id."""
+    return lambda job_id: job_details(store, job_id)
