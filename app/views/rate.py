@@ -81,12 +81,13 @@ def build(ctx: LabContext) -> None:
                 submit = gr.Button("Submit", variant="primary", elem_id="rate-submit")
                 skip = gr.Button("Next turn", elem_id="rate-next")
             reveal = gr.Markdown(elem_id="rate-reveal")
-    with gr.Accordion("Pool ratings (JSONL)", open=False):
+    with gr.Accordion("Pool ratings (JSONL)", open=True, elem_id="rate-pool"):
         with gr.Row():
             export_btn = gr.Button("Export all ratings", elem_id="rate-export")
             export_file = gr.File(label="ratings.jsonl", elem_id="rate-export-file")
         with gr.Row():
-            upload = gr.File(label="Ratings file to import", file_types=[".jsonl"], elem_id="rate-upload")
+            upload = gr.File(label="Ratings file to import", file_types=[".jsonl"], type="filepath", interactive=True,
+                             elem_id="rate-upload")
             keep_valid = gr.Checkbox(False, label="Import the good lines and report the bad ones "
                                                   "(default: all or nothing)")
             import_btn = gr.Button("Import", elem_id="rate-import")
@@ -142,16 +143,17 @@ def build(ctx: LabContext) -> None:
     export_btn.click(on_export, None, export_file)
 
     def on_import(file, keep):
+        """The import's message; the file box is emptied so the next file can be dropped in."""
         if not file:
-            return "**Choose a ratings file first.**"
+            return "**Choose a ratings file first.**", None
         report = svc.import_jsonl(store, Path(file).read_text(encoding="utf-8"), keep_valid=bool(keep))
         problems = "\n".join(f"- {md(e)}" for e in report.errors[:50])
         if report.errors and not keep:
-            return f"**Nothing imported:** {len(report.errors)} bad line(s).\n{problems}"
+            return f"**Nothing imported:** {len(report.errors)} bad line(s).\n{problems}", None
         return f"Imported {report.imported} rating(s)." + (f" Left out {len(report.errors)}:\n{problems}"
-                                                             if report.errors else "")
+                                                             if report.errors else ""), None
 
-    import_btn.click(on_import, [upload, keep_valid], import_status)
+    import_btn.click(on_import, [upload, keep_valid], [import_status, upload])
 
     def on_report():
         rows = svc.agreement_rows(store)
