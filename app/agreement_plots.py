@@ -1,7 +1,8 @@
 """Plotly figures of the agreement report: the simulator's change against people's, and agreement per need."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 

@@ -10,8 +10,9 @@ Two tables beside the dialogue tables (nothing is added to them):
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
 from sqlalchemy.exc import IntegrityError
@@ -31,7 +32,7 @@ class HumanRating(Base):
     turn_index: Mapped[int] = mapped_column(Integer)  # the user turn's message position
     rater: Mapped[str] = mapped_column(String(200), index=True)
     delta: Mapped[float] = mapped_column(Float)  # the rater's change
-    simulator_delta: Mapped[Optional[float]] = mapped_column(Float, nullable=True)  # the stored change then
+    simulator_delta: Mapped[float | None] = mapped_column(Float, nullable=True)  # the stored change then
     fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)  # whose change that was
     rating_set: Mapped[str] = mapped_column(String(200), default="")  # how the turn was chosen (e.g. eval:3)
     note: Mapped[str] = mapped_column(Text, default="")
@@ -48,9 +49,9 @@ class ShadowJudgement(Base):
     turn_index: Mapped[int] = mapped_column(Integer)  # the person's turn answering the reply
     fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the simulator that judged
     fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
-    emotion_before: Mapped[Optional[float]] = mapped_column(Float, nullable=True)  # the person's, before
-    delta: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
-    emotion: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    emotion_before: Mapped[float | None] = mapped_column(Float, nullable=True)  # the person's, before
+    delta: Mapped[float | None] = mapped_column(Float, nullable=True)
+    emotion: Mapped[float | None] = mapped_column(Float, nullable=True)
     inner: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the simulator's analysis and plan
     reply_text: Mapped[str] = mapped_column(Text, default="")  # what the simulator would have said
     error: Mapped[str] = mapped_column(Text, default="")
@@ -90,7 +91,7 @@ def add_ratings(store: Any, rows: Sequence[dict[str, Any]]) -> int:
     return len(rows)
 
 
-def rated_keys(store: Any, rater: Optional[str] = None) -> set[tuple[int, int, str]]:
+def rated_keys(store: Any, rater: str | None = None) -> set[tuple[int, int, str]]:
     """(dialogue_id, turn_index, rater) of every stored rating (of one rater when given)."""
     query = select(HumanRating.dialogue_id, HumanRating.turn_index, HumanRating.rater)
     if rater is not None:
@@ -99,7 +100,7 @@ def rated_keys(store: Any, rater: Optional[str] = None) -> set[tuple[int, int, s
         return {(d, t, r) for d, t, r in s.execute(query)}
 
 
-def list_ratings(store: Any, dialogue_ids: Optional[Sequence[int]] = None) -> list[dict[str, Any]]:
+def list_ratings(store: Any, dialogue_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """Every rating (of these dialogues) as a dict, with the dialogue's persona id and snapshot's need and
     personality, oldest first."""
     query = select(HumanRating, Dialogue.persona_id, Dialogue.persona_snapshot, Dialogue.source).join(

@@ -8,8 +8,9 @@ such raters. A report over its ratings must give these back within the report's 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from helpers import play_dialogue
+
 from simulator.personas.builtin import ADVERSARIAL_IDS, BUILTIN_IDS, builtin_profiles, get_builtin
 from simulator.personas.specs import PERSONA_SETS, resolve_personas, spec_error
 from trainer.evaluation.compare import CompareConfig

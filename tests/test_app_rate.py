@@ -7,9 +7,9 @@ import json
 
 import pytest
 from playwright.sync_api import expect
+from test_ratings import make_dialogue
 
 from storage.ratings import list_ratings
-from test_ratings import make_dialogue
 
 
 def _rate(page, value: str) -> None:

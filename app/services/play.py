@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from simulator.personas.profile import NEED_CATEGORIES, Profile
 from simulator.user.fingerprint import fingerprint_hash
@@ -188,7 +188,7 @@ def release_policies() -> None:
             _ENGINES.pop(key).close()
 
 
-def shadow_emotions(store: Any, dialogue: dict[str, Any]) -> list[Optional[float]]:
+def shadow_emotions(store: Any, dialogue: dict[str, Any]) -> list[float | None]:
     """The shadow judge's curve of a human-played dialogue (a dict with its turns), aligned with the person's:
     the opening's emotion, then the simulator's emotion at each of the person's turns (None where it failed).
     [] for other dialogues."""

@@ -5,7 +5,7 @@ dialogue, your emotion curve, and, only after you answered, what the simulated u
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import gradio as gr
 
@@ -30,7 +30,7 @@ def persona_choices(store: Any) -> list[tuple[str, str]]:
     return [("Yourself (no persona)", svc.YOURSELF)] + stored + hard
 
 
-def persona_card(store: Any, persona_id: Optional[str]) -> tuple[str, str]:
+def persona_card(store: Any, persona_id: str | None) -> tuple[str, str]:
     """(the card's markdown, the persona's first line) for a persona id."""
     if not persona_id or persona_id == svc.YOURSELF:
         return ("**Playing yourself.** Say what you want the simulated user to know about you and what you hope "
@@ -41,11 +41,11 @@ def persona_card(store: Any, persona_id: Optional[str]) -> tuple[str, str]:
             f"<details><summary>Scenario</summary>\n\n{md(p.background)}\n</details>"), p.first_line
 
 
-def _player(name: str, request: Optional[gr.Request]) -> str:
+def _player(name: str, request: gr.Request | None) -> str:
     return (getattr(request, "username", None) or name or "").strip()
 
 
-def _outputs(store: Any, state: Optional[svc.PlayState], status: str, shadow: str = ""):
+def _outputs(store: Any, state: svc.PlayState | None, status: str, shadow: str = ""):
     if state is None:
         return state, status, dialogue_html([]), emotion_figure([]), shadow
     d = load_dialogue(store, state.dialogue_id) or {"turns": []}

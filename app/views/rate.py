@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import gradio as gr
 
@@ -56,7 +56,7 @@ def report_md(report: dict[str, Any]) -> str:
             f"intervals. *sim - people* above 0: the simulator is more generous than people.\n\n{head}\n{body}")
 
 
-def _rater(name: str, request: Optional[gr.Request]) -> str:
+def _rater(name: str, request: gr.Request | None) -> str:
     return (getattr(request, "username", None) or name or "").strip()
 
 

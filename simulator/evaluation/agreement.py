@@ -16,7 +16,8 @@ Each comes with a percentile bootstrap interval (units resampled with replacemen
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def ranks(values: Sequence[float]) -> np.ndarray:
     return r
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> Optional[float]:
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Spearman's rho, or None when either side has no spread (or fewer than MIN_UNITS pairs)."""
     if len(x) != len(y):
         raise ValueError(f"spearman: {len(x)} values against {len(y)}")
@@ -49,21 +50,21 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> Optional[float]:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def mean_abs_diff(sim: Sequence[float], human: Sequence[float]) -> Optional[float]:
+def mean_abs_diff(sim: Sequence[float], human: Sequence[float]) -> float | None:
     return float(np.mean(np.abs(np.subtract(sim, human)))) if len(sim) else None
 
 
-def mean_diff(sim: Sequence[float], human: Sequence[float]) -> Optional[float]:
+def mean_diff(sim: Sequence[float], human: Sequence[float]) -> float | None:
     """Mean (simulator - human): positive when the simulator is more generous than people."""
     return float(np.mean(np.subtract(sim, human))) if len(sim) else None
 
 
-def sign_agreement(sim: Sequence[float], human: Sequence[float]) -> Optional[float]:
+def sign_agreement(sim: Sequence[float], human: Sequence[float]) -> float | None:
     """Share of pairs with the same sign (up, down, or no change)."""
     return float(np.mean(np.sign(sim) == np.sign(human))) if len(sim) else None
 
 
-def krippendorff_alpha_interval(units: Sequence[Sequence[float]]) -> Optional[float]:
+def krippendorff_alpha_interval(units: Sequence[Sequence[float]]) -> float | None:
     """Krippendorff's alpha for interval data. `units`: the ratings of each unit (any number of raters; units
     with fewer than two ratings are left out). None when there are no pairable ratings or no disagreement
     is possible (every value equal)."""
@@ -79,8 +80,8 @@ def krippendorff_alpha_interval(units: Sequence[Sequence[float]]) -> Optional[fl
     return float(1.0 - observed / expected)
 
 
-def bootstrap_interval(n_units: int, statistic: Callable[[np.ndarray], Optional[float]], n_boot: int = N_BOOT,
-                       seed: int = 0, level: float = 0.95) -> tuple[Optional[float], Optional[float]]:
+def bootstrap_interval(n_units: int, statistic: Callable[[np.ndarray], float | None], n_boot: int = N_BOOT,
+                       seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None]:
     """Percentile interval of `statistic(indices)` over resamples of the unit indices."""
     if n_units < MIN_UNITS:
         return None, None
@@ -93,7 +94,7 @@ def bootstrap_interval(n_units: int, statistic: Callable[[np.ndarray], Optional[
     return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
 
 
-def _estimate(value: Optional[float], interval: tuple[Optional[float], Optional[float]], n: int) -> dict[str, Any]:
+def _estimate(value: float | None, interval: tuple[float | None, float | None], n: int) -> dict[str, Any]:
     return {"value": value, "ci_low": interval[0], "ci_high": interval[1], "n": n}
 
 

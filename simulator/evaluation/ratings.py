@@ -15,14 +15,22 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import select
 
 from storage.db import read_scope
-from storage.models import ComparisonPair, Dialogue, Turn
-from storage.ratings import RATING_FIELDS, DuplicateRating, add_rating, add_ratings, human_turn_pairs, list_ratings, \
-    rated_keys, shadows_of
+from storage.models import ComparisonPair, Dialogue
+from storage.ratings import (
+    RATING_FIELDS,
+    DuplicateRating,
+    add_rating,
+    add_ratings,
+    human_turn_pairs,
+    list_ratings,
+    rated_keys,
+    shadows_of,
+)
 
 SET_KINDS = ("persona", "fingerprint", "eval", "comparison", "dialogue")
 MAX_CHANGE = 100.0  # a rated change lies in [-100, 100]: the whole emotion range
@@ -225,13 +233,26 @@ def import_jsonl(store: Any, text: str, keep_valid: bool = False) -> ImportRepor
     return ImportReport(add_ratings(store, good) if good else 0, errors)
 
 
-def reveal(item: Optional[dict[str, Any]]) -> dict[str, Any]:
+def reveal(item: dict[str, Any] | None) -> dict[str, Any]:
     """The simulator's side of an item, once rated: its change and inner thoughts."""
     inner = (item or {}).get("inner") or {}
     thoughts = {k: inner[k] for k in ("analyse", "activity", "content", "TargetCompletion", "thoughts") if inner.get(k)}
     return {"simulator_delta": (item or {}).get("simulator_delta"), "thoughts": thoughts}
 
 
-__all__ = ["DuplicateRating", "ImportReport", "SET_KINDS", "agreement_rows", "blind_view", "check_change",
-           "export_jsonl", "import_jsonl", "judged_turns", "rating_queue", "read_ratings_file", "record_rating",
-           "reveal", "set_dialogue_ids"]
+__all__ = [
+    "SET_KINDS",
+    "DuplicateRating",
+    "ImportReport",
+    "agreement_rows",
+    "blind_view",
+    "check_change",
+    "export_jsonl",
+    "import_jsonl",
+    "judged_turns",
+    "rating_queue",
+    "read_ratings_file",
+    "record_rating",
+    "reveal",
+    "set_dialogue_ids",
+]
