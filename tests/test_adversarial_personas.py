@@ -33,13 +33,19 @@ def test_the_set_is_named_and_shaped_like_the_builtin_ones():
 
 
 @pytest.mark.model
+@pytest.mark.slow
 def test_the_offline_simulator_plays_every_hard_user():
+    """Each hard user answers a first reply that serves its need and one that misses it, without an error;
+    over the set, serving the need does better (a single reply may still fall: these users are hard)."""
     from simulator.user.spec import SimulatorSpec
 
     factory = SimulatorSpec("offline", rules="standard").factory()
+    fits, misses = [], []
     for profile in builtin_profiles("adversarial"):
-        agent = factory(profile, 0)
-        fit, miss = profile.extra["fit_examples"][0], profile.extra["miss_examples"][0]
-        turns = asyncio.run(play_dialogue(agent, [fit, miss]))
-        assert all(not t.error for t in turns), profile.id
-        assert turns[1].delta > turns[2].delta, profile.id  # a reply serving the need beats one that misses it
+        for fit, miss in zip(profile.extra["fit_examples"], profile.extra["miss_examples"]):
+            for reply, out in ((fit, fits), (miss, misses)):
+                turns = asyncio.run(play_dialogue(factory(profile, 0), [reply]))
+                assert not turns[1].error and turns[1].delta is not None, profile.id
+                out.append(turns[1].delta)
+    assert len(fits) == len(misses) == 10
+    assert sum(fits) / len(fits) > sum(misses) / len(misses)
