@@ -40,6 +40,8 @@ VIEWS: list[tuple[str, str, str]] = [
     ("compare", "Compare", "app.views.compare"),
     (TRANSCRIPTS_TAB, "Transcripts", "app.views.transcripts"),
     ("experiments", "Experiments", "app.views.experiments"),
+    ("play", "Play the user", "app.views.people.play"),
+    ("rate", "Rate the simulator", "app.views.people.rate"),
 ]
 
 

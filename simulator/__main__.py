@@ -13,6 +13,7 @@
     python -m simulator chat ...    (simulator.cli.chat)
     python -m simulator prompt render < REQUEST.json   (simulator.cli.prompt)
     python -m simulator fidelity FILE|--eval-run N|--job J [--step S] [--db URL] [--json]   (simulator.evaluation.fidelity)
+    python -m simulator agreement --ratings FILE|--db URL [--json]   (simulator.cli.agreement)
 
 A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason"). `personas
 export` and `personas list` on a store with no profiles seed the built-in ones first, as the app does.
@@ -30,7 +31,8 @@ from typing import Optional, Sequence
 PLUGINS = {"probe": ("simulator.evaluation.probes", "probe the simulated user with scripted replies"),
            "chat": ("simulator.cli.chat", "chat with a simulated user in the terminal"),
            "prompt": ("simulator.cli.prompt", "render the exact messages of a simulator step (prompt packs)"),
-           "fidelity": ("simulator.evaluation.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones")}
+           "fidelity": ("simulator.evaluation.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones"),
+           "agreement": ("simulator.cli.agreement", "the simulated user's emotion changes against human ratings")}
 
 
 def _fail(lines: Sequence[str], code: int = 1) -> int:

@@ -30,8 +30,9 @@ from storage.models import (
                         PersonaGeneration,
                         Turn,
 )
+from storage.ratings import HumanRating, ShadowJudgement  # registers the people-in-the-loop tables with Base
 
 __all__ = ["Base", "Checkpoint", "Comparison", "ComparisonPair", "Dialogue", "EvalRun", "Experiment",
-           "ExperimentCell", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate", "PersonaGeneration",
-           "Store", "StoreError", "Turn", "code_version", "default_url", "lab_home", "make_engine", "masked",
-           "read_scope", "session_scope", "store_id"]
+           "ExperimentCell", "HumanRating", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate",
+           "PersonaGeneration", "ShadowJudgement", "Store", "StoreError", "Turn", "code_version", "default_url",
+           "lab_home", "make_engine", "masked", "read_scope", "session_scope", "store_id"]

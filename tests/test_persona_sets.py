@@ -21,7 +21,7 @@ def ids(profiles) -> list[str]:
 
 
 def test_builtin_sets() -> None:
-    assert PERSONA_SETS == ("builtin", "builtin:train", "builtin:heldout")
+    assert PERSONA_SETS == ("builtin", "builtin:train", "builtin:heldout", "builtin:adversarial")
     assert resolve_personas("builtin") == BUILTIN_PROFILES
     assert ids(resolve_personas("builtin:heldout")) == HELDOUT
     train = resolve_personas(" builtin:train ")
@@ -73,7 +73,7 @@ def test_unknown_names_say_what_is_available(engine) -> None:
         resolve_personas("everyone", engine)
     message = str(e.value)
     assert message.startswith("unknown persona set 'everyone'")
-    assert "builtin, builtin:train, builtin:heldout, file:PATH" in message
+    assert "builtin, builtin:train, builtin:heldout, builtin:adversarial, file:PATH" in message
     assert f"{len(BUILTIN_IDS)} built-in (en-01-maya-chen ... en-32-zoe-kim), 1 in the store" in message
     with pytest.raises(PersonaSpecError, match=r"unknown persona id\(s\): nobody, ghost; a spec is one of"):
         resolve_personas(["mia", "nobody", "ghost", "nobody"], engine)

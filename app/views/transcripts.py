@@ -16,6 +16,7 @@ import gradio as gr
 from app.context import LabContext
 from app.plots import emotion_figure, fidelity_figure
 from app.render import dialogue_html, md, user_emotions
+from app.services.play import shadow_emotions
 from simulator.evaluation import fidelity
 from simulator.evaluation import transcripts as tr
 from storage import Store
@@ -84,7 +85,10 @@ def dialogue_view(store: Store, dialogue_id: Optional[int]) -> tuple[str, Any, s
                     f"fingerprint {md(d['fingerprint_hash'][:12])}")
     if d.get("error"):
         meta.append(f"error: {md(d['error'])}")
-    fig = emotion_figure([(f"#{d['id']}", user_emotions(d["turns"]))], title=f"Emotion per turn · dialogue {d['id']}")
+    series = [(f"#{d['id']}", user_emotions(d["turns"]))]
+    if shadow := shadow_emotions(store, d):  # a person played it: the simulator's shadow judgement beside theirs
+        series = [(f"#{d['id']} person", series[0][1]), ("simulator (shadow)", shadow)]
+    fig = emotion_figure(series, title=f"Emotion per turn · dialogue {d['id']}")
     return "  \n".join(meta), fig, dialogue_html(d["turns"])
 
 

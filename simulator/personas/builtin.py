@@ -26,18 +26,23 @@ from simulator.personas.io import import_profiles
 from simulator.personas.profile import NEED_CATEGORIES, Profile
 
 SPLITS = ("train", "heldout")
+ADVERSARIAL = "adversarial"
 LIBRARY_PATH = Path(__file__).parent / "data" / "builtin_personas.jsonl"
+# Hard users (curt, sarcastic, help-rejecting, topic-switching, testing the agent): `builtin:adversarial`,
+# a robustness set kept apart from the 32 (not seeded, not in `builtin`), written by the team like them.
+ADVERSARIAL_PATH = Path(__file__).parent / "data" / "adversarial_personas.jsonl"
 
 
-def load_library(path: Path = LIBRARY_PATH) -> list[Profile]:
+def load_library(path: Path = LIBRARY_PATH, splits: tuple[str, ...] = SPLITS, all_needs: bool = True
+                 ) -> list[Profile]:
     """The profiles of a library file, checked: every line a valid built-in profile with a split, every
     need category present. ValueError naming the file and each problem otherwise."""
     report = import_profiles(path)
     problems = [str(e) for e in report.errors]
     for p in report.profiles:
-        if p.extra.get("split") not in SPLITS:
-            problems.append(f"line {report.line_of[p.id]}: extra.split: must be one of {', '.join(SPLITS)}")
-    missing = set(NEED_CATEGORIES) - {p.need_category for p in report.profiles}
+        if p.extra.get("split") not in splits:
+            problems.append(f"line {report.line_of[p.id]}: extra.split: must be one of {', '.join(splits)}")
+    missing = set(NEED_CATEGORIES) - {p.need_category for p in report.profiles} if all_needs else set()
     if missing:
         problems.append(f"the library lacks need categories: {', '.join(sorted(missing))}")
     if problems:
@@ -47,18 +52,28 @@ def load_library(path: Path = LIBRARY_PATH) -> list[Profile]:
 
 BUILTIN_PROFILES: list[Profile] = load_library()
 BUILTIN_IDS: tuple[str, ...] = tuple(p.id for p in BUILTIN_PROFILES)
+ADVERSARIAL_PROFILES: list[Profile] = load_library(ADVERSARIAL_PATH, (ADVERSARIAL,), all_needs=False)
+ADVERSARIAL_IDS: tuple[str, ...] = tuple(p.id for p in ADVERSARIAL_PROFILES)
 
 
 def builtin_profiles(split: str | None = None) -> list[Profile]:
-    """Fresh copies of the built-in profiles (all, or only those of `split`: "train" or "heldout")."""
+    """Fresh copies of the built-in profiles (all 32, or only those of `split`: "train", "heldout", or
+    "adversarial", the robustness set)."""
+    if split == ADVERSARIAL:
+        return copy.deepcopy(ADVERSARIAL_PROFILES)
     if split is not None and split not in SPLITS:
-        raise ValueError(f"split: unknown split {split!r}; one of {', '.join(SPLITS)}")
+        raise ValueError(f"split: unknown split {split!r}; one of {', '.join(SPLITS + (ADVERSARIAL,))}")
     return [copy.deepcopy(p) for p in BUILTIN_PROFILES if split is None or p.extra["split"] == split]
+
+
+def is_builtin_id(profile_id: str) -> bool:
+    """Whether `profile_id` names a built-in profile (the library or the adversarial set)."""
+    return profile_id in BUILTIN_IDS or profile_id in ADVERSARIAL_IDS
 
 
 def get_builtin(profile_id: str) -> Profile:
     """A fresh copy of one built-in profile by id (KeyError naming the id when unknown)."""
-    for p in BUILTIN_PROFILES:
+    for p in BUILTIN_PROFILES + ADVERSARIAL_PROFILES:
         if p.id == profile_id:
             return copy.deepcopy(p)
     raise KeyError(f"no built-in profile with id {profile_id!r}")

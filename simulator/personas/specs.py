@@ -1,6 +1,8 @@
 """Persona specs: the one place that turns a name for some personas into profiles.
 
     builtin | builtin:train | builtin:heldout   the built-in library (simulator.personas.builtin), all or one split
+    builtin:adversarial                         the robustness set: curt, sarcastic, help-rejecting, topic-switching
+                                                and agent-testing users (not part of `builtin`)
     file:PATH                                   a profiles file the importer reads (lab or RLVER/SAGE JSONL), or a
                                                 SAGE *_result.jsonl (the profiles its dialogues were played with);
                                                 a bare PATH to an existing file works too
@@ -25,7 +27,8 @@ from simulator.access import AccessError, current_access
 from simulator.personas.profile import Profile, members_hash
 from simulator.personas.sets import PersonaSpecError, set_names, set_profiles
 
-BUILTIN_SETS: dict[str, Optional[str]] = {"builtin": None, "builtin:train": "train", "builtin:heldout": "heldout"}
+BUILTIN_SETS: dict[str, Optional[str]] = {"builtin": None, "builtin:train": "train", "builtin:heldout": "heldout",
+                                           "builtin:adversarial": "adversarial"}
 PERSONA_SETS: tuple[str, ...] = tuple(BUILTIN_SETS)
 FILE_PREFIX = "file:"
 SET_PREFIX = "set:"
@@ -74,7 +77,7 @@ def resolve_personas(spec: Spec, store: Any = None) -> list[Profile]:
 def spec_error(spec: Any, check_paths: bool = True) -> str:
     """Why `spec` cannot name personas, checked without a store ('' when it can). A list holds ids, which
     may be the store's: only its shape is checked here; a text must be a set, a file or built-in id(s)."""
-    from simulator.personas.builtin import BUILTIN_IDS
+    from simulator.personas.builtin import is_builtin_id
 
     if isinstance(spec, list):
         if not spec or not all(isinstance(i, str) and i.strip() for i in spec):
@@ -94,7 +97,7 @@ def spec_error(spec: Any, check_paths: bool = True) -> str:
             return str(exc)
         return f"profiles file {str(path)!r} does not exist" if check_paths and not path.is_file() else ""
     ids = [i.strip() for i in text.split(",") if i.strip()]
-    if ids and all(i in BUILTIN_IDS for i in ids):
+    if ids and all(is_builtin_id(i) for i in ids):
         return ""
     return f"unknown persona set {spec!r}; one of {', '.join(PERSONA_SETS)}, file:PATH, set:NAME, built-in persona " \
            "ids, or a list of persona ids"
@@ -166,7 +169,7 @@ def profiles_from_file(path_text: str) -> list[Profile]:
 
 def _by_id(ids: Sequence[str], store: Any) -> dict[str, Profile]:
     """id -> profile for the ids found: the store's first, then (a copy of) the built-in library's."""
-    from simulator.personas.builtin import BUILTIN_IDS, get_builtin
+    from simulator.personas.builtin import get_builtin, is_builtin_id
 
     found: dict[str, Profile] = {}
     if store is not None:
@@ -177,7 +180,7 @@ def _by_id(ids: Sequence[str], store: Any) -> dict[str, Profile]:
             if profile is not None:
                 found[pid] = profile
     for pid in dict.fromkeys(ids):
-        if pid not in found and pid in BUILTIN_IDS:
+        if pid not in found and is_builtin_id(pid):
             found[pid] = get_builtin(pid)
     return found
 

@@ -1,0 +1,46 @@
+"""Plotly figures of the agreement report: the simulator's change against people's, and agreement per need."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from simulator.evaluation.agreement import group_units
+
+
+def agreement_scatter(rows: Sequence[dict[str, Any]], height: int = 360) -> go.Figure:
+    """One point per rated turn: the simulator's change (x) against the raters' mean (y); the diagonal is
+    perfect agreement, points below it are turns the simulator scored more generously than people."""
+    units = [u for u in group_units(rows).values() if u["simulator"] is not None]
+    xs = [float(u["simulator"]) for u in units]
+    ys = [sum(u["human"].values()) / len(u["human"]) for u in units]
+    labels = [f"dialogue {u['row']['dialogue_id']} turn {u['row']['turn_index']} · {len(u['human'])} rater(s)"
+              for u in units]
+    lim = max([10.0] + [abs(v) for v in xs + ys])
+    fig = go.Figure(go.Scatter(x=xs, y=ys, mode="markers", text=labels, name="rated turns",
+                               hovertemplate="%{text}<br>simulator %{x:+.1f} · people %{y:+.1f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[-lim, lim], y=[-lim, lim], mode="lines", name="agreement",
+                             line=dict(dash="dot", color="#888")))
+    fig.update_layout(title=dict(text="Emotion change: simulator vs people", font_size=14), height=height,
+                      xaxis_title="simulator's change", yaxis_title="people's change (mean)", showlegend=False,
+                      template="plotly_white", margin=dict(l=50, r=20, t=40, b=40))
+    return fig
+
+
+def need_bars(report: dict[str, Any], height: int = 320) -> go.Figure:
+    """Per persona need: mean absolute difference and mean difference (simulator - people), with intervals."""
+    groups = report.get("by_need_category", {})
+    names = list(groups)
+    fig = go.Figure()
+    for stat, label in (("mean_abs_diff", "mean |simulator - people|"), ("mean_diff", "mean (simulator - people)")):
+        est = [groups[n][stat] for n in names]
+        vals = [e["value"] if e["value"] is not None else 0 for e in est]
+        up = [(e["ci_high"] - e["value"]) if e["ci_high"] is not None else 0 for e in est]
+        down = [(e["value"] - e["ci_low"]) if e["ci_low"] is not None else 0 for e in est]
+        fig.add_trace(go.Bar(x=names, y=vals, name=label, error_y=dict(type="data", array=up, arrayminus=down),
+                             text=[f"n {e['n']}" for e in est]))
+    fig.update_layout(title=dict(text="Per need", font_size=14), barmode="group", height=height,
+                      template="plotly_white", yaxis_title="emotion points", legend=dict(orientation="h", y=-0.3),
+                      margin=dict(l=50, r=20, t=40, b=40))
+    return fig

@@ -1,0 +1,151 @@
+"""Play the user: talk to a policy as a persona (or as yourself) and set your own emotion after each reply.
+
+The logic is app.services.play; this view shows the persona card (profile, hidden need, scenario), the
+dialogue, your emotion curve, and, only after you answered, what the simulated user would have felt.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from app.context import LabContext
+from app.plots import emotion_figure
+from app.render import dialogue_html, md, user_emotions
+from app.services import play as svc
+from simulator.personas.builtin import builtin_profiles
+from simulator.personas.profile import NEED_CATEGORIES
+from simulator.personas.specs import resolve_personas
+from simulator.user.rules import PRESETS
+from storage.dialogues import load_dialogue
+from trainer.rollout.build import SpecError
+
+
+def persona_choices(store: Any) -> list[tuple[str, str]]:
+    from simulator.personas import store as ps
+
+    stored = [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)]
+    hard = [(f"{p.name} ({p.id}, {p.extra.get('adversarial_style', 'hard')})", p.id)
+            for p in builtin_profiles("adversarial")]
+    return [("Yourself (no persona)", svc.YOURSELF)] + stored + hard
+
+
+def persona_card(store: Any, persona_id: str | None) -> tuple[str, str]:
+    """(the card's markdown, the persona's first line) for a persona id."""
+    if not persona_id or persona_id == svc.YOURSELF:
+        return ("**Playing yourself.** Say what you want the simulated user to know about you and what you hope "
+                "for: the shadow judge reads it as your profile."), ""
+    p = resolve_personas([persona_id], store)[0]
+    return (f"### You are {md(p.name)}\n**Hidden need** (what would really help you): {md(p.hidden_need)}\n\n"
+            f"<details><summary>Profile</summary>\n\n{md(p.persona)}\n</details>\n\n"
+            f"<details><summary>Scenario</summary>\n\n{md(p.background)}\n</details>"), p.first_line
+
+
+def _player(name: str, request: gr.Request | None) -> str:
+    return (getattr(request, "username", None) or name or "").strip()
+
+
+def _outputs(store: Any, state: svc.PlayState | None, status: str, shadow: str = ""):
+    if state is None:
+        return state, status, dialogue_html([]), emotion_figure([]), shadow
+    d = load_dialogue(store, state.dialogue_id) or {"turns": []}
+    series = [("you", user_emotions(d["turns"]))]
+    if state.replies > 1 or state.ended:  # a shadow point exists only once you answered
+        series.append(("simulator (shadow)", svc.shadow_emotions(store, d)))
+    head = f"dialogue {state.dialogue_id} · {state.policy}" + (f" · ended: {state.ended}" if state.ended else "")
+    return state, status, dialogue_html(d["turns"], header=head), emotion_figure(series), shadow
+
+
+def shadow_md(shadow: dict[str, Any]) -> str:
+    """The simulator's judgement of your last turn, shown after you answered."""
+    if shadow.get("error"):
+        return f"**The simulator could not judge this turn:** {md(shadow['error'])}"
+    inner = shadow.get("inner") or {}
+    lines = [f"**The simulator would have felt {shadow['delta']:+g}** (emotion {shadow['emotion']:g})."]
+    for key, label in (("analyse", "Felt"), ("activity", "Inner activity"), ("TargetCompletion", "Need")):
+        if inner.get(key):
+            lines.append(f"- {label}: {md(inner[key])}")
+    if shadow.get("reply_text"):
+        lines.append(f"- It would have said: {md(shadow['reply_text'])}")
+    return "\n".join(lines)
+
+
+def build(ctx: LabContext) -> None:
+    store = ctx.store
+    state = gr.State(None)
+    with gr.Row():
+        with gr.Column(scale=3, min_width=320):
+            persona = gr.Dropdown([], label="Play as", elem_id="play-persona")
+            card = gr.Markdown(elem_id="play-card")
+            with gr.Group(visible=False) as self_box:
+                about = gr.Textbox(label="About you", lines=2, elem_id="play-about")
+                need = gr.Textbox(label="What you hope for", elem_id="play-need")
+                need_category = gr.Dropdown(list(NEED_CATEGORIES), value="deep_empathy", label="Kind of need")
+            player = gr.Textbox("", label="Your name (your login name when logged in)", elem_id="play-player")
+            policy = gr.Textbox("default", label="Policy", elem_id="play-policy",
+                                info="default · a model or checkpoint folder · openai:MODEL")
+            policy_url = gr.Textbox("", label="Policy base URL (openai: policies)")
+            simulator = gr.Textbox("offline", label="Shadow simulator", elem_id="play-simulator",
+                                   info="judges each of your turns after you answered: offline · openai:MODEL")
+            simulator_url = gr.Textbox("", label="Simulator base URL")
+            with gr.Row():
+                rules = gr.Dropdown(list(PRESETS), value="standard", label="Emotion rules")
+                max_turns = gr.Number(10, precision=0, label="Policy replies at most", elem_id="play-max-turns")
+            opening = gr.Textbox(label="Your opening message", lines=2, elem_id="play-opening")
+            start = gr.Button("Start", variant="primary", elem_id="play-start")
+        with gr.Column(scale=7):
+            status = gr.Markdown(elem_id="play-status")
+            chat = gr.HTML(dialogue_html([]), elem_id="play-chat")
+            with gr.Row():
+                emotion = gr.Number(None, label="Your emotion now (0-100)", info=svc.BANDS, elem_id="play-emotion")
+                thoughts = gr.Textbox(label="What you thought (optional)", elem_id="play-thoughts")
+            message = gr.Textbox(label="Your answer", lines=2, elem_id="play-message")
+            with gr.Row():
+                send = gr.Button("Send", variant="primary", elem_id="play-send")
+                end = gr.Button("End dialogue", elem_id="play-end")
+            shadow = gr.Markdown(elem_id="play-shadow")
+            plot = gr.Plot(label="Emotion: you and the simulator", elem_id="play-plot")
+
+    def on_persona(pid):
+        text, first = persona_card(store, pid)
+        return text, first, gr.update(visible=pid == svc.YOURSELF)
+
+    persona.change(on_persona, persona, [card, opening, self_box])
+
+    def on_start(pid, about_, need_, category, name, policy_, policy_url_, sim, sim_url, rules_, turns, opening_,
+                 request: gr.Request):
+        who = _player(name, request)
+        try:
+            profile = svc.yourself_profile(who, about_, need_, category) if pid == svc.YOURSELF or not pid \
+                else resolve_personas([pid], store)[0]
+            st = svc.start_play(store, profile, opening_, who, policy_, policy_url_, sim, sim_url, rules=rules_,
+                                max_turns=int(turns or 10))
+        except (ValueError, KeyError, SpecError) as exc:
+            return _outputs(store, None, f"**Cannot start:** {md(exc.args[0] if exc.args else exc)}")
+        return _outputs(store, st, "Your turn: read the reply, set your emotion and answer.")
+
+    outs = [state, status, chat, plot, shadow]
+    start.click(on_start, [persona, about, need, need_category, player, policy, policy_url, simulator, simulator_url,
+                           rules, max_turns, opening], outs)
+
+    def on_answer(st, message_, emotion_, thoughts_, end_=False):
+        if st is None:
+            return (*_outputs(store, None, "**Start a dialogue first.**"), gr.update(), gr.update())
+        try:
+            judged = svc.answer(store, st, message_, emotion_, thoughts_, end=end_)
+        except ValueError as exc:  # nothing stored; what you typed stays in the boxes
+            return (*_outputs(store, st, f"**Not sent:** {md(exc)}"), gr.update(), gr.update())
+        note = f"Dialogue ended ({st.ended})." if st.ended else "Your turn again."
+        return (*_outputs(store, st, note, shadow_md(judged)), "", "")
+
+    send.click(on_answer, [state, message, emotion, thoughts], outs + [message, thoughts])
+    end.click(lambda st, m, e, t: on_answer(st, m, e, t, True), [state, message, emotion, thoughts],
+              outs + [message, thoughts])
+
+    def fill(current, request: gr.Request):
+        choices = persona_choices(store)
+        ids = [pid for _, pid in choices]
+        value = current if current in ids else (ids[1] if len(ids) > 1 else ids[0])
+        return gr.update(choices=choices, value=value), getattr(request, "username", None) or gr.update()
+
+    ctx.refresh_on_show(fill, persona, [persona, player])
