@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.personas.profile import NEED_CATEGORIES, Profile
-from simulator.user.fingerprint import fingerprint_hash
+from simulator.llm.hashing import fingerprint_hash
 from simulator.user.rules import PRESETS, says_goodbye, tier
 from simulator.user.spec import SimulatorSpec
 from storage import code_version, dialogues
