@@ -160,3 +160,25 @@ def outcomes_text(outcomes: list[str]) -> str:
             words = "was " + words[len("were "):]
         parts.append(f"{n} {noun}{words}")
     return ", ".join(parts) if parts else "no dialogues ran"
+
+
+# ------------------------------------------------------------------------ score tables (Benchmark, Experiments)
+BREAKDOWN_HEADERS = ["group", "score", "success", "failure", "n", "errors", "95% CI"]
+
+
+def number_text(x: Optional[float], digits: int = 1) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def ci_text(row: dict[str, Any]) -> str:
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    return "—" if lo is None or hi is None else f"{lo:.1f}–{hi:.1f}"
+
+
+def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.evaluation.eval_runs.breakdown."""
+    def rows(items: list[dict[str, Any]]) -> list[list[Any]]:
+        return [[i.get("label") or i.get("key"), number_text(i.get("score")), i.get("success"), i.get("failure"), i.get("n"),
+                 i.get("n_errors", 0), ci_text(i)] for i in items]
+
+    return rows(data.get("need", [])), rows(data.get("personality", []))

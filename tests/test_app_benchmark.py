@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from helpers import off_loop, wait_for
 
+from app.render import breakdown_tables
 from app.views import benchmark as bv
 from simulator.evaluation.published import PUBLISHED
 from simulator.llm.hashing import fingerprint_hash
@@ -75,7 +76,7 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
 
 def test_breakdown_and_dialogues_count_errors(engine):
     run_id, ids = _eval_run(engine, "mixed", OFFLINE, [100, 50, 0], errors=("p3",))
-    need, personality = bv.breakdown_tables(eval_runs.breakdown(engine, run_id))
+    need, personality = breakdown_tables(eval_runs.breakdown(engine, run_id))
     assert [r[0] for r in need] == ["Just listen to the venting", "Give genuinely useful advice"]
     listen = need[0]
     assert listen[1:6] == ["75.0", 1, 0, 2, 0]

@@ -1,7 +1,8 @@
 """The README's five-minute tour in a real browser, as a newcomer meets it, on small settings so it runs in a
 few minutes on 2 cores: Live rollout (the default policy, the packaged SmolLM2, one dialogue of one turn),
-Plan and a one-step training job, a one-dialogue benchmark of its checkpoint from the Benchmark form, and
-(step 4) the comparison. Each step must end without an error toast, a JS dialog or a failed job.
+Plan and a one-step training job, a one-dialogue benchmark of its checkpoint from the Benchmark form, and a
+one-persona comparison of the checkpoint with the untrained model from the Compare view. Each step must end
+without an error toast, a JS dialog or a failed job.
 
 The model trained and benchmarked is testkit's tiny model, copied into the lab's home (where a path given
 from the web may point); the Live rollout step uses the form's own default policy.
@@ -114,6 +115,30 @@ def tour_step_benchmark(page, store, checkpoint: str, grid_rows) -> int:
     return eval_run_id
 
 
+def tour_step_compare(page, store, untrained: Path, checkpoint: str, grid_rows) -> None:
+    """4. Compare the checkpoint (B) with the untrained model (A), persona by persona, from the Compare view:
+    the comparison runs as a job with its progress beside Cancel, and when it ends its pairs open in the view."""
+    from playwright.sync_api import expect
+
+    from trainer.evaluation import compare
+
+    page.get_by_role("tab", name="Compare").click()
+    for side, policy in (("a", untrained), ("b", checkpoint)):
+        box = page.locator(f"#cmp-{side} input")
+        box.fill(str(policy))
+        box.press("Enter")
+    page.locator("#cmp-limit input").fill("1")
+    page.locator("#cmp-max-new input").fill("8")
+    page.locator("#cmp-max-new input").press("Tab")
+    page.locator("#cmp-start").click()
+    expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
+    comparison_id = wait_for(lambda: (compare.list_comparisons(store) or [{}])[0].get("id"), timeout=60)
+    expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=JOB_WAIT_S * 1000)
+    assert compare.get_comparison(store, comparison_id)["status"] == "succeeded"
+    assert len(wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)) == 1
+    _no_error_on_page(page)
+
+
 def test_the_readme_tour_on_small_settings(lab_server, browser_page, tiny_model_dir, grid_rows):
     page, store = browser_page, lab_server.store
     model_dir = Path(os.environ["RLVER_LAB_HOME"]) / "models" / "tiny"
@@ -122,9 +147,7 @@ def test_the_readme_tour_on_small_settings(lab_server, browser_page, tiny_model_
         tour_step_live_rollout(page)
         checkpoint = tour_step_plan_and_train(page, store, model_dir)
         tour_step_benchmark(page, store, checkpoint, grid_rows)
-        # TOUR STEP 4 (Compare the checkpoint with the untrained model): the Compare view cannot start a
-        # comparison yet; the lead adds this step here after merging the branch that lets it, as
-        # `tour_step_compare(page, store, checkpoint)`, asserting the side-by-side dialogues and no error.
+        tour_step_compare(page, store, model_dir, checkpoint, grid_rows)
     finally:
         for job in jobs.list_jobs(store):
             if job["status"] in ("queued", "running", "stalled"):

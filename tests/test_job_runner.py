@@ -1,11 +1,11 @@
-"""trainer.jobs.runner.run_job in this process, for jobs that cannot run: the exit status and a message
+"""trainer.job_runner.run_job in this process, for jobs that cannot run: the exit status and a message
 naming the problem (the jobs that run are exercised through the CLIs in test_train_cli.py,
 test_benchmark_cli.py and test_app_training.py)."""
 from __future__ import annotations
 
 from storage import Job, session_scope
 from trainer.jobs import queue as jobs
-from trainer.jobs.runner import EXIT_CANNOT_RUN, run_job
+from trainer.job_runner import EXIT_CANNOT_RUN, run_job
 
 
 def test_unknown_job_cannot_run(engine, capsys):

@@ -77,7 +77,9 @@ def test_a_store_made_before_migrations_is_adopted_with_every_row(db_url: str, r
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "adopted a store made before migrations" in err[0] and head_revision() in err[0]
     assert "lab-test-secret" not in err[0]
-    assert all_rows(plain) == before
+    after = all_rows(plain)
+    assert {table: rows for table, rows in after.items() if table in before} == before
+    assert all(not after[table][1] for table in set(after) - set(before))  # tables of later revisions: empty
     assert schema_diffs(engine) == []
     with read_scope(engine) as s:  # and the lab reads it through the models
         dialogue = s.scalars(select(Dialogue).where(Dialogue.persona_id == "tom-ü")).one()
@@ -114,27 +116,34 @@ def test_an_older_store_gets_its_missing_columns_and_tables(db_url: str, request
     plain.dispose()
 
 
+def next_revisions() -> tuple[str, str]:
+    """The two revision ids after the shipped head (revisions are numbered 0001, 0002, ...)."""
+    head = int(head_revision())
+    return f"{head + 1:04d}", f"{head + 2:04d}"
+
+
 def later_revisions(tmp_path: Path, with_owner_decision: bool) -> Path:
-    """A copy of the shipped migrations plus later revisions: 0002 renames persona.name (which the hand-written
-    adder could never do) and runs on open; 0003 (with_owner_decision) drops persona.source and waits for the
+    """A copy of the shipped migrations plus later revisions: head+1 renames persona.name (which the hand-written
+    adder could never do) and runs on open; head+2 (with_owner_decision) drops persona.source and waits for the
     owner."""
     folder = tmp_path / f"migrations-{int(with_owner_decision)}"
     shutil.copytree(MIGRATIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     head = head_revision()
-    (folder / "versions" / "0002_rename.py").write_text(textwrap.dedent(f'''
+    first, second = next_revisions()
+    (folder / "versions" / f"{first}_rename.py").write_text(textwrap.dedent(f'''
         """rename persona.name to display_name"""
         from alembic import op
-        revision, down_revision, branch_labels, depends_on = "0002", "{head}", None, None
+        revision, down_revision, branch_labels, depends_on = "{first}", "{head}", None, None
         def upgrade():
             with op.batch_alter_table("persona") as batch:
                 batch.alter_column("name", new_column_name="display_name")
         '''))
     if not with_owner_decision:
         return folder
-    (folder / "versions" / "0003_drop.py").write_text(textwrap.dedent('''
+    (folder / "versions" / f"{second}_drop.py").write_text(textwrap.dedent(f'''
         """drop persona.source"""
         from alembic import op
-        revision, down_revision, branch_labels, depends_on = "0003", "0002", None, None
+        revision, down_revision, branch_labels, depends_on = "{second}", "{first}", None, None
         OWNER_DECISION = "drops persona.source"
         def upgrade():
             with op.batch_alter_table("persona") as batch:
@@ -151,7 +160,8 @@ def test_later_revisions_run_and_one_needing_the_owner_refuses_with_the_command(
                           "updated_at) VALUES ('p1', 'Ana', 'en', '', '', '', '', '', '', '[]', '', 'standard', "
                           "'user', '{}', '2026-01-01', '2026-01-01')"))
     done = upgrade_store(engine, "the-url", script_location=later_revisions(tmp_path, False))
-    assert (done.before, done.after, done.adopted) == (head_revision(), "0002", False)
+    first, second = next_revisions()
+    assert (done.before, done.after, done.adopted) == (head_revision(), first, False)
     assert "upgraded the schema from revision" in done.describe("the-url")
     with engine.connect() as conn:
         assert conn.execute(text("SELECT display_name FROM persona")).scalar() == "Ana"
@@ -163,7 +173,7 @@ def test_later_revisions_run_and_one_needing_the_owner_refuses_with_the_command(
     with engine.connect() as conn:  # nothing done
         assert "source" in {c["name"] for c in inspect(conn).get_columns("persona")}
     done = upgrade_store(engine, "the-url", allow_owner_decisions=True, script_location=folder)
-    assert done.after == "0003"
+    assert done.after == second
     with engine.connect() as conn:
         assert "source" not in {c["name"] for c in inspect(conn).get_columns("persona")}
         assert conn.execute(text("SELECT display_name FROM persona")).scalar() == "Ana"
@@ -192,7 +202,8 @@ def test_storage_status_and_upgrade_commands(tmp_path: Path, request):
     load_store_before_migrations(url, request)
     status = run_cli("storage", "status", "--db", url)
     assert status.returncode == 0, status.stderr
-    assert "made before migrations" in status.stdout and f"pending {head_revision()}" in status.stdout
+    assert "made before migrations" in status.stdout and "pending 0001" in status.stdout
+    assert status.stdout.rstrip().endswith(head_revision())  # every revision up to the head is pending
     up = run_cli("storage", "upgrade", "--db", url)
     assert up.returncode == 0 and "adopted a store made before migrations" in up.stdout, up.stderr
     again = run_cli("storage", "status", "--db", url)
@@ -209,7 +220,8 @@ def test_unreachable_store_or_wrong_password_is_one_line_without_the_password(po
         done = run_cli(*command)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, (command, done.stderr)
-        assert lines[0].startswith("error: cannot open the store postgresql+psycopg://lab:***@127.0.0.1:"), lines
+        said = lines[0].removeprefix("RLVER Lab cannot start: ").removeprefix("error: ")  # the app's words, the others'
+        assert said.startswith("cannot open the store postgresql+psycopg://lab:***@127.0.0.1:"), lines
         assert "password authentication failed" in lines[0] or "refused" in lines[0]
         assert "not-the-password" not in done.stderr + done.stdout and "lab-test-secret" not in done.stderr
         assert "serving" not in done.stdout

@@ -149,7 +149,7 @@ def result_rows(store: Store, exp: Optional[dict[str, Any]]) -> list[list[Any]]:
 
 def breakdown_rows(store: Store, exp: Optional[dict[str, Any]]) -> tuple[list[list[Any]], list[list[Any]]]:
     """(by hidden need, by personality): the Benchmark view's breakdown rows of each cell, the cell first."""
-    from app.views.benchmark import breakdown_tables
+    from app.render import breakdown_tables
 
     need, personality = [], []
     for c in _scored(exp):

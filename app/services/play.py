@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.personas.profile import NEED_CATEGORIES, Profile
 from simulator.llm.hashing import fingerprint_hash
+from simulator.personas.profile import NEED_CATEGORIES, Profile
 from simulator.user.rules import PRESETS, says_goodbye, tier
 from simulator.user.spec import SimulatorSpec
 from storage import code_version, dialogues

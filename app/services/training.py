@@ -1,7 +1,7 @@
 """Presentation helpers for the Training view: the jobs table, a job's summary, curves and checkpoints.
 
 Inputs are the plain dicts of trainer.jobs.queue (list_jobs, job_detail). `launch_training_job` is the one thing
-here that starts a job: it records it and launches its process (which runs it through trainer.jobs.runner).
+here that starts a job: it records it and launches its process (which runs it through trainer.job_runner).
 """
 from __future__ import annotations
 

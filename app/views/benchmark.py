@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from app.context import LabContext
 from app.judge_panel import judge_view
-from app.render import md
+from app.render import BREAKDOWN_HEADERS, breakdown_tables, ci_text, md, number_text
 from app.services import benchmark_form as bf
 from app.services import training as ts
 from simulator.personas.specs import PERSONA_SETS, spec_choices
@@ -24,7 +24,6 @@ from storage import Store
 LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
                "profiles", "finished", "protocol"]
 PUBLISHED_HEADERS = ["rank", "model", "score", "success", "failure", "n", "simulator", "source"]
-BREAKDOWN_HEADERS = ["group", "score", "success", "failure", "n", "errors", "95% CI"]
 DIALOGUE_HEADERS = ["dialogue", "profile", "hidden need", "personality", "final emotion", "outcome", "turns",
                     "error"]
 
@@ -80,15 +79,6 @@ def protocol_details(protocol: Optional[dict[str, Any]], cuts: Optional[dict[str
     return line
 
 
-def _num(x: Optional[float], digits: int = 1) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
-
-
-def _ci(row: dict[str, Any]) -> str:
-    lo, hi = row.get("ci_low"), row.get("ci_high")
-    return "—" if lo is None or hi is None else f"{lo:.1f}–{hi:.1f}"
-
-
 def lab_rows(groups: list[dict[str, Any]]) -> list[list[Any]]:
     """The lab's eval runs (LAB_HEADERS), group after group; rank restarts in each simulator group."""
     rows = []
@@ -99,8 +89,8 @@ def lab_rows(groups: list[dict[str, Any]]) -> list[list[Any]]:
         for r in g["rows"]:
             finished = r.get("finished_at")
             model = (r.get("name") or r.get("model_ref", "")) + (" (replay)" if g.get("replay") else "")
-            rows.append([label, r["rank"], r["id"], model, _num(r.get("score")),
-                         r.get("success"), r.get("failure"), r.get("n"), r.get("n_errors", 0), _ci(r),
+            rows.append([label, r["rank"], r["id"], model, number_text(r.get("score")),
+                         r.get("success"), r.get("failure"), r.get("n"), r.get("n_errors", 0), ci_text(r),
                          g.get("profile_set_hash", "")[:8],
                          finished.strftime("%Y-%m-%d %H:%M") if hasattr(finished, "strftime") else "",
                          protocol_label(g.get("protocol"))])
@@ -112,7 +102,7 @@ def published_table(groups: list[dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for g in groups:
         if g.get("published"):
-            rows += [[r["rank"], f"{r['model']} (published)", _num(r["score"]), r["success"], r["failure"], r["n"],
+            rows += [[r["rank"], f"{r['model']} (published)", number_text(r["score"]), r["success"], r["failure"], r["n"],
                       r["simulator"], r["source"]] for r in g["rows"]]
     return rows
 
@@ -138,7 +128,7 @@ def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
         names = [(r["model"] if g.get("published") else f"#{r['id']} {r.get('name') or r.get('model_ref', '')}")
                  for r in rows]
         fig.add_trace(go.Bar(x=[r.get("score") or 0 for r in rows], y=names, orientation="h",
-                             name=panels[i - 1], text=[_num(r.get("score")) for r in rows], textposition="auto",
+                             name=panels[i - 1], text=[number_text(r.get("score")) for r in rows], textposition="auto",
                              marker_pattern_shape="/" if g.get("published") else "",
                              marker_color="#9e9e9e" if g.get("published") else None), row=i, col=1)
     fig.update_xaxes(range=[0, 100])
@@ -148,19 +138,10 @@ def leaderboard_figure(groups: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[Any]], list[list[Any]]]:
-    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.evaluation.eval_runs.breakdown."""
-    def rows(items: list[dict[str, Any]]) -> list[list[Any]]:
-        return [[i.get("label") or i.get("key"), _num(i.get("score")), i.get("success"), i.get("failure"), i.get("n"),
-                 i.get("n_errors", 0), _ci(i)] for i in items]
-
-    return rows(data.get("need", [])), rows(data.get("personality", []))
-
-
 def dialogue_rows(dialogues: list[dict[str, Any]]) -> list[list[Any]]:
     """An eval run's dialogues (DIALOGUE_HEADERS); failed ones show their reason, never a score."""
     return [[d["id"], d.get("name") or d.get("persona_id", ""), d.get("need_category", ""), d.get("personality", ""),
-             _num(d.get("final_emotion"), 0), d.get("outcome") or d.get("status", ""), d.get("n_turns", 0),
+             number_text(d.get("final_emotion"), 0), d.get("outcome") or d.get("status", ""), d.get("n_turns", 0),
              (d.get("error") or "")[:160]] for d in dialogues]
 
 
@@ -168,7 +149,7 @@ def run_title(run: Optional[dict[str, Any]], cuts: Optional[dict[str, int]] = No
     if not run:
         return "Click a lab row of the leaderboard to see its breakdown and dialogues."
     return (f"**Eval run #{run['id']}** · {md(run.get('name') or run.get('model_ref', ''))} · score "
-            f"**{_num(run.get('score'))}** · success {run.get('success')} · failure {run.get('failure')} · "
+            f"**{number_text(run.get('score'))}** · success {run.get('success')} · failure {run.get('failure')} · "
             f"n {run.get('n')} (errors {run.get('n_errors', 0)}) · seed {run.get('seed')} · "
             f"code {md(run.get('code_version') or 'unknown')}\n\nsimulator: "
             f"{md(simulator_label(run.get('simulator_fingerprint') or {}, run.get('fingerprint_hash', '')))} · "

@@ -12,8 +12,8 @@ from typing import Any, Optional
 import gradio as gr
 
 from app.context import LabContext
+from app.render import BREAKDOWN_HEADERS
 from app.services import experiments as es
-from app.views.benchmark import BREAKDOWN_HEADERS
 
 POLL_S = 3.0
 

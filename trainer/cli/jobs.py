@@ -1,7 +1,7 @@
 """`python -m trainer job JOB_ID [--db URL]`: run a recorded job in this process (what `jobs.launch` starts).
 `python -m trainer jobs [JOB_ID] [--kind K] [--db URL] [--json]`: list the jobs, or show one.
 
-The job runs through trainer.jobs.runner.run_job, as every job does; its kind picks the work: "train" runs
+The job runs through trainer.job_runner.run_job, as every job does; its kind picks the work: "train" runs
 the RL trainer, "benchmark" the Sentient benchmark runner, "compare" a paired comparison, "personas" a
 persona generation. Exit status of `job`: 0 succeeded, 1 failed,
 2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainer.jobs.runner import run_job
+    from trainer.job_runner import run_job
 
     store = make_engine(args.db)
     try:

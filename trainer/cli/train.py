@@ -9,7 +9,7 @@ heartbeat, progress, metrics, checkpoints and the log file (stdout is also writt
 trained model: the checkpoint's `policy/` folder), error.
 Under the `deepspeed` launcher every rank runs the same command; rank 0 owns the job row.
 
-The job runs through trainer.jobs.runner.run_job, as every job does. Exit status: 0 succeeded, 1 failed,
+The job runs through trainer.job_runner.run_job, as every job does. Exit status: 0 succeeded, 1 failed,
 2 bad input (invalid config, unknown job, wrong state), 143 cancelled.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ def load_config(path: Optional[str], overrides: list[str], preset: Optional[str]
 
 def run(args: argparse.Namespace) -> int:
     from trainer.config import ConfigError
-    from trainer.jobs.runner import EXIT_CANNOT_RUN, run_job
+    from trainer.job_runner import EXIT_CANNOT_RUN, run_job
 
     try:
         config = load_config(args.config, args.set, args.preset)
@@ -130,7 +130,7 @@ def run_resume(args: argparse.Namespace) -> int:
     from storage import default_url, make_engine
     from trainer.config import TrainConfig
     from trainer.jobs import queue as jobs
-    from trainer.jobs.runner import EXIT_CANNOT_RUN, run_job
+    from trainer.job_runner import EXIT_CANNOT_RUN, run_job
     from trainer.learning.distributed import broadcast_object, init_distributed
 
     store = make_engine(args.db)

@@ -356,7 +356,7 @@ def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None])
 
 
 def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
-    """Entry of a "benchmark" job (trainer.jobs.runner): the job's eval run is resumed when it has one."""
+    """Entry of a "benchmark" job (trainer.job_runner): the job's eval run is resumed when it has one."""
     config = BenchmarkConfig.from_dict(ctx.config)
     with read_scope(engine) as s:
         existing = s.scalars(select(EvalRun.id).where(EvalRun.job_id == ctx.job_id).order_by(EvalRun.id)).first()

@@ -119,7 +119,7 @@ def _resumable_job(store: Engine, comparison_id: int) -> dict[str, Any]:
 
 
 def run_comparison_job(store: Engine, ctx: Any) -> dict[str, Any]:
-    """Entry of a "compare" job (trainer.jobs.runner)."""
+    """Entry of a "compare" job (trainer.job_runner)."""
     return {"comparison_status": play_comparison(store, int(ctx.config["comparison_id"]), ctx, print)}
 
 

@@ -4,7 +4,7 @@ benchmark job on its final checkpoint, then the judge on that eval run when the 
     run_experiment(store, store_url, experiment_id) -> exit status
 
 Every cell goes queued -> training -> benchmarking [-> judging] -> succeeded (or failed / cancelled). The jobs
-are the lab's ordinary jobs (trainer.jobs.queue.launch: OS processes run by trainer.jobs.runner), so they show in
+are the lab's ordinary jobs (trainer.jobs.queue.launch: OS processes run by trainer.job_runner), so they show in
 the Training and Benchmark views and follow the store's job queue (one job runs at a time per store; with
 `parallel` N, up to N cells have their jobs launched and waiting in that queue). All the state is in the
 store: a killed runner loses nothing, and `python -m trainer experiment --resume ID` picks up where it was
@@ -26,7 +26,7 @@ from storage.models import utcnow
 from trainer.experiments.grid import CELL_FINAL, ExperimentError, experiment_detail, runner_folder, runners_root
 from trainer.jobs import queue as jobs
 from trainer.jobs.owner import JobLock, owner_pid
-from trainer.jobs.runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 
 POLL_S = 1.0
 IN_FLIGHT = ("training", "benchmarking", "judging")

@@ -3,7 +3,7 @@ the store.
 
 The app (or a shell) creates a Job row and `launch`es `python -m trainer job JOB_ID` in a new process
 group, so the job outlives a closed browser and a restarted app. Every entry point runs a job through
-trainer.jobs.runner.run_job; inside the job process `JobContext` takes the job through its life:
+trainer.job_runner.run_job; inside the job process `JobContext` takes the job through its life:
 
     queued --(its turn; see QUEUED_KINDS)--> running
     running --(normal exit)--> succeeded | --(exception)--> failed | --(SIGTERM / Cancel)--> cancelled

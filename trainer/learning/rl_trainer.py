@@ -8,7 +8,7 @@
         every save_every steps: an atomic checkpoint (HF folders + optimizer / scheduler / RNG state)
 
 `RLTrainer(config, store=the store, job=JobContext).train()` runs inside a job process
-(`python -m trainer train|resume|job`, all through trainer.jobs.runner); under the `deepspeed` launcher
+(`python -m trainer train|resume|job`, all through trainer.job_runner); under the `deepspeed` launcher
 every rank runs the same loop on its share of the profiles and rank 0 reports. A resumed run (the job's
 last checkpoint, or `resume_from`) continues at the step after the checkpoint with the same weights,
 optimizer, scheduler, RNG and profile order, so no step is lost or repeated.

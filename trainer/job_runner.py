@@ -1,4 +1,6 @@
-"""Run a recorded job in this process: the one runner behind `python -m trainer train`, `resume` and `job`
+"""Run a recorded job in this process: the one runner behind `python -m trainer train`, `resume` and `job`. It sits
+above trainer.jobs (the queue, the owner lock, the context), trainer.learning and trainer.evaluation, whose work
+it starts by the job's kind
 (what `jobs.launch` starts, so also the app's Launch, Resume and benchmark buttons).
 
     run_job(store, job_id) -> exit status
