@@ -281,3 +281,30 @@ def test_a_dialogue_seed_depends_on_who_plays_not_where():
     assert len(set(seeds.values())) == len(seeds)  # every identity its own seed
     assert all(0 <= v < 2 ** 31 for v in seeds.values())
     assert dialogue_seed(0, "maya", 1) == seeds[(0, "maya", 1)]  # a function of the identity alone
+
+
+@pytest.mark.process
+def test_the_benchmark_views_resume_button_finishes_a_killed_run_as_if_never_stopped(reference, tiny_model_dir,
+                                                                                      user_spec, db_url):
+    """The Benchmark view's Resume (app.services.benchmark_form.resume_job): refused while the owner lives,
+    naming it; after a kill -9 the job resumes in the background and ends with the uninterrupted dialogues."""
+    from app.services import benchmark_form
+
+    p = start_cli(*bench_args(tiny_model_dir, user_spec, db_url))
+    engine = make_engine(db_url)
+    try:
+        wait_for(lambda: finished(db_url) >= 1, timeout=300, every=0.02)
+        refused = benchmark_form.resume_job(engine, db_url, 1)
+        assert "was not resumed" in refused and f"live process {p.pid}" in refused, refused
+        kill(p)
+        said = benchmark_form.resume_job(engine, db_url, 1)
+        assert said.startswith("Resumed job #1"), said
+        done = wait_for(lambda: (d := jobs.job_detail(engine, 1)) and d["status"] in
+                        ("succeeded", "failed", "dead", "cancelled") and d, timeout=600, every=0.5)
+        assert done["status"] == "succeeded", done["log_tail"][-2000:]
+        assert results(db_url, 1) == reference["results"]
+        assert "only an interrupted, failed, cancelled or dead job" in benchmark_form.resume_job(engine, db_url, 1)
+    finally:
+        if p.poll() is None:
+            kill(p)
+        engine.dispose()

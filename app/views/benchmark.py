@@ -199,6 +199,7 @@ def build(ctx: LabContext) -> None:
         with gr.Row():
             job_md = gr.Markdown(bf.job_details(store, None), elem_id="bench-job-detail")
             cancel = gr.Button("Cancel this job", scale=0, min_width=160, elem_id="bench-cancel")
+            resume = gr.Button("Resume this job", scale=0, min_width=160, elem_id="bench-resume")
         picked_job = gr.State(None)
     gr.Markdown("### Leaderboard\nRuns are ranked only against runs scored by the same simulator "
                 "(fingerprint) on the same profile set under the same protocol. Published rows used their own "
@@ -298,6 +299,8 @@ def build(ctx: LabContext) -> None:
     bench_jobs.select(on_pick_job, None, picked_job).then(
         bf.job_details_for(store), picked_job, job_md)
     cancel.click(on_cancel, picked_job, start_msg).then(refresh, [board_sig, picked_job], outputs)
+    resume.click(lambda job: bf.resume_job(store, url, job), picked_job, start_msg).then(
+        refresh, [board_sig, picked_job], outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
     lab_table.select(on_pick_run, None, picked_run)
