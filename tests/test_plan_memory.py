@@ -1,0 +1,116 @@
+"""New for issue 33 (GPU truth): the memory plan is an upper bound of what a step holds (trainer.plan_memory).
+
+Measured reference points: one H200, torch 2.11, random Qwen2 of Qwen2.5-1.5B's shape, 16 dialogues x 3 turns x 96
+new tokens, max_dialogue_tokens 1024, micro-batch 4, bf16 (/work/shared/gpu/README.md; benchmarks/gpu_check.py
+measures them again). The plan must lie between the peak allocated and 1.25 x the peak reserved memory.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer import plan as P
+from trainer import plan_memory as M
+from trainer.config import TrainConfig
+
+# (algorithm settings, peak allocated GiB, peak reserved GiB) measured on the H200 with the transformers engine
+H200_MEASURED = [({"algorithm": "ppo"}, 26.60, 30.91), ({"algorithm": "grpo", "group_size": 4}, 16.80, 19.26)]
+GPU_RUN = dict(max_turns=3, max_new_tokens=96, max_dialogue_tokens=1024, dialogues_per_step=16, minibatch_size=8,
+               micro_batch_size=4, dtype="bfloat16", device="cuda", engine="transformers")
+
+
+def _qwen_1p5b_shape(vocab: int = 512) -> P.ModelShape:
+    from transformers import Qwen2Config
+
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                      num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=False)
+    return P.shape_from_config(cfg, "qwen2.5-1.5b-shape", "Qwen2.5-1.5B's config.json numbers")
+
+
+def _hw(device: str = "cuda", memory: float = 139.8) -> P.Hardware:
+    return P.Hardware(device, 1, 1, memory, "test")
+
+
+@pytest.mark.parametrize("extra, allocated, reserved", H200_MEASURED)
+def test_plan_lies_between_the_measured_h200_peaks(extra: dict, allocated: float, reserved: float):
+    shape = _qwen_1p5b_shape()
+    assert shape.total_params == 1_311_913_472
+    config = TrainConfig(**GPU_RUN, **extra)
+    plan = P.make_plan(config, shape, shape if config.algorithm == "ppo" else None, _hw())
+    assert allocated <= plan.per_gpu_gib <= 1.25 * reserved, (plan.per_gpu_gib, plan.parts)
+    assert plan.per_gpu_gib == pytest.approx(sum(plan.parts.values()), abs=0.05)
+    assert "sampling_kv_cache" in plan.parts  # the static decode path keeps its cache on GPUs
+    assert set(plan.extra["transients"]) == {"activations", "optimizer_step_temp", "sampling_prefill",
+                                             "sampling_logits"}
+    assert any(n.startswith("transient_peak: ") for n in plan.notes)
+
+
+def test_overlap_kl_and_engine_add_the_parts_they_hold():
+    shape = _qwen_1p5b_shape()
+    base = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
+    on_policy = P.make_plan(base, shape, None, _hw())
+    overlapped = P.make_plan(TrainConfig(**{**GPU_RUN, "max_staleness": 1}, algorithm="grpo", group_size=4),
+                             shape, None, _hw())
+    assert overlapped.parts["sampling_policy_copy"] == pytest.approx(shape.total_params * 2 / P.GIB, abs=0.01)
+    t = on_policy.extra["transients"]
+    assert on_policy.parts["transient_peak"] == pytest.approx(max(t["activations"], t["optimizer_step_temp"],
+                                                                  t["sampling_prefill"] + t["sampling_logits"]), abs=0.02)
+    # overlapped: sampling (twice the rows) runs during the update, so the phases add up
+    assert overlapped.parts["transient_peak"] > on_policy.parts["transient_peak"] + t["sampling_prefill"]
+    with_kl = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, kl_coef=0.1), shape, None, _hw())
+    assert with_kl.parts["reference_weights"] == overlapped.parts["sampling_policy_copy"]
+    on_cpu = P.make_plan(TrainConfig(**{**GPU_RUN, "device": "cpu"}, algorithm="grpo", group_size=4), shape, None,
+                         _hw("cpu", 24))
+    assert "sampling_kv_cache" not in on_cpu.parts and "sampling_kv_cache" in on_cpu.extra["transients"]
+    zero2 = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, deepspeed="zero2"), shape, None, _hw())
+    assert zero2.extra["transients"]["optimizer_step_temp"] == 0  # DeepSpeed steps in place
+
+
+def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
+    shape = _qwen_1p5b_shape()
+    full = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    light = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, gradient_checkpointing=True),
+                        P.shape_from_config(_config(), "s", "t", 16, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                        None, _hw())
+    assert light.extra["transients"]["activations"] < full.extra["transients"]["activations"] / 5
+    assert light.extra["transients"]["optimizer_step_temp"] * 50 < full.extra["transients"]["optimizer_step_temp"]
+
+
+def _config():
+    from transformers import Qwen2Config
+
+    return Qwen2Config(vocab_size=512, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                       num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=False)
+
+
+def test_static_cache_bucket_matches_the_engine():
+    from trainer.policies.static_decode import CACHE_BUCKET
+
+    assert M.STATIC_CACHE_BUCKET == CACHE_BUCKET
+
+
+def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
+    """On CPU, the bytes of every tensor autograd saves in a forward of the tiny Qwen2 (counted once per storage)
+    stay under the formula, which is not looser than 3x."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).train()
+    shape = P.model_shape(str(tiny_model_dir))
+    s, b = 256, 2
+    ids = torch.randint(3, shape.vocab, (b, s), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, :40] = 0  # a left-padded row: the padding mask path (repeat_kv) runs
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(input_ids=ids, attention_mask=mask, logits_to_keep=s)
+        out.logits.float().log_softmax(-1).mean().backward()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    measured = sum(n for ptr, n in storages.items() if ptr not in params)
+    config = TrainConfig(max_dialogue_tokens=s, micro_batch_size=b, max_turns=1, max_new_tokens=s, dtype="float32")
+    bound = M.activation_bytes(shape, config, "cpu", checkpointing=False)
+    assert measured <= bound <= 3 * measured, (measured, bound)
