@@ -149,7 +149,7 @@ def decode(model_dir: Path, device: str, batches: list[int], new_tokens: int, pr
                     full, steps = _time_generate(engine, prompts, new_tokens, sync)
                     ms = (full - one) / max(steps - 1, 1) * 1e3
                     best = ms if best is None else min(best, ms)
-                row = {"batch": batch, "path": name, "ms_per_step": round(best, 3),
+                row = {"batch": batch, "path": name, "path_used": engine.decode, "ms_per_step": round(best, 3),
                        "tokens_per_s": round(batch * 1e3 / best, 1)}
                 if floor_ms:
                     row["x_floor"] = round(best / floor_ms, 2)
@@ -160,6 +160,7 @@ def decode(model_dir: Path, device: str, batches: list[int], new_tokens: int, pr
     out["rows"] = rows
     out["greedy_agreement"] = _agreement(base, fast, torch, device)
     out["static_graph_captures"] = fast._static.captures if fast._static is not None else 0
+    out["static_error"] = fast.static_error  # set when the static path failed and the engine fell back
     return out
 
 
@@ -245,7 +246,7 @@ def cases(model_dir: Path, tiny: bool, device: str) -> list[tuple[str, str, dict
 
 def run_pytest(timeout: float) -> dict:
     p = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rA", "-p", "no:cacheprovider",
-                        "tests/test_gpu.py", f"--timeout={int(max(timeout - 10, 30))}"], capture_output=True,
+                        "tests/test_gpu.py", f"--timeout={int(min(150, max(timeout - 10, 30)))}"], capture_output=True,
                        text=True, timeout=timeout, cwd=ROOT)
     lines = p.stdout.strip().splitlines()
     return {"rc": p.returncode, "summary": lines[-1] if lines else "", "passed": [x for x in lines if x.startswith("PASSED")],

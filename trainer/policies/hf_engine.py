@@ -10,11 +10,14 @@ With per-prompt `seeds` (and T > 0) each row is sampled by `_RowSampler` from it
 instead of transformers' one shared random stream, so a row's reply does not depend on its batch mates."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Optional
 
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 from trainer.policies.repetition import RepetitionStop
+
+log = logging.getLogger(__name__)
 
 
 DECODE_PATHS = ("generate", "static")
@@ -52,6 +55,7 @@ class HFEngine(PolicyEngine):
             raise ValueError(f"decode: must be one of {', '.join(DECODE_PATHS)} or auto, got {decode!r}")
         self.decode = decode
         self._static: Any = None  # trainer.policies.static_decode.StaticDecoder, made on first use
+        self.static_error: Optional[str] = None  # why the static path was given up, if it was
 
     @property
     def context_length(self) -> Optional[int]:
@@ -94,8 +98,13 @@ class HFEngine(PolicyEngine):
         if params.seed is not None:
             torch.manual_seed(params.seed)
         if self.decode == "static" and not self.model.training:
-            new, logprobs, loops = self._decode_static(input_ids, attention, params, seeds)
-            return self._results(prompt_ids, new, logprobs, loops)
+            try:
+                new, logprobs, loops = self._decode_static(input_ids, attention, params, seeds)
+                return self._results(prompt_ids, new, logprobs, loops)
+            except RuntimeError as exc:  # e.g. a model whose forward cannot be captured: generate from now on
+                self.static_error = repr(exc)[:500]
+                self.decode, self._static = "generate", None
+                log.warning("transformers engine: the static decode path failed (%s); using generate", exc)
         rows = _RowSampler(seeds, params.temperature, params.top_p) if seeds is not None and not greedy else None
         sampling = not greedy and rows is None  # transformers' own sampler (one random stream for the batch)
         stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None

@@ -185,7 +185,8 @@ class StaticDecoder:
         for layer in slot.cache.layers:  # the warm-up wrote two columns: the steps to come write them again
             layer.cumulative_length.sub_(2)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # thread_local: the overlapped learner may run CUDA work in another thread meanwhile (max_staleness >= 1)
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             slot.logits = slot.step(self.model)
         slot.graph = graph
         self.captures += 1
