@@ -159,7 +159,7 @@ def decode(model_dir: Path, device: str, batches: list[int], new_tokens: int, pr
             print(f"[gpu_check] decode {row}", flush=True)
     out["rows"] = rows
     out["greedy_agreement"] = _agreement(base, fast, torch, device)
-    out["static_graph_captures"] = fast._static.captures if fast._static is not None else 0
+    out["static_graph_captures"] = fast.static_captures
     out["static_error"] = fast.static_error  # set when the static path failed and the engine fell back
     return out
 
@@ -322,8 +322,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 save()
             continue
         for name, text, extra_env in group:
-            guarded(results, f"train:{name}", budget, 60 if args.tiny else 75, lambda: train_case(
-                name, text, gpu_gib, max(budget.left() - 5, 30), workdir, extra_env))
+            guarded(results, f"train:{name}", budget, 60 if args.tiny else 75, lambda n=name, t=text, e=extra_env:
+                    train_case(n, t, gpu_gib, max(budget.left() - 5, 30), workdir, e))
             save()
     results["total_s"] = round(time.monotonic() - budget.t0, 1)
     save()

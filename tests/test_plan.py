@@ -26,13 +26,16 @@ def _plan_cli(*args: str) -> dict:
     return json.loads(done.stdout)  # stdout is the plan alone
 
 
-def test_paper_ppo_fits_on_the_papers_hardware_and_not_on_one_24_gib_gpu():
+def test_paper_ppo_on_the_papers_hardware_is_bound_by_the_learners_logits_and_not_on_one_24_gib_gpu():
     paper = _plan_cli("--config", PAPER_PPO, "--gpus", "8", "--nodes", "4", "--gpu-memory", "80")
-    assert paper["fits"] is True and paper["seconds_per_step"] is None
+    # changed for issue 33: the loss's float32 logits over 152,064 ids at up to 15,000 positions (~30 GiB with
+    # checkpointing) push the learner's phase past 80 GiB; the plan says so instead of "fits"
+    assert paper["fits"] is False and paper["seconds_per_step"] is None
+    assert paper["transients"]["activations"] > 25 and paper["transients"]["optimizer_step_temp"] == 0
     assert set(paper) >= {"per_gpu_gib", "parts", "fits", "seconds_per_step", "notes"}
     assert set(paper["parts"]) == {"policy_weights", "policy_grads_optimizer", "critic_weights",
                                    "critic_grads_optimizer", "transient_peak", "vllm_weights", "vllm_kv_cache"}
-    assert paper["per_gpu_gib"] == pytest.approx(sum(paper["parts"].values()), abs=0.05) and paper["per_gpu_gib"] <= 80
+    assert paper["per_gpu_gib"] == pytest.approx(sum(paper["parts"].values()), abs=0.05) and paper["per_gpu_gib"] > 80
     assert paper["params"]["policy"] == 7_615_616_512  # Qwen2.5-7B's published parameter count
     assert any("published config.json" in n for n in paper["notes"])  # says where the numbers come from
     assert any("ZeRO-3" in n for n in paper["notes"])

@@ -29,9 +29,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainer.config import TrainConfig
-
-from trainer.plan_memory import (DTYPE_BYTES, GIB, activation_bytes, kv_bytes_per_token, optimizer_step_bytes,
-                                 sampling_bytes, transient_notes, transient_peak)
+from trainer.plan_memory import (
+    DTYPE_BYTES,
+    GIB,
+    activation_bytes,
+    kv_bytes_per_token,
+    optimizer_step_bytes,
+    sampling_bytes,
+    transient_notes,
+    transient_peak,
+)
 
 __all__ = ["DTYPE_BYTES", "GIB", "activation_bytes", "kv_bytes_per_token", "make_plan", "plan_config"]
 VLLM_GPU_MEMORY_UTILIZATION = 0.5  # trainer.policies.vllm_engine.VLLMEngine's default, which RLTrainer keeps

@@ -11,8 +11,9 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   fallback keeps the scores and their softmax (2 p a s^2 b, Korthikanti et al. 2022, arXiv 2205.05198, Sec. 4.1).
   LoRA keeps lora_A's output (r p s b) per adapted projection. Gradient checkpointing keeps each layer's input
   (p s b h) and one layer recomputed in full. Plus the final norm and the loss's logits at the policy's token
-  positions (trainer.learning.learner.Learner._logprobs: the dtype's logits, their float32 copy, the
-  temperature-scaled copy and log_softmax: p + 12 bytes per vocabulary entry).
+  positions (trainer.learning.learner.Learner._logprobs: the dtype's logits while they are cast, the float32
+  logits, the entropy's softmax and its product with the logits, or in the backward the float32 gradient:
+  p + 12 bytes per vocabulary entry).
 - optimizer_step_temp: torch AdamW's multi-tensor step (the default on CUDA) allocates sqrt(second moments), one
   tensor per trained parameter in the dtype (torch/optim/adam.py, _multi_tensor_adam: torch._foreach_sqrt);
   on CPU the per-parameter loop holds one at a time (the largest). DeepSpeed's optimizers step in place: 0.

@@ -62,6 +62,11 @@ class HFEngine(PolicyEngine):
         return getattr(self.model.config, "max_position_embeddings", None)
 
     @property
+    def static_captures(self) -> int:
+        """CUDA graphs the static decode path has captured so far (a new batch or cache bucket, new weights)."""
+        return self._static.captures if self._static is not None else 0
+
+    @property
     def eos_token_id(self) -> int:
         return self._stop_ids[0]
 
