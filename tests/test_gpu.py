@@ -42,6 +42,17 @@ def _config_text(model: Path, **changes) -> str:
     return "".join(f"{k}: {json.dumps(v)}\n" for k, v in base.items())
 
 
+def test_decode_speed_next_to_the_bandwidth_floor(small_model: Path):
+    """Both decode paths at batch 1 and 64; the static path replays its captured graph and agrees with generate."""
+    env = environment()
+    result = decode(small_model, "cuda", [1, 64], 48, 64, env, Budget(300))
+    print("\n" + json.dumps(result, indent=1))
+    rows = {(r["batch"], r["path"]): r for r in result["rows"]}
+    assert all("ms_per_step" in r for r in rows.values()), rows
+    assert result["static_graph_captures"] >= 2  # one graph per batch bucket
+    assert result["greedy_agreement"]["first_logprob_abs_diff"] < 0.1
+
+
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo", "rloo", "reinforce_pp"])
 def test_one_bf16_step_per_algorithm_moves_the_policy(small_model: Path, algorithm: str):
     from trainer.config import TrainConfig
@@ -77,19 +88,6 @@ def test_plan_bounds_the_measured_peak_memory(small_model: Path, tmp_path: Path,
     assert rec["plan_ge_allocated"] and rec["plan_le_slack_reserved"], rec
 
 
-def test_zero2_trains_under_the_deepspeed_launcher(small_model: Path, tmp_path: Path):
-    pytest.importorskip("deepspeed")
-    launcher = shutil.which("deepspeed") or str(Path(sys.executable).parent / "deepspeed")
-    cfg = tmp_path / "zero2.yaml"
-    cfg.write_text(_config_text(small_model, deepspeed="zero2"))
-    env = dict(os.environ, RLVER_LAB_HOME=str(tmp_path / "home"))
-    proc = subprocess.run([launcher, "--no_local_rank", "--num_gpus", "1", "--module", "trainer", "train", "--config",
-                           str(cfg), "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    result = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
-    assert result["status"] == "succeeded" and result["steps"] == 2
-
-
 @pytest.mark.parametrize("lora", [False, True])
 def test_weight_stream_reaches_the_cuda_sampling_copy(small_model: Path, lora: bool):
     from trainer.config import TrainConfig
@@ -111,12 +109,14 @@ def test_weight_stream_reaches_the_cuda_sampling_copy(small_model: Path, lora: b
     assert all(torch.equal(want[k].to(got[k].dtype), got[k]) for k in want)
 
 
-def test_decode_speed_next_to_the_bandwidth_floor(small_model: Path):
-    """Both decode paths at batch 1 and 64; the static path replays its captured graph and agrees with generate."""
-    env = environment()
-    result = decode(small_model, "cuda", [1, 64], 48, 64, env, Budget(300))
-    print("\n" + json.dumps(result, indent=1))
-    rows = {(r["batch"], r["path"]): r for r in result["rows"]}
-    assert all("ms_per_step" in r for r in rows.values()), rows
-    assert result["static_graph_captures"] >= 2  # one graph per batch bucket
-    assert result["greedy_agreement"]["first_logprob_abs_diff"] < 0.1
+def test_zero2_trains_under_the_deepspeed_launcher(small_model: Path, tmp_path: Path):
+    pytest.importorskip("deepspeed")
+    launcher = shutil.which("deepspeed") or str(Path(sys.executable).parent / "deepspeed")
+    cfg = tmp_path / "zero2.yaml"
+    cfg.write_text(_config_text(small_model, deepspeed="zero2"))
+    env = dict(os.environ, RLVER_LAB_HOME=str(tmp_path / "home"))
+    proc = subprocess.run([launcher, "--no_local_rank", "--num_gpus", "1", "--module", "trainer", "train", "--config",
+                           str(cfg), "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    result = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
+    assert result["status"] == "succeeded" and result["steps"] == 2
