@@ -114,3 +114,17 @@ def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
     config = TrainConfig(max_dialogue_tokens=s, micro_batch_size=b, max_turns=1, max_new_tokens=s, dtype="float32")
     bound = M.activation_bytes(shape, config, "cpu", checkpointing=False)
     assert measured <= bound <= 3 * measured, (measured, bound)
+
+
+def test_cpu_probe_measures_no_more_than_the_plan_per_process(tiny_model_dir, tmp_path):
+    """The probe's two real steps on CPU add to the process (peak resident size less the size before them) no
+    more than the plan's per-process figure for the same config without the probe."""
+    from helpers import tiny_train_config
+
+    from trainer.plan_probe import measure_seconds_per_step
+
+    config = TrainConfig.from_yaml(tiny_train_config(tmp_path, tiny_model_dir, dialogues_per_step=8, minibatch_size=4))
+    formula = P.plan_config(config, memory_gib=16, probe=False)
+    measured = measure_seconds_per_step(config).step_memory_bytes / P.GIB
+    assert formula.extra["device"] == "cpu"
+    assert measured <= formula.per_gpu_gib, (measured, formula.parts)
