@@ -198,14 +198,19 @@ def train_case(name: str, config_text: str, gpu_gib: float, timeout: float, work
     env = dict(os.environ, RLVER_LAB_HOME=str(workdir / f"home-{name}"), PEAK_FILE=str(workdir / f"peak-{name}.json"),
                **extra_env)
     rec: dict = {"case": name}
-    p = subprocess.run([sys.executable, "-m", "trainer", "plan", "--config", str(cfg), "--gpus", "1",
-                        "--gpu-memory", str(gpu_gib), "--json"], capture_output=True, text=True, env=env,
-                       timeout=min(timeout, 120), cwd=ROOT)
-    try:
+    t0 = time.monotonic()
+    try:  # a plan that fails or hangs is recorded; the training still runs
+        p = subprocess.run([sys.executable, "-m", "trainer", "plan", "--config", str(cfg), "--gpus", "1",
+                            "--gpu-memory", str(gpu_gib), "--json"], capture_output=True, text=True, env=env,
+                           timeout=min(timeout, 120), cwd=ROOT)
         plan = json.loads(p.stdout.strip().splitlines()[-1])
         rec["plan_gib"], rec["plan_parts"] = plan.get("per_gpu_gib"), plan.get("parts")
+        rec["plan_transients"] = plan.get("transients")
+    except subprocess.TimeoutExpired as exc:
+        rec["plan_error"] = repr(exc)[:300]
     except (IndexError, ValueError):
         rec["plan_error"] = (p.stdout[-800:] + p.stderr[-1200:])
+    timeout = max(timeout - (time.monotonic() - t0), 20)
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, "train", "--config", str(cfg), "--json"],
                        capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
@@ -262,7 +267,7 @@ def table(results: dict) -> str:
         for r in dec["rows"]:
             lines.append(f"{r['batch']:>6} {r['path']:>9} {r.get('ms_per_step', '-')!s:>9} {r.get('x_floor', '-')!s:>8} "
                          f"{r.get('tokens_per_s', r.get('error', r.get('skipped', '-')))!s:>9}")
-    train = [v for k, v in results.items() if k.startswith("train:") and isinstance(v, dict)]
+    train = [{"case": k[len("train:"):], **v} for k, v in results.items() if k.startswith("train:") and isinstance(v, dict)]
     if train:
         lines.append(f"{'case':>18} {'plan':>7} {'alloc':>7} {'reserv':>7} {'ok':>5} {'step_s':>7} {'idle':>6}")
         for r in train:
