@@ -149,7 +149,7 @@ def decode(model_dir: Path, device: str, batches: list[int], new_tokens: int, pr
                     full, steps = _time_generate(engine, prompts, new_tokens, sync)
                     ms = (full - one) / max(steps - 1, 1) * 1e3
                     best = ms if best is None else min(best, ms)
-                row = {"batch": batch, "path": name, "path_used": engine.decode, "ms_per_step": round(best, 3),
+                row = {"batch": batch, "path": name, "path_used": engine.decode_path, "ms_per_step": round(best, 3),
                        "tokens_per_s": round(batch * 1e3 / best, 1)}
                 if floor_ms:
                     row["x_floor"] = round(best / floor_ms, 2)

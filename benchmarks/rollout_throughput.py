@@ -184,7 +184,7 @@ def decode(batches: list[int], new_tokens: int, repeats: int, hf_decode: str = "
 
     hf = make_policy_engine("default", decode=hf_decode)
     hf_rates = {b: _decode_rate(hf, b, new_tokens, repeats) for b in batches}
-    path = hf.decode
+    path = hf.decode_path
     del hf
     vllm_rates: dict = {}
     if with_vllm:

@@ -28,9 +28,9 @@ def engines(tmp_path_factory):
 
 def test_auto_decode_is_generate_on_cpu_and_a_bad_choice_names_the_setting(engines, monkeypatch):
     plain, _ = engines
-    assert HFEngine(plain.path, device="cpu", model=plain.model, tokenizer=plain.tokenizer).decode == "generate"
+    assert HFEngine(plain.path, device="cpu", model=plain.model, tokenizer=plain.tokenizer).decode_path == "generate"
     monkeypatch.setenv("RLVER_HF_DECODE", "static")
-    assert HFEngine(plain.path, device="cpu", model=plain.model, tokenizer=plain.tokenizer).decode == "static"
+    assert HFEngine(plain.path, device="cpu", model=plain.model, tokenizer=plain.tokenizer).decode_path == "static"
     with pytest.raises(ValueError, match="decode: must be one of generate, static"):
         HFEngine(plain.path, device="cpu", model=plain.model, tokenizer=plain.tokenizer, decode="fast")
 

@@ -1,6 +1,6 @@
 """The transformers engine: left-padded batched generation with a KV cache, on CPU or GPU.
 
-Two decode paths (`decode`): "generate", transformers' generate with its growing cache; "static", the lab's
+Two decode paths (argument `decode`, attribute `decode_path`): "generate", transformers' generate with its growing cache; "static", the lab's
 loop over a static cache whose decode step is replayed as a CUDA graph on GPUs (trainer.policies.static_decode,
 several times faster there). "auto" (the default) is "static" on CUDA and "generate" on CPU, where the graph
 does not exist and generate is no slower; RLVER_HF_DECODE in the environment overrides "auto". The static
@@ -53,7 +53,7 @@ class HFEngine(PolicyEngine):
             decode = os.environ.get("RLVER_HF_DECODE") or ("static" if self.device.startswith("cuda") else "generate")
         if decode not in DECODE_PATHS:
             raise ValueError(f"decode: must be one of {', '.join(DECODE_PATHS)} or auto, got {decode!r}")
-        self.decode = decode
+        self.decode_path = decode
         self._static: Any = None  # trainer.policies.static_decode.StaticDecoder, made on first use
         self.static_error: Optional[str] = None  # why the static path was given up, if it was
 
@@ -102,13 +102,13 @@ class HFEngine(PolicyEngine):
         greedy = params.temperature == 0
         if params.seed is not None:
             torch.manual_seed(params.seed)
-        if self.decode == "static" and not self.model.training:
+        if self.decode_path == "static" and not self.model.training:
             try:
                 new, logprobs, loops = self._decode_static(input_ids, attention, params, seeds)
                 return self._results(prompt_ids, new, logprobs, loops)
             except RuntimeError as exc:  # e.g. a model whose forward cannot be captured: generate from now on
                 self.static_error = repr(exc)[:500]
-                self.decode, self._static = "generate", None
+                self.decode_path, self._static = "generate", None
                 log.warning("transformers engine: the static decode path failed (%s); using generate", exc)
         rows = _RowSampler(seeds, params.temperature, params.top_p) if seeds is not None and not greedy else None
         sampling = not greedy and rows is None  # transformers' own sampler (one random stream for the batch)
