@@ -235,7 +235,8 @@ def train_case(name: str, config_text: str, gpu_gib: float, timeout: float, work
 
 
 def cases(model_dir: Path, tiny: bool, device: str) -> list[tuple[str, str, dict]]:
-    common = (f"model: {model_dir}\npersona_set: builtin:train\nsimulator: python:docs/examples/rule_user.py:make_user\n"
+    common = (f"model: {model_dir}\npersona_set: builtin:train\n"
+              "simulator: python:docs/examples/rule_user.py:make_user\n"
               f"max_turns: 3\nmax_new_tokens: {16 if tiny else 96}\nmax_dialogue_tokens: {256 if tiny else 1024}\n"
               f"temperature: 1.0\nsave_every: 100\nkeep_checkpoints: 1\nseed: 0\nengine: transformers\n"
               f"dtype: {'float32' if tiny else 'bfloat16'}\ndevice: {device}\nsteps: 2\ndialogues_per_step: 16\n"
@@ -254,7 +255,8 @@ def run_pytest(timeout: float) -> dict:
                         "tests/test_gpu.py", f"--timeout={int(min(150, max(timeout - 10, 30)))}"], capture_output=True,
                        text=True, timeout=timeout, cwd=ROOT)
     lines = p.stdout.strip().splitlines()
-    return {"rc": p.returncode, "summary": lines[-1] if lines else "", "passed": [x for x in lines if x.startswith("PASSED")],
+    return {"rc": p.returncode, "summary": lines[-1] if lines else "",
+            "passed": [x for x in lines if x.startswith("PASSED")],
             "failed": [x for x in lines if x.startswith(("FAILED", "ERROR"))], "tail": (p.stdout + p.stderr)[-3000:]}
 
 
@@ -265,15 +267,18 @@ def table(results: dict) -> str:
         lines.append(f"decode (floor {dec.get('floor_ms')} ms = weights {dec.get('weights_gib')} GiB / bandwidth)")
         lines.append(f"{'batch':>6} {'path':>9} {'ms/step':>9} {'x floor':>8} {'tok/s':>9}")
         for r in dec["rows"]:
-            lines.append(f"{r['batch']:>6} {r['path']:>9} {r.get('ms_per_step', '-')!s:>9} {r.get('x_floor', '-')!s:>8} "
+            lines.append(f"{r['batch']:>6} {r['path']:>9} {r.get('ms_per_step', '-')!s:>9} "
+                         f"{r.get('x_floor', '-')!s:>8} "
                          f"{r.get('tokens_per_s', r.get('error', r.get('skipped', '-')))!s:>9}")
-    train = [{"case": k[len("train:"):], **v} for k, v in results.items() if k.startswith("train:") and isinstance(v, dict)]
+    train = [{"case": k[len("train:"):], **v} for k, v in results.items()
+             if k.startswith("train:") and isinstance(v, dict)]
     if train:
         lines.append(f"{'case':>18} {'plan':>7} {'alloc':>7} {'reserv':>7} {'ok':>5} {'step_s':>7} {'idle':>6}")
         for r in train:
             ok = (r.get("plan_ge_allocated"), r.get("plan_le_slack_reserved"))
             lines.append(f"{r.get('case', '?'):>18} {r.get('plan_gib', '-')!s:>7} {r.get('allocated_gib', '-')!s:>7} "
-                         f"{r.get('reserved_gib', '-')!s:>7} {'yes' if all(ok) else 'NO' if None not in ok else '-':>5} "
+                         f"{r.get('reserved_gib', '-')!s:>7} "
+                         f"{'yes' if all(ok) else 'NO' if None not in ok else '-':>5} "
                          f"{_round(r.get('step_s'))!s:>7} {_round(r.get('learner_idle_share'))!s:>6}"
                          + (f"  {r.get('skipped') or r.get('error') or ''}"[:120]))
     tests = results.get("tests") or {}

@@ -33,7 +33,8 @@ def small_model(tmp_path_factory) -> Path:
 
 
 def _config_text(model: Path, **changes) -> str:
-    base = {"model": str(model), "persona_set": "builtin:train", "simulator": "python:docs/examples/rule_user.py:make_user",
+    base = {"model": str(model), "persona_set": "builtin:train",
+            "simulator": "python:docs/examples/rule_user.py:make_user",
             "max_turns": 2, "max_new_tokens": 32, "max_dialogue_tokens": 512, "temperature": 1.0, "save_every": 100,
             "keep_checkpoints": 1, "seed": 0, "engine": "transformers", "dtype": "bfloat16", "device": "cuda",
             "steps": 2, "dialogues_per_step": 8, "minibatch_size": 4, "micro_batch_size": 2, "algorithm": "grpo",
@@ -84,7 +85,8 @@ def test_plan_bounds_the_measured_peak_memory(small_model: Path, tmp_path: Path,
     """allocated <= plan <= 1.25 x reserved, measured in the training process (torch.cuda.max_memory_*)."""
     rec = train_case(algorithm, _config_text(small_model, algorithm=algorithm), 80, 400, tmp_path, {})
     assert rec.get("train_rc") == 0, rec
-    print(f"\n{algorithm}: plan {rec['plan_gib']} GiB, allocated {rec['allocated_gib']}, reserved {rec['reserved_gib']}")
+    print(f"\n{algorithm}: plan {rec['plan_gib']} GiB, allocated {rec['allocated_gib']}, "
+          f"reserved {rec['reserved_gib']}")
     assert rec["plan_ge_allocated"] and rec["plan_le_slack_reserved"], rec
 
 

@@ -53,8 +53,8 @@ def test_overlap_kl_and_engine_add_the_parts_they_hold():
                              shape, None, _hw())
     assert overlapped.parts["sampling_policy_copy"] == pytest.approx(shape.total_params * 2 / P.GIB, abs=0.01)
     t = on_policy.extra["transients"]
-    assert on_policy.parts["transient_peak"] == pytest.approx(max(t["activations"], t["optimizer_step_temp"],
-                                                                  t["sampling_prefill"] + t["sampling_logits"]), abs=0.02)
+    phases = max(t["activations"], t["optimizer_step_temp"], t["sampling_prefill"] + t["sampling_logits"])
+    assert on_policy.parts["transient_peak"] == pytest.approx(phases, abs=0.02)
     # overlapped: sampling (twice the rows) runs during the update, so the phases add up
     assert overlapped.parts["transient_peak"] > on_policy.parts["transient_peak"] + t["sampling_prefill"]
     with_kl = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, kl_coef=0.1), shape, None, _hw())
