@@ -2,9 +2,10 @@
 
 Two decode paths (argument `decode`, attribute `decode_path`): "generate", transformers' generate with its
 growing cache; "static", the lab's loop over a static cache whose decode step is replayed as a CUDA graph on
-GPUs (trainer.policies.static_decode, several times faster there). "auto" (the default) is "static" on CUDA and "generate" on CPU, where the graph
-does not exist and generate is no slower; RLVER_HF_DECODE in the environment overrides "auto". The static
-path needs the model in eval mode (a model passed in that is training falls back to generate).
+GPUs (trainer.policies.static_decode, several times faster there). "auto" (the default) is "static" on CUDA
+and "generate" on CPU, where the graph does not exist and generate is no slower; RLVER_HF_DECODE in the
+environment overrides "auto". The static path needs the model in eval mode (a model passed in that is
+training falls back to generate).
 
 With per-prompt `seeds` (and T > 0) each row is sampled by `_RowSampler` from its own torch.Generator
 instead of transformers' one shared random stream, so a row's reply does not depend on its batch mates."""
