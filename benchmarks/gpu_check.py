@@ -212,8 +212,13 @@ def train_case(name: str, config_text: str, gpu_gib: float, timeout: float, work
         rec["plan_error"] = (p.stdout[-800:] + p.stderr[-1200:])
     timeout = max(timeout - (time.monotonic() - t0), 20)
     t = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, "train", "--config", str(cfg), "--json"],
-                       capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    try:
+        p = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, "train", "--config", str(cfg), "--json"],
+                           capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:  # the plan's result stays in the record
+        rec.update(train_error=f"training timed out after {timeout:.0f} s (the time budget)",
+                   train_wall_s=round(time.monotonic() - t, 1))
+        return rec
     rec["train_wall_s"], rec["train_rc"] = round(time.monotonic() - t, 1), p.returncode
     try:
         res = json.loads(p.stdout.strip().splitlines()[-1])
@@ -280,7 +285,7 @@ def table(results: dict) -> str:
                          f"{r.get('reserved_gib', '-')!s:>7} "
                          f"{'yes' if all(ok) else 'NO' if None not in ok else '-':>5} "
                          f"{_round(r.get('step_s'))!s:>7} {_round(r.get('learner_idle_share'))!s:>6}"
-                         + (f"  {r.get('skipped') or r.get('error') or ''}"[:120]))
+                         + (f"  {r.get('skipped') or r.get('error') or r.get('train_error') or ''}"[:120]))
     tests = results.get("tests") or {}
     if tests:
         lines.append(f"pytest -m gpu: {tests.get('summary') or tests.get('skipped') or tests.get('error')}")
