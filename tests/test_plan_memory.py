@@ -1,8 +1,10 @@
 """New for issue 33 (GPU truth): the memory plan is an upper bound of what a step holds (trainer.plan_memory).
 
-Measured reference points: one H200, torch 2.11, random Qwen2 of Qwen2.5-1.5B's shape, 16 dialogues x 3 turns x 96
-new tokens, max_dialogue_tokens 1024, micro-batch 4, bf16 (/work/shared/gpu/README.md; benchmarks/gpu_check.py
-measures them again). The plan must lie between the peak allocated and 1.25 x the peak reserved memory.
+Measured reference points (benchmarks/gpu_check.py and tests/test_gpu.py on one H200, torch 2.11 cu130, transformers
+5.19.0, commit 5e83a50, 2026-11-26; docs/presets-and-plan.md has the table): random Qwen2 of Qwen2.5-1.5B's shape,
+16 dialogues x 3 turns x 96 new tokens, max_dialogue_tokens 1024, micro-batch 4, bf16; and tests/test_gpu.py's
+0.12 B model (8 dialogues x 2 turns x 32 new tokens, max_dialogue_tokens 512, micro-batch 2). The plan must lie
+between the peak allocated and 1.25 x the peak reserved memory (torch.cuda.max_memory_allocated / _reserved).
 """
 from __future__ import annotations
 
@@ -13,36 +15,100 @@ from trainer import plan as P
 from trainer import plan_memory as M
 from trainer.config import TrainConfig
 
-# (algorithm settings, peak allocated GiB, peak reserved GiB) measured on the H200 with the transformers engine
-H200_MEASURED = [({"algorithm": "ppo"}, 26.60, 30.91), ({"algorithm": "grpo", "group_size": 4}, 16.80, 19.26)]
 GPU_RUN = dict(max_turns=3, max_new_tokens=96, max_dialogue_tokens=1024, dialogues_per_step=16, minibatch_size=8,
                micro_batch_size=4, dtype="bfloat16", device="cuda", engine="transformers")
+SMALL_RUN = dict(max_turns=2, max_new_tokens=32, max_dialogue_tokens=512, dialogues_per_step=8, minibatch_size=4,
+                 micro_batch_size=2, dtype="bfloat16", device="cuda", engine="transformers", group_size=4)
+QWEN_1P5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2)  # benchmarks/gpu_check.FULL_SHAPE
+SMALL = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=8, num_attention_heads=8,
+             num_key_value_heads=2)  # tests/test_gpu.SMALL
+# (case, run, settings, shape, peak allocated GiB, peak reserved GiB) measured on the H200
+H200_MEASURED = [
+    ("ppo-full", GPU_RUN, {"algorithm": "ppo"}, QWEN_1P5B, 27.16, 31.34),
+    ("grpo-full", GPU_RUN, {"algorithm": "grpo", "group_size": 4}, QWEN_1P5B, 17.32, 19.82),
+    ("grpo-overlap", GPU_RUN, {"algorithm": "grpo", "group_size": 4, "max_staleness": 1}, QWEN_1P5B, 19.96, 23.25),
+    ("ppo-lora-gc", GPU_RUN, {"algorithm": "ppo", "lora": True, "gradient_checkpointing": True}, QWEN_1P5B,
+     15.25, 16.80),
+    ("small-ppo", SMALL_RUN, {"algorithm": "ppo"}, SMALL, 2.35, 2.45),
+    ("small-grpo", SMALL_RUN, {"algorithm": "grpo"}, SMALL, 1.43, 1.49),
+]
 
 
-def _qwen_1p5b_shape(vocab: int = 512) -> P.ModelShape:
+def _shape(dims: dict, lora_r: int = 0, targets: tuple[str, ...] = ()) -> P.ModelShape:
     from transformers import Qwen2Config
 
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                      num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=False)
-    return P.shape_from_config(cfg, "qwen2.5-1.5b-shape", "Qwen2.5-1.5B's config.json numbers")
+    cfg = Qwen2Config(vocab_size=512, tie_word_embeddings=False, **dims)
+    return P.shape_from_config(cfg, "qwen2-shape", "benchmarks/gpu_check's config numbers", lora_r, targets)
+
+
+def _qwen_1p5b_shape() -> P.ModelShape:
+    return _shape(QWEN_1P5B)
 
 
 def _hw(device: str = "cuda", memory: float = 139.8) -> P.Hardware:
     return P.Hardware(device, 1, 1, memory, "test")
 
 
-@pytest.mark.parametrize("extra, allocated, reserved", H200_MEASURED)
-def test_plan_lies_between_the_measured_h200_peaks(extra: dict, allocated: float, reserved: float):
-    shape = _qwen_1p5b_shape()
-    assert shape.total_params == 1_311_913_472
-    config = TrainConfig(**GPU_RUN, **extra)
-    plan = P.make_plan(config, shape, shape if config.algorithm == "ppo" else None, _hw())
+@pytest.mark.parametrize("case, run, extra, dims, allocated, reserved", H200_MEASURED,
+                         ids=[c[0] for c in H200_MEASURED])
+def test_plan_lies_between_the_measured_h200_peaks(monkeypatch, case: str, run: dict, extra: dict, dims: dict,
+                                                   allocated: float, reserved: float):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    config = TrainConfig(**{**run, **extra})
+    targets = tuple(config.lora_target_modules) if config.lora else ()
+    shape = _shape(dims, config.lora_r if config.lora else 0, targets)
+    if dims is QWEN_1P5B:
+        assert shape.total_params == 1_311_913_472  # the 1.31 B gpu_check reports
+    plan = P.make_plan(config, shape, _shape(dims) if config.algorithm == "ppo" else None, _hw())
     assert allocated <= plan.per_gpu_gib <= 1.25 * reserved, (plan.per_gpu_gib, plan.parts)
     assert plan.per_gpu_gib == pytest.approx(sum(plan.parts.values()), abs=0.05)
-    assert "sampling_kv_cache" in plan.parts  # the static decode path keeps its cache on GPUs
+    assert {"sampling_kv_cache", "sampling_decode_graph", "cuda_workspaces"} <= set(plan.parts)
     assert set(plan.extra["transients"]) == {"activations", "optimizer_step_temp", "sampling_prefill",
                                              "sampling_logits"}
     assert any(n.startswith("transient_peak: ") for n in plan.notes)
+    assert any(n.startswith("cuda_workspaces: ") for n in plan.notes)
+
+
+def test_cublas_workspaces_follow_torch_defaults_and_the_environment(monkeypatch):
+    assert M.cublas_workspace_bytes(None, (9, 0)) == 32 * 2 ** 20  # Hopper
+    assert M.cublas_workspace_bytes(None, (8, 0)) == (4096 * 2 + 16 * 8) * 1024  # ":4096:2:16:8" before it
+    assert M.cublas_workspace_bytes(None, None) == 32 * 2 ** 20  # no GPU at hand: the larger
+    assert M.cublas_workspace_bytes(":4096:1", (9, 0)) == 4 * 2 ** 20
+    assert M.cublas_workspace_bytes(":16:8", (9, 0)) == 128 * 1024
+    assert M.cublas_workspace_bytes("bogus", (8, 6)) == (4096 * 2 + 16 * 8) * 1024  # torch ignores it too
+    shape = _shape(QWEN_1P5B)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
+    none = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    assert none.parts["cuda_workspaces"] == 0
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    vllm = P.make_plan(TrainConfig(**{**GPU_RUN, "engine": "vllm"}, algorithm="grpo", group_size=4), shape, None,
+                       _hw())
+    static = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    pair = 32 * 2 ** 20 / P.GIB
+    assert vllm.parts["cuda_workspaces"] == pytest.approx(M.LEARNER_BLAS_PAIRS * pair, abs=0.01)
+    assert static.parts["cuda_workspaces"] == pytest.approx(
+        (M.LEARNER_BLAS_PAIRS + M.SAMPLING_BLAS_PAIRS + M.STATIC_GRAPH_BLAS_PAIRS) * pair, abs=0.01)
+    assert "sampling_decode_graph" not in vllm.parts
+
+
+def test_decode_graph_grows_with_the_batch_and_the_cache_length():
+    shape = _shape(QWEN_1P5B)
+    base = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
+    one = M.decode_graph_bytes(shape, base, 1)
+    assert M.static_graph_batch_length(base, 1) == (16, 1280)  # 1024 + 96 rounded up to 5 x 256
+    assert M.decode_graph_bytes(shape, base, 2) == one // 2  # 8 rows per GPU
+    longer = TrainConfig(**{**GPU_RUN, "max_dialogue_tokens": 2048}, algorithm="grpo", group_size=4)
+    assert M.decode_graph_bytes(shape, longer, 1) > one
+
+
+def test_lora_dropout_keeps_its_inputs_and_masks():
+    shape = _shape(QWEN_1P5B, 16, ("q_proj", "k_proj", "v_proj", "o_proj"))
+    plain = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True)
+    dropped = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, lora_dropout=0.1)
+    s, b, h = 1024, 4, 1536
+    extra = M.activation_bytes(shape, dropped, "cuda", False) - M.activation_bytes(shape, plain, "cuda", False)
+    assert extra == 28 * s * b * 4 * h * (2 + 1)  # 28 layers x 4 projections of input width h, bf16 copy + mask
 
 
 def test_overlap_kl_and_engine_add_the_parts_they_hold():
@@ -70,17 +136,10 @@ def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
     shape = _qwen_1p5b_shape()
     full = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
     light = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, gradient_checkpointing=True),
-                        P.shape_from_config(_config(), "s", "t", 16, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                        _shape(QWEN_1P5B, 16, ("q_proj", "k_proj", "v_proj", "o_proj")),
                         None, _hw())
     assert light.extra["transients"]["activations"] < full.extra["transients"]["activations"] / 5
     assert light.extra["transients"]["optimizer_step_temp"] * 50 < full.extra["transients"]["optimizer_step_temp"]
-
-
-def _config():
-    from transformers import Qwen2Config
-
-    return Qwen2Config(vocab_size=512, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                       num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=False)
 
 
 def test_static_cache_bucket_matches_the_engine():

@@ -33,6 +33,8 @@ from trainer.plan_memory import (
     DTYPE_BYTES,
     GIB,
     activation_bytes,
+    cuda_workspace_bytes,
+    decode_graph_bytes,
     kv_bytes_per_token,
     optimizer_step_bytes,
     sampling_bytes,
@@ -259,6 +261,9 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
         transients.update(sampling_bytes(policy, config, hw.device, hw.total_gpus))
         if hw.device == "cuda":  # the static path keeps its cache (and graph) between calls
             parts["sampling_kv_cache"] = transients.pop("sampling_kv_cache")
+            parts["sampling_decode_graph"] = decode_graph_bytes(policy, config, hw.total_gpus)
+    if hw.device == "cuda":
+        parts["cuda_workspaces"] = cuda_workspace_bytes(config.engine == "transformers")
     parts["transient_peak"] = transient_peak(transients, overlapped)
     total = sum(parts.values())
     fits = total <= hw.memory_gib * GIB
@@ -311,6 +316,10 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
                      "its weights" if hw.device == "cuda" and memory_known else
                      f"vLLM KV cache: {-(-config.dialogues_per_step // hw.total_gpus)} dialogue(s) per rank x "
                      f"{config.max_dialogue_tokens} tokens x {kv_bytes_per_token(policy)} bytes per token")
+    if hw.device == "cuda":
+        notes.append("cuda_workspaces: torch's cuBLAS workspace of every (handle, stream) pair the learner and the "
+                     "sampler use; sampling_decode_graph: the static decode step's CUDA-graph pool and static inputs "
+                     "(trainer.plan_memory)")
     if not memory_known:
         notes.append(f"GPU memory {hw.memory_gib:g} GiB is assumed: pass --gpu-memory")
     if config.simulator.startswith("offline") and hw.device == "cpu":

@@ -161,6 +161,9 @@ class StaticDecoder:
         self.model, self.device, self.use_graphs = model, device, use_graphs
         self.slot: Optional[_Slot] = None
         self.captures = 0  # graphs captured so far (a new shape or new weight addresses)
+        # one warm-up stream for every capture: torch keeps a cuBLAS workspace per (handle, stream) for the life
+        # of the process, so a new stream per capture would add one workspace per capture (trainer.plan_memory)
+        self._warmup_stream: Any = None
 
     def _weights_key(self) -> tuple:
         return tuple(p.data_ptr() for p in self.model.parameters())
@@ -176,7 +179,9 @@ class StaticDecoder:
     def _capture(self, slot: _Slot) -> None:
         import torch
 
-        stream = torch.cuda.Stream()
+        if self._warmup_stream is None:
+            self._warmup_stream = torch.cuda.Stream()
+        stream = self._warmup_stream
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # warm-up off the capture (lazy kernels, workspaces)
             for _ in range(2):
