@@ -15,8 +15,9 @@ Sources of every number (each plan repeats the ones it used in its notes):
   prefill, logits) and how phases combine: trainer.plan_memory. The sampling copy of the policy that the
   overlapped rollout (max_staleness >= 1) samples from: one more copy of the weights in the dtype
   (trainer.learning.rl_trainer: a deep copy of the merged policy); the frozen reference when kl_coef > 0 likewise.
-  The static decode path keeps its KV cache between calls (trainer.policies.static_decode), so on GPUs it is
-  held during the update as well.
+  The static decode path keeps its KV cache and its captured graph's pool between calls
+  (trainer.policies.static_decode), so on GPUs they are held during the update as well; so are torch's cuBLAS
+  workspaces (`cuda_workspaces`, trainer.plan_memory).
 - vLLM: its weights in 16 bits, and the KV cache: the gpu_memory_utilization share the lab's VLLMEngine
   reserves (0.5 of the GPU, weights included) when the GPU's memory is known, else 2 x layers x kv_heads x
   head_dim x 2 bytes per token for every dialogue of the rank at max_dialogue_tokens.
