@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test test-fast browser postgres clean-venv
+.PHONY: setup run test test-fast test-gpu browser postgres clean-venv
 
 setup: $(STAMP)
 
@@ -44,6 +44,10 @@ test: setup browser postgres
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not (browser or model or process or data or slow)" --durations=10
+
+# the checks that need a CUDA GPU (tests/test_gpu.py; skipped cleanly without one)
+test-gpu: setup
+	$(PY) -m pytest -q -m gpu tests/test_gpu.py -rA --durations=10
 
 clean-venv:
 	rm -rf $(VENV)

@@ -15,7 +15,8 @@
       The JSON also has share_bound_s, which counts only each turn's share of its batch (wall / size);
     - sequential: one dialogue and one call at a time, as the reference code ran, measured on
       --sequential-sample dialogues and scaled to all of them (0 skips it).
-(b) decode: SmolLM2-135M-Instruct tokens/s at batch 1 / 4 / 16, transformers engine vs vLLM engine.
+(b) decode: SmolLM2-135M-Instruct tokens/s at batch 1 / 4 / 16, transformers engine (--hf-decode picks its
+    path) vs vLLM engine (--skip-vllm leaves it out).
 --json prints one object (wall_s, rounds_wall_s, bound_s, dialogues, turns, ...) instead of the table.
 """
 from __future__ import annotations
@@ -177,21 +178,29 @@ def _decode_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
     return best
 
 
-def decode(batches: list[int], new_tokens: int, repeats: int) -> tuple[list, dict]:
+def decode(batches: list[int], new_tokens: int, repeats: int, hf_decode: str = "auto",
+           with_vllm: bool = True) -> tuple[list, dict]:
     from trainer.policies import make_policy_engine
 
-    hf = make_policy_engine("default")
+    hf = make_policy_engine("default", decode=hf_decode)
     hf_rates = {b: _decode_rate(hf, b, new_tokens, repeats) for b in batches}
+    path = hf.decode_path
     del hf
-    vllm = make_policy_engine("vllm:default", dtype="float32", max_model_len=2048)
-    vllm_rates = {b: _decode_rate(vllm, b, new_tokens, repeats) for b in batches}
-    vllm.close()
-    rows = [("(b) decode", f"SmolLM2-135M-Instruct, {new_tokens} new tokens, best of {repeats}", "")]
+    vllm_rates: dict = {}
+    if with_vllm:
+        vllm = make_policy_engine("vllm:default", dtype="float32", max_model_len=2048)
+        vllm_rates = {b: _decode_rate(vllm, b, new_tokens, repeats) for b in batches}
+        vllm.close()
+    rows = [("(b) decode", f"SmolLM2-135M-Instruct, {new_tokens} new tokens, best of {repeats}, "
+                           f"transformers decode path {path}", "")]
     for b in batches:
+        if not with_vllm:
+            rows.append((f"  batch {b}", f"transformers {hf_rates[b]:.0f} tok/s", ""))
+            continue
         rows.append((f"  batch {b}", f"transformers {hf_rates[b]:.0f} tok/s | vLLM {vllm_rates[b]:.0f} tok/s",
                      f"vLLM / transformers = {vllm_rates[b] / hf_rates[b]:.1f}x"
                      + (" (target >= 3x)" if b == max(batches) else "")))
-    return rows, {"transformers": hf_rates, "vllm": vllm_rates}
+    return rows, {"transformers": hf_rates, "vllm": vllm_rates, "transformers_decode": path}
 
 
 def main() -> None:
@@ -209,6 +218,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-orchestration", action="store_true")
     ap.add_argument("--skip-decode", action="store_true")
+    ap.add_argument("--hf-decode", choices=("auto", "generate", "static"), default="auto",
+                    help="the transformers engine's decode path (auto: static on CUDA, generate on CPU)")
+    ap.add_argument("--skip-vllm", action="store_true", help="decode: the transformers engine only")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ap.add_argument("--tiny-dir", default=str(Path(os.environ.get("TMPDIR", "/tmp")) / "rlver_bench_tiny"))
     args = ap.parse_args()
@@ -233,7 +245,8 @@ def main() -> None:
         result["latency"] = latency
         rows += orchestration_rows(result, latency)
     if not args.skip_decode:
-        decode_rows, rates = decode([int(b) for b in args.batches.split(",")], args.new_tokens, args.repeats)
+        decode_rows, rates = decode([int(b) for b in args.batches.split(",")], args.new_tokens, args.repeats,
+                                    args.hf_decode, not args.skip_vllm)
         rows += decode_rows
         result["decode_tokens_per_s"] = rates
     if args.json:

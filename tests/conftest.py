@@ -46,6 +46,15 @@ def _packaged_models_need_the_model_mark(request: pytest.FixtureRequest, monkeyp
         monkeypatch.setattr(module, name, refuse)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked gpu (tests/test_gpu.py) run only where torch sees a CUDA device."""
+    if item.get_closest_marker("gpu") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+
+
 def shared_data_dir() -> Path:
     """RLVER_SHARED_DATA, default ../shared/data beside the checkout."""
     return Path(os.environ.get("RLVER_SHARED_DATA", REPO.parent / "shared" / "data"))

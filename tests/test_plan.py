@@ -27,13 +27,17 @@ def _plan_cli(*args: str) -> dict:
 
 
 @pytest.mark.process
-def test_paper_ppo_fits_on_the_papers_hardware_and_not_on_one_24_gib_gpu():
+def test_paper_ppo_on_the_papers_hardware_is_bound_by_the_learners_logits_and_not_on_one_24_gib_gpu():
     paper = _plan_cli("--config", PAPER_PPO, "--gpus", "8", "--nodes", "4", "--gpu-memory", "80")
-    assert paper["fits"] is True and paper["seconds_per_step"] is None
+    # changed for issue 33: the loss's float32 logits over 152,064 ids at up to 15,000 positions (~30 GiB with
+    # checkpointing) push the learner's phase past 80 GiB; the plan says so instead of "fits"
+    assert paper["fits"] is False and paper["seconds_per_step"] is None
+    assert paper["transients"]["activations"] > 25 and paper["transients"]["optimizer_step_temp"] == 0
     assert set(paper) >= {"per_gpu_gib", "parts", "fits", "seconds_per_step", "notes"}
     assert set(paper["parts"]) == {"policy_weights", "policy_grads_optimizer", "critic_weights",
-                                   "critic_grads_optimizer", "activations", "vllm_weights", "vllm_kv_cache"}
-    assert paper["per_gpu_gib"] == pytest.approx(sum(paper["parts"].values()), abs=0.05) and paper["per_gpu_gib"] <= 80
+                                   "critic_grads_optimizer", "transient_peak", "vllm_weights", "vllm_kv_cache",
+                                   "cuda_workspaces"}  # issue 33: the learner's cuBLAS workspaces
+    assert paper["per_gpu_gib"] == pytest.approx(sum(paper["parts"].values()), abs=0.05) and paper["per_gpu_gib"] > 80
     assert paper["params"]["policy"] == 7_615_616_512  # Qwen2.5-7B's published parameter count
     assert any("published config.json" in n for n in paper["notes"])  # says where the numbers come from
     assert any("ZeRO-3" in n for n in paper["notes"])
@@ -99,9 +103,10 @@ def test_activations_formula_follows_checkpointing_batch_and_attention(tiny_mode
     assert P.activation_bytes(shape, TrainConfig(model=str(tiny_model_dir), micro_batch_size=4,
                                                  max_dialogue_tokens=1024), "cuda", False) == 2 * full
     assert P.activation_bytes(shape, cfg, "cpu", False) > full  # stored attention scores on CPU
-    layer = 1024 * 2 * shape.hidden * 34 * 2  # Korthikanti et al. per layer, float32 = twice the 16-bit bytes
-    logits = min(cfg.max_turns * cfg.max_new_tokens, 1024) * 2 * shape.vocab * (4 + 4)
-    assert full == layer * shape.layers + logits
+    h, inter = shape.hidden, shape.intermediate  # per token and layer, float32: norms, attention, gated MLP
+    layer = 1024 * 2 * (2 * (4 + 4) * h + 5 * 4 * h + 4 * 4 * inter)
+    logits = min(cfg.max_turns * cfg.max_new_tokens, 1024) * 2 * shape.vocab * (4 + 12)
+    assert full == layer * shape.layers + (4 + 4) * 1024 * 2 * h + logits
 
 
 def test_probe_config_keeps_the_step_shape_and_shrinks_the_batch():
@@ -118,7 +123,7 @@ def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
     path = tiny_train_config(tmp_path, tiny_model_dir, steps=50, dialogues_per_step=8, minibatch_size=4)
     plan = P.plan_config(TrainConfig.from_yaml(path), memory_gib=16)
     assert plan.extra["device"] == "cpu" and plan.seconds_per_step > 0
-    assert "step_measured" in plan.parts and "activations" not in plan.parts and plan.fits
+    assert "step_measured" in plan.parts and "transient_peak" not in plan.parts and plan.fits
     probe_note = plan.notes[-1]
     assert "one real step of 8 dialogue(s)" in probe_note and "after two warm-up steps of 4" in probe_note
     assert "torch thread(s)" in probe_note and plan.extra["measured_on"]["threads"] >= 1

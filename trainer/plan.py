@@ -11,13 +11,13 @@ Sources of every number (each plan repeats the ones it used in its notes):
   rest. ZeRO-1 keeps the full 16-bit gradients on every GPU (ZeRO, Rajbhandari et al. 2020, Fig. 1), so
   2 bytes x (1 - 1/N) per trainable parameter are added to the ZeRO-2 estimate. Without DeepSpeed:
   torch AdamW in the training dtype (weights, gradients and two moments: dtype bytes x 1 + 3 per trainable).
-- Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
-  (arXiv 2205.05198), Sec. 4.1: s*b*h*(34 + 5*a*s/h) bytes per layer with 16-bit activations, scaled by the
-  dtype. On GPUs the 5*a*s/h term (stored attention scores) is dropped: transformers' default SDPA attention
-  uses kernels that never store the s x s matrix; on CPU it is kept (the math fallback stores it). With
-  gradient checkpointing: 2*s*b*h per layer (each layer's input) plus one layer recomputed in full. Plus the
-  micro-batch's logits at the policy's token positions, in the dtype and the float32 copy the learner takes.
-  s = max_dialogue_tokens and b = micro_batch_size: an upper bound (dialogues at their longest).
+- Transient parts (activations, torch AdamW's step temporaries, the transformers engine's sampling: KV cache,
+  prefill, logits) and how phases combine: trainer.plan_memory. The sampling copy of the policy that the
+  overlapped rollout (max_staleness >= 1) samples from: one more copy of the weights in the dtype
+  (trainer.learning.rl_trainer: a deep copy of the merged policy); the frozen reference when kl_coef > 0 likewise.
+  The static decode path keeps its KV cache and its captured graph's pool between calls
+  (trainer.policies.static_decode), so on GPUs they are held during the update as well; so are torch's cuBLAS
+  workspaces (`cuda_workspaces`, trainer.plan_memory).
 - vLLM: its weights in 16 bits, and the KV cache: the gpu_memory_utilization share the lab's VLLMEngine
   reserves (0.5 of the GPU, weights included) when the GPU's memory is known, else 2 x layers x kv_heads x
   head_dim x 2 bytes per token for every dialogue of the rank at max_dialogue_tokens.
@@ -31,9 +31,20 @@ from typing import Any, Optional
 
 from simulator.user.spec import SimulatorSpec
 from trainer.config import TrainConfig
+from trainer.plan_memory import (
+    DTYPE_BYTES,
+    GIB,
+    activation_bytes,
+    cuda_workspace_bytes,
+    decode_graph_bytes,
+    kv_bytes_per_token,
+    optimizer_step_bytes,
+    sampling_bytes,
+    transient_notes,
+    transient_peak,
+)
 
-GIB = 1024 ** 3
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+__all__ = ["DTYPE_BYTES", "GIB", "activation_bytes", "kv_bytes_per_token", "make_plan", "plan_config"]
 VLLM_GPU_MEMORY_UTILIZATION = 0.5  # trainer.policies.vllm_engine.VLLMEngine's default, which RLTrainer keeps
 PAPER_GPU_MEMORY_GIB = 80.0  # assumed for a GPU plan when neither --gpu-memory nor a local GPU says
 # Published config.json numbers (Hugging Face hub, Qwen/Qwen2.5-7B-Instruct), used only when the model's
@@ -55,6 +66,7 @@ class ModelShape:
     lm_head_params: int  # 0 when tied to the embedding
     lora_params: int  # trainable LoRA parameters for the config's rank and target modules (0 without LoRA)
     hidden: int
+    intermediate: int  # the MLP's width (4 x hidden where the config names none)
     layers: int
     heads: int
     kv_heads: int
@@ -133,7 +145,8 @@ def shape_from_config(hf_config: Any, name: str, source: str, lora_r: int = 0,
     return ModelShape(name=name, source=source, total_params=sum(p.numel() for p in params),
                       largest_layer_params=max(p.numel() for p in params),
                       lm_head_params=0 if tied or head is None else head.weight.numel(), lora_params=lora,
-                      hidden=hidden, layers=hf_config.num_hidden_layers, heads=heads,
+                      hidden=hidden, intermediate=getattr(hf_config, "intermediate_size", None) or 4 * hidden,
+                      layers=hf_config.num_hidden_layers, heads=heads,
                       kv_heads=getattr(hf_config, "num_key_value_heads", None) or heads,
                       head_dim=getattr(hf_config, "head_dim", None) or hidden // heads,
                       vocab=hf_config.vocab_size)
@@ -163,21 +176,6 @@ def model_state_bytes(total: int, trainable: int, largest: int, zero_stage: int,
     if zero_stage == 1:  # ZeRO-1 partitions only the optimizer states: full 16-bit gradients on every GPU
         states += int(2 * trainable * (1 - 1 / hw.total_gpus))
     return weights, states
-
-
-def activation_bytes(shape: ModelShape, config: TrainConfig, device: str, checkpointing: bool) -> int:
-    """Peak activations of one forward/backward of a micro-batch (see the module docstring)."""
-    s, b, h, a = config.max_dialogue_tokens, config.micro_batch_size, shape.hidden, shape.heads
-    scale = DTYPE_BYTES[config.dtype] / 2  # the formula counts 16-bit activations
-    full_layer = s * b * h * (34 + (5 * a * s / h if device == "cpu" else 0)) * scale
-    layers = (2 * s * b * h * scale * shape.layers + full_layer) if checkpointing else full_layer * shape.layers
-    logit_positions = min(config.max_turns * config.max_new_tokens, config.max_dialogue_tokens)
-    logits = logit_positions * b * shape.vocab * (DTYPE_BYTES[config.dtype] + 4)
-    return int(layers + logits)
-
-
-def kv_bytes_per_token(shape: ModelShape, dtype_bytes: int = 2) -> int:
-    return 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes
 
 
 def vllm_bytes(shape: ModelShape, config: TrainConfig, hw: Hardware, memory_known: bool) -> tuple[int, int]:
@@ -249,13 +247,30 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
                                                                           offload_params, stage)
     if config.kl_coef > 0:
         parts["reference_weights"] = policy.total_params * dtype_bytes
-    act = {ck: activation_bytes(policy, config, hw.device, ck) for ck in (True, False)}
-    parts["activations"] = act[config.gradient_checkpointing]
+    overlapped = config.max_staleness > 0
+    if overlapped and config.engine == "transformers":
+        parts["sampling_policy_copy"] = policy.total_params * dtype_bytes
     if config.engine == "vllm":
         parts["vllm_weights"], parts["vllm_kv_cache"] = vllm_bytes(policy, config, hw, memory_known)
+    act = {ck: activation_bytes(policy, config, hw.device, ck) for ck in (True, False)}
+    if critic is not None and critic is not policy and config.algorithm == "ppo":  # another critic model
+        act = {ck: max(v, activation_bytes(critic, config, hw.device, ck)) for ck, v in act.items()}
+    critic_trainable = critic_total if config.algorithm == "ppo" else 0
+    transients = {"activations": act[config.gradient_checkpointing],
+                  "optimizer_step_temp": optimizer_step_bytes(policy, max(trainable, critic_trainable), config,
+                                                              hw.device)}
+    if config.engine == "transformers":
+        transients.update(sampling_bytes(policy, config, hw.device, hw.total_gpus))
+        if hw.device == "cuda":  # the static path keeps its cache (and graph) between calls
+            parts["sampling_kv_cache"] = transients.pop("sampling_kv_cache")
+            parts["sampling_decode_graph"] = decode_graph_bytes(policy, config, hw.total_gpus)
+    if hw.device == "cuda":
+        parts["cuda_workspaces"] = cuda_workspace_bytes(config.engine == "transformers")
+    parts["transient_peak"] = transient_peak(transients, overlapped)
     total = sum(parts.values())
     fits = total <= hw.memory_gib * GIB
     notes = _notes(config, policy, hw, memory_known, stage, offload_opt, offload_params, trainable, parts)
+    notes += transient_notes(config, overlapped)
     if config.engine == "vllm":
         need = kv_bytes_per_token(policy) * config.max_dialogue_tokens
         if parts["vllm_kv_cache"] < need:
@@ -276,7 +291,8 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
     extra = {"device": hw.device, "gpus": hw.total_gpus, "memory_gib": hw.memory_gib,
              "params": {"policy": policy.total_params, "trainable": trainable, "critic": critic_total},
              "model_states_by_zero_gib": by_zero,
-             "activations_gib": {"gradient_checkpointing": _gib(act[True]), "none": _gib(act[False])}}
+             "activations_gib": {"gradient_checkpointing": _gib(act[True]), "none": _gib(act[False])},
+             "transients": {k: _gib(v) for k, v in transients.items()}}
     return Plan(_gib(total), {k: _gib(v) for k, v in parts.items()}, fits, seconds_per_step, notes, extra)
 
 
@@ -291,9 +307,10 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
              "model states: " + ("torch AdamW without DeepSpeed, in " + config.dtype if stage == 0 else
                                  f"DeepSpeed ZeRO-{stage} estimator (offload optimizer: {offload_opt}, "
                                  f"parameters: {offload_params})"),
-             f"activations: Korthikanti et al. 2022 (arXiv 2205.05198) per layer, s={config.max_dialogue_tokens} "
-             f"(max_dialogue_tokens, an upper bound), b={config.micro_batch_size}, gradient checkpointing "
-             f"{'on' if config.gradient_checkpointing else 'off'}, plus the logits at the policy's tokens"]
+             f"activations: the tensors autograd keeps per decoder layer (RMSNorm, attention, gated MLP of width "
+             f"{policy.intermediate}), s={config.max_dialogue_tokens} (max_dialogue_tokens, an upper bound), "
+             f"b={config.micro_batch_size}, gradient checkpointing {'on' if config.gradient_checkpointing else 'off'}, "
+             "plus the loss's logits at the policy's tokens"]
     if config.algorithm == "ppo":
         notes.append("the critic's activations come after the policy's backward and are not added")
     if config.engine == "vllm":
@@ -301,6 +318,10 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
                      "its weights" if hw.device == "cuda" and memory_known else
                      f"vLLM KV cache: {-(-config.dialogues_per_step // hw.total_gpus)} dialogue(s) per rank x "
                      f"{config.max_dialogue_tokens} tokens x {kv_bytes_per_token(policy)} bytes per token")
+    if hw.device == "cuda":
+        notes.append("cuda_workspaces: torch's cuBLAS workspace of every (handle, stream) pair the learner and the "
+                     "sampler use; sampling_decode_graph: the static decode step's CUDA-graph pool and static inputs "
+                     "(trainer.plan_memory)")
     if not memory_known:
         notes.append(f"GPU memory {hw.memory_gib:g} GiB is assumed: pass --gpu-memory")
     if SimulatorSpec(config.simulator).kind == "offline" and hw.device == "cpu":
@@ -315,7 +336,7 @@ def measured_step_memory(plan: Plan, step_memory_bytes: int) -> None:
     and optimizer states the first step allocated (counted in their own parts)."""
     states = sum(v for k, v in plan.parts.items() if k.endswith("_grads_optimizer")) * GIB
     measured = max(0.0, step_memory_bytes - states)
-    bound = plan.parts.pop("activations")
+    bound = plan.parts.pop("transient_peak")
     plan.parts["step_measured"] = _gib(measured)
     plan.per_gpu_gib = round(sum(plan.parts.values()), 2)
     kv_problem = any(n.startswith("does not fit: vLLM") for n in plan.notes)
@@ -326,7 +347,7 @@ def measured_step_memory(plan: Plan, step_memory_bytes: int) -> None:
                           f"{plan.extra['memory_gib']:g} GiB")
     plan.notes.append(f"step_measured: what the probe's steps added to the process (peak resident size less the "
                       f"size before them, less gradients and optimizer states: activations, rollout caches, the "
-                      f"simulator's models) {_gib(measured)} GiB, in place of the activations formula's bound at "
+                      f"simulator's models) {_gib(measured)} GiB, in place of the transient parts' bound at "
                       f"max_dialogue_tokens ({bound:g} GiB)")
 
 

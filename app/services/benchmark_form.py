@@ -175,7 +175,9 @@ def resume_job(store: Any, store_url: str, job_id: Optional[int]) -> str:
     if detail is None or detail.get("kind") != "benchmark":
         return f"Job #{job_id} is not a benchmark job."
     if detail["status"] not in jobs.RESUMABLE:
-        return f"Job #{job_id} is {detail['status']}: only an interrupted, failed, cancelled or dead job resumes."
+        owner = f" (process {detail['pid']})" if detail.get("pid") and detail["status"] in ("running", "stalled") else ""
+        return (f"Job #{job_id} is {detail['status']}{owner}: only an interrupted, failed, cancelled or dead job "
+                "resumes.")
     try:
         jobs.resume(store, store_url, int(job_id))
     except (jobs.JobError, OSError) as exc:

@@ -1,14 +1,27 @@
 """The transformers engine: left-padded batched generation with a KV cache, on CPU or GPU.
 
+Two decode paths (argument `decode`, attribute `decode_path`): "generate", transformers' generate with its
+growing cache; "static", the lab's loop over a static cache whose decode step is replayed as a CUDA graph on
+GPUs (trainer.policies.static_decode, several times faster there). "auto" (the default) is "static" on CUDA
+and "generate" on CPU, where the graph does not exist and generate is no slower; RLVER_HF_DECODE in the
+environment overrides "auto". The static path needs the model in eval mode (a model passed in that is
+training falls back to generate).
+
 With per-prompt `seeds` (and T > 0) each row is sampled by `_RowSampler` from its own torch.Generator
 instead of transformers' one shared random stream, so a row's reply does not depend on its batch mates."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Optional
 
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 from trainer.policies.repetition import RepetitionStop
+
+log = logging.getLogger(__name__)
+
+
+DECODE_PATHS = ("generate", "static")
 
 
 class HFEngine(PolicyEngine):
@@ -17,7 +30,9 @@ class HFEngine(PolicyEngine):
     name = "transformers"
 
     def __init__(self, path: str | Path, device: Optional[str] = None, dtype: Any = None,
-                 model: Any = None, tokenizer: Any = None):
+                 model: Any = None, tokenizer: Any = None, decode: str = "auto"):
+        import os
+
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -35,10 +50,22 @@ class HFEngine(PolicyEngine):
             model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device).eval()
         self.model = model
         self._stop_ids = _stop_ids(self.tokenizer, self.model)
+        if decode == "auto":
+            decode = os.environ.get("RLVER_HF_DECODE") or ("static" if self.device.startswith("cuda") else "generate")
+        if decode not in DECODE_PATHS:
+            raise ValueError(f"decode: must be one of {', '.join(DECODE_PATHS)} or auto, got {decode!r}")
+        self.decode_path = decode
+        self._static: Any = None  # trainer.policies.static_decode.StaticDecoder, made on first use
+        self.static_error: Optional[str] = None  # why the static path was given up, if it was
 
     @property
     def context_length(self) -> Optional[int]:
         return getattr(self.model.config, "max_position_embeddings", None)
+
+    @property
+    def static_captures(self) -> int:
+        """CUDA graphs the static decode path has captured so far (a new batch or cache bucket, new weights)."""
+        return self._static.captures if self._static is not None else 0
 
     @property
     def eos_token_id(self) -> int:
@@ -76,6 +103,14 @@ class HFEngine(PolicyEngine):
         greedy = params.temperature == 0
         if params.seed is not None:
             torch.manual_seed(params.seed)
+        if self.decode_path == "static" and not self.model.training:
+            try:
+                new, logprobs, loops = self._decode_static(input_ids, attention, params, seeds)
+                return self._results(prompt_ids, new, logprobs, loops)
+            except RuntimeError as exc:  # e.g. a model whose forward cannot be captured: generate from now on
+                self.static_error = repr(exc)[:500]
+                self.decode_path, self._static = "generate", None
+                log.warning("transformers engine: the static decode path failed (%s); using generate", exc)
         rows = _RowSampler(seeds, params.temperature, params.top_p) if seeds is not None and not greedy else None
         sampling = not greedy and rows is None  # transformers' own sampler (one random stream for the batch)
         stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
@@ -97,6 +132,39 @@ class HFEngine(PolicyEngine):
         else:  # processed scores (temperature and top-p applied) -> log-probs of the sampled ids (base.py)
             scores = torch.stack(out.scores, dim=1).float().cpu()
             logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        return self._results(prompt_ids, new, logprobs, loops)
+
+    def _decode_static(self, input_ids: Any, attention: Any, params: SamplingConfig,
+                       seeds: Optional[list[int]]) -> tuple[Any, Any, Optional[RepetitionStop]]:
+        """(new ids, their log-probs, the repetition stop) from the static-cache loop (static_decode)."""
+        import torch
+
+        from trainer.policies.static_decode import Picker, StaticDecoder, mix64
+
+        if self._static is None:
+            self._static = StaticDecoder(self.model, self.device, use_graphs=self.device.startswith("cuda"))
+        rows = len(input_ids)
+        if seeds is None:  # one call-wide stream (params.seed, else the global one) draws each row's seed
+            seeds = torch.randint(0, 2**62, (rows,)).tolist()
+
+        def picker_for(batch: int) -> Picker:
+            row_seeds = [int(s) % 2**63 for s in seeds] + [0] * (batch - rows)
+            keys = mix64(torch.tensor(row_seeds, dtype=torch.int64)).to(self.device)
+            return Picker(params.temperature, params.top_p, keys)
+
+        loops = RepetitionStop(0, self.repetition_rule) if self.repetition_rule is not None else None
+        check = None
+        if loops is not None and params.max_new_tokens >= loops.rule.window:
+            check = lambda new, t: loops(new, None)  # noqa: E731
+        stop = self.stop_event
+        with torch.inference_mode():
+            new, logprobs = self._static.decode(input_ids, attention, params.max_new_tokens, picker_for,
+                                                self._stop_ids, lambda: stop is not None and stop.is_set(), check)
+        return new, logprobs, loops
+
+    def _results(self, prompt_ids: list[list[int]], new: Any, logprobs: Any,
+                 loops: Optional[RepetitionStop]) -> list[Generation]:
+        """One Generation per prompt: each row cut after its first stop id, or where it fell into a loop."""
         results = []
         for row, ids in enumerate(prompt_ids):
             sampled = new[row].tolist()

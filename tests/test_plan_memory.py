@@ -1,0 +1,191 @@
+"""New for issue 33 (GPU truth): the memory plan is an upper bound of what a step holds (trainer.plan_memory).
+
+Measured reference points (benchmarks/gpu_check.py and tests/test_gpu.py on one H200, torch 2.11 cu130, transformers
+5.19.0, commit 5e83a50, 2026-11-26; docs/presets-and-plan.md has the table): random Qwen2 of Qwen2.5-1.5B's shape,
+16 dialogues x 3 turns x 96 new tokens, max_dialogue_tokens 1024, micro-batch 4, bf16; and tests/test_gpu.py's
+0.12 B model (8 dialogues x 2 turns x 32 new tokens, max_dialogue_tokens 512, micro-batch 2). The plan must lie
+between the peak allocated and 1.25 x the peak reserved memory (torch.cuda.max_memory_allocated / _reserved).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer import plan as P
+from trainer import plan_memory as M
+from trainer.config import TrainConfig
+
+GPU_RUN = dict(max_turns=3, max_new_tokens=96, max_dialogue_tokens=1024, dialogues_per_step=16, minibatch_size=8,
+               micro_batch_size=4, dtype="bfloat16", device="cuda", engine="transformers")
+SMALL_RUN = dict(max_turns=2, max_new_tokens=32, max_dialogue_tokens=512, dialogues_per_step=8, minibatch_size=4,
+                 micro_batch_size=2, dtype="bfloat16", device="cuda", engine="transformers", group_size=4)
+QWEN_1P5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2)  # benchmarks/gpu_check.FULL_SHAPE
+SMALL = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=8, num_attention_heads=8,
+             num_key_value_heads=2)  # tests/test_gpu.SMALL
+# (case, run, settings, shape, peak allocated GiB, peak reserved GiB) measured on the H200
+H200_MEASURED = [
+    ("ppo-full", GPU_RUN, {"algorithm": "ppo"}, QWEN_1P5B, 27.16, 31.34),
+    ("grpo-full", GPU_RUN, {"algorithm": "grpo", "group_size": 4}, QWEN_1P5B, 17.32, 19.82),
+    ("grpo-overlap", GPU_RUN, {"algorithm": "grpo", "group_size": 4, "max_staleness": 1}, QWEN_1P5B, 19.96, 23.25),
+    ("ppo-lora-gc", GPU_RUN, {"algorithm": "ppo", "lora": True, "gradient_checkpointing": True}, QWEN_1P5B,
+     15.25, 16.80),
+    ("small-ppo", SMALL_RUN, {"algorithm": "ppo"}, SMALL, 2.35, 2.45),
+    ("small-grpo", SMALL_RUN, {"algorithm": "grpo"}, SMALL, 1.43, 1.49),
+]
+
+
+def _shape(dims: dict, lora_r: int = 0, targets: tuple[str, ...] = ()) -> P.ModelShape:
+    from transformers import Qwen2Config
+
+    cfg = Qwen2Config(vocab_size=512, tie_word_embeddings=False, **dims)
+    return P.shape_from_config(cfg, "qwen2-shape", "benchmarks/gpu_check's config numbers", lora_r, targets)
+
+
+def _qwen_1p5b_shape() -> P.ModelShape:
+    return _shape(QWEN_1P5B)
+
+
+def _hw(device: str = "cuda", memory: float = 139.8) -> P.Hardware:
+    return P.Hardware(device, 1, 1, memory, "test")
+
+
+@pytest.mark.parametrize("case, run, extra, dims, allocated, reserved", H200_MEASURED,
+                         ids=[c[0] for c in H200_MEASURED])
+def test_plan_lies_between_the_measured_h200_peaks(monkeypatch, case: str, run: dict, extra: dict, dims: dict,
+                                                   allocated: float, reserved: float):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    config = TrainConfig(**{**run, **extra})
+    targets = tuple(config.lora_target_modules) if config.lora else ()
+    shape = _shape(dims, config.lora_r if config.lora else 0, targets)
+    if dims is QWEN_1P5B:
+        assert shape.total_params == 1_311_913_472  # the 1.31 B gpu_check reports
+    plan = P.make_plan(config, shape, _shape(dims) if config.algorithm == "ppo" else None, _hw())
+    assert allocated <= plan.per_gpu_gib <= 1.25 * reserved, (plan.per_gpu_gib, plan.parts)
+    assert plan.per_gpu_gib == pytest.approx(sum(plan.parts.values()), abs=0.05)
+    assert {"sampling_kv_cache", "sampling_decode_graph", "cuda_workspaces"} <= set(plan.parts)
+    assert set(plan.extra["transients"]) == {"activations", "optimizer_step_temp", "sampling_prefill",
+                                             "sampling_logits"}
+    assert any(n.startswith("transient_peak: ") for n in plan.notes)
+    assert any(n.startswith("cuda_workspaces: ") for n in plan.notes)
+
+
+def test_cublas_workspaces_follow_torch_defaults_and_the_environment(monkeypatch):
+    assert M.cublas_workspace_bytes(None, (9, 0)) == 32 * 2 ** 20  # Hopper
+    assert M.cublas_workspace_bytes(None, (8, 0)) == (4096 * 2 + 16 * 8) * 1024  # ":4096:2:16:8" before it
+    assert M.cublas_workspace_bytes(None, None) == 32 * 2 ** 20  # no GPU at hand: the larger
+    assert M.cublas_workspace_bytes(":4096:1", (9, 0)) == 4 * 2 ** 20
+    assert M.cublas_workspace_bytes(":16:8", (9, 0)) == 128 * 1024
+    assert M.cublas_workspace_bytes("bogus", (8, 6)) == (4096 * 2 + 16 * 8) * 1024  # torch ignores it too
+    shape = _shape(QWEN_1P5B)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
+    none = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    assert none.parts["cuda_workspaces"] == 0
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    vllm = P.make_plan(TrainConfig(**{**GPU_RUN, "engine": "vllm"}, algorithm="grpo", group_size=4), shape, None,
+                       _hw())
+    static = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    pair = 32 * 2 ** 20 / P.GIB
+    assert vllm.parts["cuda_workspaces"] == pytest.approx(M.LEARNER_BLAS_PAIRS * pair, abs=0.01)
+    assert static.parts["cuda_workspaces"] == pytest.approx(
+        (M.LEARNER_BLAS_PAIRS + M.SAMPLING_BLAS_PAIRS + M.STATIC_GRAPH_BLAS_PAIRS) * pair, abs=0.01)
+    assert "sampling_decode_graph" not in vllm.parts
+
+
+def test_decode_graph_grows_with_the_batch_and_the_cache_length():
+    shape = _shape(QWEN_1P5B)
+    base = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
+    one = M.decode_graph_bytes(shape, base, 1)
+    assert M.static_graph_batch_length(base, 1) == (16, 1280)  # 1024 + 96 rounded up to 5 x 256
+    assert M.decode_graph_bytes(shape, base, 2) == one // 2  # 8 rows per GPU
+    longer = TrainConfig(**{**GPU_RUN, "max_dialogue_tokens": 2048}, algorithm="grpo", group_size=4)
+    assert M.decode_graph_bytes(shape, longer, 1) > one
+
+
+def test_lora_dropout_keeps_its_inputs_and_masks():
+    shape = _shape(QWEN_1P5B, 16, ("q_proj", "k_proj", "v_proj", "o_proj"))
+    plain = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True)
+    dropped = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, lora_dropout=0.1)
+    s, b, h = 1024, 4, 1536
+    extra = M.activation_bytes(shape, dropped, "cuda", False) - M.activation_bytes(shape, plain, "cuda", False)
+    assert extra == 28 * s * b * 4 * h * (2 + 1)  # 28 layers x 4 projections of input width h, bf16 copy + mask
+
+
+def test_overlap_kl_and_engine_add_the_parts_they_hold():
+    shape = _qwen_1p5b_shape()
+    base = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
+    on_policy = P.make_plan(base, shape, None, _hw())
+    overlapped = P.make_plan(TrainConfig(**{**GPU_RUN, "max_staleness": 1}, algorithm="grpo", group_size=4),
+                             shape, None, _hw())
+    assert overlapped.parts["sampling_policy_copy"] == pytest.approx(shape.total_params * 2 / P.GIB, abs=0.01)
+    t = on_policy.extra["transients"]
+    phases = max(t["activations"], t["optimizer_step_temp"], t["sampling_prefill"] + t["sampling_logits"])
+    assert on_policy.parts["transient_peak"] == pytest.approx(phases, abs=0.02)
+    # overlapped: sampling (twice the rows) runs during the update, so the phases add up
+    assert overlapped.parts["transient_peak"] > on_policy.parts["transient_peak"] + t["sampling_prefill"]
+    with_kl = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, kl_coef=0.1), shape, None, _hw())
+    assert with_kl.parts["reference_weights"] == overlapped.parts["sampling_policy_copy"]
+    on_cpu = P.make_plan(TrainConfig(**{**GPU_RUN, "device": "cpu"}, algorithm="grpo", group_size=4), shape, None,
+                         _hw("cpu", 24))
+    assert "sampling_kv_cache" not in on_cpu.parts and "sampling_kv_cache" in on_cpu.extra["transients"]
+    zero2 = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, deepspeed="zero2"), shape, None, _hw())
+    assert zero2.extra["transients"]["optimizer_step_temp"] == 0  # DeepSpeed steps in place
+
+
+def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
+    shape = _qwen_1p5b_shape()
+    full = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    light = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, gradient_checkpointing=True),
+                        _shape(QWEN_1P5B, 16, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                        None, _hw())
+    assert light.extra["transients"]["activations"] < full.extra["transients"]["activations"] / 5
+    assert light.extra["transients"]["optimizer_step_temp"] * 50 < full.extra["transients"]["optimizer_step_temp"]
+
+
+def test_static_cache_bucket_matches_the_engine():
+    from trainer.policies.static_decode import CACHE_BUCKET
+
+    assert M.STATIC_CACHE_BUCKET == CACHE_BUCKET
+
+
+def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
+    """On CPU, the bytes of every tensor autograd saves in a forward of the tiny Qwen2 (counted once per storage)
+    stay under the formula, which is not looser than 3x."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).train()
+    shape = P.model_shape(str(tiny_model_dir))
+    s, b = 256, 2
+    ids = torch.randint(3, shape.vocab, (b, s), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, :40] = 0  # a left-padded row: the padding mask path (repeat_kv) runs
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(input_ids=ids, attention_mask=mask, logits_to_keep=s)
+        out.logits.float().log_softmax(-1).mean().backward()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    measured = sum(n for ptr, n in storages.items() if ptr not in params)
+    config = TrainConfig(max_dialogue_tokens=s, micro_batch_size=b, max_turns=1, max_new_tokens=s, dtype="float32")
+    bound = M.activation_bytes(shape, config, "cpu", checkpointing=False)
+    assert measured <= bound <= 3 * measured, (measured, bound)
+
+
+def test_cpu_probe_measures_no_more_than_the_plan_per_process(tiny_model_dir, tmp_path):
+    """The probe's two real steps on CPU add to the process (peak resident size less the size before them) no
+    more than the plan's per-process figure for the same config without the probe. The simulator is the
+    rule-based outside user: the offline simulator's own models (SmolLM2, MiniLM) are not a part of the plan."""
+    from helpers import tiny_train_config
+
+    from trainer.plan_probe import measure_seconds_per_step
+
+    config = TrainConfig.from_yaml(tiny_train_config(tmp_path, tiny_model_dir, dialogues_per_step=8, minibatch_size=4,
+                                                     simulator="python:docs/examples/rule_user.py:make_user"))
+    formula = P.plan_config(config, memory_gib=16, probe=False)
+    measured = measure_seconds_per_step(config).step_memory_bytes / P.GIB
+    assert formula.extra["device"] == "cpu"
+    assert measured <= formula.per_gpu_gib, (measured, formula.parts)

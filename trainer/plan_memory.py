@@ -1,0 +1,181 @@
+"""The transient parts of a memory plan (trainer.plan): what one process holds only while it samples, runs a
+forward/backward, or steps the optimizer, each from the code that allocates it.
+
+- activations (the learner's forward/backward of one micro-batch, s = max_dialogue_tokens, b = micro_batch_size,
+  p = bytes of the training dtype): the tensors autograd keeps per decoder layer of a Llama/Qwen2-style model
+  (RMSNorm, rotary attention through SDPA, gated SiLU MLP of width I), read off transformers' modeling code:
+  each RMSNorm keeps its float32 copy of the input and the normalised output (2 x (4 + p) s b h); attention keeps
+  q, k and v after the rotary embedding (k and v repeated to all heads: repeat_kv runs whenever a padding mask is
+  given), SDPA's output and o_proj's input (5 p s b h); the MLP keeps gate_proj's and up_proj's outputs, SiLU's
+  output and down_proj's input (4 p s b I). Fused SDPA kernels keep no s x s scores on GPUs; on CPU the math
+  fallback keeps the scores and their softmax (2 p a s^2 b, Korthikanti et al. 2022, arXiv 2205.05198, Sec. 4.1).
+  LoRA keeps lora_A's output (r p s b) per adapted projection; with lora_dropout > 0 peft's LoRA Linear feeds
+  lora_A a dropped-out copy of its input, which lora_A keeps, and dropout keeps its boolean mask ((p + 1) s b
+  x the projection's input width: I for down_proj, h otherwise; 0 with dropout 0, where peft's dropout is
+  nn.Identity). Gradient checkpointing keeps each layer's input
+  (p s b h) and one layer recomputed in full. Plus the final norm and the loss's logits at the policy's token
+  positions (trainer.learning.learner.Learner._logprobs: the dtype's logits while they are cast, the float32
+  logits, the entropy's softmax and its product with the logits, or in the backward the float32 gradient:
+  p + 12 bytes per vocabulary entry).
+- optimizer_step_temp: torch AdamW's multi-tensor step (the default on CUDA) allocates sqrt(second moments), one
+  tensor per trained parameter in the dtype (torch/optim/adam.py, _multi_tensor_adam: torch._foreach_sqrt);
+  on CPU the per-parameter loop holds one at a time (the largest). DeepSpeed's optimizers step in place: 0.
+- sampling (the transformers engine; vLLM holds its cache for good, counted among the persistent parts):
+  the KV cache of every dialogue of the rank at once: the static path (trainer.policies.static_decode) pads the
+  batch to a power of two and the length (max_dialogue_tokens + max_new_tokens) to a multiple of its bucket;
+  generate's growing cache concatenates one layer at a time (old and new copies of one layer live together);
+  the prompt's forward (prefill) holds, in its widest layer, the hidden stream, q/k/v/attention output and the
+  MLP's gate, up and product (p s_rows (6 h + 3 I)), plus CPU attention scores; the logits of the last position and
+  the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row).
+- sampling_decode_graph (CUDA, kept between calls like the cache): the captured decode step's private memory
+  pool holds what one step allocates (trainer.policies.static_decode._Slot/_capture): in the widest layer the
+  hidden stream, q/k/v, attention output and MLP gate/up/product of each row (p (6 h + 3 I)), the grouped
+  attention's scores over the cache (gqa_decode_attention: the matmul's p-byte output, its float32 copy,
+  scaled, masked and softmaxed, cast back: (2 p + 16) a L per row), the step's logits (p V per row), and the
+  static inputs (ids, positions: 16 bytes, the boolean mask: L bytes per row).
+- cuda_workspaces (fixed, CUDA): torch gives every (cuBLAS handle, stream) pair its own workspace from the
+  caching allocator, kept for the life of the process (ATen/cuda/CublasHandlePool.cpp,
+  cublas_handle_stream_to_workspace; cuBLASLt reuses it: TORCH_CUBLASLT_UNIFIED_WORKSPACE is on by default).
+  Its size is CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" pairs summed) or torch's default: 4096 x 8 KiB
+  (32 MiB) on compute capability 9.x-12.x (Hopper, Blackwell), 4096 x 2 + 16 x 8 KiB (8.125 MiB) before; the
+  larger when no GPU is at hand. Handles are per thread (DeviceThreadHandlePool): the learner's forward
+  thread, autograd's CUDA worker thread for the backward (torch/csrc/autograd/engine.cpp runs a device's
+  backward in its own thread), the sampling thread (asyncio.to_thread), and on the static path the sampling
+  thread's two more streams (the capture's warm-up stream and torch.cuda.graph's capture stream): 5 pairs.
+
+When sampling and learning take turns (max_staleness 0) the peak is the larger of the two phases; when the
+overlapped rollout samples during the update (max_staleness >= 1) they add up.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Optional
+
+GIB = 1024 ** 3
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+STATIC_CACHE_BUCKET = 256  # trainer.policies.static_decode.CACHE_BUCKET (kept equal by a test)
+SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits, log_softmax, Gumbel noise; float64 uniforms
+CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024  # torch's default on compute capability 9.x-12.x
+CUBLAS_WORKSPACE_SMALL = (4096 * 2 + 16 * 8) * 1024  # torch's default before Hopper (":4096:2:16:8")
+LEARNER_BLAS_PAIRS = 2  # the forward's thread and autograd's CUDA worker thread, on the default stream
+SAMPLING_BLAS_PAIRS = 1  # the sampling thread on its default stream
+STATIC_GRAPH_BLAS_PAIRS = 2  # the static path's warm-up stream and torch.cuda.graph's capture stream
+
+
+def layer_activation_bytes(shape: Any, s: int, b: int, p: int, device: str, lora_r: int, lora_targets: int,
+                           lora_dropout_width: int = 0) -> float:
+    """Bytes autograd keeps for one decoder layer (see the module docstring); lora_dropout_width: the summed input
+    width of the adapted projections when LoRA's dropout is on (else 0)."""
+    h, inter, a = shape.hidden, shape.intermediate, shape.heads
+    per_token = (2 * (4 + p) * h + 5 * p * h + 4 * p * inter + lora_r * p * lora_targets
+                 + (p + 1) * lora_dropout_width)
+    scores = 2 * p * a * s * s * b if device == "cpu" else 0
+    return s * b * per_token + scores
+
+
+def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool) -> int:
+    """Peak activations of one forward/backward of a micro-batch."""
+    s, b, p = config.max_dialogue_tokens, config.micro_batch_size, DTYPE_BYTES[config.dtype]
+    targets = list(config.lora_target_modules) if config.lora else []
+    dropout_width = sum(shape.intermediate if t == "down_proj" else shape.hidden for t in targets) \
+        if config.lora_dropout > 0 else 0
+    layer = layer_activation_bytes(shape, s, b, p, device, config.lora_r if config.lora else 0, len(targets),
+                                   dropout_width)
+    layers = (p * s * b * shape.hidden * shape.layers + layer) if checkpointing else layer * shape.layers
+    final_norm = (4 + p) * s * b * shape.hidden
+    logit_positions = min(config.max_turns * config.max_new_tokens, config.max_dialogue_tokens)
+    logits = logit_positions * b * shape.vocab * (p + 12)
+    return int(layers + final_norm + logits)
+
+
+def optimizer_step_bytes(shape: Any, trainable: int, config: Any, device: str) -> int:
+    """torch AdamW's temporary sqrt of the second moments (0 under DeepSpeed)."""
+    if config.zero_stage:
+        return 0
+    p = DTYPE_BYTES[config.dtype]
+    return p * (trainable if device == "cuda" else min(trainable, shape.largest_layer_params))
+
+
+def kv_bytes_per_token(shape: Any, dtype_bytes: int = 2) -> int:
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes
+
+
+def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int) -> dict[str, int]:
+    """The transformers engine's peak while it samples every dialogue of the rank at once, by part."""
+    p = DTYPE_BYTES[config.dtype]
+    rows = -(-config.dialogues_per_step // total_gpus)
+    if config.max_staleness:  # the overlapped rollout may hold the next step's dialogues as well
+        rows *= 2
+    s = config.max_dialogue_tokens
+    if device == "cuda":  # the engine's "auto" decode path is the static one (trainer.policies.hf_engine)
+        batch, length = static_graph_batch_length(config, total_gpus)
+        kv = batch * length * kv_bytes_per_token(shape, p)
+    else:
+        batch = rows
+        kv = int(batch * (s + config.max_new_tokens) * kv_bytes_per_token(shape, p) * (1 + 1 / shape.layers))
+    prefill = batch * s * p * (6 * shape.hidden + 3 * shape.intermediate)
+    if device == "cpu":
+        prefill += batch * shape.heads * s * s * 4 * 2
+    logits = batch * shape.vocab * (p + SAMPLER_BYTES_PER_LOGIT)
+    return {"sampling_kv_cache": kv, "sampling_prefill": prefill, "sampling_logits": logits}
+
+
+def static_graph_batch_length(config: Any, total_gpus: int) -> tuple[int, int]:
+    """(padded batch, cache length) of the static decode path for every dialogue of the rank at once."""
+    rows = -(-config.dialogues_per_step // total_gpus) * (2 if config.max_staleness else 1)
+    length = config.max_dialogue_tokens + config.max_new_tokens
+    return 1 << max(0, rows - 1).bit_length(), math.ceil(length / STATIC_CACHE_BUCKET) * STATIC_CACHE_BUCKET
+
+
+def decode_graph_bytes(shape: Any, config: Any, total_gpus: int) -> int:
+    """The captured decode step's memory pool and static inputs (see the module docstring)."""
+    p = DTYPE_BYTES[config.dtype]
+    batch, length = static_graph_batch_length(config, total_gpus)
+    per_row = (p * (6 * shape.hidden + 3 * shape.intermediate) + (2 * p + 16) * shape.heads * length
+               + p * shape.vocab + 16 + length)
+    return batch * per_row
+
+
+def cublas_workspace_bytes(config_text: Optional[str], capability: Optional[tuple[int, int]]) -> int:
+    """One (handle, stream) pair's workspace: CUBLAS_WORKSPACE_CONFIG when set and parseable, else torch's default
+    for the compute capability (the larger when it is unknown)."""
+    pairs = re.findall(r":([0-9]+):([0-9]+)", config_text or "")
+    if pairs:
+        return sum(int(size) * int(count) for size, count in pairs) * 1024
+    if capability is None or 9 <= capability[0] <= 12:
+        return CUBLAS_WORKSPACE_LARGE
+    return CUBLAS_WORKSPACE_SMALL
+
+
+def cuda_workspace_bytes(transformers_engine: bool) -> int:
+    """The cuBLAS workspaces of every (handle, stream) pair the learner and, with the transformers engine (whose
+    decode path on CUDA is the static one), the sampler use (module docstring). vLLM's own share of the GPU
+    (gpu_memory_utilization) covers its workspaces."""
+    capability = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            capability = torch.cuda.get_device_capability(0)
+    except (ImportError, RuntimeError):
+        pass
+    pairs = LEARNER_BLAS_PAIRS + (SAMPLING_BLAS_PAIRS + STATIC_GRAPH_BLAS_PAIRS if transformers_engine else 0)
+    return pairs * cublas_workspace_bytes(os.environ.get("CUBLAS_WORKSPACE_CONFIG"), capability)
+
+
+def transient_peak(parts: dict[str, int], overlapped: bool) -> int:
+    """The phases' peak: learner = max(activations, optimizer_step_temp); sampling = its parts' sum; the larger
+    of the two when they take turns, their sum when they overlap (max_staleness >= 1)."""
+    learner = max(parts.get("activations", 0), parts.get("optimizer_step_temp", 0))
+    sampling = sum(v for k, v in parts.items() if k.startswith("sampling_"))
+    return learner + sampling if overlapped else max(learner, sampling)
+
+
+def transient_notes(config: Any, overlapped: bool) -> list[str]:
+    return ["transient_peak: the larger of the learner's phase (activations of one micro-batch, or torch AdamW's "
+            "step temporaries) and the sampling phase (KV cache, prefill, logits)" + (
+                ", added together: the overlapped rollout samples during the update (max_staleness "
+                f"{config.max_staleness})" if overlapped else ", which take turns (max_staleness 0)")
+            + "; each is in `transients` (trainer.plan_memory says where each number comes from)"]
