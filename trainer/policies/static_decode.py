@@ -1,7 +1,7 @@
 """The transformers engine's fast decode path: a static KV cache, one decode step captured as a CUDA graph.
 
 transformers' `generate` with its growing cache spends 16-20 ms a decode step on a 1.3B model at any batch
-size (measured on an H200, /work/shared/gpu/README.md): the step is thousands of small kernel launches, not
+size (measured on an H200, docs/results.md): the step is thousands of small kernel launches, not
 the 0.55 ms it takes to read the weights. Here the step's kernels are recorded once per (batch bucket, cache
 length bucket) into a CUDA graph and replayed, so a step costs about its memory traffic:
 
