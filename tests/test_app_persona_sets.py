@@ -33,7 +33,7 @@ def test_panel_functions_report_by_field(engine):
     n = ps.count_profiles(engine)
     assert persona_sets_panel.delete_from_view(engine, "doomed").startswith("Deleted set **doomed**")
     assert "doomed" not in pss.set_names(engine) and ps.count_profiles(engine) == n  # its personas stay
-    assert ts.persona_set_choices(engine) == ["builtin", "builtin:train", "builtin:heldout", "set:negatives",
+    assert ts.persona_set_choices(engine) == ["builtin", "builtin:train", "builtin:heldout", "builtin:adversarial", "set:negatives",
                                               "set:negatives-heldout", "set:negatives-train"]
 
 

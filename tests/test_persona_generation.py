@@ -279,9 +279,10 @@ def test_an_existing_store_gets_the_generation_tables_when_opened(db_url):
     from storage import make_engine
 
     old = make_engine(db_url)
-    with old.begin() as conn:  # a store made before persona generation existed
+    with old.begin() as conn:  # a store made before persona generation (and schema migrations) existed
         conn.execute(text("DROP TABLE persona_candidate"))
         conn.execute(text("DROP TABLE persona_generation"))
+        conn.execute(text("DROP TABLE alembic_version"))
     ps.seed_builtin(old)
     old.dispose()
     store = make_engine(db_url)

@@ -248,4 +248,4 @@ def test_the_worked_example_runs_from_the_web_with_allow_outside_code_and_always
     as_web(monkeypatch, logged_in=True, allow_outside_code=True, allowed_paths=(str(tiny_model_dir),))
     outs = list(live.start_rollout(engine, "trust-ok", [profile.id], str(tiny_model_dir), "", spec, "",
                                    "standard", "direct", 1, 2, 8, 1.0, 0))
-    assert outs[-1][0].startswith("Done."), outs[-1][0]
+    assert outs[-1][0].startswith("Done:"), outs[-1][0]  # "Done: 1 dialogue ended at the turn limit."
