@@ -107,10 +107,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--baseline", type=int, nargs="*", default=[], help="eval run ids to add as rows")
     parser.add_argument("--radar", type=Path, help="write the judge radar here (PNG)")
     args = parser.parse_args(argv)
-    from storage import make_engine
+    from storage import make_store
     from trainer.experiments.grid import experiment_detail
 
-    store = make_engine(args.db)
+    store = make_store(args.db)
     exp = experiment_detail(store, args.experiment)
     if exp is None:
         raise SystemExit(f"--experiment: {args.experiment} does not exist in {args.db}")

@@ -25,19 +25,19 @@ def populate(db_url: str) -> list[str]:
     from simulator.evaluation import transcripts as tr
     from simulator.personas import store as ps
     from simulator.personas.profile import Profile
-    from storage import make_engine
+    from storage import make_store
     from trainer.jobs import queue as jobs
 
-    engine = make_engine(db_url)
-    ps.seed_builtin(engine)
-    ps.save_profile(engine, Profile(id=MARKERS["persona"], name="Zq Secret", persona="A teacher.",
+    store = make_store(db_url)
+    ps.seed_builtin(store)
+    ps.save_profile(store, Profile(id=MARKERS["persona"], name="Zq Secret", persona="A teacher.",
                                     background="Her friend left.", hidden_need="To be heard.",
                                     need_category="just_listen", personality="passive"), create=True)
-    jobs.create_job(engine, "train", {"steps": 1}, name=MARKERS["job"])
+    jobs.create_job(store, "train", {"steps": 1}, name=MARKERS["job"])
     record = {"id": "zq-record", "emo_point": 50, "history": [{"role": "user", "content": "hi"}]}
-    assert tr.import_file(engine, json.dumps(record).encode() + b"\n", collection=MARKERS["collection"]).ok
-    ids = [p.id for p in ps.list_profiles(engine)]
-    engine.dispose()
+    assert tr.import_file(store, json.dumps(record).encode() + b"\n", collection=MARKERS["collection"]).ok
+    ids = [p.id for p in ps.list_profiles(store)]
+    store.dispose()
     return ids
 
 

@@ -53,26 +53,26 @@ def test_benchmark_form_bad_values_are_named_at_their_field(name, value, words):
     assert per_field[bf.NAMES.index(name)].startswith("⚠") and sum(bool(t) for t in per_field) == len(errors)
 
 
-def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, engine, db_url):
-    job_id, errors, message = bf.start(engine, db_url, {"policy": str(tmp_path / "no-such-model")})
+def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, store, db_url):
+    job_id, errors, message = bf.start(store, db_url, {"policy": str(tmp_path / "no-such-model")})
     assert job_id is None and "no folder" in errors["policy"] and "Not started" in message
     from trainer.jobs import queue as jobs
 
-    assert jobs.list_jobs(engine) == []  # nothing half-launched
+    assert jobs.list_jobs(store) == []  # nothing half-launched
 
 
-def test_benchmark_form_unknown_profiles_are_named_at_the_profiles_field(engine, db_url):
-    job_id, errors, _ = bf.start(engine, db_url, {"profiles": "set:nobody-made-this"})
+def test_benchmark_form_unknown_profiles_are_named_at_the_profiles_field(store, db_url):
+    job_id, errors, _ = bf.start(store, db_url, {"profiles": "set:nobody-made-this"})
     assert job_id is None and list(errors) == ["profiles"], errors
 
 
-def test_benchmark_job_details_before_and_without_a_job(engine):
-    assert "Click a benchmark job" in bf.job_details(engine, None)
+def test_benchmark_job_details_before_and_without_a_job(store):
+    assert "Click a benchmark job" in bf.job_details(store, None)
     from trainer.jobs import queue as jobs
 
-    job_id = jobs.create_job(engine, "benchmark", {"policy": "default"}, name="b")
-    assert f"Job #{job_id}" in bf.job_details(engine, job_id)
-    assert bf.job_rows(engine, jobs.list_jobs(engine, kind="benchmark"))[0][0] == job_id
+    job_id = jobs.create_job(store, "benchmark", {"policy": "default"}, name="b")
+    assert f"Job #{job_id}" in bf.job_details(store, job_id)
+    assert bf.job_rows(store, jobs.list_jobs(store, kind="benchmark"))[0][0] == job_id
 
 
 # ---------------------------------------------------------------------------------------------- Training
@@ -198,40 +198,40 @@ def test_missing_model_packages_are_named_with_the_install_command(monkeypatch):
 
 
 # ------------------------------------------------------------------------------- progress inside a step
-def test_a_training_step_shows_its_dialogues_and_replies_as_they_are_stored(engine):
+def test_a_training_step_shows_its_dialogues_and_replies_as_they_are_stored(store):
     from app.services.job_progress import step_progress_text
     from storage import Dialogue, Turn, session_scope
     from trainer.jobs import queue as jobs
 
-    job_id = jobs.create_job(engine, "train", {"steps": 46, "dialogues_per_step": 4}, name="t")
+    job_id = jobs.create_job(store, "train", {"steps": 46, "dialogues_per_step": 4}, name="t")
     # the job as the view reads it while its process runs (job_detail, owner alive)
     detail = {"id": job_id, "kind": "train", "status": "running", "step": 0, "total_steps": 46,
               "config": {"steps": 46, "dialogues_per_step": 4}, "started_at": None}
-    assert step_progress_text(engine, detail).startswith("loading the policy")  # from the first second
-    with session_scope(engine) as s:
+    assert step_progress_text(store, detail).startswith("loading the policy")  # from the first second
+    with session_scope(store) as s:
         for i, status in enumerate(["finished", "running", "running"]):
             d = Dialogue(persona_id=f"p{i}", job_id=job_id, step=1, status=status)
             d.turns = [Turn(index=0, role="user", text="hi"), Turn(index=1, role="assistant", text="yes", n_tokens=7)]
             s.add(d)
-    text = step_progress_text(engine, detail)
+    text = step_progress_text(store, detail)
     assert text.startswith("step 1 of 46: 1 of 4 dialogues finished, 3 policy replies,"), text
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         s.add(Dialogue(persona_id="p3", job_id=job_id, step=1, status="finished"))
         for d in s.query(Dialogue).filter(Dialogue.job_id == job_id):
             d.status = "finished"
-    assert "all 4 dialogues done, updating the policy" in step_progress_text(engine, detail)
-    assert step_progress_text(engine, {**detail, "status": "succeeded"}) == ""
+    assert "all 4 dialogues done, updating the policy" in step_progress_text(store, detail)
+    assert step_progress_text(store, {**detail, "status": "succeeded"}) == ""
 
 
-def test_the_jobs_table_shows_a_live_step_inside_its_counter(engine):
+def test_the_jobs_table_shows_a_live_step_inside_its_counter(store):
     from app.services.job_progress import jobs_rows_now
     from storage import Dialogue, session_scope
     from trainer.jobs import queue as jobs
 
-    job_id = jobs.create_job(engine, "train", {"steps": 3, "dialogues_per_step": 2}, name="t")
-    with session_scope(engine) as s:
+    job_id = jobs.create_job(store, "train", {"steps": 3, "dialogues_per_step": 2}, name="t")
+    with session_scope(store) as s:
         s.add_all([Dialogue(persona_id="a", job_id=job_id, step=1, status="finished"),
                    Dialogue(persona_id="b", job_id=job_id, step=1, status="running")])
-    listed = [{**jobs.get_job(engine, job_id), "status": "running"}]  # as read while its owner lives
-    progress = jobs_rows_now(engine, listed)[0][ts.JOB_HEADERS.index("progress")]
+    listed = [{**jobs.get_job(store, job_id), "status": "running"}]  # as read while its owner lives
+    progress = jobs_rows_now(store, listed)[0][ts.JOB_HEADERS.index("progress")]
     assert progress.endswith("step 1: 1 of 2 dialogues"), progress

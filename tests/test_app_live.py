@@ -20,16 +20,16 @@ def _args(personas, policy, group=2, max_turns=6, mode="direct"):
 
 
 @pytest.fixture
-def seeded(engine):
-    ps.seed_builtin(engine)
-    return engine, [p.id for p in ps.list_profiles(engine)][:1]
+def seeded(store):
+    ps.seed_builtin(store)
+    return store, [p.id for p in ps.list_profiles(store)][:1]
 
 
 @pytest.mark.model
 def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
-    engine, personas = seeded
+    store, personas = seeded
     assert live.stop_rollout("s1") == "Nothing is running."
-    gen = live.start_rollout(engine, "s1", **_args(personas, str(tiny_model_dir), group=2, max_turns=10))
+    gen = live.start_rollout(store, "s1", **_args(personas, str(tiny_model_dir), group=2, max_turns=10))
     outputs, stops = [], []
     for out in gen:
         outputs.append(out)
@@ -41,7 +41,7 @@ def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
     assert "data-dialogues='2'" in html
     assert len(fig.data) == 2 and all(len(t.y) >= 1 for t in fig.data)
     assert len(finished["choices"]) == 2
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.execute(select(Dialogue.status, Dialogue.outcome, Dialogue.error)).all()
     assert len(rows) == 2 and all(st in ("finished", "failed", "cancelled") for st, _, _ in rows)
     assert any(o == "cancelled" and e for _, o, e in rows) or status.startswith("Done:")
@@ -50,15 +50,15 @@ def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
 
 @pytest.mark.model
 def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
-    engine, personas = seeded
-    out = list(live.start_rollout(engine, "s2", **_args(["no-such-persona"], "default")))
+    store, personas = seeded
+    out = list(live.start_rollout(store, "s2", **_args(["no-such-persona"], "default")))
     status = out[-1][0].replace("\\", "")  # Markdown escapes removed
     assert "Cannot start" in status and "unknown persona id(s): no-such-persona" in status
-    out = list(live.start_rollout(engine, "s2", **_args(personas, str(tmp_path / "missing-model"))))
+    out = list(live.start_rollout(store, "s2", **_args(personas, str(tmp_path / "missing-model"))))
     assert "Cannot load the policy" in out[-1][0]
-    out = list(live.start_rollout(engine, "s2", **_args([], "default")))
+    out = list(live.start_rollout(store, "s2", **_args([], "default")))
     assert "Pick at least one persona" in out[-1][0]
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         assert s.scalars(select(Dialogue)).all() == []
 
 

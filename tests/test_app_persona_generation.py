@@ -27,36 +27,36 @@ def test_the_form_becomes_a_spec_and_settings_or_names_each_bad_field():
 
 
 @pytest.mark.model
-def test_progress_and_review_rows_of_a_stored_generation(engine):
-    ps.seed_builtin(engine)
+def test_progress_and_review_rows_of_a_stored_generation(store):
+    ps.seed_builtin(store)
     spec, settings, _ = pgf.read_form({**FORM, "topics": "gen-mode:invalid debt"})
     with start_server() as server:
-        gid = gs.run_generation(engine, spec, gs.make_generator(server.base_url, "scripted"))
-    g = gs.get_generation(engine, gid)
+        gid = gs.run_generation(store, spec, gs.make_generator(server.base_url, "scripted"))
+    g = gs.get_generation(store, gid)
     html = pgf.progress_html(g)
     assert "<progress max='4' value='4'" in html and "4 of 4 (finished): 4 invalid" in html
     assert "dedupe threshold 0.90" in html
-    rows = pgf.candidate_rows(gs.list_candidates(engine, gid))
+    rows = pgf.candidate_rows(gs.list_candidates(store, gid))
     assert len(rows) == 4 and all(r[5] == "invalid" and r[3] == "just_listen" and r[7] == "" for r in rows)
-    detail = pgf.candidate_markdown(gs.get_candidate(engine, rows[0][0]))
+    detail = pgf.candidate_markdown(gs.get_candidate(store, rows[0][0]))
     assert "hidden\\_need: is required" in detail and detail.startswith(f"**Candidate {rows[0][0]}**")
 
 
 @pytest.mark.model
-def test_a_generations_accepted_personas_become_a_named_set(engine):
+def test_a_generations_accepted_personas_become_a_named_set(store):
     from simulator.personas import sets as pss
 
-    ps.seed_builtin(engine)
+    ps.seed_builtin(store)
     spec, _, _ = pgf.read_form(FORM)
-    assert pgf.set_from_generation(engine, "gen-set", None) == "**No set made.** generation: generate first."
+    assert pgf.set_from_generation(store, "gen-set", None) == "**No set made.** generation: generate first."
     with start_server() as server:
-        gid = gs.run_generation(engine, spec, gs.make_generator(server.base_url, "scripted"))
-    assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** generation: no stored")
-    taken = gs.accept_all_valid(engine, gid)
-    message = pgf.set_from_generation(engine, "gen-set", gid)
+        gid = gs.run_generation(store, spec, gs.make_generator(server.base_url, "scripted"))
+    assert pgf.set_from_generation(store, "gen-set", gid).startswith("**No set made.** generation: no stored")
+    taken = gs.accept_all_valid(store, gid)
+    message = pgf.set_from_generation(store, "gen-set", gid)
     assert message.startswith(f"Created set **gen\\-set** from generation {gid}: {len(taken)} accepted persona(s)")
-    assert {p.id for p in pss.set_profiles(engine, "gen-set")} == {p.id for p in taken}
-    assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** name: a set named")
+    assert {p.id for p in pss.set_profiles(store, "gen-set")} == {p.id for p in taken}
+    assert pgf.set_from_generation(store, "gen-set", gid).startswith("**No set made.** name: a set named")
 
 
 @pytest.mark.process

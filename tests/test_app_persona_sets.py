@@ -14,35 +14,35 @@ from simulator.personas import store as ps
 from storage import Dialogue, read_scope
 
 
-def test_panel_functions_report_by_field(engine):
-    ps.seed_builtin(engine)
-    assert persona_sets_panel.create_from_view(engine, "", "", "", "", "", "").startswith("**Not created.** name:")
-    msg = persona_sets_panel.create_from_view(engine, "negatives", "", "", "negative", "en", "")
+def test_panel_functions_report_by_field(store):
+    ps.seed_builtin(store)
+    assert persona_sets_panel.create_from_view(store, "", "", "", "", "", "").startswith("**Not created.** name:")
+    msg = persona_sets_panel.create_from_view(store, "negatives", "", "", "negative", "en", "")
     assert msg.startswith("Created set **negatives**")
-    assert persona_sets_panel.split_from_view(engine, None, 0.8, 0) == "**Not split.** set: pick a set first."
-    assert persona_sets_panel.split_from_view(engine, "negatives", 1.2, 0).startswith("**Not split.** fraction:")
-    assert persona_sets_panel.split_from_view(engine, "negatives", 0.8, 1).startswith("Split **negatives**")
-    rows = persona_sets_panel.set_rows(engine)
+    assert persona_sets_panel.split_from_view(store, None, 0.8, 0) == "**Not split.** set: pick a set first."
+    assert persona_sets_panel.split_from_view(store, "negatives", 1.2, 0).startswith("**Not split.** fraction:")
+    assert persona_sets_panel.split_from_view(store, "negatives", 0.8, 1).startswith("Split **negatives**")
+    rows = persona_sets_panel.set_rows(store)
     assert [r[0] for r in rows] == ["negatives", "negatives-heldout", "negatives-train"]
     assert rows[0][1] == rows[1][1] + rows[2][1] and rows[2][3] == "split"
     from app.services import training as ts
 
-    assert persona_sets_panel.delete_from_view(engine, None) == "**Not deleted.** set: pick a set first."
-    assert persona_sets_panel.delete_from_view(engine, "nope") == "**Not deleted.** set: no stored set named nope."
-    persona_sets_panel.create_from_view(engine, "doomed", "", "", "avoidant", "", "")
-    n = ps.count_profiles(engine)
-    assert persona_sets_panel.delete_from_view(engine, "doomed").startswith("Deleted set **doomed**")
-    assert "doomed" not in pss.set_names(engine) and ps.count_profiles(engine) == n  # its personas stay
-    assert ts.persona_set_choices(engine) == ["builtin", "builtin:train", "builtin:heldout", "set:negatives",
+    assert persona_sets_panel.delete_from_view(store, None) == "**Not deleted.** set: pick a set first."
+    assert persona_sets_panel.delete_from_view(store, "nope") == "**Not deleted.** set: no stored set named nope."
+    persona_sets_panel.create_from_view(store, "doomed", "", "", "avoidant", "", "")
+    n = ps.count_profiles(store)
+    assert persona_sets_panel.delete_from_view(store, "doomed").startswith("Deleted set **doomed**")
+    assert "doomed" not in pss.set_names(store) and ps.count_profiles(store) == n  # its personas stay
+    assert ts.persona_set_choices(store) == ["builtin", "builtin:train", "builtin:heldout", "set:negatives",
                                               "set:negatives-heldout", "set:negatives-train"]
 
 
 @pytest.mark.model
-def test_preview_refuses_an_invalid_form_naming_the_fields(engine):
+def test_preview_refuses_an_invalid_form_naming_the_fields(store):
     values = {"id": "", "name": "X", "language": "en", "difficulty": "standard", "need_category": None,
               "personality": "avoidant", "traits": "", "persona": "", "background": "b", "hidden_need": "h",
               "explicit_goal": "", "first_line": ""}
-    status, _, html = list(persona_preview.preview_dialogue(engine, "k", None, values, "default", "offline", 2))[-1]
+    status, _, html = list(persona_preview.preview_dialogue(store, "k", None, values, "default", "offline", 2))[-1]
     assert status.startswith("**Not previewed.**") and "id: is required" in status and "persona: is required" in status
     assert "need\\_category: unknown category" in status and "data-dialogues='0'" in html
 

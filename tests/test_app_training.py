@@ -17,13 +17,13 @@ from trainer.jobs.owner import JobLock
 
 
 @pytest.fixture
-def owned(engine):
+def owned(store):
     """own(job_id): this process takes the job's lock, as a live job process holds it (a running job whose
     lock nobody holds shows as dead)."""
     locks = []
 
     def own(job_id):
-        lock = JobLock(jobs.get_job(engine, job_id)["output_dir"])
+        lock = JobLock(jobs.get_job(store, job_id)["output_dir"])
         assert lock.acquire()
         locks.append(lock)
 
@@ -32,8 +32,8 @@ def owned(engine):
         lock.release()
 
 
-def _fill(engine, job_id, steps):
-    with session_scope(engine) as s:
+def _fill(store, job_id, steps):
+    with session_scope(store) as s:
         job = s.get(Job, job_id)
         job.status, job.step, job.total_steps, job.progress = "running", steps, 4, steps / 4
         job.pid, job.heartbeat_at = os.getpid(), utcnow()  # a live process (with `owned`: it holds the lock)
@@ -47,25 +47,25 @@ def _fill(engine, job_id, steps):
         s.add(Checkpoint(job_id=job_id, step=2, path="/ck/step-2", metrics={"reward_mean": 0.5}))
 
 
-def test_jobs_rows_show_status_progress_and_queue(engine, owned):
-    first = jobs.create_job(engine, "train", {"algorithm": "grpo"}, name="first")
-    second = jobs.create_job(engine, "train", {"algorithm": "ppo"}, name="second")
-    _fill(engine, first, 2)
+def test_jobs_rows_show_status_progress_and_queue(store, owned):
+    first = jobs.create_job(store, "train", {"algorithm": "grpo"}, name="first")
+    second = jobs.create_job(store, "train", {"algorithm": "ppo"}, name="second")
+    _fill(store, first, 2)
     owned(first)
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         s.get(Job, second).pid, s.get(Job, second).heartbeat_at = os.getpid(), utcnow()  # launched, waiting
-    rows = ts.jobs_rows(jobs.list_jobs(engine))
+    rows = ts.jobs_rows(jobs.list_jobs(store))
     assert [r[0] for r in rows] == [second, first]
     assert rows[0][3:6] == ["queued", "0%", "ppo"]
     assert rows[0][7] == "waiting for the running job to end"
     assert rows[1][3:6] == ["running", "step 2/4 (50%)", "grpo"]
 
 
-def test_detail_figures_and_checkpoints(engine):
-    job_id = jobs.create_job(engine, "train", {"algorithm": "grpo", "model": "tiny", "mode": "think"},
+def test_detail_figures_and_checkpoints(store):
+    job_id = jobs.create_job(store, "train", {"algorithm": "grpo", "model": "tiny", "mode": "think"},
                              name="<b>x</b>")
-    _fill(engine, job_id, 3)
-    detail = jobs.job_detail(engine, job_id)
+    _fill(store, job_id, 3)
+    detail = jobs.job_detail(store, job_id)
     reward = ts.reward_figure(detail)
     assert [t.name for t in reward.data] == ["reward_mean", "reward_std"]
     assert list(reward.data[0].x) == [0, 1, 2]
@@ -82,9 +82,9 @@ def test_detail_figures_and_checkpoints(engine):
     assert "<b>" not in summary  # the job name is shown as text, never as HTML
 
 
-def test_empty_job_has_placeholder_figures(engine):
-    job_id = jobs.create_job(engine, "train", {}, name="empty")
-    detail = jobs.job_detail(engine, job_id)
+def test_empty_job_has_placeholder_figures(store):
+    job_id = jobs.create_job(store, "train", {}, name="empty")
+    detail = jobs.job_detail(store, job_id)
     assert ts.reward_figure(detail).layout.annotations[0].text == "no data yet"
     assert ts.checkpoint_rows(detail) == []
     assert ts.job_summary_md(None) == "Select a job in the table."
@@ -134,16 +134,16 @@ def test_form_errors_name_their_fields(tmp_path):
     assert per_field[ts.FORM_NAMES.index("mode")] == "" and other == ""
 
 
-def test_form_checks_a_stored_set_against_the_store_before_launch(engine):
+def test_form_checks_a_stored_set_against_the_store_before_launch(store):
     from simulator.personas import sets as pss
     from simulator.personas import store as ps
 
-    ps.seed_builtin(engine)
-    pss.create_from_filters(engine, "two", personality="avoidant")
-    config, errors = ts.config_from_form(_form(persona_set="set:missing"), "", check_paths=False, store=engine)
+    ps.seed_builtin(store)
+    pss.create_from_filters(store, "two", personality="avoidant")
+    config, errors = ts.config_from_form(_form(persona_set="set:missing"), "", check_paths=False, store=store)
     assert config is None and set(errors) == {"persona_set"}
     assert "missing" in errors["persona_set"] and "stored sets: two" in errors["persona_set"]
-    config, errors = ts.config_from_form(_form(persona_set="set:two"), "", check_paths=False, store=engine)
+    config, errors = ts.config_from_form(_form(persona_set="set:two"), "", check_paths=False, store=store)
     assert errors == {} and config.persona_set == "set:two"
 
 
@@ -161,25 +161,25 @@ def test_form_other_settings_box_errors():
 
 
 
-def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_runner(engine, db_url, owned):
+def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_runner(store, db_url, owned):
     from datetime import timedelta
 
     from trainer.config import TrainConfig
 
-    ahead = jobs.create_job(engine, "train", {}, name="ahead")
-    with session_scope(engine) as s:  # a live running job whose heartbeat stays fresh for the whole test
+    ahead = jobs.create_job(store, "train", {}, name="ahead")
+    with session_scope(store) as s:  # a live running job whose heartbeat stays fresh for the whole test
         job = s.get(Job, ahead)
         job.status, job.pid, job.heartbeat_at = "running", os.getpid(), utcnow() + timedelta(hours=1)
     owned(ahead)
-    job_id, message = ts.launch_training_job(engine, db_url, TrainConfig(algorithm="grpo", mode="think"), "  ")
+    job_id, message = ts.launch_training_job(store, db_url, TrainConfig(algorithm="grpo", mode="think"), "  ")
     assert message == f"Launched job #{job_id}; it waits in the queue behind job(s) #{ahead}."
-    detail = jobs.job_detail(engine, job_id)
+    detail = jobs.job_detail(store, job_id)
     assert detail["name"] == "grpo-think" and detail["status"] == "queued"
     pid = detail["pid"]
     log = wait_for(lambda: "queued behind" in jobs.log_tail(detail["log_path"]) and detail["log_path"], timeout=240)
-    assert jobs.cancel(engine, job_id) in ("queued", "cancelled")  # its waiting process marks itself cancelled
+    assert jobs.cancel(store, job_id) in ("queued", "cancelled")  # its waiting process marks itself cancelled
     wait_for(lambda: not jobs.pid_alive(pid), timeout=240)
-    assert jobs.get_job(engine, job_id)["status"] == "cancelled"
+    assert jobs.get_job(store, job_id)["status"] == "cancelled"
     text = jobs.log_tail(log)
     assert text.count(f"job {job_id} queued behind job(s) {ahead}") == 1  # stdout is the log: written once
     assert f"job {job_id} cancelled while queued" in text

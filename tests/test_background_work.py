@@ -18,7 +18,7 @@ from helpers import wait_for, wait_for_http
 
 from app.services import persona_generation_jobs as pgj
 from simulator.personas import generation_store as gs
-from storage import Job, make_engine, read_scope
+from storage import Job, make_store, read_scope
 from testkit.scripted_server import start_server
 from trainer.jobs import queue as jobs
 
@@ -56,7 +56,7 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
     db_url = f"sqlite:///{tmp_path / 'lab.db'}"
     # RLVER_LAB_HOME is this test's own folder (conftest): the apps, the job processes and this test share it
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
-    store = make_engine(db_url)
+    store = make_store(db_url)
     procs: list[subprocess.Popen] = []
     job_pid = None
     try:

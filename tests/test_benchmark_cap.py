@@ -75,13 +75,13 @@ def test_eta_from_the_fraction_done():
     assert fraction_done(4, 4, 0, 10) == 1.0 and eta_seconds(1.0, 60.0) == 0.0
 
 
-def test_progress_is_read_from_the_store(engine, tiny_model_dir):
+def test_progress_is_read_from_the_store(store, tiny_model_dir):
     config = bm.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2, max_new_tokens=8)
-    result = bm.run_benchmark(engine, config, log=lambda _m: None)
-    with session_scope(engine) as s:  # pretend it is still running, started two minutes ago
+    result = bm.run_benchmark(store, config, log=lambda _m: None)
+    with session_scope(store) as s:  # pretend it is still running, started two minutes ago
         run = s.get(EvalRun, result.eval_run_id)
         run.status, run.created_at = "running", run.finished_at - timedelta(seconds=120)
-    p = run_progress(engine, result.eval_run_id, now=run.finished_at)
+    p = run_progress(store, result.eval_run_id, now=run.finished_at)
     assert (p["done"], p["total"]) == (2, 2) and p["replies"] >= 2 and p["tokens"] >= p["replies"]
     assert p["tokens_per_s"] == pytest.approx(p["tokens"] / 120) and p["eta_s"] == 0.0
     assert progress_text(p).startswith("2/2 dialogues, ") and "about 0 s left" in progress_text(p)
@@ -99,11 +99,11 @@ def test_the_cli_prints_progress_and_records_the_cap(tiny_model_dir, tmp_path):
     assert len(progress) >= 2 and "2/2 dialogues" in progress[-1] and "tok/s" in progress[-1]
     import json
 
-    from storage import make_engine
+    from storage import make_store
     from trainer.evaluation.eval_runs import get_eval_run
 
     result = json.loads(r.stdout)
-    store = make_engine(f"sqlite:///{tmp_path / 'lab.db'}")
+    store = make_store(f"sqlite:///{tmp_path / 'lab.db'}")
     run = get_eval_run(store, result["eval_run_id"])
     assert run["protocol"]["max_new_tokens"] == protocol.LOCAL_REPLY_CAP and "stop_on_repetition" in run["protocol"]
     # greedy, the tiny model loops in every reply: each one is cut by the stop and counted

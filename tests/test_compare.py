@@ -70,19 +70,19 @@ def test_bad_input_names_the_field():
 
 
 @pytest.mark.model
-def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
+def test_a_policy_compared_with_itself_ties_everywhere(store, tiny_model_dir):
     """A deterministic simulated user (offline) and the same policy: identical dialogues, every pair a tie."""
     config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
                                max_new_tokens=12, seeds=2)
-    cid = compare_runs.run_comparison(engine, config, log=lambda _m: None)
-    pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
+    cid = compare_runs.run_comparison(store, config, log=lambda _m: None)
+    pairs = cmp.comparison_pairs(store, cid, with_turns=True)
     assert len(pairs) == 6 and {p["seed"] for p in pairs} == {0, 1}
     for p in pairs:
         assert p["a_dialogue_id"] != p["b_dialogue_id"]  # two ordinary dialogues ...
         assert [(t["role"], t["text"], t["emotion"]) for t in p["a_turns"]] == \
             [(t["role"], t["text"], t["emotion"]) for t in p["b_turns"]]  # ... played identically
         assert p["first_reply_diff_turn"] is None and p["first_emotion_diff_turn"] is None
-    stored = cmp.get_comparison(engine, cid)
+    stored = cmp.get_comparison(store, cid)
     assert stored["status"] == "succeeded" and len(stored["eval_runs"]["a"]) == 2
     assert (stored["summary"]["wins"], stored["summary"]["ties"], stored["summary"]["losses"]) == (0, 6, 0)
 
@@ -216,7 +216,7 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     from helpers import tiny_train_config
     from sqlalchemy import select
 
-    from storage import Dialogue, Job, make_engine, read_scope
+    from storage import Dialogue, Job, make_store, read_scope
 
     config = tiny_train_config(tmp_path, tiny_model_dir, simulator=f"python:{RULE_USER}:make_user",
                                reward=f"python:{RULE_USER}:emotion_gain", algorithm="grpo", group_size=2,
@@ -229,7 +229,7 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded"
     digest = hashlib.sha256(RULE_USER.read_bytes()).hexdigest()
-    store = make_engine(db)
+    store = make_store(db)
     with read_scope(store) as s:
         dialogues = s.scalars(select(Dialogue).where(Dialogue.job_id == result["job_id"])).all()
         assert dialogues and all(d.simulator_fingerprint["backend"] == "python" for d in dialogues)
@@ -241,24 +241,24 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.model
-def test_reproducing_a_stored_run_plays_the_same_dialogues(engine, tiny_model_dir):
+def test_reproducing_a_stored_run_plays_the_same_dialogues(store, tiny_model_dir):
     from trainer.evaluation import benchmark as bm
 
     # rounds: the policy's batches do not depend on timing (async batches whatever is ready, and on a busy
     # machine another batch composition rounds the logits differently)
-    first = off_loop(lambda: bm.run_benchmark(engine, bm.BenchmarkConfig(
+    first = off_loop(lambda: bm.run_benchmark(store, bm.BenchmarkConfig(
         policy=str(tiny_model_dir), profiles="builtin:heldout", limit=3, max_new_tokens=12, seed=5, schedule="rounds"),
         log=lambda _m: None))
-    config = cmp.reproduce_config(engine, first.eval_run_id)
+    config = cmp.reproduce_config(store, first.eval_run_id)
     assert config.seed == 5 and config.policy == str(tiny_model_dir) and config.name == f"reproduce #{first.eval_run_id}"
     assert config.schedule == "rounds"
-    again = off_loop(lambda: bm.run_benchmark(engine, config, log=lambda _m: None))
-    cid = cmp.link_eval_runs(engine, first.eval_run_id, again.eval_run_id)
-    pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
+    again = off_loop(lambda: bm.run_benchmark(store, config, log=lambda _m: None))
+    cid = cmp.link_eval_runs(store, first.eval_run_id, again.eval_run_id)
+    pairs = cmp.comparison_pairs(store, cid, with_turns=True)
     assert len(pairs) == 3
     for p in pairs:
         assert p["first_reply_diff_turn"] is None and p["first_emotion_diff_turn"] is None
         assert [(t["role"], t["text"]) for t in p["a_turns"]] == [(t["role"], t["text"]) for t in p["b_turns"]]
-    assert cmp.get_comparison(engine, cid)["summary"]["ties"] == 3
+    assert cmp.get_comparison(store, cid)["summary"]["ties"] == 3
     with pytest.raises(BenchmarkInputError, match="eval_run: 999 does not exist"):
-        cmp.reproduce_config(engine, 999)
+        cmp.reproduce_config(store, 999)

@@ -87,48 +87,48 @@ def test_the_cpu_example_grid_is_valid_and_has_four_cells():
 
 
 # ------------------------------------------------------------------------------------------------- store
-def test_create_cancel_and_reopen_in_the_store(engine, tmp_path, tiny_model_dir):
+def test_create_cancel_and_reopen_in_the_store(store, tmp_path, tiny_model_dir):
     spec = ex.load_grid(tiny_grid(tmp_path, tiny_model_dir))
-    eid = ex.create_experiment(engine, spec)
-    exp = ex.experiment_detail(engine, eid)
+    eid = ex.create_experiment(store, spec)
+    exp = ex.experiment_detail(store, eid)
     assert exp["status"] == "queued" and exp["code_version"] and exp["grid"] == spec.grid
     assert [c["status"] for c in exp["cells"]] == ["queued"] * 4
     assert exp["cells"][3]["config"]["algorithm"] == "grpo" and exp["cells"][3]["config"]["mode"] == "think"
-    assert es.experiment_choices(engine) == [(f"#{eid} tiny-algorithm-x-mode · queued · 4 cells", eid)]
-    assert ex.cancel_experiment(engine, eid) == "cancelled"
-    assert {c["status"] for c in ex.experiment_detail(engine, eid)["cells"]} == {"cancelled"}
-    assert ex.reopen_experiment(engine, eid) == []
-    exp = ex.experiment_detail(engine, eid)
+    assert es.experiment_choices(store) == [(f"#{eid} tiny-algorithm-x-mode · queued · 4 cells", eid)]
+    assert ex.cancel_experiment(store, eid) == "cancelled"
+    assert {c["status"] for c in ex.experiment_detail(store, eid)["cells"]} == {"cancelled"}
+    assert ex.reopen_experiment(store, eid) == []
+    exp = ex.experiment_detail(store, eid)
     assert exp["status"] == "queued" and {c["status"] for c in exp["cells"]} == {"queued"}
     with pytest.raises(ex.ExperimentError, match="999 does not exist"):
-        ex.cancel_experiment(engine, 999)
+        ex.cancel_experiment(store, 999)
 
 
 @pytest.mark.process
-def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner_shows_dead(engine, tmp_path,
+def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner_shows_dead(store, tmp_path,
                                                                                             tiny_model_dir):
     from storage import Experiment, session_scope
     from trainer.experiments.runner import run_experiment, runner_alive
     from trainer.jobs.owner import JobLock
 
-    eid = ex.create_experiment(engine, ex.load_grid(tiny_grid(tmp_path, tiny_model_dir)))
-    with session_scope(engine) as s:  # what a runner killed with -9 leaves
+    eid = ex.create_experiment(store, ex.load_grid(tiny_grid(tmp_path, tiny_model_dir)))
+    with session_scope(store) as s:  # what a runner killed with -9 leaves
         s.get(Experiment, eid).status = "running"
-    exp = ex.experiment_detail(engine, eid)
+    exp = ex.experiment_detail(store, eid)
     assert exp["status"] == "dead" and exp["stored_status"] == "running" and not runner_alive(exp)
-    assert [e["status"] for e in ex.list_experiments(engine)] == ["dead"]
-    lock = JobLock(ex.runner_folder(ex.runners_root(engine), eid))
+    assert [e["status"] for e in ex.list_experiments(store)] == ["dead"]
+    lock = JobLock(ex.runner_folder(ex.runners_root(store), eid))
     assert lock.acquire()  # a live runner (this process) holds the experiment
     try:
-        exp = ex.experiment_detail(engine, eid)
+        exp = ex.experiment_detail(store, eid)
         assert exp["status"] == "running" and exp["runner"] == os.getpid() and runner_alive(exp)
         with pytest.raises(ex.ExperimentError, match=f"already run by live process {os.getpid()}"):
-            run_experiment(engine, "unused://", eid)
+            run_experiment(store, "unused://", eid)
         with pytest.raises(ex.ExperimentError, match=f"being run by live process {os.getpid()}"):
-            ex.reopen_experiment(engine, eid)
+            ex.reopen_experiment(store, eid)
     finally:
         lock.release()
-    assert ex.reopen_experiment(engine, eid) == [] and ex.experiment_detail(engine, eid)["status"] == "queued"
+    assert ex.reopen_experiment(store, eid) == [] and ex.experiment_detail(store, eid)["status"] == "queued"
 
 
 # ------------------------------------------------------------------------------------ real job processes
@@ -137,7 +137,7 @@ def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner
 @pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db_url, tmp_path, tiny_model_dir):
+def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(store, db_url, tmp_path, tiny_model_dir):
     from testkit.scripted_server import start_server
 
     with start_server() as server:  # the judge's OpenAI-compatible endpoint
@@ -148,56 +148,56 @@ def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(engine, db
     assert p.returncode == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and len(result["cells"]) == 2
-    exp = ex.experiment_detail(engine, result["experiment_id"])
+    exp = ex.experiment_detail(store, result["experiment_id"])
     for cell, row in zip(exp["cells"], result["cells"]):
         assert cell["status"] == "succeeded" and row["n"] == 1 and row["score"] is not None
-        bench = jobs.job_detail(engine, cell["benchmark_job_id"])
-        checkpoint = jobs.last_checkpoint(engine, cell["train_job_id"])["path"]
+        bench = jobs.job_detail(store, cell["benchmark_job_id"])
+        checkpoint = jobs.last_checkpoint(store, cell["train_job_id"])["path"]
         assert bench["status"] == "succeeded" and bench["config"]["policy"] == checkpoint
         assert bench["config"]["mode"] == cell["params"]["mode"] and bench["config"]["profiles"] == "builtin:heldout"
     # what the Experiments view shows of it
-    rows = es.result_rows(engine, exp)
+    rows = es.result_rows(store, exp)
     assert [r[0] for r in rows] == ["cell 1", "cell 2"] and all(r[2] != "—" and r[8] == 1 for r in rows)
     assert [r[0] for r in es.status_rows(exp)] == ["cell 1", "cell 2"]
-    need, personality = es.breakdown_rows(engine, exp)
+    need, personality = es.breakdown_rows(store, exp)
     assert [r[0] for r in need] == ["cell 1", "cell 2"] and len(personality) == 2
-    replies = es.reply_rows(engine, exp)
+    replies = es.reply_rows(store, exp)
     assert all(r[2] >= 1 and r[3] != "—" for r in replies)
-    assert es.metric_choices(engine, exp)[0] == "reward_mean"  # reward first
-    fig = es.curves(engine, exp, "reward_mean")
+    assert es.metric_choices(store, exp)[0] == "reward_mean"  # reward first
+    fig = es.curves(store, exp, "reward_mean")
     assert len(fig.data) == 2 and fig.data[0].name.startswith("cell 1")
-    radar = es.judge_figure(engine, exp)  # one shape per cell, each judged dialogue stored
+    radar = es.judge_figure(store, exp)  # one shape per cell, each judged dialogue stored
     assert [t.name.split(" · ")[0] for t in radar.data] == ["cell 1 algorithm=ppo, mode=direct",
                                                             "cell 2 algorithm=ppo, mode=think"]
-    assert es.judge_counts(engine, exp) == {"cell 1": 1, "cell 2": 1}
+    assert es.judge_counts(store, exp) == {"cell 1": 1, "cell 2": 1}
     assert "succeeded" in es.summary_md(exp) and "2/2 cells done" in es.summary_md(exp)
 
 
 @pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(engine, db_url, tmp_path,
+def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(store, db_url, tmp_path,
                                                                               tiny_model_dir):
     grid = tiny_grid(tmp_path, tiny_model_dir, base={"steps": 4, "save_every": 1},
                      grid={"algorithm": ["ppo"], "seed": [0, 1]})
     p = experiment_cli(db_url, "--grid", str(grid))
-    eid = wait_for(lambda: ex.list_experiments(engine) and ex.list_experiments(engine)[0]["id"], timeout=300)
-    first = lambda: ex.experiment_detail(engine, eid)["cells"][0]  # noqa: E731
-    wait_for(lambda: first()["train_job_id"] and jobs.last_checkpoint(engine, first()["train_job_id"]), timeout=900)
+    eid = wait_for(lambda: ex.list_experiments(store) and ex.list_experiments(store)[0]["id"], timeout=300)
+    first = lambda: ex.experiment_detail(store, eid)["cells"][0]  # noqa: E731
+    wait_for(lambda: first()["train_job_id"] and jobs.last_checkpoint(store, first()["train_job_id"]), timeout=900)
     canceller = experiment_cli(db_url, "--cancel", str(eid))
     assert canceller.wait(timeout=300) == 0
     _, err = p.communicate(timeout=600)
     assert p.returncode == 143, err
     train_id = first()["train_job_id"]
-    wait_for(lambda: jobs.job_detail(engine, train_id)["status"] in jobs.FINAL_STATUSES, timeout=600)
-    exp = ex.experiment_detail(engine, eid)
+    wait_for(lambda: jobs.job_detail(store, train_id)["status"] in jobs.FINAL_STATUSES, timeout=600)
+    exp = ex.experiment_detail(store, eid)
     assert exp["status"] == "cancelled" and [c["status"] for c in exp["cells"]] == ["cancelled", "cancelled"]
     assert exp["cells"][1]["train_job_id"] is None  # the queued cell never started a job
-    done = jobs.job_detail(engine, train_id)
+    done = jobs.job_detail(store, train_id)
     if done["status"] == "succeeded":
         pytest.skip("the training job finished before Cancel reached it (machine too fast for this test)")
     assert done["status"] == "cancelled"
-    saved = jobs.last_checkpoint(engine, train_id)["step"]
+    saved = jobs.last_checkpoint(store, train_id)["step"]
 
     resumed = experiment_cli(db_url, "--resume", str(eid))
     out, err = resumed.communicate(timeout=1800)
@@ -205,6 +205,6 @@ def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(en
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and [c["status"] for c in result["cells"]] == ["succeeded"] * 2
     assert result["cells"][0]["train_job_id"] == train_id  # the same job, continued
-    detail = jobs.job_detail(engine, train_id, log_lines=400)
+    detail = jobs.job_detail(store, train_id, log_lines=400)
     assert f"at step {saved}" in detail["log_tail"]
     assert detail["metrics"]["reward_mean"]["step"] == [1, 2, 3, 4]  # nothing trained twice, nothing skipped

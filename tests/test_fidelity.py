@@ -54,7 +54,7 @@ def test_published_histogram_is_the_reference_one():
 
 
 @pytest.mark.parametrize("model,n,tv,within", [("gpt-4.1", 848, 0.203, 0.067), ("qwen2.5-72b", 641, 0.243, 0.084)])
-def test_published_transcripts_judge_like_the_published_histogram(shared_data, engine, model, n, tv, within):
+def test_published_transcripts_judge_like_the_published_histogram(shared_data, store, model, n, tv, within):
     f = shared_data / "sage" / f"{model}_result.jsonl"
     report = fd.file_report(f)
     assert (report.n, report.n_dialogues, report.share_5_10) == (n, 100, 1.0)
@@ -64,8 +64,8 @@ def test_published_transcripts_judge_like_the_published_histogram(shared_data, e
     published_rises = sum(c for v, c in PUBLISHED_CHANGES.items() if v > 0) / 7936
     assert report.tv <= abs(rises - published_rises) + report.within_sign + 1e-9
     # imported into the store, the collection gives the same histogram from the stored turns
-    tr.import_file(engine, f)
-    stored = fd.store_report(engine, (Dialogue.collection == f.name,), f.name)
+    tr.import_file(store, f)
+    stored = fd.store_report(store, (Dialogue.collection == f.name,), f.name)
     assert (stored.counts, stored.n_dialogues) == (report.counts, 100)
 
 
@@ -99,15 +99,15 @@ def offline_dialogues():
     return asyncio.run(all_dialogues())
 
 
-def test_offline_simulator_dialogues_are_far_from_the_published_histogram(engine, offline_dialogues):
+def test_offline_simulator_dialogues_are_far_from_the_published_histogram(store, offline_dialogues):
     for profile, history, turns in offline_dialogues:
-        d = start_dialogue(engine, persona_id=profile.id, source="rollout", policy_ref="scripted")
+        d = start_dialogue(store, persona_id=profile.id, source="rollout", policy_ref="scripted")
         users = iter(turns)
         for i, m in enumerate(history):
             t = next(users) if m["role"] == "user" else None
-            add_turn(engine, d, i, m["role"], m["content"], **({"emotion": t.emotion, "delta": t.delta} if t else {}))
-        finish_dialogue(engine, d, "finished", turns[-1].emotion, outcome=turns[-1].outcome or "max_turns")
-    report = fd.store_report(engine, (Dialogue.source == "rollout",), "offline")
+            add_turn(store, d, i, m["role"], m["content"], **({"emotion": t.emotion, "delta": t.delta} if t else {}))
+        finish_dialogue(store, d, "finished", turns[-1].emotion, outcome=turns[-1].outcome or "max_turns")
+    report = fd.store_report(store, (Dialogue.source == "rollout",), "offline")
     assert report.n_dialogues == 8 and report.n == sum(len(t) - 1 for _, _, t in offline_dialogues)
     assert len(report.counts) > 6  # the offline user's changes take many integer values, not only +-5 / +-10
     assert report.tv > 0.5 and report.within_sign > 0.5 and report.share_5_10 < 0.9
@@ -127,7 +127,7 @@ def test_cli_reads_a_file(shared_data):
                                                                     (10, 213)]
 
 
-def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url, engine):
+def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url, store):
     """A replay of the first 12 published GPT-4.1 dialogues through the benchmark runner stores the
     recorded changes as turn deltas: the eval run's histogram is the file's."""
     from trainer.evaluation import benchmark as bm
@@ -137,7 +137,7 @@ def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url
     head = tmp_path / "head_result.jsonl"
     head.write_text("".join(f.read_text(encoding="utf-8").splitlines(keepends=True)[:12]), encoding="utf-8")
     cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=12)
-    run_id = bm.run_benchmark(engine, cfg, log=lambda _m: None).eval_run_id
+    run_id = bm.run_benchmark(store, cfg, log=lambda _m: None).eval_run_id
     r = run_module("simulator", "fidelity", "--eval-run", str(run_id), "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -148,15 +148,15 @@ def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url
     assert missing.returncode == 1 and "eval run 999 does not exist" in missing.stderr
     assert run_module("simulator", "fidelity").returncode == 2
     # a training job's dialogues, one step at a time
-    job = create_job(engine, "train", {})
+    job = create_job(store, "train", {})
     for step, deltas in ((1, [5, 10]), (2, [-3])):
-        d = start_dialogue(engine, persona_id="p", source="train", job_id=job, step=step)
-        add_turn(engine, d, 0, "user", "hi", emotion=30.0, delta=0.0)
+        d = start_dialogue(store, persona_id="p", source="train", job_id=job, step=step)
+        add_turn(store, d, 0, "user", "hi", emotion=30.0, delta=0.0)
         for i, delta in enumerate(deltas):
-            add_turn(engine, d, 2 * i + 1, "assistant", "reply")
-            add_turn(engine, d, 2 * i + 2, "user", "more", emotion=30.0 + delta, delta=float(delta))
-        finish_dialogue(engine, d, "finished", 40.0, outcome="max_turns")
-    assert fd.training_report(engine, job, 1).counts == {5: 1, 10: 1}
-    assert fd.training_report(engine, job).counts == {-3: 1, 5: 1, 10: 1}
+            add_turn(store, d, 2 * i + 1, "assistant", "reply")
+            add_turn(store, d, 2 * i + 2, "user", "more", emotion=30.0 + delta, delta=float(delta))
+        finish_dialogue(store, d, "finished", 40.0, outcome="max_turns")
+    assert fd.training_report(store, job, 1).counts == {5: 1, 10: 1}
+    assert fd.training_report(store, job).counts == {-3: 1, 5: 1, 10: 1}
     r = run_module("simulator", "fidelity", "--job", str(job), "--step", "2", "--db", db_url)
     assert r.returncode == 0 and f"training job {job} step 2" in r.stdout and "1 judged changes" in r.stdout

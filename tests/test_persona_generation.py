@@ -276,14 +276,14 @@ def test_a_bad_spec_file_is_named_with_its_field(tmp_path, db_url, capsys):
 def test_an_existing_store_gets_the_generation_tables_when_opened(db_url):
     from sqlalchemy import inspect, text
 
-    from storage import make_engine
+    from storage import make_store
 
-    old = make_engine(db_url)
+    old = make_store(db_url)
     with old.begin() as conn:  # a store made before persona generation existed
         conn.execute(text("DROP TABLE persona_candidate"))
         conn.execute(text("DROP TABLE persona_generation"))
     ps.seed_builtin(old)
     old.dispose()
-    store = make_engine(db_url)
+    store = make_store(db_url)
     assert {"persona_generation", "persona_candidate"} <= set(inspect(store).get_table_names())
     assert ps.count_profiles(store) == len(BUILTIN_PROFILES)

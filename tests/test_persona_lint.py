@@ -168,16 +168,16 @@ def test_released_rlver_profiles_lint(shared_data: Path, capsys):
 
 
 @pytest.mark.model
-def test_personas_view_functions_on_a_real_store(engine):
+def test_personas_view_functions_on_a_real_store(store):
     from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
     from simulator.personas import store as ps
 
-    ps.save_profile(engine, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)
-    ps.save_profile(engine, make_sim_profile(pid="clean"), create=True)
-    listed = rows_with_warnings(engine)
+    ps.save_profile(store, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)
+    ps.save_profile(store, make_sim_profile(pid="clean"), create=True)
+    listed = rows_with_warnings(store)
     assert HEADERS[-1] == "warnings" and [(r[0], r[-1]) for r in listed] == [("asks-a-lot", "2"), ("clean", "1")]
     # both are near-duplicates of each other (the same persona and background); "asks-a-lot" also asks 3 questions
-    warnings = form_warnings(engine, ps.get_profile(engine, "clean"))
+    warnings = form_warnings(store, ps.get_profile(store, "clean"))
     assert kinds(warnings) == [("persona", "persona and background are a near-duplicate of 'asks-a-lot'")]
     text = warnings_markdown(warnings)
     assert text.startswith("**Lint: 1 warning(s)**\n- ⚠ persona: persona and background are a near")  # md-escaped

@@ -57,10 +57,10 @@ def test_a_checkpoint_folder_stands_for_its_policy(checkpoint, tiny_model_dir):
     assert checkpoint_model("openai:gpt") == "openai:gpt"
 
 
-def test_every_entry_point_takes_the_same_specs(shared_reference, engine, db_url, checkpoint, monkeypatch, capsys):
+def test_every_entry_point_takes_the_same_specs(shared_reference, store, db_url, checkpoint, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    ps.seed_builtin(engine)
-    persona = ps.list_profiles(engine)[0].id
+    ps.seed_builtin(store)
+    persona = ps.list_profiles(store)[0].id
     pack = f"sage:{shared_reference / 'sage'}"
     with ScriptedServer().start() as srv:
         def sage_steps() -> int:
@@ -79,7 +79,7 @@ def test_every_entry_point_takes_the_same_specs(shared_reference, engine, db_url
         assert after_cli > 0
 
         # the live view
-        outs = list(live.start_rollout(engine, "specs", [persona], str(checkpoint), "", "openai:deepseek-v3",
+        outs = list(live.start_rollout(store, "specs", [persona], str(checkpoint), "", "openai:deepseek-v3",
                                        srv.base_url, "standard", "direct", 1, 2, 8, 1.0, 0, pack=pack,
                                        simulator_max_in_flight=2, simulator_requests_per_minute=600))
         assert outs[-1][0].startswith("Done:"), outs[-1][0]
@@ -90,14 +90,14 @@ def test_every_entry_point_takes_the_same_specs(shared_reference, engine, db_url
         cfg = bm.BenchmarkConfig(policy=str(checkpoint), simulator="openai:deepseek-v3",
                                  simulator_base_url=srv.base_url, prompt_pack=pack, simulator_max_in_flight=2,
                                  profiles=persona, max_new_tokens=8)
-        result = bm.run_benchmark(engine, cfg, log=lambda _m: None)
+        result = bm.run_benchmark(store, cfg, log=lambda _m: None)
         assert result.summary.n == 1 and result.summary.n_errors == 0
         assert sage_steps() > after_live
 
     # every stored dialogue names SAGE's pack in its simulator fingerprint, and the policy's model folder
     ids = [rows[0]["id"], *result.dialogue_ids]
     for did in ids:
-        d = load_dialogue(engine, did)
+        d = load_dialogue(store, did)
         assert d["simulator_fingerprint"]["prompt_pack"]["pack"] == "sage", d["simulator_fingerprint"]
     # training's config names the simulated user with the same fields
     train = SimulatorSpec.from_config(TrainConfig(simulator="openai:deepseek-v3", simulator_base_url="http://h/v1",

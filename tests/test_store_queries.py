@@ -22,22 +22,22 @@ def _dialogue(store, status: str, final, **fields) -> int:
 
 
 @pytest.fixture
-def filled(engine):
+def filled(store):
     """Two live dialogues, one of them failed; a training job's dialogue; a benchmark run of three
     dialogues (one still running)."""
-    job = jobs.create_job(engine, "train", {}, name="t")
-    with session_scope(engine) as s:
+    job = jobs.create_job(store, "train", {}, name="t")
+    with session_scope(store) as s:
         run = EvalRun(name="bench")
         s.add(run)
         s.flush()
         run_id = run.id
-    ids = {"live": [_dialogue(engine, "finished", 80.0, source="rollout"),
-                    _dialogue(engine, "failed", 30.0, source="rollout")],
-           "job": [_dialogue(engine, "finished", 55.0, source="train", job_id=job, step=1)],
-           "eval": [_dialogue(engine, "finished", 100.0, source="benchmark", eval_run_id=run_id),
-                    _dialogue(engine, "finished", 5.0, source="benchmark", eval_run_id=run_id),
-                    _dialogue(engine, "running", None, source="benchmark", eval_run_id=run_id)]}
-    return engine, job, run_id, ids
+    ids = {"live": [_dialogue(store, "finished", 80.0, source="rollout"),
+                    _dialogue(store, "failed", 30.0, source="rollout")],
+           "job": [_dialogue(store, "finished", 55.0, source="train", job_id=job, step=1)],
+           "eval": [_dialogue(store, "finished", 100.0, source="benchmark", eval_run_id=run_id),
+                    _dialogue(store, "finished", 5.0, source="benchmark", eval_run_id=run_id),
+                    _dialogue(store, "running", None, source="benchmark", eval_run_id=run_id)]}
+    return store, job, run_id, ids
 
 
 def test_store_collections_and_their_dialogues(filled):

@@ -69,19 +69,19 @@ def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server,
     assert any(c["profile"].get("need_category") == c["plan"]["need_category"] for c in cands)
 
 
-def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_server, engine, db_url, capsys):
+def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_server, store, db_url, capsys):
     from helpers import COLD_REPLIES, WARM_REPLIES, store_judged_dialogues
 
     from trainer.__main__ import main
 
-    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES}, eval_run=False)
+    ids = store_judged_dialogues(store, {"warm": WARM_REPLIES, "cold": COLD_REPLIES}, eval_run=False)
     code = main(["judge", "--dialogues", *map(str, ids.values()), "--model", SERVED, "--base-url",
                  vllm_server.base_url, "--timeout", "1200", "--max-retries", "0", "--max-tokens", "600",
                  "--db", db_url, "--json"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     print(json.dumps(out)[:1500])
     assert code in (0, 1) and out["dialogues"] == 2 and out["judged"] == 2
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = {r.dialogue_id: (r.status, dict(r.scores), r.error_kind, r.error, r.judge_fingerprint)
                 for r in s.scalars(select(JudgeScore))}
     assert set(rows) == set(ids.values())

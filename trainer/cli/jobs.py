@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any, Optional
 
-from storage import make_engine
+from storage import make_store
 from trainer.checkpoint_layout import policy_path
 from trainer.jobs import queue as jobs
 
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainer.job_runner import run_job
 
-    store = make_engine(args.db)
+    store = make_store(args.db)
     try:
         return run_job(store, args.job_id)
     finally:
@@ -58,7 +58,7 @@ def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any
 
 
 def run_jobs(args: argparse.Namespace) -> int:
-    store = make_engine(args.db)
+    store = make_store(args.db)
     try:
         if args.job_id is not None:
             detail = jobs.job_detail(store, args.job_id, log_lines=0)

@@ -127,13 +127,13 @@ def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from storage import default_url, make_engine
+    from storage import default_url, make_store
     from trainer.config import TrainConfig
     from trainer.jobs import queue as jobs
     from trainer.job_runner import EXIT_CANNOT_RUN, run_job
     from trainer.learning.distributed import broadcast_object, init_distributed
 
-    store = make_engine(args.db)
+    store = make_store(args.db)
     try:
         detail = jobs.job_detail(store, args.job_id, log_lines=0)
         if detail is None or detail["kind"] != "train":
