@@ -8,24 +8,23 @@ import pytest
 from simulator.evaluation.published import PUBLISHED, PUBLISHED_FINGERPRINT
 from storage import EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import eval_runs, protocol
+from trainer.evaluation import benchmark, eval_runs, protocol
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
 
 # ------------------------------------------------------------------------------------------ profiles
 def test_builtin_profiles_and_limit():
-    every = bm.load_profiles("builtin")
+    every = benchmark.load_profiles("builtin")
     assert len(every) >= 24 and all(p.first_line for p in every)
-    assert [p.id for p in bm.load_profiles("builtin", limit=3)] == [p.id for p in every[:3]]
-    heldout = bm.load_profiles("builtin:heldout")
+    assert [p.id for p in benchmark.load_profiles("builtin", limit=3)] == [p.id for p in every[:3]]
+    heldout = benchmark.load_profiles("builtin:heldout")
     assert heldout and all(p.extra["split"] == "heldout" for p in heldout)
 
 
 def test_profile_set_hash_depends_on_content_not_order():
-    ps = bm.load_profiles("builtin", limit=4)
-    assert bm.profile_set_hash(ps) == bm.profile_set_hash(list(reversed(ps)))
-    assert bm.profile_set_hash(ps) != bm.profile_set_hash(ps[:3])
+    ps = benchmark.load_profiles("builtin", limit=4)
+    assert benchmark.profile_set_hash(ps) == benchmark.profile_set_hash(list(reversed(ps)))
+    assert benchmark.profile_set_hash(ps) != benchmark.profile_set_hash(ps[:3])
 
 
 @pytest.mark.parametrize("content, expected", [
@@ -41,17 +40,17 @@ def test_bad_profile_files_give_clear_messages(tmp_path, content, expected):
     path = tmp_path / "profiles.jsonl"
     path.write_bytes(content)
     with pytest.raises(BenchmarkInputError) as e:
-        bm.load_profiles(str(path))
+        benchmark.load_profiles(str(path))
     assert str(e.value).startswith("profiles: ") and expected in str(e.value)
 
 
 def test_missing_profile_file(tmp_path):
     with pytest.raises(BenchmarkInputError, match="does not exist"):
-        bm.load_profiles(str(tmp_path / "nope.jsonl"))
+        benchmark.load_profiles(str(tmp_path / "nope.jsonl"))
 
 
 def test_profiles_file_in_rlver_format(shared_data):
-    ps = bm.load_profiles(str(shared_data / "rlver" / "test_profile.jsonl"), limit=5)
+    ps = benchmark.load_profiles(str(shared_data / "rlver" / "test_profile.jsonl"), limit=5)
     assert len(ps) == 5 and all(p.first_line for p in ps)
 
 
@@ -81,7 +80,7 @@ def _eval_run(store, fp_hash, ps_hash, finals, model="m", status="succeeded", pr
         s.add(r)
         s.flush()
         run_id = r.id
-    profiles = profiles or bm.load_profiles("builtin", limit=len(finals))
+    profiles = profiles or benchmark.load_profiles("builtin", limit=len(finals))
     for p, final in zip(profiles, finals):
         d = start_dialogue(store, persona_id=p.id, persona_snapshot=p.to_dict(), source="benchmark",
                            eval_run_id=run_id, fingerprint_hash=fp_hash)
@@ -134,7 +133,7 @@ def test_leaderboard_separates_profile_sets(store):
 
 
 def test_breakdown_by_need_and_personality(store):
-    profiles = bm.load_profiles("builtin")
+    profiles = benchmark.load_profiles("builtin")
     by_need = {}
     for p in profiles:
         by_need.setdefault(p.need_category, p)
@@ -152,9 +151,9 @@ def test_breakdown_by_need_and_personality(store):
 
 def test_cut_off_dialogues_are_closed_and_not_scored(store):
     run_id = _eval_run(store, "fpA", "ps1", [70])
-    p = bm.load_profiles("builtin")[5]
+    p = benchmark.load_profiles("builtin")[5]
     d = start_dialogue(store, persona_id=p.id, persona_snapshot=p.to_dict(), source="benchmark", eval_run_id=run_id)
-    assert eval_runs.done_profile_ids(store, run_id) == {bm.load_profiles("builtin")[0].id}
+    assert eval_runs.done_profile_ids(store, run_id) == {benchmark.load_profiles("builtin")[0].id}
     assert eval_runs.close_cut_off_dialogues(store, run_id) == 1
     from storage.dialogues import load_dialogue
     assert load_dialogue(store, d)["status"] == "cancelled"

@@ -12,8 +12,7 @@ import torch
 from conftest import REPO
 
 from storage import EvalRun, session_scope
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import protocol
+from trainer.evaluation import benchmark, protocol
 from trainer.evaluation.progress import eta_seconds, fraction_done, progress_text, run_progress
 from trainer.policies.base import SamplingConfig
 from trainer.policies.repetition import RepetitionRule, RepetitionStop, is_degenerate
@@ -57,13 +56,13 @@ def test_a_looping_reply_is_cut_and_flagged(tiny_model_dir):
 
 
 def test_the_cap_and_the_stop_are_recorded_for_local_engines_only():
-    config = bm.BenchmarkConfig()
+    config = benchmark.BenchmarkConfig()
     local = protocol.protocol_record(config, ["en"], 8192, local=True)
     api = protocol.protocol_record(config, ["en"], None, local=False)
     assert local["max_new_tokens"] == protocol.LOCAL_REPLY_CAP and local["stop_on_repetition"]["window"] > 0
     assert api["max_new_tokens"] is None and "stop_on_repetition" not in api  # replays and API models as before
-    other_cap = protocol.protocol_record(bm.BenchmarkConfig(max_new_tokens=512), ["en"], 8192, local=True)
-    no_stop = protocol.protocol_record(bm.BenchmarkConfig(stop_on_repetition=False), ["en"], 8192, local=True)
+    other_cap = protocol.protocol_record(benchmark.BenchmarkConfig(max_new_tokens=512), ["en"], 8192, local=True)
+    no_stop = protocol.protocol_record(benchmark.BenchmarkConfig(stop_on_repetition=False), ["en"], 8192, local=True)
     hashes = {r["protocol_hash"] for r in (local, api, other_cap, no_stop)}
     assert len(hashes) == 4  # runs whose caps differ are never ranked together
 
@@ -76,8 +75,8 @@ def test_eta_from_the_fraction_done():
 
 
 def test_progress_is_read_from_the_store(store, tiny_model_dir):
-    config = bm.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2, max_new_tokens=8)
-    result = bm.run_benchmark(store, config, log=lambda _m: None)
+    config = benchmark.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2, max_new_tokens=8)
+    result = benchmark.run_benchmark(store, config, log=lambda _m: None)
     with session_scope(store) as s:  # pretend it is still running, started two minutes ago
         run = s.get(EvalRun, result.eval_run_id)
         run.status, run.created_at = "running", run.finished_at - timedelta(seconds=120)

@@ -22,9 +22,8 @@ from simulator.user.packs import OwnPack
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from testkit.scripted_server import ScriptedServer
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import eval_runs, protocol
-from trainer.jobs import queue as jobs
+from trainer.evaluation import benchmark, eval_runs, protocol
+from trainer.jobs import queue as job_queue
 
 pytestmark = pytest.mark.process
 
@@ -84,7 +83,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(store, db_url, server, tmp
     res = last_json(r.stdout)
     assert JSON_KEYS <= set(res)
     assert (res["score"], res["success"], res["failure"], res["n"], res["n_errors"]) == (67.0, 0, 0, 3, 0)
-    profiles = {p.id: p for p in bm.load_profiles("builtin", limit=3)}
+    profiles = {p.id: p for p in benchmark.load_profiles("builtin", limit=3)}
     ids = [i for i, _, _ in run_dialogues(store, res["eval_run_id"])]
     assert len(ids) == 3
     for i in ids:
@@ -106,7 +105,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(store, db_url, server, tmp
     assert proto["policy_system_prompts"]["en"] == OwnPack().policy_system_prompt("en")
     fp = run["simulator_fingerprint"]
     assert fp["backend"] == "openai" and fp["model"] == "scripted" and fp["rules"]["start"] == 40.0
-    assert run["fingerprint_hash"] and run["profile_set_hash"] == bm.profile_set_hash(list(profiles.values()))
+    assert run["fingerprint_hash"] and run["profile_set_hash"] == benchmark.profile_set_hash(list(profiles.values()))
     assert run["code_version"] and run["config"]["limit"] == 3
 
     # export -> `python -m simulator score` gives the same numbers
@@ -155,7 +154,7 @@ def test_failing_dialogues_are_recorded_and_counted(store, db_url, tiny_model_di
     """A Chinese profile the offline simulator cannot play fails with its reason and stays in n."""
     from tests.conftest import make_sim_profile
 
-    profiles = bm.load_profiles("builtin", limit=2) + [make_sim_profile("zh-user", language="zh")]
+    profiles = benchmark.load_profiles("builtin", limit=2) + [make_sim_profile("zh-user", language="zh")]
     path = tmp_path / "mixed.jsonl"
     path.write_text(dumps_profiles(profiles))
     r = cli("--policy", str(tiny_model_dir), "--profiles", str(path), "--max-new-tokens", "8", "--db", db_url,
@@ -223,7 +222,7 @@ def test_resume_after_kill_skips_finished_profiles(store, db_url, slow_server, t
     assert res["eval_run_id"] == 1 and res["n"] == 4 and res["score"] == 67.0
     after = run_dialogues(store, 1)
     scored = [pid for _, pid, st in after if st == "finished"]
-    assert sorted(scored) == sorted(p.id for p in bm.load_profiles("builtin", limit=4))  # each exactly once
+    assert sorted(scored) == sorted(p.id for p in benchmark.load_profiles("builtin", limit=4))  # each exactly once
     assert {pid for _, pid, st in after[:len(before)] if st == "finished"} == finished_before  # kept, not replayed
     cut = [row for row in after if row[2] == "cancelled"]
     assert all(row[1] not in finished_before for row in cut)
@@ -252,9 +251,9 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(store, db_url, slow_server):
 def test_benchmark_job_runs_in_the_background_and_records_everything(store, db_url, server):
     config = {"policy": "openai:scripted", "policy_base_url": server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": server.base_url, "limit": 2, "name": "scripted"}
-    job_id = bm.start_benchmark_job(store, db_url, config)
-    wait_for(lambda: jobs.job_detail(store, job_id)["status"] in jobs.FINAL_STATUSES)
-    d = jobs.job_detail(store, job_id)
+    job_id = benchmark.start_benchmark_job(store, db_url, config)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
+    d = job_queue.job_detail(store, job_id)
     assert d["status"] == "succeeded", d["log_tail"]
     assert d["kind"] == "benchmark" and d["progress"] == 1.0 and d["step"] == 2
     assert d["metrics"]["score"]["value"] == [67.0]
@@ -268,27 +267,27 @@ def test_benchmark_job_runs_in_the_background_and_records_everything(store, db_u
 
 
 def test_benchmark_job_bad_config_is_refused_before_launch(store, db_url, tmp_path):
-    with pytest.raises(bm.BenchmarkInputError, match="limit"):
-        bm.start_benchmark_job(store, db_url, {"limit": -3})
+    with pytest.raises(benchmark.BenchmarkInputError, match="limit"):
+        benchmark.start_benchmark_job(store, db_url, {"limit": -3})
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    with pytest.raises(bm.BenchmarkInputError, match="is empty"):
-        bm.start_benchmark_job(store, db_url, {"profiles": str(empty)})
-    assert jobs.list_jobs(store) == []
+    with pytest.raises(benchmark.BenchmarkInputError, match="is empty"):
+        benchmark.start_benchmark_job(store, db_url, {"profiles": str(empty)})
+    assert job_queue.list_jobs(store) == []
 
 
 def test_benchmark_job_killed_then_resumed_continues_its_eval_run(store, db_url, slow_server):
     config = {"policy": "openai:scripted", "policy_base_url": slow_server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": slow_server.base_url, "limit": 3, "concurrency": 1}
-    job_id = bm.start_benchmark_job(store, db_url, config)
-    wait_for(lambda: jobs.job_detail(store, job_id)["step"] >= 1)
-    pid = jobs.job_detail(store, job_id)["pid"]
+    job_id = benchmark.start_benchmark_job(store, db_url, config)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["step"] >= 1)
+    pid = job_queue.job_detail(store, job_id)["pid"]
     os.killpg(pid, signal.SIGKILL)
-    wait_for(lambda: not jobs.pid_alive(pid))
-    wait_for(lambda: jobs.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
-    jobs.resume(store, db_url, job_id)
-    wait_for(lambda: jobs.job_detail(store, job_id)["status"] in jobs.FINAL_STATUSES)
-    d = jobs.job_detail(store, job_id)
+    wait_for(lambda: not job_queue.pid_alive(pid))
+    wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
+    job_queue.resume(store, db_url, job_id)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
+    d = job_queue.job_detail(store, job_id)
     assert d["status"] == "succeeded", d["log_tail"]
     with read_scope(store) as s:
         [run] = s.query(EvalRun).filter(EvalRun.job_id == job_id).all()  # the same eval run, continued
@@ -301,11 +300,11 @@ def test_benchmark_job_killed_then_resumed_continues_its_eval_run(store, db_url,
 def test_benchmark_job_cancel(store, db_url, slow_server):
     config = {"policy": "openai:scripted", "policy_base_url": slow_server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": slow_server.base_url, "limit": 6, "concurrency": 1}
-    job_id = bm.start_benchmark_job(store, db_url, config)
-    wait_for(lambda: jobs.job_detail(store, job_id)["step"] >= 1)
-    jobs.cancel(store, job_id)
-    wait_for(lambda: jobs.job_detail(store, job_id)["status"] in jobs.FINAL_STATUSES)
-    assert jobs.job_detail(store, job_id)["status"] == "cancelled"
+    job_id = benchmark.start_benchmark_job(store, db_url, config)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["step"] >= 1)
+    job_queue.cancel(store, job_id)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
+    assert job_queue.job_detail(store, job_id)["status"] == "cancelled"
     with read_scope(store) as s:
         run = s.query(EvalRun).filter(EvalRun.job_id == job_id).one()
         assert run.status == "cancelled" and run.n < 6

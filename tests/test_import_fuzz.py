@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from simulator.evaluation import transcripts as tr
-from simulator.personas import store as ps
+from simulator.evaluation import transcripts
+from simulator.personas import store as persona_store
 from simulator.personas import transcript_files
 from storage import Dialogue, Persona, Turn, read_scope
 
@@ -131,11 +131,11 @@ def test_fuzzed_files_never_raise_name_bad_lines_and_leave_the_store_unchanged(s
         if build is sage_record:
             good, errors, n_lines = transcript_files.read_transcripts(data)
             check_errors(errors, mutated, {n for n, _ in good}, n_lines)
-            report = tr.import_file(store, data, collection=f"fuzz-{case}")
+            report = transcripts.import_file(store, data, collection=f"fuzz-{case}")
             assert len(report.dialogue_ids) == (0 if errors else len(good))
             seen["transcripts"] += 1
         else:
-            report = ps.import_file(store, data)
+            report = persona_store.import_file(store, data)
             check_errors(report.errors, mutated, set(report.line_of.values()), report.n_lines)
             assert report.stored == (0 if report.errors else len(report.profiles))
             seen["profiles"] += 1

@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 
 from storage import Dialogue, Turn, make_store, read_scope
 from trainer.config import ConfigError, TrainConfig
-from trainer.learning import algorithms as A
+from trainer.learning import algorithms
 
 
 def _config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
@@ -58,9 +58,9 @@ def test_decoupled_loss_without_stale_tokens_is_the_ppo_loss_exactly():
     logprobs = -torch.rand(3, 7, generator=g).requires_grad_(True)
     old, behaviour = -torch.rand(3, 7, generator=g), -torch.rand(3, 7, generator=g)
     adv, mask = torch.randn(3, 7, generator=g), (torch.rand(3, 7, generator=g) > 0.3).float()
-    ppo = A.ppo_policy_loss(logprobs, old, adv, mask, 0.2, 11.0)
-    dec = A.decoupled_policy_loss(logprobs, old, behaviour, torch.zeros_like(mask), adv, mask, 0.2, 2.0,
-                                  "decoupled_ppo", 11.0)
+    ppo = algorithms.ppo_policy_loss(logprobs, old, adv, mask, 0.2, 11.0)
+    dec = algorithms.decoupled_policy_loss(logprobs, old, behaviour, torch.zeros_like(mask), adv, mask, 0.2, 2.0,
+                                           "decoupled_ppo", 11.0)
     for a, b in zip(ppo, dec[:3]):
         assert torch.equal(a, b)
     assert dec[3]["stale"] == 0
@@ -76,8 +76,8 @@ def test_stale_tokens_are_weighed_by_proximal_over_behaviour_probability(estimat
     behaviour = torch.tensor([[-1.5, -2.5, -3.0]])
     stale, mask, adv = torch.tensor([[1.0, 1.0, 0.0]]), torch.ones(1, 3), torch.ones(1, 3)
     logprobs = prox.clone().requires_grad_(True)
-    loss, _, _, sums = A.decoupled_policy_loss(logprobs, prox, behaviour, stale, adv, mask, 0.2, 2.0, estimator,
-                                               3.0)
+    loss, _, _, sums = algorithms.decoupled_policy_loss(logprobs, prox, behaviour, stale, adv, mask, 0.2, 2.0, estimator,
+                                                        3.0)
     loss.backward()
     assert logprobs.grad[0].tolist() == pytest.approx([-w / 3.0 for w in expected_weights])
     assert (sums["stale"], sums["capped"]) == (2.0, 1.0)
@@ -254,7 +254,7 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
 
     from helpers import metric_steps, tiny_train_config, trainer_cli, wait_for_step
 
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2, max_staleness=1, max_turns=2)
@@ -269,7 +269,7 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
     assert in_flight, "the next step's dialogues were running when the learner reported step 3"
     from helpers import wait_for
 
-    wait_for(lambda: jobs.reap_dead_jobs(store) == [job_id])  # the reaper, once the dead owner's lock is free
+    wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once the dead owner's lock is free
 
     resumed = trainer_cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
@@ -288,21 +288,21 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
 
 
 def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(store):
-    from app.services import training as ts
+    from app.services import training
     from storage import Metric, session_scope
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(store, "train", {"algorithm": "grpo", "max_staleness": 1})
+    job_id = job_queue.create_job(store, "train", {"algorithm": "grpo", "max_staleness": 1})
     with session_scope(store) as s:  # what an overlapped run's steps report (rl_trainer.train_step)
         for step, (lag_mean, lag_max, idle) in enumerate([(0.0, 0.0, 0.9), (0.5, 1.0, 0.4)], start=1):
             for name, value in (("policy_lag_mean", lag_mean), ("policy_lag_max", lag_max),
                                 ("learner_idle_share", idle), ("reward_mean", 0.3)):
                 s.add(Metric(job_id=job_id, step=step, name=name, value=value))
-    figure = ts.overlap_figure(jobs.job_detail(store, job_id))
+    figure = training.overlap_figure(job_queue.job_detail(store, job_id))
     assert [t.name for t in figure.data] == ["policy_lag_mean", "policy_lag_max", "learner_idle_share"]
     assert list(figure.data[1].x) == [1, 2] and list(figure.data[1].y) == [0.0, 1.0]
     assert list(figure.data[2].y) == [0.9, 0.4]
-    assert ts.overlap_figure(None).layout.annotations[0].text == "no data yet"
+    assert training.overlap_figure(None).layout.annotations[0].text == "no data yet"
 
 
 _VLLM_RUN = r'''

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 from simulator.personas.builtin import BUILTIN_IDS, BUILTIN_PROFILES, get_builtin
 from simulator.personas.io import dumps_profiles
 from simulator.personas.specs import PERSONA_SETS, PersonaSpecError, resolve_personas, spec_error
@@ -39,10 +39,10 @@ def test_ids_single_comma_list_and_list_keep_their_order() -> None:
 
 
 def test_store_profiles_come_first_for_ids(store) -> None:
-    ps.save_profile(store, make_sim_profile("mia"), create=True)
+    persona_store.save_profile(store, make_sim_profile("mia"), create=True)
     edited = get_builtin("en-01-maya-chen")
     edited.name = "Maya (edited)"
-    ps.save_profile(store, edited, create=True)
+    persona_store.save_profile(store, edited, create=True)
     found = resolve_personas(["mia", "en-01-maya-chen", "en-32-zoe-kim"], store)
     assert ids(found) == ["mia", "en-01-maya-chen", "en-32-zoe-kim"]
     assert found[1].name == "Maya (edited)" and found[2] == get_builtin("en-32-zoe-kim")
@@ -68,7 +68,7 @@ def test_released_files(shared_data: Path) -> None:
 
 
 def test_unknown_names_say_what_is_available(store) -> None:
-    ps.save_profile(store, make_sim_profile("mia"), create=True)
+    persona_store.save_profile(store, make_sim_profile("mia"), create=True)
     with pytest.raises(PersonaSpecError) as e:
         resolve_personas("everyone", store)
     message = str(e.value)

@@ -20,10 +20,9 @@ from helpers import wait_for
 from sqlalchemy import select
 
 from storage import Dialogue, EvalRun, Turn, make_store, read_scope
-from trainer.evaluation import compare as cmp
-from trainer.evaluation import compare_runs, eval_runs
+from trainer.evaluation import compare, compare_runs, eval_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 from trainer.rollout.types import dialogue_seed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,7 +155,7 @@ def test_a_killed_benchmark_resumes_to_the_uninterrupted_result(point, reference
         kill(p)
     store = make_store(db_url)
     try:
-        [job] = jobs.list_jobs(store, kind="benchmark")
+        [job] = job_queue.list_jobs(store, kind="benchmark")
         assert job["status"] == "dead" and job["stored_status"] == "running"  # shown as dead, not "running"
         assert eval_runs.running_eval_run_ids(store) == []  # the Benchmark view's "Running" leaves it out
     finally:
@@ -200,7 +199,7 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pair_results(db_url: str, comparison_id: int) -> list[tuple]:
     store = make_store(db_url)
     try:
-        pairs = cmp.comparison_pairs(store, comparison_id, with_turns=True)
+        pairs = compare.comparison_pairs(store, comparison_id, with_turns=True)
         return sorted((p["persona"], p["seed"], p["a_final"], p["b_final"],
                        tuple(t["text"] for t in p["a_turns"]), tuple(t["text"] for t in p["b_turns"])) for p in pairs)
     finally:
@@ -235,7 +234,7 @@ def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_
         kill(p)
     store = make_store(db_url)
     try:
-        stored = cmp.get_comparison(store, 1)
+        stored = compare.get_comparison(store, 1)
         assert len(stored["eval_runs"]["a"]) == 1 and stored["eval_runs"]["b"] == []  # A linked once it finished
         a_run = stored["eval_runs"]["a"][0]
         assert compare_runs.comparison_job(store, 1)["status"] == "dead"
@@ -248,7 +247,7 @@ def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_
     summary = json.loads(r.stdout.splitlines()[-1])
     store = make_store(db_url)
     try:
-        stored = cmp.get_comparison(store, 1)
+        stored = compare.get_comparison(store, 1)
         with read_scope(store) as s:
             run_ids = list(s.scalars(select(EvalRun.id).order_by(EvalRun.id)))
     finally:
@@ -265,12 +264,12 @@ def test_every_input_is_checked_before_a_dialogue_is_played(store, tiny_model_di
     """A missing B and a bad persona file are both named at once, and nothing is recorded or played."""
     bad = tmp_path / "profiles.jsonl"
     bad.write_text("{oops\n")
-    config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tmp_path / "no_such_model"), profiles=str(bad))
+    config = compare.CompareConfig(a=str(tiny_model_dir), b=str(tmp_path / "no_such_model"), profiles=str(bad))
     with pytest.raises(BenchmarkInputError) as err:
         compare_runs.run_comparison(store, config, log=lambda _m: None)
     assert "b: model folder" in str(err.value) and "does not exist" in str(err.value)
     assert "profiles:" in str(err.value) and "a:" not in str(err.value)
-    assert cmp.list_comparisons(store) == [] and jobs.list_jobs(store) == []
+    assert compare.list_comparisons(store) == [] and job_queue.list_jobs(store) == []
     with read_scope(store) as s:
         assert s.scalars(select(Dialogue)).first() is None
 

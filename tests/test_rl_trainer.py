@@ -169,9 +169,9 @@ def test_think_format_rate_counts_dialogues_with_a_well_formed_think_block_in_ev
 
 
 def _job(store, cfg: TrainConfig):
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(store, "train", cfg.to_dict())
+    job_id = job_queue.create_job(store, "train", cfg.to_dict())
     return job_id, JobContext(store, job_id, install_signals=False)
 
 
@@ -213,7 +213,7 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
 def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Path, tmp_path: Path, store,
                                                              monkeypatch):
     from storage import Job, read_scope
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
     from trainer.learning import checkpoints
     from trainer.learning.rl_trainer import RLTrainer
 
@@ -231,7 +231,7 @@ def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Pat
     assert result["steps"] == 1
     with read_scope(store) as s:
         assert s.get(Job, job_id).status == "cancelled"
-    assert jobs.last_checkpoint(store, job_id)["step"] == 1
+    assert job_queue.last_checkpoint(store, job_id)["step"] == 1
     assert (tmp_path / "run" / "checkpoints" / "step-000001" / "trainer_state.pt").exists()
 
 
@@ -263,7 +263,7 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
                                                                                store):
     """keep_checkpoints=1: a kill between writing step N and recording it must leave step N-1 on disk, so
     at every record the previous folder still exists; afterwards only the kept checkpoint is listed."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
     from trainer.learning import checkpoints
     from trainer.learning.rl_trainer import RLTrainer
 
@@ -282,7 +282,7 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
         RLTrainer(cfg, store=store, job=ctx).train()
     assert on_disk_at_record == [(1, ["step-000001"]), (2, ["step-000001", "step-000002"]),
                                  (3, ["step-000002", "step-000003"])]
-    assert [c["step"] for c in jobs.job_detail(store, job_id)["checkpoints"]] == [3]
+    assert [c["step"] for c in job_queue.job_detail(store, job_id)["checkpoints"]] == [3]
     assert [p.name for p in checkpoints.list_checkpoints(root)] == ["step-000003"]
 
 

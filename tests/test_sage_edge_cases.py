@@ -9,7 +9,7 @@ import pytest
 
 from app.render import EMPTY_MESSAGE, dialogue_html
 from simulator.personas.io import BadFileError
-from trainer.evaluation import benchmark as bm
+from trainer.evaluation import benchmark
 from trainer.evaluation.eval_runs import scored_dialogues
 from trainer.rollout.engine import RolloutConfig
 
@@ -57,8 +57,8 @@ def _write(path, records) -> str:
 
 
 def _replay(store, f: str):
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=f)
-    return bm.run_benchmark(store, cfg, log=lambda _m: None)
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=f)
+    return benchmark.run_benchmark(store, cfg, log=lambda _m: None)
 
 
 def test_an_empty_user_message_is_a_message_like_any_other(store, tmp_path):
@@ -124,6 +124,6 @@ def test_duplicate_ids_are_refused_naming_the_id_and_lines(store, tmp_path):
     again = json.loads(json.dumps(PLAIN))
     again["history"][0]["content"] = "另一个开头。"
     f = _write(tmp_path / "edge_result.jsonl", [PLAIN, EMPTY, again])
-    with pytest.raises((BadFileError, bm.BenchmarkInputError)) as err:
+    with pytest.raises((BadFileError, benchmark.BenchmarkInputError)) as err:
         _replay(store, f)
     assert "duplicate id 'plain'" in str(err.value) and "line 1" in str(err.value)

@@ -17,8 +17,7 @@ from conftest import REPO
 from simulator.user import rules as rules_mod
 from simulator.user.packs import PackError
 from simulator.user.reference_packs import SagePack
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import protocol
+from trainer.evaluation import benchmark, protocol
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
 
@@ -53,8 +52,8 @@ def test_replay_reproduces_the_published_row_and_every_final_emotion(model, shar
 
 
 def _replay(store, f, limit=0):
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=limit)
-    return bm.run_benchmark(store, cfg, log=lambda _m: None)
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=limit)
+    return benchmark.run_benchmark(store, cfg, log=lambda _m: None)
 
 
 @pytest.mark.parametrize("wrong,expect", [
@@ -203,10 +202,10 @@ def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data,
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     pack = SagePack(str(shared_reference / "sage"))
     with ScriptedServer().start() as srv:
-        cfg = bm.BenchmarkConfig(policy="openai:policy", policy_base_url=srv.base_url,
-                                 simulator="openai:deepseek-v3", simulator_base_url=srv.base_url,
-                                 prompt_pack=f"sage:{shared_reference / 'sage'}", profiles=str(f), limit=2)
-        result = bm.run_benchmark(store, cfg, log=lambda _m: None)
+        cfg = benchmark.BenchmarkConfig(policy="openai:policy", policy_base_url=srv.base_url,
+                                        simulator="openai:deepseek-v3", simulator_base_url=srv.base_url,
+                                        prompt_pack=f"sage:{shared_reference / 'sage'}", profiles=str(f), limit=2)
+        result = benchmark.run_benchmark(store, cfg, log=lambda _m: None)
         bodies = list(srv.requests)
         roles = dict(srv.roles)
     assert result.summary.n == 2 and result.summary.n_errors == 0, result

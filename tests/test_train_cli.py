@@ -75,7 +75,7 @@ def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: 
 
 def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_model_dir: Path, tmp_path: Path,
                                                                          db_url: str):
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
@@ -85,10 +85,10 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     job_id = wait_for_step(store, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    wait_for(lambda: jobs.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
+    wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
     with read_scope(store) as s:
         assert s.get(Job, job_id).status == "interrupted"
-    assert jobs.last_checkpoint(store, job_id)["step"] >= 2
+    assert job_queue.last_checkpoint(store, job_id)["step"] >= 2
 
     resumed = trainer_cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
@@ -107,10 +107,10 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
 
 
 def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str):
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     store = make_store(db_url)
-    job_id = jobs.create_job(store, "train", {"steps": 1})
+    job_id = job_queue.create_job(store, "train", {"steps": 1})
     proc = trainer_cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out

@@ -32,8 +32,7 @@ import sys
 from typing import Optional
 
 from simulator.personas.store import open_store
-from trainer.evaluation import benchmark_jobs as bm_jobs
-from trainer.evaluation import protocol
+from trainer.evaluation import benchmark_jobs, protocol
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 from trainer.jobs.queue import JobError
 
@@ -105,10 +104,10 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     try:
         if args.resume is not None:
-            result = bm_jobs.resume_benchmark(store, args.resume, log=log, stop_owner=args.stop_owner,
-                                              clean_stdout=args.json)
+            result = benchmark_jobs.resume_benchmark(store, args.resume, log=log, stop_owner=args.stop_owner,
+                                                     clean_stdout=args.json)
         else:
-            result = bm_jobs.run_benchmark_foreground(store, config_from_args(args), log=log, clean_stdout=args.json)
+            result = benchmark_jobs.run_benchmark_foreground(store, config_from_args(args), log=log, clean_stdout=args.json)
         if result is None:
             print("error: the benchmark was cancelled before it began", file=sys.stderr)
             return 1

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from storage import make_store
 from trainer.checkpoint_layout import policy_path
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ LIST_COLUMNS = ("id", "kind", "status", "step", "total_steps", "pid", "heartbeat
 
 def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", type=int, nargs="?", default=None, help="show this job only")
-    parser.add_argument("--kind", choices=jobs.JOB_KINDS, default=None)
+    parser.add_argument("--kind", choices=job_queue.JOB_KINDS, default=None)
     parser.add_argument("--limit", type=int, default=50, help="newest jobs listed (default 50)")
     parser.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or "
                                                    "lab_data/lab.db)")
@@ -61,14 +61,14 @@ def run_jobs(args: argparse.Namespace) -> int:
     store = make_store(args.db)
     try:
         if args.job_id is not None:
-            detail = jobs.job_detail(store, args.job_id, log_lines=0)
+            detail = job_queue.job_detail(store, args.job_id, log_lines=0)
             if detail is None:
                 print(f"error: job {args.job_id} does not exist", file=sys.stderr)
                 return 2
             found = [detail]
         else:
-            found = jobs.list_jobs(store, kind=args.kind, limit=args.limit)
-        checkpoints = [(jobs.last_checkpoint(store, job["id"]) or {}).get("path") for job in found]
+            found = job_queue.list_jobs(store, kind=args.kind, limit=args.limit)
+        checkpoints = [(job_queue.last_checkpoint(store, job["id"]) or {}).get("path") for job in found]
     finally:
         store.dispose()
     for job, checkpoint in zip(found, checkpoints):
