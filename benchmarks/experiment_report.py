@@ -46,7 +46,8 @@ def report_rows(store: Any, exp: dict[str, Any], baselines: list[int]) -> list[d
             train = s.get(Job, cell["train_job_id"]) if cell.get("train_job_id") else None
             bench = s.get(Job, cell["benchmark_job_id"]) if cell.get("benchmark_job_id") else None
             rows.append({"name": name, "label": label, "eval_run_id": cell["eval_run_id"],
-                         "result": experiments.result_row(store, cell)[2:], "replies": experiments.reply_stats(store, cell["eval_run_id"]),
+                         "result": experiments.result_row(store, cell)[2:],
+                         "replies": experiments.reply_stats(store, cell["eval_run_id"]),
                          "judge": eval_run_summary(store, cell["eval_run_id"]),
                          "train_min": _minutes(train), "bench_min": _minutes(bench)})
     return rows

@@ -94,8 +94,8 @@ def test_empty_leaderboard_shows_only_published(store):
     groups = eval_runs.leaderboard(store)
     assert benchmark_view.lab_rows(groups) == []
     assert len(benchmark_view.published_table(groups)) == len(PUBLISHED)
-    assert benchmark_view.leaderboard_figure(eval_runs.leaderboard(store, include_published=False)).layout.annotations[0].text \
-        == "no finished eval runs yet"
+    figure = benchmark_view.leaderboard_figure(eval_runs.leaderboard(store, include_published=False))
+    assert figure.layout.annotations[0].text == "no finished eval runs yet"
 
 
 

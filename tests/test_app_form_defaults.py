@@ -48,7 +48,8 @@ def test_benchmark_form_bad_values_are_named_at_their_field(name, value, words):
     assert config is None and name in errors, errors
     assert words in errors[name]
     per_field, _ = benchmark_form.error_texts(errors)
-    assert per_field[benchmark_form.NAMES.index(name)].startswith("⚠") and sum(bool(t) for t in per_field) == len(errors)
+    assert per_field[benchmark_form.NAMES.index(name)].startswith("⚠")
+    assert sum(bool(t) for t in per_field) == len(errors)
 
 
 def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, store, db_url):

@@ -19,11 +19,12 @@ def test_the_form_becomes_a_spec_and_settings_or_names_each_bad_field():
     assert errs == {} and spec.count == 4 and [v for v, _ in spec.dims["topics"]] == ["work", "money"]
     assert [v for v, _ in spec.dims["needs"]] == ["just_listen"] and len(spec.dims["personalities"]) == 3
     assert settings == {"base_url": FORM["base_url"], "model": "m", "threshold": 0.9, "api_key_env": "OPENAI_API_KEY"}
-    spec, _, errs = persona_generation_form.read_form({**FORM, "count": 0, "languages": ["en", "fr"], "base_url": "localhost",
-                                                       "model": " ", "threshold": 1.5})
+    spec, _, errs = persona_generation_form.read_form({**FORM, "count": 0, "languages": ["en", "fr"],
+                                                       "base_url": "localhost", "model": " ", "threshold": 1.5})
     assert spec is None and set(errs) == {"count", "languages", "base_url", "model", "threshold"}
     assert errs["languages"].startswith("languages[1]: unknown value 'fr'")
-    assert "Not started" in persona_generation_form.errors_markdown(errs) and "threshold" in persona_generation_form.errors_markdown(errs)
+    shown = persona_generation_form.errors_markdown(errs)
+    assert "Not started" in shown and "threshold" in shown
 
 
 @pytest.mark.model
@@ -48,15 +49,16 @@ def test_a_generations_accepted_personas_become_a_named_set(store):
 
     persona_store.seed_builtin(store)
     spec, _, _ = persona_generation_form.read_form(FORM)
-    assert persona_generation_form.set_from_generation(store, "gen-set", None) == "**No set made.** generation: generate first."
+    set_from_generation = persona_generation_form.set_from_generation
+    assert set_from_generation(store, "gen-set", None) == "**No set made.** generation: generate first."
     with start_server() as server:
         gid = generation_store.run_generation(store, spec, generation_store.make_generator(server.base_url, "scripted"))
-    assert persona_generation_form.set_from_generation(store, "gen-set", gid).startswith("**No set made.** generation: no stored")
+    assert set_from_generation(store, "gen-set", gid).startswith("**No set made.** generation: no stored")
     taken = generation_store.accept_all_valid(store, gid)
-    message = persona_generation_form.set_from_generation(store, "gen-set", gid)
+    message = set_from_generation(store, "gen-set", gid)
     assert message.startswith(f"Created set **gen\\-set** from generation {gid}: {len(taken)} accepted persona(s)")
     assert {p.id for p in persona_sets.set_profiles(store, "gen-set")} == {p.id for p in taken}
-    assert persona_generation_form.set_from_generation(store, "gen-set", gid).startswith("**No set made.** name: a set named")
+    assert set_from_generation(store, "gen-set", gid).startswith("**No set made.** name: a set named")
 
 
 @pytest.mark.process

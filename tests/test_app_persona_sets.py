@@ -32,7 +32,8 @@ def test_panel_functions_report_by_field(store):
     persona_sets_panel.create_from_view(store, "doomed", "", "", "avoidant", "", "")
     n = persona_store.count_profiles(store)
     assert persona_sets_panel.delete_from_view(store, "doomed").startswith("Deleted set **doomed**")
-    assert "doomed" not in persona_sets.set_names(store) and persona_store.count_profiles(store) == n  # its personas stay
+    assert "doomed" not in persona_sets.set_names(store)
+    assert persona_store.count_profiles(store) == n  # its personas stay
     assert training.persona_set_choices(store) == ["builtin", "builtin:train", "builtin:heldout", "set:negatives",
                                                    "set:negatives-heldout", "set:negatives-train"]
 
@@ -70,7 +71,8 @@ def test_create_a_set_from_filters_split_it_and_see_its_coverage(browser_page, l
     page.click("#sets-split")
     expect(page.locator("#sets-status")).to_contain_text("Split ui-avoidant into ui-avoidant-train")
     expect(page.locator("#sets-table")).to_contain_text("ui-avoidant-heldout")
-    train, heldout = persona_sets.set_summary(store, "ui-avoidant-train"), persona_sets.set_summary(store, "ui-avoidant-heldout")
+    train = persona_sets.set_summary(store, "ui-avoidant-train")
+    heldout = persona_sets.set_summary(store, "ui-avoidant-heldout")
     assert train.size + heldout.size == len(members) and train.params["seed"] == 4
     # the other views offer the stored sets
     page.get_by_role("tab", name="Benchmark").click()

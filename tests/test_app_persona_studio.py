@@ -44,7 +44,8 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
             expect(page.locator("#gen-progress-text")).to_contain_text("24 of 24 (finished): 24 pending",
                                                                        timeout=WAIT_MS)
         except AssertionError:  # say what the generation's job was doing (status, error, log) when it did not end
-            detail = [job_queue.job_detail(store, j["id"], log_lines=60) for j in job_queue.list_jobs(store, kind="personas")]
+            detail = [job_queue.job_detail(store, j["id"], log_lines=60)
+                      for j in job_queue.list_jobs(store, kind="personas")]
             raise AssertionError(f"the generation did not finish; its job: {detail}") from None
         page.click("#gen-accept-all")
         expect(page.locator("#gen-status")).to_contain_text("Accepted 24 persona(s).")

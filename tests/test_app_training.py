@@ -175,7 +175,8 @@ def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_r
     detail = job_queue.job_detail(store, job_id)
     assert detail["name"] == "grpo-think" and detail["status"] == "queued"
     pid = detail["pid"]
-    log = wait_for(lambda: "queued behind" in job_queue.log_tail(detail["log_path"]) and detail["log_path"], timeout=240)
+    log = wait_for(lambda: "queued behind" in job_queue.log_tail(detail["log_path"]) and detail["log_path"],
+                   timeout=240)
     assert job_queue.cancel(store, job_id) in ("queued", "cancelled")  # its waiting process marks itself cancelled
     wait_for(lambda: not job_queue.pid_alive(pid), timeout=240)
     assert job_queue.get_job(store, job_id)["status"] == "cancelled"

@@ -76,7 +76,8 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
             kill_9(app.pid)  # the app, and the generation's own process with it
             kill_9(job_pid)
             app.wait()
-            wait_for(lambda: persona_generation_jobs.generation(store, gid)["status"] == "interrupted", timeout=60)  # derived: dead
+            wait_for(lambda: persona_generation_jobs.generation(store, gid)["status"] == "interrupted",
+                     timeout=60)  # derived: dead
             made = {c["slot"]: c["id"] for c in generation_store.list_candidates(store, gid)}
             assert 1 <= len(made) < COUNT, "the generation must be killed mid-run"
             assert generation_store.get_generation(store, gid)["status"] == "running"  # its owner never wrote an end
@@ -89,11 +90,14 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
             # the app's own panel, picking the generation after the restart
             shown = Client(base + "/", verbose=False).predict(gid, api_name="/on_pick_1")
             assert "(interrupted)" in str(shown) and "(running)" not in str(shown)
-            assert any(label.startswith(f"generation {gid} · interrupted") for label, _ in persona_generation_jobs.choices(store))
+            assert any(label.startswith(f"generation {gid} · interrupted")
+                       for label, _ in persona_generation_jobs.choices(store))
 
             calls_before = server.calls
-            assert persona_generation_jobs.resume(store, db_url, gid).startswith(f"Generation {gid} resumes: {COUNT - len(made)} slot")
-            wait_for(lambda: persona_generation_jobs.generation(store, gid)["status"] not in persona_generation_jobs.LIVE, timeout=300)
+            resumed = persona_generation_jobs.resume(store, db_url, gid)
+            assert resumed.startswith(f"Generation {gid} resumes: {COUNT - len(made)} slot")
+            live = persona_generation_jobs.LIVE
+            wait_for(lambda: persona_generation_jobs.generation(store, gid)["status"] not in live, timeout=300)
             calls_after = server.calls
         g = persona_generation_jobs.generation(store, gid)
         assert g["status"] == "finished" and g["n_done"] == COUNT, g

@@ -75,7 +75,8 @@ def test_eta_from_the_fraction_done():
 
 
 def test_progress_is_read_from_the_store(store, tiny_model_dir):
-    config = benchmark.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2, max_new_tokens=8)
+    config = benchmark.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2,
+                                       max_new_tokens=8)
     result = benchmark.run_benchmark(store, config, log=lambda _m: None)
     with session_scope(store) as s:  # pretend it is still running, started two minutes ago
         run = s.get(EvalRun, result.eval_run_id)

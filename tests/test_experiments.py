@@ -128,7 +128,8 @@ def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner
             experiment_grid.reopen_experiment(store, eid)
     finally:
         lock.release()
-    assert experiment_grid.reopen_experiment(store, eid) == [] and experiment_grid.experiment_detail(store, eid)["status"] == "queued"
+    assert experiment_grid.reopen_experiment(store, eid) == []
+    assert experiment_grid.experiment_detail(store, eid)["status"] == "queued"
 
 
 # ------------------------------------------------------------------------------------ real job processes
@@ -181,7 +182,8 @@ def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(st
     grid = tiny_grid(tmp_path, tiny_model_dir, base={"steps": 4, "save_every": 1},
                      grid={"algorithm": ["ppo"], "seed": [0, 1]})
     p = experiment_cli(db_url, "--grid", str(grid))
-    eid = wait_for(lambda: experiment_grid.list_experiments(store) and experiment_grid.list_experiments(store)[0]["id"], timeout=300)
+    eid = wait_for(lambda: experiment_grid.list_experiments(store) and experiment_grid.list_experiments(store)[0]["id"],
+                   timeout=300)
     first = lambda: experiment_grid.experiment_detail(store, eid)["cells"][0]  # noqa: E731
     wait_for(lambda: first()["train_job_id"] and job_queue.last_checkpoint(store, first()["train_job_id"]), timeout=900)
     canceller = experiment_cli(db_url, "--cancel", str(eid))

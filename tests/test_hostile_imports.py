@@ -144,7 +144,8 @@ def test_nastiest_valid_records_survive_import_export_list_and_render(store, tmp
     other = make_other_store(tmp_path)
     report = persona_store.import_file(other, source)
     assert report.errors == [] and report.stored == 3
-    assert [p.to_dict() for p in persona_store.list_profiles(other)] == [p.to_dict() for p in persona_store.list_profiles(store)]
+    assert ([p.to_dict() for p in persona_store.list_profiles(other)]
+            == [p.to_dict() for p in persona_store.list_profiles(store)])
     again = tmp_path / "again.jsonl"
     persona_store.export_file(other, again, fmt=fmt)
     assert again.read_bytes() == source.read_bytes()

@@ -76,8 +76,8 @@ def test_stale_tokens_are_weighed_by_proximal_over_behaviour_probability(estimat
     behaviour = torch.tensor([[-1.5, -2.5, -3.0]])
     stale, mask, adv = torch.tensor([[1.0, 1.0, 0.0]]), torch.ones(1, 3), torch.ones(1, 3)
     logprobs = prox.clone().requires_grad_(True)
-    loss, _, _, sums = algorithms.decoupled_policy_loss(logprobs, prox, behaviour, stale, adv, mask, 0.2, 2.0, estimator,
-                                                        3.0)
+    loss, _, _, sums = algorithms.decoupled_policy_loss(logprobs, prox, behaviour, stale, adv, mask, 0.2, 2.0,
+                                                        estimator, 3.0)
     loss.backward()
     assert logprobs.grad[0].tolist() == pytest.approx([-w / 3.0 for w in expected_weights])
     assert (sums["stale"], sums["capped"]) == (2.0, 1.0)

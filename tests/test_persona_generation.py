@@ -166,7 +166,8 @@ def test_review_accept_edit_reject_regenerate(tmp_path, db_url, capsys):
 
         generation_store.reject_candidate(store, cands["duplicate"]["id"])
         before = generation_store.get_candidate(store, cands["house"]["id"])
-        again = generation_store.regenerate_candidate(store, before["id"])  # generator rebuilt from the recorded settings
+        # the generator is rebuilt from the recorded settings
+        again = generation_store.regenerate_candidate(store, before["id"])
         assert again["regenerated"] == 1 and again["status"] == "pending"
         assert again["profile"]["name"] != before["profile"]["name"]
         assert "Variation 2" in server.requests[-1]["messages"][1]["content"]
@@ -209,7 +210,8 @@ def test_cancel_stops_further_calls_and_keeps_what_was_made(tmp_path, db_url):
     cancel = threading.Event()
     with start_server(latency_s=0.2) as server:
         gen = generation_store.make_generator(server.base_url, "scripted", max_in_flight=1)
-        gid = generation_store.run_generation(store, spec, gen, on_result=lambda *_: cancel.set(), cancelled=cancel.is_set)
+        gid = generation_store.run_generation(store, spec, gen, on_result=lambda *_: cancel.set(),
+                                              cancelled=cancel.is_set)
         calls = server.calls
     g = generation_store.get_generation(store, gid)
     assert g["status"] == "cancelled" and g["n_done"] == 1 and calls == 1
@@ -223,12 +225,14 @@ def test_a_stopped_generation_continues_with_only_the_slots_not_made(db_url):
     cancel = threading.Event()
     with start_server() as server:
         gen = generation_store.make_generator(server.base_url, "scripted", max_in_flight=1)
-        gid = generation_store.run_generation(store, spec, gen, on_result=lambda _c, done, _n: done >= 2 and cancel.set(),
+        gid = generation_store.run_generation(store, spec, gen,
+                                              on_result=lambda _c, done, _n: done >= 2 and cancel.set(),
                                               cancelled=cancel.is_set)
         first = [c["slot"] for c in generation_store.list_candidates(store, gid)]
         assert generation_store.get_generation(store, gid)["status"] == "cancelled" and len(first) == 2
         seen = []
-        generation_store.run_generation(store, spec, gen, on_result=lambda c, done, n: seen.append((c.slot["slot"], done, n)),
+        generation_store.run_generation(store, spec, gen,
+                                        on_result=lambda c, done, n: seen.append((c.slot["slot"], done, n)),
                                         generation_id=gid)
         calls = server.calls
     g = generation_store.get_generation(store, gid)

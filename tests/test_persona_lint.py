@@ -172,7 +172,8 @@ def test_personas_view_functions_on_a_real_store(store):
     from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
     from simulator.personas import store as persona_store
 
-    persona_store.save_profile(store, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)
+    persona_store.save_profile(store, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"),
+                               create=True)
     persona_store.save_profile(store, make_sim_profile(pid="clean"), create=True)
     listed = rows_with_warnings(store)
     assert HEADERS[-1] == "warnings" and [(r[0], r[-1]) for r in listed] == [("asks-a-lot", "2"), ("clean", "1")]

@@ -55,8 +55,8 @@ def test_invalid_profile_names_fields_and_stores_nothing(store):
 
 def test_search_and_filters(store):
     persona_store.save_profile(store, make("a", name="Alice", need_category="just_listen"), create=True)
-    persona_store.save_profile(store, make("b", name="Bob", personality="negative", background="Lost 100% of savings_x"),
-                               create=True)
+    persona_store.save_profile(store, make("b", name="Bob", personality="negative",
+                                           background="Lost 100% of savings_x"), create=True)
     persona_store.save_profile(store, make("c", name="王小云", language="zh", persona="时尚博主"), create=True)
     ids = lambda **kw: [p.id for p in persona_store.list_profiles(store, **kw)]  # noqa: E731
     assert ids() == ["a", "b", "c"]
@@ -159,7 +159,8 @@ def test_open_store_seeds_only_a_store_without_profiles(tmp_path: Path):
     persona_store.delete_profile(fresh, BUILTIN_IDS[0])
     fresh.dispose()
     again = persona_store.open_store(f"sqlite:///{tmp_path / 'fresh.db'}")  # not fresh: a deleted profile stays deleted
-    assert persona_store.count_profiles(again) == len(BUILTIN_IDS) - 1 and persona_store.get_profile(again, BUILTIN_IDS[0]) is None
+    assert persona_store.count_profiles(again) == len(BUILTIN_IDS) - 1
+    assert persona_store.get_profile(again, BUILTIN_IDS[0]) is None
     again.dispose()
     own = make_store(f"sqlite:///{tmp_path / 'own.db'}")
     persona_store.save_profile(own, make("mine"), create=True)

@@ -124,7 +124,8 @@ def test_export_round_trips_through_the_importer(seeded_store, tmp_path, fmt):
     n = persona_sets.export_set(seeded_store, "passive", out, fmt)
     report = import_profiles(out)
     assert report.errors == [] and n == len(report.profiles)
-    assert [p.to_dict() for p in report.profiles] == [p.to_dict() for p in persona_sets.set_profiles(seeded_store, "passive")]
+    stored = persona_sets.set_profiles(seeded_store, "passive")
+    assert [p.to_dict() for p in report.profiles] == [p.to_dict() for p in stored]
     if fmt == "sage":
         assert all("first_talk" in json.loads(line) for line in out.read_text().splitlines())
 
@@ -212,7 +213,8 @@ def test_sets_cli(seeded_store, db_url, tmp_path, capsys):
 
 @pytest.mark.process
 def test_a_training_run_on_a_set_records_its_name_and_hash(seeded_store, db_url, tiny_model_dir, tmp_path):
-    s = persona_sets.create_from_filters(seeded_store, "tiny", ids=[p.id for p in persona_store.list_profiles(seeded_store)[:2]])
+    two = [p.id for p in persona_store.list_profiles(seeded_store)[:2]]
+    s = persona_sets.create_from_filters(seeded_store, "tiny", ids=two)
     config = tiny_train_config(tmp_path, tiny_model_dir, persona_set="set:tiny", steps=1, dialogues_per_step=2)
     env = dict(os.environ, RLVER_LAB_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
     proc = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--db", db_url,

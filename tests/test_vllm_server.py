@@ -44,7 +44,8 @@ def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server,
     gen = generation_store.make_generator(vllm_server.base_url, SERVED, temperature=0.7, max_tokens=600, timeout=1200,
                                           max_in_flight=2, max_retries=0)
     seen = []
-    gid = generation_store.run_generation(store, spec, gen, on_result=lambda c, done, n: seen.append((done, n, c.status)))
+    gid = generation_store.run_generation(store, spec, gen,
+                                          on_result=lambda c, done, n: seen.append((done, n, c.status)))
     g = generation_store.get_generation(store, gid)
     assert g["status"] == "finished", g["error"]
     assert (g["n_done"], g["model"], g["endpoint"]) == (2, SERVED, vllm_server.base_url.split("/")[2])

@@ -16,7 +16,8 @@ BREAKDOWN_HEADERS = ["group", "n", "wins", "ties", "losses", "mean B - A"]
 
 def comparison_choices(store: Any) -> list[str]:
     """'#id A vs B (profiles)' of every stored comparison, newest first."""
-    return [f"#{c['id']} {c['a']} vs {c['b']} ({c['profiles']}, {c['status']})" for c in compare.list_comparisons(store)]
+    return [f"#{c['id']} {c['a']} vs {c['b']} ({c['profiles']}, {c['status']})"
+            for c in compare.list_comparisons(store)]
 
 
 def parse_choice(value: Optional[str]) -> Optional[int]:

@@ -34,11 +34,12 @@ def build(ctx: LabContext) -> None:
                 "runs as a background job, survives a closed browser, and a stopped one resumes where it was.")
     with gr.Accordion("New comparison", open=True):
         with gr.Row():
-            a_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY, allow_custom_value=True,
+            a_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
+                                 allow_custom_value=True,
                                  label="A (the baseline): default, a stored checkpoint or a model folder",
                                  elem_id="cmp-a")
-            b_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY, allow_custom_value=True,
-                                 label="B (a win is B ending higher)", elem_id="cmp-b")
+            b_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
+                                 allow_custom_value=True, label="B (a win is B ending higher)", elem_id="cmp-b")
         with gr.Row():
             profiles = gr.Dropdown(choices=spec_choices(store), value="builtin:heldout", allow_custom_value=True,
                                    label="personas (a persona spec)", elem_id="cmp-profiles")
@@ -60,8 +61,8 @@ def build(ctx: LabContext) -> None:
     pairs_table = gr.Dataframe(headers=compare_service.PAIR_HEADERS, value=[], interactive=False, wrap=True,
                                label="pairs, largest difference first (click one to open it)", elem_id="cmp-pairs")
     with gr.Row():
-        by_need = gr.Dataframe(headers=compare_service.BREAKDOWN_HEADERS, value=[], interactive=False, label="by hidden need",
-                               elem_id="cmp-need")
+        by_need = gr.Dataframe(headers=compare_service.BREAKDOWN_HEADERS, value=[], interactive=False,
+                               label="by hidden need", elem_id="cmp-need")
         by_personality = gr.Dataframe(headers=compare_service.BREAKDOWN_HEADERS, value=[], interactive=False,
                                       label="by personality type", elem_id="cmp-personality")
     pair_pick = gr.Dropdown(choices=[], label="persona", elem_id="cmp-pair")
@@ -75,12 +76,14 @@ def build(ctx: LabContext) -> None:
         pairs = compare.comparison_pairs(store, cid)
         names = compare_service.pair_choices(sorted(pairs, key=lambda p: (p["diff"] is None, -abs(p["diff"] or 0.0))))
         return (compare_service.summary_md(compare.get_comparison(store, cid)), compare_service.pair_rows(pairs),
-                compare_service.breakdown_rows(pairs, "need_category"), compare_service.breakdown_rows(pairs, "personality"),
+                compare_service.breakdown_rows(pairs, "need_category"),
+                compare_service.breakdown_rows(pairs, "personality"),
                 gr.update(choices=names, value=names[0] if names else None))
 
     def on_pair(choice: str, pair_choice: str):
         cid = compare_service.parse_choice(choice)
-        pair = compare_service.find_pair(compare.comparison_pairs(store, cid, with_turns=True), pair_choice) if cid else None
+        pairs = compare.comparison_pairs(store, cid, with_turns=True) if cid else []
+        pair = compare_service.find_pair(pairs, pair_choice) if cid else None
         if pair is None:
             return None, ""
         return compare_service.pair_figure(pair), compare_service.aligned_html(pair)
@@ -111,7 +114,10 @@ def build(ctx: LabContext) -> None:
 
     def on_control(action: str, current: Any):
         cid = compare_service.parse_choice(current)
-        message = compare_jobs.cancel(store, cid) if action == "cancel" else compare_jobs.resume(store, ctx.store_url, cid)
+        if action == "cancel":
+            message = compare_jobs.cancel(store, cid)
+        else:
+            message = compare_jobs.resume(store, ctx.store_url, cid)
         return message + "\n\n" + compare_jobs.progress_md(store, cid)
 
     start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new], [job_md, pick])

@@ -96,6 +96,7 @@ def build(ctx: LabContext) -> None:
     ctx.refresh_on_show(refresh_choices, [pick], pick)
     ctx.experiment_link.change(on_link, ctx.experiment_link, pick)
     status.select(on_cell, [pick], [ctx.tabs, ctx.job_link])
-    cancel.click(lambda e: experiments.cancel(store, _id(e)) if _id(e) else "Pick an experiment first.", [pick], action_msg)
+    cancel.click(lambda e: experiments.cancel(store, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
+                 action_msg)
     resume.click(lambda e: experiments.resume(store, url, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
                  action_msg)

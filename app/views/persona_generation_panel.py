@@ -55,12 +55,13 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             start_btn = gr.Button("Generate", variant="primary", elem_id="gen-start")
             cancel_btn = gr.Button("Cancel", variant="stop", elem_id="gen-cancel")
             resume_btn = gr.Button("Resume", elem_id="gen-resume")
-            pick = gr.Dropdown(persona_generation_jobs.choices(store), value=None, label="Generation", allow_custom_value=True,
-                               elem_id="gen-pick")
+            pick = gr.Dropdown(persona_generation_jobs.choices(store), value=None, label="Generation",
+                               allow_custom_value=True, elem_id="gen-pick")
         progress = gr.HTML(persona_generation_form.progress_html(None), elem_id="gen-progress")
         status = gr.Markdown(elem_id="gen-status")
-        table = gr.Dataframe([], headers=persona_generation_form.HEADERS, datatype="str", type="array", interactive=False,
-                             max_height=360, label="Review queue (click a candidate)", elem_id="gen-table")
+        table = gr.Dataframe([], headers=persona_generation_form.HEADERS, datatype="str", type="array",
+                             interactive=False, max_height=360, label="Review queue (click a candidate)",
+                             elem_id="gen-table")
         detail = gr.Markdown(persona_generation_form.candidate_markdown(None), elem_id="gen-candidate")
         with gr.Row():
             accept_btn = gr.Button("Accept", elem_id="gen-accept")
@@ -80,7 +81,8 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
     def queue(gid: Optional[int], cid: Optional[int] = None) -> list:
         g = persona_generation_jobs.generation(store, gid) if gid else None
         rows = persona_generation_form.candidate_rows(generation_store.list_candidates(store, gid)) if g else []
-        return [persona_generation_form.progress_html(g), rows, persona_generation_form.candidate_markdown(generation_store.get_candidate(store, cid) if cid else None)]
+        candidate = generation_store.get_candidate(store, cid) if cid else None
+        return [persona_generation_form.progress_html(g), rows, persona_generation_form.candidate_markdown(candidate)]
 
     queue_out = [progress, table, detail]
 
@@ -88,7 +90,8 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         spec, settings, errs = persona_generation_form.read_form(dict(zip(persona_generation_form.FORM_FIELDS, values)))
         if spec is None:
             return [gr.skip(), persona_generation_form.errors_markdown(errs), gr.skip()] + [gr.skip()] * len(queue_out)
-        gen = generation_store.make_generator(settings["base_url"], settings["model"], api_key_env=settings["api_key_env"],
+        gen = generation_store.make_generator(settings["base_url"], settings["model"],
+                                              api_key_env=settings["api_key_env"],
                                               threshold=float(settings["threshold"]))
         try:
             gid, job_id = persona_generation_jobs.start(store, ctx.store_url, spec, gen)
@@ -98,11 +101,13 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
                 *queue(gid)]
 
     def on_tick(gid: Optional[int], cid: Optional[int]):
-        return [*queue(gid, cid), gr.Timer(active=persona_generation_jobs.is_live(persona_generation_jobs.generation(store, gid) if gid else None))]
+        g = persona_generation_jobs.generation(store, gid) if gid else None
+        return [*queue(gid, cid), gr.Timer(active=persona_generation_jobs.is_live(g))]
 
     def on_pick(gid: Any):
         gid = int(gid) if str(gid or "").isdigit() else None
-        return [gid, None, gr.Timer(active=persona_generation_jobs.is_live(persona_generation_jobs.generation(store, gid) if gid else None)), *queue(gid)]
+        g = persona_generation_jobs.generation(store, gid) if gid else None
+        return [gid, None, gr.Timer(active=persona_generation_jobs.is_live(g)), *queue(gid)]
 
     def on_resume(gid: Optional[int]):
         return [persona_generation_jobs.resume(store, ctx.store_url, gid), gr.Timer(active=True), *queue(gid)]
@@ -110,7 +115,8 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
     def on_select(gid: Optional[int], evt: gr.SelectData):
         row = evt.row_value or []
         cid = int(row[0]) if row and str(row[0]).isdigit() else None
-        return cid, persona_generation_form.candidate_markdown(generation_store.get_candidate(store, cid) if cid else None)
+        candidate = generation_store.get_candidate(store, cid) if cid else None
+        return cid, persona_generation_form.candidate_markdown(candidate)
 
     def review(action: str, gid: Optional[int], cid: Optional[int], *form: Any):
         if action == "accept_all":
@@ -157,4 +163,5 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         btn.click(partial(review, action), [gen_id, cand_id, *editor],
                   [status, *queue_out]).then(refresh_fn, refresh_in, refresh_out)
     edit_btn.click(on_edit, [cand_id], [editing, title, *editor, status])
-    make_set_btn.click(partial(persona_generation_form.set_from_generation, store), [set_name, gen_id], status).then(*sets_refresh)
+    make_set_btn.click(partial(persona_generation_form.set_from_generation, store), [set_name, gen_id],
+                       status).then(*sets_refresh)

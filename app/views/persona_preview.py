@@ -30,7 +30,8 @@ def preview_dialogue(store: Store, request_key: str, editing_id: Optional[str], 
         profile = form_profile(values, original).validate()
     except ProfileError as exc:
         problems = "".join(f"  \n{md(k)}: {md(v)}" for k, v in exc.errors.items())
-        yield f"**Not previewed.** Fix the form first:{problems}", live_rollout.figure({}), live_rollout.columns_html({})
+        yield (f"**Not previewed.** Fix the form first:{problems}", live_rollout.figure({}),
+               live_rollout.columns_html({}))
         return
     for status, fig, html, _ in live_rollout.start_rollout(
             store, f"preview:{request_key}", [], policy or "default", "", simulator or "offline", "",

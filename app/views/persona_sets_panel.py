@@ -138,7 +138,8 @@ def build(ctx: LabContext, filters: list) -> tuple:
         return message, set_rows(store), gr.update(choices=persona_sets.set_names(store))
 
     def on_delete(set_name):
-        return delete_from_view(store, set_name), set_rows(store), gr.update(choices=persona_sets.set_names(store), value=None)
+        return (delete_from_view(store, set_name), set_rows(store),
+                gr.update(choices=persona_sets.set_names(store), value=None))
 
     def on_export(set_name, f):
         if not set_name:

@@ -62,7 +62,8 @@ def rows_with_warnings(store: Store, search: str = "", need: str = "", personali
     """The listed rows with their lint warnings count (near-duplicates among the listed profiles); the count
     is left empty when more than LINT_MAX profiles are listed."""
     profiles = persona_store.list_profiles(store, search or "", need or None, personality or None, language or None)
-    counts = {pid: str(len(ws)) for pid, ws in lint.lint_profiles(profiles).items()} if len(profiles) <= LINT_MAX else {}
+    warnings = lint.lint_profiles(profiles) if len(profiles) <= LINT_MAX else {}
+    counts = {pid: str(len(ws)) for pid, ws in warnings.items()}
     return [_row(p) + [counts.get(p.id, "")] for p in profiles]
 
 

@@ -53,7 +53,9 @@ def build(ctx: LabContext) -> None:
     def on_metric(values: list[str], name: str, picked_step: Any):
         ids = runs_service.parse_job_ids(values)
         mark = int(picked_step) if picked_step not in (None, "") else None
-        return runs_service.compare_figure(store, ids, name, marker_step=mark) if name else runs_service.curves_figure({})
+        if not name:
+            return runs_service.curves_figure({})
+        return runs_service.compare_figure(store, ids, name, marker_step=mark)
 
     def on_diff(values: list[str], all_settings: bool):
         headers, rows = runs_service.config_diff(runs_service.job_configs(store, runs_service.parse_job_ids(values)),

@@ -132,7 +132,8 @@ def build(ctx: LabContext) -> None:
 
     def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
         """A plan needs no model folder (it may be made for other machines); a launch does."""
-        config, problems = training.config_from_form(dict(zip(training.FORM_NAMES, form)), extra_yaml, check_paths, store)
+        config, problems = training.config_from_form(dict(zip(training.FORM_NAMES, form)), extra_yaml, check_paths,
+                                                     store)
         return config, *training.error_updates(problems)
 
     def on_plan(preset_name: str, *values: Any):
@@ -140,7 +141,8 @@ def build(ctx: LabContext) -> None:
         config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
             return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip()]
-        key = training_plan.start_plan(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib), preset_name or "")
+        key = training_plan.start_plan(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib),
+                                       preset_name or "")
         return [*per_field, other, "", training_plan.plan_progress(key, config.steps), key]
 
     def on_plan_tick(key: Any):
@@ -176,7 +178,8 @@ def build(ctx: LabContext) -> None:
         if name not in training_plan.preset_choices():
             return [gr.skip()] * (len(widgets) + 8)
         values, extra_yaml, (n_gpus, n_nodes, gib) = training_plan.preset_form(name)
-        return [training_plan.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, training_plan.opening_plan(name),
+        return [training_plan.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib,
+                training_plan.opening_plan(name),
                 gr.update(visible=False, value=False), None]  # a confirmation was for the job planned before
 
     def act(action: str, jid: Any):

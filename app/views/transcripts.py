@@ -27,7 +27,8 @@ MAX_LISTED = 1000
 
 def collections(store: Store) -> list[tuple[str, str]]:
     """(label, key) for every collection: imported files first, then rollouts, benchmark runs, training jobs."""
-    out = [(f"{c['collection']} ({c['n']} imported)", f"import:{c['collection']}") for c in transcripts.list_collections(store)]
+    out = [(f"{c['collection']} ({c['n']} imported)", f"import:{c['collection']}")
+           for c in transcripts.list_collections(store)]
     for key, n in store_collections(store):
         kind, _, value = key.partition(":")
         label = {"source": f"{value} dialogues", "eval": f"benchmark run {value}", "job": f"training job {value}"}[kind]

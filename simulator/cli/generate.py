@@ -76,10 +76,11 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return 2
     try:
-        gen = generation_store.make_generator(args.base_url, args.model, api_key_env=args.api_key_env or generation_store.DEFAULT_KEY_ENV,
+        gen = generation_store.make_generator(args.base_url, args.model,
+                                              api_key_env=args.api_key_env or generation_store.DEFAULT_KEY_ENV,
                                               threshold=args.dedupe_threshold, temperature=args.temperature,
-                                              max_tokens=args.max_tokens, max_in_flight=args.max_in_flight, timeout=args.timeout,
-                                              json_schema=not args.no_json_schema)
+                                              max_tokens=args.max_tokens, max_in_flight=args.max_in_flight,
+                                              timeout=args.timeout, json_schema=not args.no_json_schema)
     except ValueError as e:
         print(f"--model: {e}", file=sys.stderr)
         return 2

@@ -42,7 +42,8 @@ from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES
 
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts" / "persona_gen"
 DEFAULT_PROMPT_VERSION = "v1"
-DEFAULT_THRESHOLD = persona_lint.DUPLICATE_SIMILARITY  # MiniLM cosine of persona + background at which it is a duplicate
+# MiniLM cosine of persona + background at which it is a duplicate
+DEFAULT_THRESHOLD = persona_lint.DUPLICATE_SIMILARITY
 MAX_COUNT = 500
 MAX_VALUE_CHARS = 300
 SCHEMA_NAME = "persona_profile"

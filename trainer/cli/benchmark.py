@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
             result = benchmark_jobs.resume_benchmark(store, args.resume, log=log, stop_owner=args.stop_owner,
                                                      clean_stdout=args.json)
         else:
-            result = benchmark_jobs.run_benchmark_foreground(store, config_from_args(args), log=log, clean_stdout=args.json)
+            result = benchmark_jobs.run_benchmark_foreground(store, config_from_args(args), log=log,
+                                                             clean_stdout=args.json)
         if result is None:
             print("error: the benchmark was cancelled before it began", file=sys.stderr)
             return 1

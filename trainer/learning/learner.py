@@ -207,7 +207,9 @@ class Learner:
     def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
         """[B, T-1] advantages (and returns for PPO) for the chosen algorithm."""
         c, mask = self.config, batch.action_mask
-        rewards = batch.token_rewards if batch.token_rewards is not None else algorithms.last_token_rewards(batch.scores, mask)
+        rewards = batch.token_rewards
+        if rewards is None:
+            rewards = algorithms.last_token_rewards(batch.scores, mask)
         if c.algorithm == "ppo":
             adv, returns = algorithms.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
             if c.whiten_advantages:  # over the global batch (all ranks)
@@ -301,8 +303,8 @@ class Learner:
                 c.off_policy_estimator, denom)
             off = {_STALE: parts["stale"], _WEIGHT: parts["weight"], _CAPPED: parts["capped"]}
         else:
-            pg_loss, clip_frac, approx_kl = algorithms.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask, c.clip_eps,
-                                                                       denom)
+            pg_loss, clip_frac, approx_kl = algorithms.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask,
+                                                                       c.clip_eps, denom)
         known = mask * (sampled != 0)
         mismatch = ((old - sampled).abs() * known).sum()
         entropy_mean = algorithms.masked_sum_mean(entropy, mask, denom)
