@@ -85,7 +85,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from app.context import LabContext
     from app.lab import build_app, launch, startup
     from simulator.access import Access, install
-    from storage import StoreError, make_engine
+    from storage import StoreError, make_store
     from storage.db import default_url
 
     # every spec the web names is judged by this (and so is every job the app starts: it inherits it)
@@ -98,7 +98,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.allow_outside_code:
         print("RLVER Lab: --allow-outside-code: every web caller may run python: specs on this machine", flush=True)
     try:
-        store = make_engine(args.db)
+        store = make_store(args.db)
         done = startup(store)
     except StoreError as exc:  # unreachable server, wrong credentials, a schema needing the owner: said already
         return _cannot_start(str(exc))

@@ -33,13 +33,13 @@ def judge_radar(groups: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-def judge_view(engine: Any, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
+def judge_view(store: Any, run_id: Optional[int]) -> tuple[str, Optional[go.Figure]]:
     """(summary markdown, radar) of an eval run's judge scores; ('', None) when it has none."""
     from simulator.evaluation.judge_store import eval_run_summary
 
     if run_id in (None, ""):
         return "", None
-    groups = eval_run_summary(engine, int(run_id))
+    groups = eval_run_summary(store, int(run_id))
     if not groups:
         return "", None
     lines = []

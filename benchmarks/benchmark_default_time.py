@@ -40,10 +40,10 @@ def main() -> int:
         print(r.stderr[-3000:], file=sys.stderr)
         return r.returncode
     result = json.loads(r.stdout)
-    from storage import make_engine
+    from storage import make_store
     from trainer.evaluation.progress import run_progress
 
-    p = run_progress(make_engine(db), result["eval_run_id"])
+    p = run_progress(make_store(db), result["eval_run_id"])
     print("| wall s | dialogues | replies | replies cut | policy tokens | tok/s (run) | score | protocol |")
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     print(f"| {wall:.0f} | {p['done']} | {p['replies']} | {result['truncations']['replies_cut']} | {p['tokens']} | "

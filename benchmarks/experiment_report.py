@@ -28,12 +28,12 @@ def _minutes(job: Any) -> str:
 
 def report_rows(store: Any, exp: dict[str, Any], baselines: list[int]) -> list[dict[str, Any]]:
     """One dict per row: name, label, eval_run_id, result (RESULT_HEADERS row), replies, judge groups, times."""
-    from app.services import experiments as es
+    from app.services import experiments
     from simulator.evaluation.judge_store import eval_run_summary
     from storage import EvalRun, Job, read_scope
 
     rows = []
-    entries = [(es.cell_name(c), c["label"], c) for c in exp["cells"] if c.get("eval_run_id")]
+    entries = [(experiments.cell_name(c), c["label"], c) for c in exp["cells"] if c.get("eval_run_id")]
     with read_scope(store) as s:
         for rid in baselines:
             run = s.get(EvalRun, rid)
@@ -46,7 +46,8 @@ def report_rows(store: Any, exp: dict[str, Any], baselines: list[int]) -> list[d
             train = s.get(Job, cell["train_job_id"]) if cell.get("train_job_id") else None
             bench = s.get(Job, cell["benchmark_job_id"]) if cell.get("benchmark_job_id") else None
             rows.append({"name": name, "label": label, "eval_run_id": cell["eval_run_id"],
-                         "result": es.result_row(store, cell)[2:], "replies": es.reply_stats(store, cell["eval_run_id"]),
+                         "result": experiments.result_row(store, cell)[2:],
+                         "replies": experiments.reply_stats(store, cell["eval_run_id"]),
                          "judge": eval_run_summary(store, cell["eval_run_id"]),
                          "train_min": _minutes(train), "bench_min": _minutes(bench)})
     return rows
@@ -107,10 +108,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--baseline", type=int, nargs="*", default=[], help="eval run ids to add as rows")
     parser.add_argument("--radar", type=Path, help="write the judge radar here (PNG)")
     args = parser.parse_args(argv)
-    from storage import make_engine
+    from storage import make_store
     from trainer.experiments.grid import experiment_detail
 
-    store = make_engine(args.db)
+    store = make_store(args.db)
     exp = experiment_detail(store, args.experiment)
     if exp is None:
         raise SystemExit(f"--experiment: {args.experiment} does not exist in {args.db}")

@@ -60,20 +60,20 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine(args: argparse.Namespace):
-    from storage import make_engine
+def _store(args: argparse.Namespace):
+    from storage import make_store
 
-    return make_engine(args.db)
+    return make_store(args.db)
 
 
 def cmd_personas(args: argparse.Namespace) -> int:
-    from simulator.personas import store as ps
+    from simulator.personas import store as persona_store
 
-    engine = ps.open_store(args.db) if args.action in ("export", "list") else _engine(args)
+    store = persona_store.open_store(args.db) if args.action in ("export", "list") else _store(args)
     if args.action == "list":
-        return _list_personas(engine, args.set, args.json)
+        return _list_personas(store, args.set, args.json)
     if args.action == "import":
-        report = ps.import_file(engine, args.file, keep_valid=args.keep_valid, replace=args.replace)
+        report = persona_store.import_file(store, args.file, keep_valid=args.keep_valid, replace=args.replace)
         if report.errors:
             what = "stored the valid lines" if report.stored else "nothing stored"
             return _fail([f"{args.file}: {len(report.errors)} problem(s), {what} "
@@ -84,32 +84,32 @@ def cmd_personas(args: argparse.Namespace) -> int:
             from simulator.personas.sets import SetError, create_from_import
 
             try:
-                made = create_from_import(engine, args.as_set, args.file, [p.id for p in report.profiles])
+                made = create_from_import(store, args.as_set, args.file, [p.id for p in report.profiles])
             except SetError as e:
                 return _fail([f"--as-set: {e.problem} (the profiles are imported; no set was made)"])
             print(f"created set {made.name}: {made.size} persona(s), hash {made.content_hash}")
         return 0
     if args.action == "export":
         try:
-            n = ps.export_file(engine, args.file, fmt=args.format)
+            n = persona_store.export_file(store, args.file, fmt=args.format)
         except ValueError as e:
             return _fail([f"{args.file}: not written: {e}"])
         print(f"{args.file}: exported {n} profile(s) ({args.format} format)")
         return 0
-    n = ps.seed_builtin(engine)
-    print(f"seeded {n} built-in profile(s); {ps.count_profiles(engine)} in the store")
+    n = persona_store.seed_builtin(store)
+    print(f"seeded {n} built-in profile(s); {persona_store.count_profiles(store)} in the store")
     return 0
 
 
-def _list_personas(engine, spec: Optional[str], as_json: bool) -> int:
-    from simulator.personas import store as ps
+def _list_personas(store, spec: Optional[str], as_json: bool) -> int:
+    from simulator.personas import store as persona_store
     from simulator.personas.specs import PersonaSpecError, resolve_personas
 
     try:
-        profiles = resolve_personas(spec, engine) if spec else ps.list_profiles(engine)
+        profiles = resolve_personas(spec, store) if spec else persona_store.list_profiles(store)
     except PersonaSpecError as e:
         return _fail([f"--set: {e}"], code=2)
-    rows = [ps.summary_row(p) for p in profiles]
+    rows = [persona_store.summary_row(p) for p in profiles]
     if as_json:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False))
@@ -126,16 +126,16 @@ def cmd_personas_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_transcripts(args: argparse.Namespace) -> int:
-    from simulator.evaluation import transcripts as tr
+    from simulator.evaluation import transcripts
     from simulator.evaluation.scoring import format_summary
 
-    engine = _engine(args)
-    report = tr.import_file(engine, args.file, keep_valid=args.keep_valid)
+    store = _store(args)
+    report = transcripts.import_file(store, args.file, keep_valid=args.keep_valid)
     if report.errors:
         return _fail([report.summary()] + ([] if report.dialogue_ids else ["nothing stored"]))
     print(report.summary())
     if report.dialogue_ids or report.duplicates:
-        print(format_summary(tr.collection_summary(engine, report.collection)))
+        print(format_summary(transcripts.collection_summary(store, report.collection)))
     return 0
 
 

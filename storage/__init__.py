@@ -1,4 +1,4 @@
-"""The store: SQLAlchemy models, engine/session setup and schema migrations (Alembic, docs/store.md). Queries
+"""The store: SQLAlchemy models, store/session setup and schema migrations (Alembic, docs/store.md). Queries
 are built here and in the service modules that own a domain (docs/design.md, "Data flow"); no view imports
 sqlalchemy (tests/test_layout.py)."""
 from storage.db import (
@@ -6,7 +6,7 @@ from storage.db import (
                         code_version,
                         default_url,
                         lab_home,
-                        make_engine,
+                        make_store,
                         masked,
                         read_scope,
                         session_scope,
@@ -35,4 +35,4 @@ from storage.ratings import HumanRating, ShadowJudgement  # registers the people
 __all__ = ["Base", "Checkpoint", "Comparison", "ComparisonPair", "Dialogue", "EvalRun", "Experiment",
            "ExperimentCell", "HumanRating", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate",
            "PersonaGeneration", "ShadowJudgement", "Store", "StoreError", "Turn", "code_version", "default_url",
-           "lab_home", "make_engine", "masked", "read_scope", "session_scope", "store_id"]
+           "lab_home", "make_store", "masked", "read_scope", "session_scope", "store_id"]

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from storage.db import check_reachable, default_url, make_engine, masked
+from storage.db import check_reachable, default_url, make_store, masked
 from storage.migrate import (
     MIGRATIONS,
     StoreError,
@@ -41,13 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def status(url: str) -> int:
-    engine = make_engine(url, create=False)
-    check_reachable(engine, url)
+    store = make_store(url, create=False)
+    check_reachable(store, url)
     try:
-        with engine.connect().execution_options(store_write_lock=False) as conn:
+        with store.connect().execution_options(store_write_lock=False) as conn:
             current, legacy, todo = current_revision(conn), is_legacy(conn), pending(conn)
     finally:
-        engine.dispose()
+        store.dispose()
     state = "made before migrations" if legacy else (current or "empty")
     print(f"store {masked(url)}: revision {state}; code's head {head_revision()}; "
           f"pending {', '.join(s.revision for s in todo) or 'none'}")
@@ -57,12 +57,12 @@ def status(url: str) -> int:
 
 
 def upgrade(url: str) -> int:
-    engine = make_engine(url, create=False)
-    check_reachable(engine, url)
+    store = make_store(url, create=False)
+    check_reachable(store, url)
     try:
-        done = upgrade_store(engine, masked(url), allow_owner_decisions=True)
+        done = upgrade_store(store, masked(url), allow_owner_decisions=True)
     finally:
-        engine.dispose()
+        store.dispose()
     print(done.describe(masked(url)) if done and not done.created else
           f"store {masked(url)}: {'created at' if done else 'already at'} revision {head_revision()}")
     return 0
@@ -72,7 +72,7 @@ def revision(url: str, message: str, empty: bool) -> int:
     """Autogenerate compares the models with the store at `url`, so that store must be at head first."""
     from alembic import command
 
-    make_engine(url).dispose()  # at head (upgraded or created) before comparing
+    make_store(url).dispose()  # at head (upgraded or created) before comparing
     script = command.revision(alembic_config(MIGRATIONS, url), message=message, autogenerate=not empty,
                               rev_id=f"{int(head_revision()) + 1:04d}")
     print(f"wrote {script.path}: check it, then run the tests (tests/test_migrations.py)")

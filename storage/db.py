@@ -1,5 +1,5 @@
-"""Engine and session setup. A SQLite file by default (WAL, foreign keys, busy timeout), or PostgreSQL
-(psycopg 3) for a team server; see docs/store.md.
+"""The store (a SQLAlchemy Engine) and session setup. A SQLite file by default (WAL, foreign keys, busy
+timeout), or PostgreSQL (psycopg 3) for a team server; see docs/store.md.
 
 The store is shared by the app and by job processes, so every write is a short transaction and write
 transactions run one at a time (SQLite BEGIN IMMEDIATE, a PostgreSQL advisory lock): a writer waits
@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from storage.migrate import StoreError, upgrade_store
 from storage.models import StoreMeta
 
-Store = Engine  # the store as services take it (`store: Store`), made by make_engine
+Store = Engine  # the store as services take it (`store: Store`), made by make_store
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUSY_TIMEOUT_MS = 30_000
 POSTGRES_WRITE_LOCK = 0x726C766572  # the advisory lock key of write transactions ("rlver")
@@ -103,8 +103,8 @@ def masked(url: str) -> str:
         return url.split("://", 1)[0] + "://..."
 
 
-def make_engine(url: Optional[str] = None, create: bool = True) -> Engine:
-    """Create an engine for `url` (default_url() when None). create=True: connect now (StoreError, one line
+def make_store(url: Optional[str] = None, create: bool = True) -> Engine:
+    """Open the store at `url` (default_url() when None). create=True: connect now (StoreError, one line
     naming the URL without its password, when the store cannot be reached) and bring the schema to the head
     revision (storage.migrate), saying on stderr in one line what an upgrade of an existing store did."""
     url = normalize_url(url or default_url())
@@ -120,30 +120,30 @@ def make_engine(url: Optional[str] = None, create: bool = True) -> Engine:
         kwargs["connect_args"] = {"connect_timeout": 10, "options": f"-c lock_timeout={BUSY_TIMEOUT_MS}"}
         kwargs["pool_pre_ping"] = True  # a team server restarts; the app outlives its connections
     try:
-        engine = create_engine(url, **kwargs)
+        store = create_engine(url, **kwargs)
     except (ArgumentError, ImportError) as exc:
         hint = " (pip install 'rlver-lab[postgres]' for PostgreSQL)" if "psycopg" in str(exc) else ""
         raise StoreError(f"cannot open the store {masked(url)}: {exc}{hint}") from None
     if url.startswith("sqlite"):
-        event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(engine, "begin", _sqlite_begin)
-    elif engine.dialect.name == "postgresql":
-        event.listen(engine, "begin", _postgres_begin)
+        event.listen(store, "connect", _sqlite_pragmas)
+        event.listen(store, "begin", _sqlite_begin)
+    elif store.dialect.name == "postgresql":
+        event.listen(store, "begin", _postgres_begin)
     if create:
-        check_reachable(engine, url)
-        done = upgrade_store(engine, masked(url))
+        check_reachable(store, url)
+        done = upgrade_store(store, masked(url))
         if done is not None and not done.created:
             print(done.describe(masked(url)), file=sys.stderr, flush=True)
-    return engine
+    return store
 
 
-def check_reachable(engine: Engine, url: str) -> None:
+def check_reachable(store: Engine, url: str) -> None:
     """Connect once; StoreError (one line, the URL without its password) when the store cannot be reached."""
     try:
-        with engine.connect().execution_options(store_write_lock=False) as conn:
+        with store.connect().execution_options(store_write_lock=False) as conn:
             conn.exec_driver_sql("SELECT 1")
     except DBAPIError as exc:
-        engine.dispose()
+        store.dispose()
         reason = " ".join(str(exc.orig).split()) or type(exc.orig).__name__
         password = make_url(url).password
         if password:
@@ -152,14 +152,14 @@ def check_reachable(engine: Engine, url: str) -> None:
 
 
 @lru_cache(maxsize=8)
-def _sessionmaker(engine: Engine) -> sessionmaker:
-    return sessionmaker(engine, expire_on_commit=False)
+def _sessionmaker(store: Engine) -> sessionmaker:
+    return sessionmaker(store, expire_on_commit=False)
 
 
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
+def session_scope(store: Engine) -> Iterator[Session]:
     """One short write transaction: commit on success, roll back on error."""
-    session = _sessionmaker(engine)()
+    session = _sessionmaker(store)()
     try:
         yield session
         session.commit()
@@ -171,10 +171,10 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 
 @contextmanager
-def read_scope(engine: Engine) -> Iterator[Session]:
+def read_scope(store: Engine) -> Iterator[Session]:
     """A read-only transaction (SQLite: BEGIN DEFERRED; PostgreSQL: no write lock), so it never waits for
     writers."""
-    session = _sessionmaker(_reader(engine))()
+    session = _sessionmaker(_reader(store))()
     try:
         yield session
     finally:
@@ -183,14 +183,14 @@ def read_scope(engine: Engine) -> Iterator[Session]:
 
 
 @lru_cache(maxsize=8)
-def _reader(engine: Engine) -> Engine:
-    return engine.execution_options(store_write_lock=False)
+def _reader(store: Engine) -> Engine:
+    return store.execution_options(store_write_lock=False)
 
 
-def store_id(engine: Engine) -> str:
+def store_id(store: Engine) -> str:
     """This store's id: 12 hex digits made once (a random id, so two stores never share job folders
     even when they share RLVER_LAB_HOME)."""
-    with session_scope(engine) as s:  # the write lock: two processes agree on the first id
+    with session_scope(store) as s:  # the write lock: two processes agree on the first id
         row = s.get(StoreMeta, "store_id")
         if row is None:
             row = StoreMeta(key="store_id", value=uuid.uuid4().hex[:12])

@@ -1,6 +1,6 @@
 """Schema migrations: Alembic revisions shipped in storage/migrations, run from here (no alembic.ini).
 
-Opening a store (make_engine) brings it to the head revision under the store's write lock, so the app and
+Opening a store (make_store) brings it to the head revision under the store's write lock, so the app and
 job processes opening one store at once upgrade it once:
 - a new store gets every revision in order;
 - a store made before migrations (tables, no alembic_version) is adopted by the baseline revision, which
@@ -105,15 +105,15 @@ def owner_decisions(scripts: list[Script]) -> list[str]:
     return [f"{s.revision}: {s.module.OWNER_DECISION}" for s in scripts if getattr(s.module, "OWNER_DECISION", "")]
 
 
-def upgrade_store(engine: Engine, url_for_messages: str, allow_owner_decisions: bool = False,
+def upgrade_store(store: Engine, url_for_messages: str, allow_owner_decisions: bool = False,
                   script_location: Path = MIGRATIONS) -> Optional[Upgrade]:
     """Bring the store to head; None when it already was. The check reads without a lock; the upgrade
     runs in one transaction under the store's write lock (SQLite BEGIN IMMEDIATE, PostgreSQL advisory lock),
     and a second process waiting for it finds the store upgraded and does nothing."""
-    with engine.connect().execution_options(store_write_lock=False) as conn:
+    with store.connect().execution_options(store_write_lock=False) as conn:
         if not pending(conn, script_location):
             return None
-    with engine.begin() as conn:
+    with store.begin() as conn:
         todo = pending(conn, script_location)
         if not todo:
             return None

@@ -119,12 +119,12 @@ def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def engine(db_url: str):
-    from storage import make_engine
+def store(db_url: str):
+    from storage import make_store
 
-    eng = make_engine(db_url)
-    yield eng
-    eng.dispose()
+    store = make_store(db_url)
+    yield store
+    store.dispose()
 
 
 @pytest.fixture(autouse=True)
@@ -173,16 +173,16 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory):
     fresh SQLite file. Yields its LabContext with `.url` added. One launch per test module."""
     from app.context import LabContext
     from app.lab import build_app, launch, startup
-    from storage import make_engine
+    from storage import make_store
 
     home = tmp_path_factory.mktemp("lab_server")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLVER_LAB_HOME", str(home / "lab_home"))
         mp.setenv("RLVER_LAB_PLAN_ON_OPEN", "0")  # opening Training plans nothing: no probe steals the cores
         url = f"sqlite:///{home / 'lab.db'}"
-        eng = make_engine(url)
-        startup(eng)
-        ctx = LabContext(store=eng, store_url=url)
+        store = make_store(url)
+        startup(store)
+        ctx = LabContext(store=store, store_url=url)
         demo = build_app(ctx)
         port = free_port()
         launch(demo, port=port, prevent_thread_lock=True, quiet=True)
@@ -191,7 +191,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory):
             yield ctx
         finally:
             demo.close()
-            eng.dispose()
+            store.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from storage import Dialogue, EvalRun, Job, Metric, Turn, read_scope, session_scope
 
-# `@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)`: the test (and the `engine` fixture) on a SQLite
+# `@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)`: the test (and the `store` fixture) on a SQLite
 # file, then on a new database of the session's PostgreSQL server (tests/conftest.py)
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -123,20 +123,20 @@ def trainer_cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
-def wait_for_step(engine, proc, step: int, timeout: float = 600) -> int:
+def wait_for_step(store, proc, step: int, timeout: float = 600) -> int:
     """The id of the (only) job once its metrics of `step` are stored; the trainer must stay alive."""
     def reached():
         assert proc.poll() is None, proc.stdout.read()
-        with read_scope(engine) as s:
+        with read_scope(store) as s:
             job_id = s.scalars(select(Job.id)).first()
-        return job_id if job_id and step in metric_steps(engine, job_id, "reward_mean") else None
+        return job_id if job_id and step in metric_steps(store, job_id, "reward_mean") else None
 
     return wait_for(reached, timeout=timeout, every=0.2)
 
 
-def metric_steps(engine, job_id: int, name: str) -> list[int]:
+def metric_steps(store, job_id: int, name: str) -> list[int]:
     """The steps at which the job stored a metric of that name, in order."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return sorted(m.step for m in s.scalars(select(Metric).where(Metric.job_id == job_id, Metric.name == name)))
 
 
@@ -145,10 +145,10 @@ WARM_REPLIES = ["That sounds really hard, and it makes sense you feel worn out. 
 COLD_REPLIES = ["Just relax, it's not a big deal.", "Whatever. Calm down."]
 
 
-def store_judged_dialogues(engine, replies_by_name: dict[str, list[str]], eval_run: bool = True) -> dict[str, int]:
+def store_judged_dialogues(store, replies_by_name: dict[str, list[str]], eval_run: bool = True) -> dict[str, int]:
     """One finished dialogue per entry (user opening, then reply / user answer pairs); name -> id."""
     ids = {}
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         run = EvalRun(name="judged", model_ref="policy") if eval_run else None
         if run is not None:
             s.add(run)

@@ -22,22 +22,22 @@ MARKERS = {"persona": "zq-secret-persona-7731", "job": "zq-secret-job-label", "c
 def populate(db_url: str) -> list[str]:
     """A store with a persona, a training job and a transcript collection carrying MARKERS; returns every
     persona id in it (the built-in ones included)."""
-    from simulator.evaluation import transcripts as tr
-    from simulator.personas import store as ps
+    from simulator.evaluation import transcripts
+    from simulator.personas import store as persona_store
     from simulator.personas.profile import Profile
-    from storage import make_engine
-    from trainer.jobs import queue as jobs
+    from storage import make_store
+    from trainer.jobs import queue as job_queue
 
-    engine = make_engine(db_url)
-    ps.seed_builtin(engine)
-    ps.save_profile(engine, Profile(id=MARKERS["persona"], name="Zq Secret", persona="A teacher.",
-                                    background="Her friend left.", hidden_need="To be heard.",
-                                    need_category="just_listen", personality="passive"), create=True)
-    jobs.create_job(engine, "train", {"steps": 1}, name=MARKERS["job"])
+    store = make_store(db_url)
+    persona_store.seed_builtin(store)
+    persona_store.save_profile(store, Profile(id=MARKERS["persona"], name="Zq Secret", persona="A teacher.",
+                                              background="Her friend left.", hidden_need="To be heard.",
+                                              need_category="just_listen", personality="passive"), create=True)
+    job_queue.create_job(store, "train", {"steps": 1}, name=MARKERS["job"])
     record = {"id": "zq-record", "emo_point": 50, "history": [{"role": "user", "content": "hi"}]}
-    assert tr.import_file(engine, json.dumps(record).encode() + b"\n", collection=MARKERS["collection"]).ok
-    ids = [p.id for p in ps.list_profiles(engine)]
-    engine.dispose()
+    assert transcripts.import_file(store, json.dumps(record).encode() + b"\n", collection=MARKERS["collection"]).ok
+    ids = [p.id for p in persona_store.list_profiles(store)]
+    store.dispose()
     return ids
 
 

@@ -5,7 +5,7 @@ import pytest
 from helpers import off_loop, wait_for
 
 from app.render import breakdown_tables
-from app.views import benchmark as bv
+from app.views import benchmark as benchmark_view
 from simulator.evaluation.published import PUBLISHED
 from simulator.llm.hashing import fingerprint_hash
 from storage import EvalRun, session_scope
@@ -20,9 +20,9 @@ PERSONAS = [("p1", "Ana", "just_listen", "negative"), ("p2", "Ben", "just_listen
             ("p3", "Chen", "useful_advice", "negative")]
 
 
-def _eval_run(engine, name, fp, finals, errors=()):
+def _eval_run(store, name, fp, finals, errors=()):
     """An eval run with one dialogue per persona (final emotion, or an error for the ids in `errors`)."""
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         run = EvalRun(name=name, model_ref=f"/models/{name}", simulator_fingerprint=fp,
                       fingerprint_hash=fingerprint_hash(fp), profile_set_hash="builtin-3", seed=7)
         s.add(run)
@@ -30,30 +30,30 @@ def _eval_run(engine, name, fp, finals, errors=()):
         run_id = run.id
     ids = []
     for (pid, pname, need, pers), final in zip(PERSONAS, finals):
-        d = start_dialogue(engine, eval_run_id=run_id, persona_id=pid, source="benchmark",
+        d = start_dialogue(store, eval_run_id=run_id, persona_id=pid, source="benchmark",
                            persona_snapshot={"name": pname, "need_category": need, "personality": pers})
         if pid in errors:
-            finish_dialogue(engine, d, "failed", None, outcome="error", error="simulator: HTTP 503")
+            finish_dialogue(store, d, "failed", None, outcome="error", error="simulator: HTTP 503")
         else:
-            finish_dialogue(engine, d, "finished", final, outcome="success" if final >= 100 else "max_turns")
+            finish_dialogue(store, d, "finished", final, outcome="success" if final >= 100 else "max_turns")
         ids.append(d)
-    eval_runs.finish_eval_run(engine, run_id, "succeeded")
+    eval_runs.finish_eval_run(store, run_id, "succeeded")
     return run_id, ids
 
 
-def test_leaderboard_ranks_within_each_fingerprint_only(engine):
-    weak, _ = _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
-    strong, _ = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
-    remote, _ = _eval_run(engine, "remote", REMOTE, [10, 10, 10])
-    groups = eval_runs.leaderboard(engine)
-    rows = bv.lab_rows(groups)
+def test_leaderboard_ranks_within_each_fingerprint_only(store):
+    weak, _ = _eval_run(store, "weak", OFFLINE, [20, 40, 30])
+    strong, _ = _eval_run(store, "strong", OFFLINE, [100, 80, 60])
+    remote, _ = _eval_run(store, "remote", REMOTE, [10, 10, 10])
+    groups = eval_runs.leaderboard(store)
+    rows = benchmark_view.lab_rows(groups)
     by_run = {r[2]: r for r in rows}
-    assert bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE)).startswith(
+    assert benchmark_view.simulator_label(OFFLINE, fingerprint_hash(OFFLINE)).startswith(
         "offline:minilm-prototypes · rules standard · fp ")  # a native backend uses no prompts
-    assert bv.simulator_label(REMOTE).endswith("rules standard · prompts v1")
+    assert benchmark_view.simulator_label(REMOTE).endswith("rules standard · prompts v1")
     sage = dict(REMOTE, prompt_pack={"pack": "sage", "files_sha256": {}})
-    assert bv.simulator_label(sage).endswith("rules standard · prompts sage")
-    offline_label = bv.simulator_short(OFFLINE, fingerprint_hash(OFFLINE))
+    assert benchmark_view.simulator_label(sage).endswith("rules standard · prompts sage")
+    offline_label = benchmark_view.simulator_short(OFFLINE, fingerprint_hash(OFFLINE))
     assert offline_label == f"offline:minilm-prototypes · fp {fingerprint_hash(OFFLINE)[:8]}"
     assert by_run[strong][:5] == [offline_label, 1, strong, "strong", "80.0"]
     assert by_run[weak][:2] == [offline_label, 2]
@@ -62,50 +62,50 @@ def test_leaderboard_ranks_within_each_fingerprint_only(engine):
     # rows of one group are contiguous: a ranking never interleaves fingerprints
     labels = [r[0] for r in rows]
     assert labels == sorted(labels, key=labels.index)
-    published = bv.published_table(groups)
+    published = benchmark_view.published_table(groups)
     assert len(published) == len(PUBLISHED)
     assert published[0][1] == "GPT-4o-latest (published)" and published[0][6] == "DeepSeek-V3 (published)"
-    fig = bv.leaderboard_figure(groups)
+    fig = benchmark_view.leaderboard_figure(groups)
     assert len(fig.data) == 3  # two lab groups and the published one, each its own panel
     panel = {t.name: t for t in fig.data}
-    offline_bars = panel[bv.simulator_label(OFFLINE, fingerprint_hash(OFFLINE))]
+    offline_bars = panel[benchmark_view.simulator_label(OFFLINE, fingerprint_hash(OFFLINE))]
     assert list(offline_bars.y) == [f"#{weak} weak", f"#{strong} strong"]  # best drawn at the top
     assert list(offline_bars.x) == [30.0, 80.0]
     assert fig.data[-1].marker.pattern.shape == "/"  # published bars are hatched
 
 
-def test_breakdown_and_dialogues_count_errors(engine):
-    run_id, ids = _eval_run(engine, "mixed", OFFLINE, [100, 50, 0], errors=("p3",))
-    need, personality = breakdown_tables(eval_runs.breakdown(engine, run_id))
+def test_breakdown_and_dialogues_count_errors(store):
+    run_id, ids = _eval_run(store, "mixed", OFFLINE, [100, 50, 0], errors=("p3",))
+    need, personality = breakdown_tables(eval_runs.breakdown(store, run_id))
     assert [r[0] for r in need] == ["Just listen to the venting", "Give genuinely useful advice"]
     listen = need[0]
     assert listen[1:6] == ["75.0", 1, 0, 2, 0]
     advice = need[1]
     assert advice[1:6] == ["0.0", 0, 1, 1, 1]  # the failed dialogue stays in n, counted as an error
     assert [r[0] for r in personality] == ["Negative", "Passive"]
-    rows = bv.dialogue_rows(eval_runs.eval_run_dialogues(engine, run_id))
+    rows = benchmark_view.dialogue_rows(eval_runs.eval_run_dialogues(store, run_id))
     assert [r[0] for r in rows] == ids
     assert rows[2][4:] == ["—", "error", 0, "simulator: HTTP 503"]
-    title = bv.run_title(eval_runs.get_eval_run(engine, run_id))
+    title = benchmark_view.run_title(eval_runs.get_eval_run(store, run_id))
     assert f"Eval run #{run_id}" in title and "errors 1" in title
 
 
-def test_empty_leaderboard_shows_only_published(engine):
-    groups = eval_runs.leaderboard(engine)
-    assert bv.lab_rows(groups) == []
-    assert len(bv.published_table(groups)) == len(PUBLISHED)
-    assert bv.leaderboard_figure(eval_runs.leaderboard(engine, include_published=False)).layout.annotations[0].text \
-        == "no finished eval runs yet"
+def test_empty_leaderboard_shows_only_published(store):
+    groups = eval_runs.leaderboard(store)
+    assert benchmark_view.lab_rows(groups) == []
+    assert len(benchmark_view.published_table(groups)) == len(PUBLISHED)
+    figure = benchmark_view.leaderboard_figure(eval_runs.leaderboard(store, include_published=False))
+    assert figure.layout.annotations[0].text == "no finished eval runs yet"
 
 
 
 @pytest.mark.process
 @pytest.mark.browser
 def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot):
-    engine, page = lab_server.store, browser_page
-    _eval_run(engine, "weak", OFFLINE, [20, 40, 30])
-    strong, ids = _eval_run(engine, "strong", OFFLINE, [100, 80, 60])
-    _eval_run(engine, "remote", REMOTE, [10, 10, 10])
+    store, page = lab_server.store, browser_page
+    _eval_run(store, "weak", OFFLINE, [20, 40, 30])
+    strong, ids = _eval_run(store, "strong", OFFLINE, [100, 80, 60])
+    _eval_run(store, "remote", REMOTE, [10, 10, 10])
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
     lab.get_by_text("strong", exact=True).wait_for()
@@ -127,19 +127,18 @@ def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot)
     assert page.dialogs == []
 
 
-def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
-    from trainer.evaluation import benchmark as bm
-    from trainer.evaluation import protocol
+def test_protocol_and_replay_are_shown_with_each_run(store, shared_data):
+    from trainer.evaluation import benchmark, protocol
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=4)
-    run_id = off_loop(lambda: bm.run_benchmark(engine, cfg, log=lambda _m: None)).eval_run_id
-    _eval_run(engine, "old", OFFLINE, [20, 40, 30])  # recorded before protocols were versioned
-    rows = {r[2]: r for r in bv.lab_rows(eval_runs.leaderboard(engine))}
-    proto = eval_runs.get_eval_run(engine, run_id)["protocol"]
-    assert rows[run_id][3].endswith("(replay)") and rows[run_id][-1] == bv.protocol_label(proto)
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=4)
+    run_id = off_loop(lambda: benchmark.run_benchmark(store, cfg, log=lambda _m: None)).eval_run_id
+    _eval_run(store, "old", OFFLINE, [20, 40, 30])  # recorded before protocols were versioned
+    rows = {r[2]: r for r in benchmark_view.lab_rows(eval_runs.leaderboard(store))}
+    proto = eval_runs.get_eval_run(store, run_id)["protocol"]
+    assert rows[run_id][3].endswith("(replay)") and rows[run_id][-1] == benchmark_view.protocol_label(proto)
     assert rows[run_id][-1].startswith(protocol.PROTOCOL_VERSION) and "unversioned" in [r[-1] for r in rows.values()]
-    title = bv.run_title(eval_runs.get_eval_run(engine, run_id), eval_runs.truncations(engine, run_id))
+    title = benchmark_view.run_title(eval_runs.get_eval_run(store, run_id), eval_runs.truncations(store, run_id))
     assert "10 policy replies (the last not judged)" in title and "caps per reply none" in title
     assert "replies cut 0" in title and proto["policy_system_prompt_sha256"]["zh"] in title
 
@@ -147,12 +146,11 @@ def test_protocol_and_replay_are_shown_with_each_run(engine, shared_data):
 @pytest.mark.process
 @pytest.mark.browser
 def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid_rows, shared_data):
-    from trainer.evaluation import benchmark as bm
-    from trainer.evaluation import protocol
+    from trainer.evaluation import benchmark, protocol
 
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)
-    run_id = off_loop(lambda: bm.run_benchmark(lab_server.store, cfg, log=lambda _m: None)).eval_run_id
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)
+    run_id = off_loop(lambda: benchmark.run_benchmark(lab_server.store, cfg, log=lambda _m: None)).eval_run_id
     page = browser_page
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
@@ -163,19 +161,19 @@ def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid
     page.locator("#bench-run").get_by_text("the last not judged", exact=False).wait_for()
 
 
-def _with_changes(engine, dialogue_ids, deltas):
+def _with_changes(store, dialogue_ids, deltas):
     """Give each dialogue an opening and one judged user turn per delta."""
     for d, ds in zip(dialogue_ids, deltas):
-        add_turn(engine, d, 0, "user", "hello", emotion=40.0, delta=0.0)
+        add_turn(store, d, 0, "user", "hello", emotion=40.0, delta=0.0)
         for i, delta in enumerate(ds):
-            add_turn(engine, d, 2 * i + 1, "assistant", "reply")
-            add_turn(engine, d, 2 * i + 2, "user", "more", emotion=40.0 + delta, delta=float(delta))
+            add_turn(store, d, 2 * i + 1, "assistant", "reply")
+            add_turn(store, d, 2 * i + 2, "user", "more", emotion=40.0 + delta, delta=float(delta))
 
 
-def test_fidelity_of_an_eval_run(engine):
-    run_id, ids = _eval_run(engine, "judged", OFFLINE, [50, 60, 70])
-    _with_changes(engine, ids, [[5, 10], [-5, 3], [5]])
-    summary, fig = bv.fidelity_view(engine, run_id)
+def test_fidelity_of_an_eval_run(store):
+    run_id, ids = _eval_run(store, "judged", OFFLINE, [50, 60, 70])
+    _with_changes(store, ids, [[5, 10], [-5, 3], [5]])
+    summary, fig = benchmark_view.fidelity_view(store, run_id)
     assert summary.startswith("**Fidelity** · 5 judged changes in 3 dialogue(s) · distance (TV) ")
     lab, published = fig.data
     assert list(lab.x) == ["-10", "-5", "0", "+2", "+3", "+5", "+10"]  # every value of either histogram
@@ -183,16 +181,16 @@ def test_fidelity_of_an_eval_run(engine):
     assert list(published.y) == pytest.approx([1041 / 7936, 2700 / 7936, 5 / 7936, 1 / 7936, 0, 2928 / 7936,
                                                1261 / 7936])
     assert "TV" in fig.layout.title.text and published.marker.pattern.shape == "/"
-    assert bv.fidelity_view(engine, None) == ("", None)
-    assert "does not exist" in bv.fidelity_view(engine, 999_999)[0]
+    assert benchmark_view.fidelity_view(store, None) == ("", None)
+    assert "does not exist" in benchmark_view.fidelity_view(store, 999_999)[0]
 
 
 @pytest.mark.process
 @pytest.mark.browser
 def test_fidelity_chart_in_browser(lab_server, browser_page):
-    engine, page = lab_server.store, browser_page
-    _, ids = _eval_run(engine, "fidelity-run", REMOTE, [45, 50, 40])
-    _with_changes(engine, ids, [[5, 5], [10], [-5]])
+    store, page = lab_server.store, browser_page
+    _, ids = _eval_run(store, "fidelity-run", REMOTE, [45, 50, 40])
+    _with_changes(store, ids, [[5, 5], [10], [-5]])
     page.get_by_role("tab", name="Benchmark").click()
     lab = page.locator("#bench-lab")
     row = lab.locator("[role=gridcell]").filter(has_text="fidelity-run").first

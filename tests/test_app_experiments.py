@@ -8,7 +8,7 @@ import pytest
 import yaml
 from helpers import fill, wait_for
 
-from trainer.experiments import grid as ex
+from trainer.experiments import grid
 
 pytestmark = pytest.mark.process
 
@@ -38,12 +38,12 @@ def test_launch_a_grid_from_training_and_watch_the_experiment_page_fill(lab_serv
     page.locator("#exp-launch").click()
     page.locator("#exp-launch-msg").get_by_text("cell 2 (algorithm=adam, mode=direct): algorithm",
                                                 exact=False).wait_for()
-    assert ex.list_experiments(lab_server.store) == []  # nothing recorded from a bad grid
+    assert grid.list_experiments(lab_server.store) == []  # nothing recorded from a bad grid
 
     fill(page, "exp-grid", grid_text(tiny_model_dir))
     page.locator("#exp-launch").click()
     page.locator("#exp-summary").get_by_text("tiny-algorithm-x-mode", exact=False).wait_for()  # the view opened
-    experiment_id = ex.list_experiments(lab_server.store)[0]["id"]
+    experiment_id = grid.list_experiments(lab_server.store)[0]["id"]
     try:
         assert len(grid_rows(page, "exp-cells")) == 4
         # a generous limit: 8 job processes (4 trainings, 4 benchmarks) one after another on a busy machine
@@ -59,5 +59,5 @@ def test_launch_a_grid_from_training_and_watch_the_experiment_page_fill(lab_serv
         page.locator("#exp-cells [role=gridcell]").first.click()
         page.locator("#train-summary").get_by_text("tiny-algorithm-x-mode", exact=False).wait_for()
     finally:
-        ex.cancel_experiment(lab_server.store, experiment_id)
+        grid.cancel_experiment(lab_server.store, experiment_id)
     assert page.dialogs == []

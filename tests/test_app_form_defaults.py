@@ -15,24 +15,22 @@ import pytest
 
 from app import preflight
 from app.render import md, outcomes_text, split_turn_problems, turn_html
-from app.services import benchmark_form as bf
-from app.services import training as ts
-from app.services import training_plan as tp
+from app.services import benchmark_form, training, training_plan
 from tests.conftest import REPO, free_port
 
 
 # --------------------------------------------------------------------------------------------- Benchmark
 def test_benchmark_form_defaults_make_a_valid_config():
-    config, errors = bf.form_config({})
+    config, errors = benchmark_form.form_config({})
     assert errors == {}
     assert config["simulator_temperature"] is None and config["simulator_max_tokens"] is None  # backend's own
     assert (config["policy"], config["simulator"], config["profiles"], config["limit"]) == (
         "default", "offline", "builtin:heldout", 0)
 
 
-@pytest.mark.parametrize("name", bf.NAMES)
+@pytest.mark.parametrize("name", benchmark_form.NAMES)
 def test_benchmark_form_with_one_field_emptied_is_valid_or_names_that_field(name):
-    config, errors = bf.form_config({name: ""})
+    config, errors = benchmark_form.form_config({name: ""})
     if config is None:
         assert set(errors) == {name}, errors
         assert errors[name].startswith("required: "), errors  # says what the field takes
@@ -46,52 +44,53 @@ def test_benchmark_form_with_one_field_emptied_is_valid_or_names_that_field(name
     ("mode", "loud", "think or direct"), ("simulator", "nonsense:thing", ""),
 ])
 def test_benchmark_form_bad_values_are_named_at_their_field(name, value, words):
-    config, errors = bf.form_config({name: value})
+    config, errors = benchmark_form.form_config({name: value})
     assert config is None and name in errors, errors
     assert words in errors[name]
-    per_field, _ = bf.error_texts(errors)
-    assert per_field[bf.NAMES.index(name)].startswith("⚠") and sum(bool(t) for t in per_field) == len(errors)
+    per_field, _ = benchmark_form.error_texts(errors)
+    assert per_field[benchmark_form.NAMES.index(name)].startswith("⚠")
+    assert sum(bool(t) for t in per_field) == len(errors)
 
 
-def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, engine, db_url):
-    job_id, errors, message = bf.start(engine, db_url, {"policy": str(tmp_path / "no-such-model")})
+def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, store, db_url):
+    job_id, errors, message = benchmark_form.start(store, db_url, {"policy": str(tmp_path / "no-such-model")})
     assert job_id is None and "no folder" in errors["policy"] and "Not started" in message
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    assert jobs.list_jobs(engine) == []  # nothing half-launched
+    assert job_queue.list_jobs(store) == []  # nothing half-launched
 
 
-def test_benchmark_form_unknown_profiles_are_named_at_the_profiles_field(engine, db_url):
-    job_id, errors, _ = bf.start(engine, db_url, {"profiles": "set:nobody-made-this"})
+def test_benchmark_form_unknown_profiles_are_named_at_the_profiles_field(store, db_url):
+    job_id, errors, _ = benchmark_form.start(store, db_url, {"profiles": "set:nobody-made-this"})
     assert job_id is None and list(errors) == ["profiles"], errors
 
 
-def test_benchmark_job_details_before_and_without_a_job(engine):
-    assert "Click a benchmark job" in bf.job_details(engine, None)
-    from trainer.jobs import queue as jobs
+def test_benchmark_job_details_before_and_without_a_job(store):
+    assert "Click a benchmark job" in benchmark_form.job_details(store, None)
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(engine, "benchmark", {"policy": "default"}, name="b")
-    assert f"Job #{job_id}" in bf.job_details(engine, job_id)
-    assert bf.job_rows(engine, jobs.list_jobs(engine, kind="benchmark"))[0][0] == job_id
+    job_id = job_queue.create_job(store, "benchmark", {"policy": "default"}, name="b")
+    assert f"Job #{job_id}" in benchmark_form.job_details(store, job_id)
+    assert benchmark_form.job_rows(store, job_queue.list_jobs(store, kind="benchmark"))[0][0] == job_id
 
 
 # ---------------------------------------------------------------------------------------------- Training
 def test_training_form_opens_on_a_valid_config():
-    values, extra, _ = tp.preset_form("cpu-demo")
-    config, errors = ts.config_from_form(dict(zip(ts.FORM_NAMES, values)), extra, check_paths=False)
+    values, extra, _ = training_plan.preset_form("cpu-demo")
+    config, errors = training.config_from_form(dict(zip(training.FORM_NAMES, values)), extra, check_paths=False)
     assert errors == {} and config.steps == 46
 
 
-@pytest.mark.parametrize("name", ts.FORM_NAMES)
+@pytest.mark.parametrize("name", training.FORM_NAMES)
 def test_training_form_with_one_field_emptied_names_that_field(name):
-    values, extra, _ = tp.preset_form("cpu-demo")
-    form = dict(zip(ts.FORM_NAMES, values))
+    values, extra, _ = training_plan.preset_form("cpu-demo")
+    form = dict(zip(training.FORM_NAMES, values))
     form[name] = "" if isinstance(form[name], str) else None
-    config, errors = ts.config_from_form(form, extra, check_paths=False)
+    config, errors = training.config_from_form(form, extra, check_paths=False)
     if config is None:
         assert name in errors, errors
-        per_field, _ = ts.error_updates(errors)
-        assert per_field[ts.FORM_NAMES.index(name)].startswith("⚠ ")
+        per_field, _ = training.error_updates(errors)
+        assert per_field[training.FORM_NAMES.index(name)].startswith("⚠ ")
         assert errors[name] != "required"  # says what it takes, not only that it is missing
     else:
         assert errors == {}
@@ -99,9 +98,9 @@ def test_training_form_with_one_field_emptied_names_that_field(name):
 
 def test_cancel_message_never_says_running():
     for status in ("running", "queued", "stalled"):
-        text = ts.cancel_message(3, status)
+        text = training.cancel_message(3, status)
         assert "Cancel sent to job #3" in text and "running." not in text
-    assert ts.cancel_message(3, "cancelled") == "Job #3 is cancelled."
+    assert training.cancel_message(3, "cancelled") == "Job #3 is cancelled."
 
 
 def test_heartbeat_is_shown_as_it_arrives_and_late_past_the_stall_limit():
@@ -111,32 +110,32 @@ def test_heartbeat_is_shown_as_it_arrives_and_late_past_the_stall_limit():
     now = utcnow()
     fresh = {"status": "running", "heartbeat_at": now - timedelta(seconds=4)}
     late = {"status": "stalled", "heartbeat_at": now - timedelta(seconds=STALE_AFTER_S + 60)}
-    assert ts.heartbeat_text(fresh, now) == "4 s ago"
-    assert ts.heartbeat_text(late, now).startswith("late: ")
-    assert ts.heartbeat_text({"status": "succeeded", "heartbeat_at": now}, now) == ""
+    assert training.heartbeat_text(fresh, now) == "4 s ago"
+    assert training.heartbeat_text(late, now).startswith("late: ")
+    assert training.heartbeat_text({"status": "succeeded", "heartbeat_at": now}, now) == ""
 
 
 @pytest.mark.process  # the plan runs `python -m trainer plan` in its own process
 def test_a_plan_is_kept_per_preset_and_shown_when_the_view_opens(tiny_model_dir):
     from trainer.config import TrainConfig
 
-    assert f"No plan of {md('cpu-demo')} yet" in tp.opening_plan("cpu-demo")  # Markdown-escaped
+    assert f"No plan of {md('cpu-demo')} yet" in training_plan.opening_plan("cpu-demo")  # Markdown-escaped
     config = TrainConfig(model=str(tiny_model_dir), dtype="bfloat16").to_dict()
-    key = tp.start_plan(config, ["--gpus", "1", "--gpu-memory", "1"], preset="cpu-demo")
+    key = training_plan.start_plan(config, ["--gpus", "1", "--gpu-memory", "1"], preset="cpu-demo")
     from tests.helpers import wait_for
 
-    wait_for(lambda: "Planning" not in tp.plan_progress(key, 3), timeout=300)
-    shown = tp.opening_plan("cpu-demo")
+    wait_for(lambda: "Planning" not in training_plan.plan_progress(key, 3), timeout=300)
+    shown = training_plan.opening_plan("cpu-demo")
     assert f"The last plan of {md('cpu-demo')}" in shown and "Fits" in shown
-    assert tp.kept_plan("cpu-demo")["key"] == key
+    assert training_plan.kept_plan("cpu-demo")["key"] == key
 
 
 def test_measured_on_names_threads_and_load():
     plan = {"seconds_per_step": 80.0, "measured_on": {"cores": 2, "threads": 2, "load_before": 0.4,
                                                       "load_after": 1.1, "at": "2026-11-26 09:00"}}
-    text = tp.measured_on_text(plan)
+    text = training_plan.measured_on_text(plan)
     assert "2 cores" in text and "2 torch thread(s)" in text and "load 0.4 -> 1.1" in text
-    assert tp.measured_on_text({"seconds_per_step": None}) == ""
+    assert training_plan.measured_on_text({"seconds_per_step": None}) == ""
 
 
 # ------------------------------------------------------------------------------------------------- words
@@ -198,40 +197,40 @@ def test_missing_model_packages_are_named_with_the_install_command(monkeypatch):
 
 
 # ------------------------------------------------------------------------------- progress inside a step
-def test_a_training_step_shows_its_dialogues_and_replies_as_they_are_stored(engine):
+def test_a_training_step_shows_its_dialogues_and_replies_as_they_are_stored(store):
     from app.services.job_progress import step_progress_text
     from storage import Dialogue, Turn, session_scope
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(engine, "train", {"steps": 46, "dialogues_per_step": 4}, name="t")
+    job_id = job_queue.create_job(store, "train", {"steps": 46, "dialogues_per_step": 4}, name="t")
     # the job as the view reads it while its process runs (job_detail, owner alive)
     detail = {"id": job_id, "kind": "train", "status": "running", "step": 0, "total_steps": 46,
               "config": {"steps": 46, "dialogues_per_step": 4}, "started_at": None}
-    assert step_progress_text(engine, detail).startswith("loading the policy")  # from the first second
-    with session_scope(engine) as s:
+    assert step_progress_text(store, detail).startswith("loading the policy")  # from the first second
+    with session_scope(store) as s:
         for i, status in enumerate(["finished", "running", "running"]):
             d = Dialogue(persona_id=f"p{i}", job_id=job_id, step=1, status=status)
             d.turns = [Turn(index=0, role="user", text="hi"), Turn(index=1, role="assistant", text="yes", n_tokens=7)]
             s.add(d)
-    text = step_progress_text(engine, detail)
+    text = step_progress_text(store, detail)
     assert text.startswith("step 1 of 46: 1 of 4 dialogues finished, 3 policy replies,"), text
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         s.add(Dialogue(persona_id="p3", job_id=job_id, step=1, status="finished"))
         for d in s.query(Dialogue).filter(Dialogue.job_id == job_id):
             d.status = "finished"
-    assert "all 4 dialogues done, updating the policy" in step_progress_text(engine, detail)
-    assert step_progress_text(engine, {**detail, "status": "succeeded"}) == ""
+    assert "all 4 dialogues done, updating the policy" in step_progress_text(store, detail)
+    assert step_progress_text(store, {**detail, "status": "succeeded"}) == ""
 
 
-def test_the_jobs_table_shows_a_live_step_inside_its_counter(engine):
+def test_the_jobs_table_shows_a_live_step_inside_its_counter(store):
     from app.services.job_progress import jobs_rows_now
     from storage import Dialogue, session_scope
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(engine, "train", {"steps": 3, "dialogues_per_step": 2}, name="t")
-    with session_scope(engine) as s:
+    job_id = job_queue.create_job(store, "train", {"steps": 3, "dialogues_per_step": 2}, name="t")
+    with session_scope(store) as s:
         s.add_all([Dialogue(persona_id="a", job_id=job_id, step=1, status="finished"),
                    Dialogue(persona_id="b", job_id=job_id, step=1, status="running")])
-    listed = [{**jobs.get_job(engine, job_id), "status": "running"}]  # as read while its owner lives
-    progress = jobs_rows_now(engine, listed)[0][ts.JOB_HEADERS.index("progress")]
+    listed = [{**job_queue.get_job(store, job_id), "status": "running"}]  # as read while its owner lives
+    progress = jobs_rows_now(store, listed)[0][training.JOB_HEADERS.index("progress")]
     assert progress.endswith("step 1: 1 of 2 dialogues"), progress

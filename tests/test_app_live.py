@@ -8,8 +8,8 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from app.views import live_rollout as live
-from simulator.personas import store as ps
+from app.views import live_rollout
+from simulator.personas import store as persona_store
 from storage import Dialogue, read_scope
 
 
@@ -20,45 +20,45 @@ def _args(personas, policy, group=2, max_turns=6, mode="direct"):
 
 
 @pytest.fixture
-def seeded(engine):
-    ps.seed_builtin(engine)
-    return engine, [p.id for p in ps.list_profiles(engine)][:1]
+def seeded(store):
+    persona_store.seed_builtin(store)
+    return store, [p.id for p in persona_store.list_profiles(store)][:1]
 
 
 @pytest.mark.model
 def test_stream_shows_turns_and_stop_twice_cancels(seeded, tiny_model_dir):
-    engine, personas = seeded
-    assert live.stop_rollout("s1") == "Nothing is running."
-    gen = live.start_rollout(engine, "s1", **_args(personas, str(tiny_model_dir), group=2, max_turns=10))
+    store, personas = seeded
+    assert live_rollout.stop_rollout("s1") == "Nothing is running."
+    gen = live_rollout.start_rollout(store, "s1", **_args(personas, str(tiny_model_dir), group=2, max_turns=10))
     outputs, stops = [], []
     for out in gen:
         outputs.append(out)
         if not stops and out[2].count("turn-assistant") >= 2:
-            stops = [live.stop_rollout("s1"), live.stop_rollout("s1")]
+            stops = [live_rollout.stop_rollout("s1"), live_rollout.stop_rollout("s1")]
     assert stops == ["Stopping…", "Already stopping…"]
     status, fig, html, finished = outputs[-1]
     assert status.startswith("Stopped:") or status.startswith("Done:")
     assert "data-dialogues='2'" in html
     assert len(fig.data) == 2 and all(len(t.y) >= 1 for t in fig.data)
     assert len(finished["choices"]) == 2
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.execute(select(Dialogue.status, Dialogue.outcome, Dialogue.error)).all()
     assert len(rows) == 2 and all(st in ("finished", "failed", "cancelled") for st, _, _ in rows)
     assert any(o == "cancelled" and e for _, o, e in rows) or status.startswith("Done:")
-    assert live.stop_rollout("s1") == "Nothing is running."
+    assert live_rollout.stop_rollout("s1") == "Nothing is running."
 
 
 @pytest.mark.model
 def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
-    engine, personas = seeded
-    out = list(live.start_rollout(engine, "s2", **_args(["no-such-persona"], "default")))
+    store, personas = seeded
+    out = list(live_rollout.start_rollout(store, "s2", **_args(["no-such-persona"], "default")))
     status = out[-1][0].replace("\\", "")  # Markdown escapes removed
     assert "Cannot start" in status and "unknown persona id(s): no-such-persona" in status
-    out = list(live.start_rollout(engine, "s2", **_args(personas, str(tmp_path / "missing-model"))))
+    out = list(live_rollout.start_rollout(store, "s2", **_args(personas, str(tmp_path / "missing-model"))))
     assert "Cannot load the policy" in out[-1][0]
-    out = list(live.start_rollout(engine, "s2", **_args([], "default")))
+    out = list(live_rollout.start_rollout(store, "s2", **_args([], "default")))
     assert "Pick at least one persona" in out[-1][0]
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         assert s.scalars(select(Dialogue)).all() == []
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.services import persona_generation_form as pgf
-from simulator.personas import generation_store as gs
-from simulator.personas import store as ps
+from app.services import persona_generation_form
+from simulator.personas import generation_store
+from simulator.personas import store as persona_store
 from testkit.scripted_server import start_server
 
 FORM = {"count": 4.0, "needs": ["just_listen"], "personalities": [], "languages": ["en"], "topics": "work\n\nmoney",
@@ -15,48 +15,50 @@ FORM = {"count": 4.0, "needs": ["just_listen"], "personalities": [], "languages"
 
 
 def test_the_form_becomes_a_spec_and_settings_or_names_each_bad_field():
-    spec, settings, errs = pgf.read_form(FORM)
+    spec, settings, errs = persona_generation_form.read_form(FORM)
     assert errs == {} and spec.count == 4 and [v for v, _ in spec.dims["topics"]] == ["work", "money"]
     assert [v for v, _ in spec.dims["needs"]] == ["just_listen"] and len(spec.dims["personalities"]) == 3
     assert settings == {"base_url": FORM["base_url"], "model": "m", "threshold": 0.9, "api_key_env": "OPENAI_API_KEY"}
-    spec, _, errs = pgf.read_form({**FORM, "count": 0, "languages": ["en", "fr"], "base_url": "localhost",
-                                   "model": " ", "threshold": 1.5})
+    spec, _, errs = persona_generation_form.read_form({**FORM, "count": 0, "languages": ["en", "fr"],
+                                                       "base_url": "localhost", "model": " ", "threshold": 1.5})
     assert spec is None and set(errs) == {"count", "languages", "base_url", "model", "threshold"}
     assert errs["languages"].startswith("languages[1]: unknown value 'fr'")
-    assert "Not started" in pgf.errors_markdown(errs) and "threshold" in pgf.errors_markdown(errs)
+    shown = persona_generation_form.errors_markdown(errs)
+    assert "Not started" in shown and "threshold" in shown
 
 
 @pytest.mark.model
-def test_progress_and_review_rows_of_a_stored_generation(engine):
-    ps.seed_builtin(engine)
-    spec, settings, _ = pgf.read_form({**FORM, "topics": "gen-mode:invalid debt"})
+def test_progress_and_review_rows_of_a_stored_generation(store):
+    persona_store.seed_builtin(store)
+    spec, settings, _ = persona_generation_form.read_form({**FORM, "topics": "gen-mode:invalid debt"})
     with start_server() as server:
-        gid = gs.run_generation(engine, spec, gs.make_generator(server.base_url, "scripted"))
-    g = gs.get_generation(engine, gid)
-    html = pgf.progress_html(g)
+        gid = generation_store.run_generation(store, spec, generation_store.make_generator(server.base_url, "scripted"))
+    g = generation_store.get_generation(store, gid)
+    html = persona_generation_form.progress_html(g)
     assert "<progress max='4' value='4'" in html and "4 of 4 (finished): 4 invalid" in html
     assert "dedupe threshold 0.90" in html
-    rows = pgf.candidate_rows(gs.list_candidates(engine, gid))
+    rows = persona_generation_form.candidate_rows(generation_store.list_candidates(store, gid))
     assert len(rows) == 4 and all(r[5] == "invalid" and r[3] == "just_listen" and r[7] == "" for r in rows)
-    detail = pgf.candidate_markdown(gs.get_candidate(engine, rows[0][0]))
+    detail = persona_generation_form.candidate_markdown(generation_store.get_candidate(store, rows[0][0]))
     assert "hidden\\_need: is required" in detail and detail.startswith(f"**Candidate {rows[0][0]}**")
 
 
 @pytest.mark.model
-def test_a_generations_accepted_personas_become_a_named_set(engine):
-    from simulator.personas import sets as pss
+def test_a_generations_accepted_personas_become_a_named_set(store):
+    from simulator.personas import sets as persona_sets
 
-    ps.seed_builtin(engine)
-    spec, _, _ = pgf.read_form(FORM)
-    assert pgf.set_from_generation(engine, "gen-set", None) == "**No set made.** generation: generate first."
+    persona_store.seed_builtin(store)
+    spec, _, _ = persona_generation_form.read_form(FORM)
+    set_from_generation = persona_generation_form.set_from_generation
+    assert set_from_generation(store, "gen-set", None) == "**No set made.** generation: generate first."
     with start_server() as server:
-        gid = gs.run_generation(engine, spec, gs.make_generator(server.base_url, "scripted"))
-    assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** generation: no stored")
-    taken = gs.accept_all_valid(engine, gid)
-    message = pgf.set_from_generation(engine, "gen-set", gid)
+        gid = generation_store.run_generation(store, spec, generation_store.make_generator(server.base_url, "scripted"))
+    assert set_from_generation(store, "gen-set", gid).startswith("**No set made.** generation: no stored")
+    taken = generation_store.accept_all_valid(store, gid)
+    message = set_from_generation(store, "gen-set", gid)
     assert message.startswith(f"Created set **gen\\-set** from generation {gid}: {len(taken)} accepted persona(s)")
-    assert {p.id for p in pss.set_profiles(engine, "gen-set")} == {p.id for p in taken}
-    assert pgf.set_from_generation(engine, "gen-set", gid).startswith("**No set made.** name: a set named")
+    assert {p.id for p in persona_sets.set_profiles(store, "gen-set")} == {p.id for p in taken}
+    assert set_from_generation(store, "gen-set", gid).startswith("**No set made.** name: a set named")
 
 
 @pytest.mark.process
@@ -64,7 +66,7 @@ def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, gri
     from playwright.sync_api import expect
 
     page = browser_page
-    before = ps.count_profiles(lab_server.store)
+    before = persona_store.count_profiles(lab_server.store)
     with start_server() as server:
         page.get_by_text("Generate personas with an LLM").click()
         page.locator("#gen-count input").fill("6")
@@ -94,6 +96,6 @@ def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, gri
         expect(page.locator("#persona-count")).to_contain_text(f"1 of {before + 6} profiles")
         expect(page.locator("#persona-table")).to_contain_text(name)
     page.locator("#persona-search textarea").fill("")
-    stored = [p for p in ps.list_profiles(lab_server.store) if p.source == "generated"]
+    stored = [p for p in persona_store.list_profiles(lab_server.store) if p.source == "generated"]
     assert len(stored) == 6 and all("generation_id" in p.extra for p in stored)
     assert [p.first_line for p in stored if p.name == rows[0][2]] == ["Rough week. Can I tell you about it?"]

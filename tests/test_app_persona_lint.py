@@ -5,7 +5,7 @@ import pytest
 from helpers import fill, fill_night_nurse, new_form, wait_for
 from playwright.sync_api import expect
 
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
@@ -25,7 +25,7 @@ def test_warnings_column_and_editor_warnings(browser_page, lab_server, grid_rows
     warnings = page.locator("#persona-warnings")
     expect(warnings).to_contain_text("1 warning(s)", timeout=LINT_WAIT)
     expect(warnings).to_contain_text("first_line: asks 3 questions; at most 2")
-    assert ps.get_profile(lab_server.store, "ui-asks-a-lot") is None
+    assert persona_store.get_profile(lab_server.store, "ui-asks-a-lot") is None
 
     page.click("#persona-save")
     expect(page.locator("#persona-status")).to_contain_text("Saved ui-asks-a-lot", timeout=LINT_WAIT)

@@ -9,10 +9,10 @@ import pytest
 from helpers import choose, wait_for
 from playwright.sync_api import expect
 
-from simulator.personas import sets as pss
-from simulator.personas import store as ps
+from simulator.personas import sets as persona_sets
+from simulator.personas import store as persona_store
 from testkit.scripted_server import start_server
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.slow]
 WAIT_MS = 180_000  # the first lint and the preview load sentence and language models on a busy CPU
@@ -28,7 +28,7 @@ def _box(page, elem_id: str, value) -> None:
 def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, grid_rows, tiny_model_dir,
                                                       screenshot):
     page, store = browser_page, lab_server.store
-    before = ps.count_profiles(store)
+    before = persona_store.count_profiles(store)
 
     # 1. Generate 24 for a spec (two needs, all three personalities) and accept them into a set.
     with start_server() as server:
@@ -44,15 +44,16 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
             expect(page.locator("#gen-progress-text")).to_contain_text("24 of 24 (finished): 24 pending",
                                                                        timeout=WAIT_MS)
         except AssertionError:  # say what the generation's job was doing (status, error, log) when it did not end
-            detail = [jobs.job_detail(store, j["id"], log_lines=60) for j in jobs.list_jobs(store, kind="personas")]
+            detail = [job_queue.job_detail(store, j["id"], log_lines=60)
+                      for j in job_queue.list_jobs(store, kind="personas")]
             raise AssertionError(f"the generation did not finish; its job: {detail}") from None
         page.click("#gen-accept-all")
         expect(page.locator("#gen-status")).to_contain_text("Accepted 24 persona(s).")
     page.locator("#gen-set-name textarea").fill(SET)
     page.click("#gen-make-set")
     expect(page.locator("#gen-status")).to_contain_text(f"Created set {SET} from generation")
-    members = pss.set_profiles(store, SET)
-    assert len(members) == 24 and ps.count_profiles(store) == before + 24
+    members = persona_sets.set_profiles(store, SET)
+    assert len(members) == 24 and persona_store.count_profiles(store) == before + 24
     assert {p.need_category for p in members} == {"just_listen", "not_at_fault"}
     assert {p.personality for p in members} == {"negative", "passive", "avoidant"}
     expect(page.locator("#sets-table")).to_contain_text(SET)  # the Sets panel shows it at once
@@ -97,7 +98,7 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
     page.locator("#sets-seed input").fill("7")
     page.click("#sets-split")
     expect(page.locator("#sets-status")).to_contain_text(f"Split {SET} into {SET}-train (19) and {SET}-heldout (5)")
-    train = pss.set_summary(store, f"{SET}-train")
+    train = persona_sets.set_summary(store, f"{SET}-train")
     assert train.params["seed"] == 7 and train.size == 19
     screenshot(page, "persona-studio-sets.png")
 
@@ -112,17 +113,17 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
     _box(page, "train-persona_set", "set:no-such-set")  # checked against the store before anything starts
     page.click("#train-launch")
     expect(page.locator("#err-persona_set")).to_contain_text("no stored persona set named 'no-such-set'")
-    assert jobs.list_jobs(store, kind="train") == []  # (the generation above ran as a personas job)
+    assert job_queue.list_jobs(store, kind="train") == []  # (the generation above ran as a personas job)
     choose(page, "train-persona_set", f"set:{SET}-train")
     page.click("#train-launch")
     expect(page.locator("#train-launch-msg")).to_contain_text("Launched job #")
-    job_id = jobs.list_jobs(store, kind="train")[0]["id"]
+    job_id = job_queue.list_jobs(store, kind="train")[0]["id"]
     try:
-        detail = wait_for(lambda: (d := jobs.job_detail(store, job_id))["config"].get("personas") and d
+        detail = wait_for(lambda: (d := job_queue.job_detail(store, job_id))["config"].get("personas") and d
                           or (d["status"] in ("failed", "cancelled", "interrupted") and d), timeout=WAIT_MS / 1000)
         assert detail["config"]["persona_set"] == f"set:{SET}-train", detail.get("error")
         assert detail["config"]["personas"] == {"spec": f"set:{SET}-train", "set": f"{SET}-train", "n": 19,
                                                 "hash": train.content_hash}
     finally:
-        jobs.cancel(store, job_id, force=True)
+        job_queue.cancel(store, job_id, force=True)
     assert page.dialogs == []

@@ -7,7 +7,7 @@ import pytest
 from helpers import choose, fill, fill_night_nurse, new_form
 from playwright.sync_api import expect
 
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
@@ -18,7 +18,7 @@ def test_create_persona_through_the_form(browser_page, lab_server, screenshot):
     fill_night_nurse(page, "ui-night-nurse", "Long night. Don't ask.")
     page.click("#persona-save")
     expect(page.locator("#persona-status")).to_contain_text("Saved ui-night-nurse")
-    stored = ps.get_profile(lab_server.store, "ui-night-nurse")
+    stored = persona_store.get_profile(lab_server.store, "ui-night-nurse")
     assert stored is not None
     assert (stored.need_category, stored.personality, stored.traits) == ("just_listen", "avoidant",
                                                                           ["tired", "proud", "guarded"])
@@ -46,7 +46,7 @@ def test_bad_persona_shows_the_field_error_and_is_not_stored(browser_page, lab_s
     expect(page.locator("#err-need_category")).to_contain_text("unknown category")
     expect(page.locator("#err-traits")).to_contain_text("at most 3")
     expect(page.locator("#err-background")).to_be_hidden()
-    assert ps.get_profile(lab_server.store, "ui-incomplete") is None
+    assert persona_store.get_profile(lab_server.store, "ui-incomplete") is None
     # An id that is taken is reported under the id field.
     fill(page, "persona-id", "ui-night-nurse")
     fill(page, "persona-persona", "Someone.")
@@ -57,7 +57,7 @@ def test_bad_persona_shows_the_field_error_and_is_not_stored(browser_page, lab_s
     page.click("#persona-save")
     expect(page.locator("#err-id")).to_contain_text("already exists")
     expect(page.locator("#err-persona")).to_be_hidden()
-    assert ps.get_profile(lab_server.store, "ui-night-nurse").name == "Mara, night nurse"
+    assert persona_store.get_profile(lab_server.store, "ui-night-nurse").name == "Mara, night nurse"
 
 
 def test_user_text_is_shown_as_text_and_runs_nothing(browser_page, lab_server):
@@ -84,7 +84,7 @@ def test_user_text_is_shown_as_text_and_runs_nothing(browser_page, lab_server):
     page.wait_for_timeout(500)
     assert page.dialogs == []
     assert page.locator("img[src='x']").count() == 0
-    assert ps.get_profile(lab_server.store, "ui-xss").name == f"{script} {img}"
+    assert persona_store.get_profile(lab_server.store, "ui-xss").name == f"{script} {img}"
 
 
 def test_import_reports_every_bad_line_and_keep_valid(browser_page, lab_server, tmp_path):
@@ -101,9 +101,9 @@ def test_import_reports_every_bad_line_and_keep_valid(browser_page, lab_server, 
     expect(report).to_contain_text("0 stored")
     expect(report).to_contain_text("line 2")
     expect(report).to_contain_text("line 3: need_category")
-    assert ps.get_profile(lab_server.store, "ui-imported") is None
+    assert persona_store.get_profile(lab_server.store, "ui-imported") is None
     page.get_by_label("Keep the valid lines when some are bad").check()
     page.click("#persona-import")
     expect(report).to_contain_text("1 stored")
-    assert ps.get_profile(lab_server.store, "ui-imported").need_category == "useful_advice"
-    assert ps.get_profile(lab_server.store, "ui-imported-bad") is None
+    assert persona_store.get_profile(lab_server.store, "ui-imported").need_category == "useful_advice"
+    assert persona_store.get_profile(lab_server.store, "ui-imported-bad") is None

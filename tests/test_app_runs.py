@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.services import runs as rs
+from app.services import runs
 from storage import Job, Metric, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
 
 
-def _job(engine, name, config, rewards):
-    with session_scope(engine) as s:
+def _job(store, name, config, rewards):
+    with session_scope(store) as s:
         job = Job(kind="train", name=name, config=config, status="succeeded")
         s.add(job)
         s.flush()
@@ -19,86 +19,86 @@ def _job(engine, name, config, rewards):
         return job.id
 
 
-def test_metric_series_and_overlay(engine):
-    a = _job(engine, "ppo-run", {"algorithm": "ppo", "learning_rate": 1e-6}, [0.1, 0.2, 0.4])
-    b = _job(engine, "grpo-run", {"algorithm": "grpo", "learning_rate": 1e-6}, [0.3, 0.5])
-    assert rs.metric_names(engine, [a, b]) == ["reward/mean", "entropy"]
-    series = rs.metric_series(engine, [a, b], "reward/mean")
+def test_metric_series_and_overlay(store):
+    a = _job(store, "ppo-run", {"algorithm": "ppo", "learning_rate": 1e-6}, [0.1, 0.2, 0.4])
+    b = _job(store, "grpo-run", {"algorithm": "grpo", "learning_rate": 1e-6}, [0.3, 0.5])
+    assert runs.metric_names(store, [a, b]) == ["reward/mean", "entropy"]
+    series = runs.metric_series(store, [a, b], "reward/mean")
     assert series[a] == [(0, 0.1), (1, 0.2), (2, 0.4)]
     assert series[b] == [(0, 0.3), (1, 0.5)]
-    fig = rs.compare_figure(engine, [a, b], "reward/mean", marker_step=1)
+    fig = runs.compare_figure(store, [a, b], "reward/mean", marker_step=1)
     assert [t.name for t in fig.data] == [f"#{a} ppo-run (ppo)", f"#{b} grpo-run (grpo)"]
     assert list(fig.data[0].y) == [0.1, 0.2, 0.4]
     assert fig.layout.shapes[0].x0 == 1  # the picked step is marked
-    empty = rs.compare_figure(engine, [a], "no-such-metric")
+    empty = runs.compare_figure(store, [a], "no-such-metric")
     assert empty.layout.annotations[0].text == "no data yet"
 
 
 def test_config_diff_shows_only_differences_and_missing_keys():
-    headers, rows = rs.config_diff({
+    headers, rows = runs.config_diff({
         "#1": {"algorithm": "ppo", "lr": 1e-6, "lora": {"r": 16, "alpha": 32}, "seed": 1},
         "#2": {"algorithm": "grpo", "lr": 1e-6, "lora": {"r": 8, "alpha": 32}},
     })
     assert headers == ["setting", "#1", "#2"]
     assert rows == [["algorithm", "ppo", "grpo"], ["lora.r", "16", "8"], ["seed", "1", "—"]]
-    _, all_rows = rs.config_diff({"#1": {"a": 1}, "#2": {"a": 1}}, only_different=False)
+    _, all_rows = runs.config_diff({"#1": {"a": 1}, "#2": {"a": 1}}, only_different=False)
     assert all_rows == [["a", "1", "1"]]
 
 
-def test_job_configs_in_given_order(engine):
-    a = _job(engine, "x", {"algorithm": "ppo"}, [0.1])
-    b = _job(engine, "y", {"algorithm": "rloo"}, [0.1])
-    cfgs = rs.job_configs(engine, [b, a])
+def test_job_configs_in_given_order(store):
+    a = _job(store, "x", {"algorithm": "ppo"}, [0.1])
+    b = _job(store, "y", {"algorithm": "rloo"}, [0.1])
+    cfgs = runs.job_configs(store, [b, a])
     assert list(cfgs.values()) == [{"algorithm": "rloo"}, {"algorithm": "ppo"}]
 
 
-def test_step_groups_side_by_side(engine):
-    job = _job(engine, "grpo", {"algorithm": "grpo"}, [0.5, 0.6])
+def test_step_groups_side_by_side(store):
+    job = _job(store, "grpo", {"algorithm": "grpo"}, [0.5, 0.6])
     ids = {}
     for step in (0, 1):
         for g in ("g0", "g1"):
             for k, emo in enumerate((20.0, 60.0)):
-                d = start_dialogue(engine, job_id=job, step=step, group_id=f"{step}-{g}", persona_id=f"p-{g}",
+                d = start_dialogue(store, job_id=job, step=step, group_id=f"{step}-{g}", persona_id=f"p-{g}",
                                    persona_snapshot={"name": f"Ana {g}"}, source="train")
-                finish_dialogue(engine, d, "finished", emo + step, outcome="max_turns")
+                finish_dialogue(store, d, "finished", emo + step, outcome="max_turns")
                 ids[(step, g, k)] = d
-    assert rs.dialogue_steps(engine, job) == [0, 1]
-    headers, rows = rs.step_groups(engine, job, 1)
+    assert runs.dialogue_steps(store, job) == [0, 1]
+    headers, rows = runs.step_groups(store, job, 1)
     assert headers == ["group", "mean", "rollout 1", "rollout 2"]
     assert [r[0] for r in rows] == ["1-g0", "1-g1"]
     assert rows[0][1] == "41.0"
     assert rows[0][2] == f"#{ids[(1, 'g0', 0)]} Ana g0 · 21 · max_turns"
-    assert rs.dialogue_id_from_cell(rows[1][3]) == ids[(1, "g1", 1)]
+    assert runs.dialogue_id_from_cell(rows[1][3]) == ids[(1, "g1", 1)]
 
 
-def test_ungrouped_dialogues_get_own_rows(engine):
-    job = _job(engine, "ppo", {"algorithm": "ppo"}, [0.5])
-    d1 = start_dialogue(engine, job_id=job, step=0, persona_id="p1")
-    d2 = start_dialogue(engine, job_id=job, step=0, persona_id="p2")
-    finish_dialogue(engine, d2, "failed", None, outcome="error", error="simulator down")
-    headers, rows = rs.step_groups(engine, job, 0)
+def test_ungrouped_dialogues_get_own_rows(store):
+    job = _job(store, "ppo", {"algorithm": "ppo"}, [0.5])
+    d1 = start_dialogue(store, job_id=job, step=0, persona_id="p1")
+    d2 = start_dialogue(store, job_id=job, step=0, persona_id="p2")
+    finish_dialogue(store, d2, "failed", None, outcome="error", error="simulator down")
+    headers, rows = runs.step_groups(store, job, 0)
     assert headers == ["group", "mean", "rollout 1"]
     assert rows == [[f"(dialogue {d1})", "—", f"#{d1} p1 · — · running"],
                     [f"(dialogue {d2})", "—", f"#{d2} p2 · — · error"]]
 
 
 def test_parse_ids():
-    assert rs.parse_job_ids(["#3 ppo", 4, "#3 again", "junk"]) == [3, 4]
-    assert rs.dialogue_id_from_cell("") is None
-    assert rs.dialogue_id_from_cell(17) == 17
+    assert runs.parse_job_ids(["#3 ppo", 4, "#3 again", "junk"]) == [3, 4]
+    assert runs.dialogue_id_from_cell("") is None
+    assert runs.dialogue_id_from_cell(17) == 17
 
 
 @pytest.mark.process
 @pytest.mark.browser
 def test_compare_runs_and_open_a_group_dialogue(lab_server, browser_page, grid_rows, screenshot):
-    engine, page = lab_server.store, browser_page
-    a = _job(engine, "ppo-run", {"algorithm": "ppo", "actor_lr": 1e-6}, [0.1, 0.2, 0.4])
-    b = _job(engine, "grpo-run", {"algorithm": "grpo", "actor_lr": 1e-6}, [0.3, 0.5, 0.6])
+    store, page = lab_server.store, browser_page
+    a = _job(store, "ppo-run", {"algorithm": "ppo", "actor_lr": 1e-6}, [0.1, 0.2, 0.4])
+    b = _job(store, "grpo-run", {"algorithm": "grpo", "actor_lr": 1e-6}, [0.3, 0.5, 0.6])
     for g in ("g0", "g1"):
         for emo in (20.0, 60.0):
-            d = start_dialogue(engine, job_id=b, step=1, group_id=f"1-{g}", persona_id=f"p-{g}",
+            d = start_dialogue(store, job_id=b, step=1, group_id=f"1-{g}", persona_id=f"p-{g}",
                                persona_snapshot={"name": f"Ana {g}"}, source="train")
-            finish_dialogue(engine, d, "finished", emo, outcome="max_turns")
+            finish_dialogue(store, d, "finished", emo, outcome="max_turns")
     page.get_by_role("tab", name="Runs").click()
     page.locator("#runs-refresh").click()
     picker = page.locator("#runs-pick input")

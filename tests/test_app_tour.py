@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 # about 11 minutes on the 2-core machine at a load of ~10; 15 at ~16: longer than the suite's default limit
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process, pytest.mark.slow,
@@ -37,7 +37,7 @@ def _no_error_on_page(page) -> None:
 
 
 def _finished(store, job_id: int) -> dict:
-    detail = wait_for(lambda: (d := jobs.job_detail(store, job_id)) and d["status"] in
+    detail = wait_for(lambda: (d := job_queue.job_detail(store, job_id)) and d["status"] in
                       ("succeeded", "failed", "cancelled", "interrupted", "dead") and d, timeout=JOB_WAIT_S,
                       every=1.0)
     assert detail["status"] == "succeeded", (detail["status"], detail["error"], detail["log_tail"][-2000:])
@@ -81,7 +81,7 @@ def tour_step_plan_and_train(page, store, model_dir: Path) -> str:
     expect(page.locator("#train-plan")).to_contain_text(re.compile(r"time: [\d.]+ s per step x 1 steps"))
     page.locator("#train-launch").click()
     page.locator("#train-launch-msg").get_by_text("Launched job #", exact=False).wait_for()
-    job_id = jobs.list_jobs(store, kind="train")[0]["id"]
+    job_id = job_queue.list_jobs(store, kind="train")[0]["id"]
     detail = _finished(store, job_id)
     expect(page.locator("#train-summary")).to_contain_text("succeeded", timeout=60_000)
     _no_error_on_page(page)
@@ -102,7 +102,7 @@ def tour_step_benchmark(page, store, checkpoint: str, grid_rows) -> int:
     _set(page, "bench-limit", 1)
     page.locator("#bench-start").click()
     expect(page.locator("#bench-msg")).to_contain_text("Benchmark job #")
-    job_id = jobs.list_jobs(store, kind="benchmark")[0]["id"]
+    job_id = job_queue.list_jobs(store, kind="benchmark")[0]["id"]
     expect(page.locator("#bench-job-detail")).to_contain_text(f"Job #{job_id}")  # the started job is followed
     _finished(store, job_id)
     expect(page.locator("#bench-job-detail")).to_contain_text("succeeded", timeout=60_000)
@@ -149,6 +149,6 @@ def test_the_readme_tour_on_small_settings(lab_server, browser_page, tiny_model_
         tour_step_benchmark(page, store, checkpoint, grid_rows)
         tour_step_compare(page, store, model_dir, checkpoint, grid_rows)
     finally:
-        for job in jobs.list_jobs(store):
+        for job in job_queue.list_jobs(store):
             if job["status"] in ("queued", "running", "stalled"):
-                jobs.cancel(store, job["id"], force=True)
+                job_queue.cancel(store, job["id"], force=True)

@@ -7,8 +7,8 @@ from playwright.sync_api import expect
 
 from app.plots import emotion_figure, tier_bands
 from app.render import dialogue_html, md
-from app.views import transcripts as view
-from simulator.evaluation import transcripts as tr
+from app.views import transcripts as transcripts_view
+from simulator.evaluation import transcripts
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
 
 
@@ -32,27 +32,27 @@ def test_user_text_is_escaped_in_turns_and_markdown():
 
 
 @pytest.mark.model
-def test_collections_cover_imports_and_store_dialogues(engine, tmp_path):
+def test_collections_cover_imports_and_store_dialogues(store, tmp_path):
     path = tmp_path / "mini_result.jsonl"
     path.write_text('{"id": "r1", "emo_point": 100, "history": [{"role": "user", "content": "hi", "emotion-point": 40},'
                     ' {"role": "assistant", "content": "hello"}, {"role": "user", "content": "thanks",'
                     ' "emotion-point": 100, "planning": {"change": 10}}]}\n'
                     '{"id": "r2", "emo_point": 5, "history": []}\n', encoding="utf-8")
-    rep = tr.import_file(engine, path)
+    rep = transcripts.import_file(store, path)
     assert len(rep.dialogue_ids) == 2
-    live = start_dialogue(engine, persona_id="p", source="rollout", policy_ref="default")
-    add_turn(engine, live, 0, "user", "hey", emotion=40.0)
-    finish_dialogue(engine, live, "finished", 60.0, outcome="max_turns")
-    keys = [k for _, k in view.collections(engine)]
+    live = start_dialogue(store, persona_id="p", source="rollout", policy_ref="default")
+    add_turn(store, live, 0, "user", "hey", emotion=40.0)
+    finish_dialogue(store, live, "finished", 60.0, outcome="max_turns")
+    keys = [k for _, k in transcripts_view.collections(store)]
     assert keys == ["import:mini_result.jsonl", "source:rollout"]
-    assert [i for _, i in view.dialogues(engine, "import:mini_result.jsonl")] == rep.dialogue_ids
-    assert [i for _, i in view.dialogues(engine, "source:rollout")] == [live]
-    assert view.summary_md(engine, "import:mini_result.jsonl").startswith("**Score 52.5**")
-    assert "success 1 · failure 1 · n 2" in view.summary_md(engine, "import:mini_result.jsonl")
-    meta, fig, html = view.dialogue_view(engine, rep.dialogue_ids[0])
+    assert [i for _, i in transcripts_view.dialogues(store, "import:mini_result.jsonl")] == rep.dialogue_ids
+    assert [i for _, i in transcripts_view.dialogues(store, "source:rollout")] == [live]
+    assert transcripts_view.summary_md(store, "import:mini_result.jsonl").startswith("**Score 52.5**")
+    assert "success 1 · failure 1 · n 2" in transcripts_view.summary_md(store, "import:mini_result.jsonl")
+    meta, fig, html = transcripts_view.dialogue_view(store, rep.dialogue_ids[0])
     assert list(fig.data[0].y) == [40.0, 100.0]
     assert "data-emotion='100'" in html and "inner thoughts" in html
-    assert "does not exist" in view.dialogue_view(engine, 999_999)[0]
+    assert "does not exist" in transcripts_view.dialogue_view(store, 999_999)[0]
 
 
 @pytest.mark.process
@@ -105,18 +105,18 @@ MINI = ('{"id": "f1", "emo_point": 50, "history": [{"role": "user", "content": "
         ' "planning": {"change": -10}}]}\n')
 
 
-def test_fidelity_of_a_collection(engine, tmp_path):
+def test_fidelity_of_a_collection(store, tmp_path):
     path = tmp_path / "fid_result.jsonl"
     path.write_text(MINI, encoding="utf-8")
-    tr.import_file(engine, path)
-    summary, fig = view.fidelity_view(engine, "import:fid_result.jsonl")
+    transcripts.import_file(store, path)
+    summary, fig = transcripts_view.fidelity_view(store, "import:fid_result.jsonl")
     # +5 (recorded change), +5 (no change recorded: 50 - 45), -10
     assert summary.startswith("**Fidelity** · 3 judged changes in 2 dialogue(s) · distance (TV) ")
     lab = fig.data[0]
     assert dict(zip(lab.x, lab.y)) == pytest.approx({"-10": 1 / 3, "-5": 0, "0": 0, "+2": 0, "+5": 2 / 3, "+10": 0})
     assert fig.data[1].name == "published DeepSeek-V3" and lab.name == "fid_result.jsonl (n 3)"
-    assert view.fidelity_view(engine, "") == ("", None)
-    assert view.fidelity_view(engine, "source:rollout")[0] == "**Fidelity** · no judged user turns"
+    assert transcripts_view.fidelity_view(store, "") == ("", None)
+    assert transcripts_view.fidelity_view(store, "source:rollout")[0] == "**Fidelity** · no judged user turns"
 
 
 @pytest.mark.process
@@ -124,7 +124,7 @@ def test_fidelity_of_a_collection(engine, tmp_path):
 def test_fidelity_chart_of_a_collection_in_browser(browser_page, lab_server, tmp_path):
     for name, text in (("fidelity-mini", MINI), ("fidelity-one", MINI.splitlines(keepends=True)[1])):
         (tmp_path / f"{name}_result.jsonl").write_text(text, encoding="utf-8")
-        tr.import_file(lab_server.store, tmp_path / f"{name}_result.jsonl")
+        transcripts.import_file(lab_server.store, tmp_path / f"{name}_result.jsonl")
     page = browser_page
     page.get_by_role("tab", name="Personas").click()
     page.get_by_role("tab", name="Transcripts").click()  # showing the view refreshes its collections

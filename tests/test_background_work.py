@@ -16,11 +16,11 @@ from conftest import free_port
 from gradio_client import Client
 from helpers import wait_for, wait_for_http
 
-from app.services import persona_generation_jobs as pgj
-from simulator.personas import generation_store as gs
-from storage import Job, make_engine, read_scope
+from app.services import persona_generation_jobs
+from simulator.personas import generation_store
+from storage import Job, make_store, read_scope
 from testkit.scripted_server import start_server
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 pytestmark = pytest.mark.process
 
@@ -56,7 +56,7 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
     db_url = f"sqlite:///{tmp_path / 'lab.db'}"
     # RLVER_LAB_HOME is this test's own folder (conftest): the apps, the job processes and this test share it
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
-    store = make_engine(db_url)
+    store = make_store(db_url)
     procs: list[subprocess.Popen] = []
     job_pid = None
     try:
@@ -67,38 +67,42 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
             # base URL, model, dedupe threshold, key variable
             Client(base + "/", verbose=False).predict(COUNT, [], [], ["en"], "", 0, server.base_url, "scripted", 0.9,
                                                       "OPENAI_API_KEY", api_name="/on_start")
-            [row] = gs.list_generations(store)
+            [row] = generation_store.list_generations(store)
             gid = row["id"]
-            job = pgj.job_of(store, gid)
+            job = persona_generation_jobs.job_of(store, gid)
             assert job is not None and job["kind"] == "personas"
-            wait_for(lambda: (gs.get_generation(store, gid)["n_done"] >= 1), timeout=300)
+            wait_for(lambda: (generation_store.get_generation(store, gid)["n_done"] >= 1), timeout=300)
             job_pid = stored_job(store, job["id"])[1]
             kill_9(app.pid)  # the app, and the generation's own process with it
             kill_9(job_pid)
             app.wait()
-            wait_for(lambda: pgj.generation(store, gid)["status"] == "interrupted", timeout=60)  # derived: dead
-            made = {c["slot"]: c["id"] for c in gs.list_candidates(store, gid)}
+            wait_for(lambda: persona_generation_jobs.generation(store, gid)["status"] == "interrupted",
+                     timeout=60)  # derived: dead
+            made = {c["slot"]: c["id"] for c in generation_store.list_candidates(store, gid)}
             assert 1 <= len(made) < COUNT, "the generation must be killed mid-run"
-            assert gs.get_generation(store, gid)["status"] == "running"  # its owner never wrote an end
+            assert generation_store.get_generation(store, gid)["status"] == "running"  # its owner never wrote an end
 
             app, base = start_app(tmp_path, db_url, env, "app-2")
             procs.append(app)
             assert stored_job(store, job["id"])[0] == "interrupted"  # the restarted app's reaper, under the lock
-            g = pgj.generation(store, gid)
+            g = persona_generation_jobs.generation(store, gid)
             assert g["status"] == "interrupted" and g["resumable"] and "is gone" in g["error"]
             # the app's own panel, picking the generation after the restart
             shown = Client(base + "/", verbose=False).predict(gid, api_name="/on_pick_1")
             assert "(interrupted)" in str(shown) and "(running)" not in str(shown)
-            assert any(label.startswith(f"generation {gid} · interrupted") for label, _ in pgj.choices(store))
+            assert any(label.startswith(f"generation {gid} · interrupted")
+                       for label, _ in persona_generation_jobs.choices(store))
 
             calls_before = server.calls
-            assert pgj.resume(store, db_url, gid).startswith(f"Generation {gid} resumes: {COUNT - len(made)} slot")
-            wait_for(lambda: pgj.generation(store, gid)["status"] not in pgj.LIVE, timeout=300)
+            resumed = persona_generation_jobs.resume(store, db_url, gid)
+            assert resumed.startswith(f"Generation {gid} resumes: {COUNT - len(made)} slot")
+            live = persona_generation_jobs.LIVE
+            wait_for(lambda: persona_generation_jobs.generation(store, gid)["status"] not in live, timeout=300)
             calls_after = server.calls
-        g = pgj.generation(store, gid)
+        g = persona_generation_jobs.generation(store, gid)
         assert g["status"] == "finished" and g["n_done"] == COUNT, g
-        assert jobs.get_job(store, g["job_id"])["status"] == "succeeded"
-        cands = gs.list_candidates(store, gid)
+        assert job_queue.get_job(store, g["job_id"])["status"] == "succeeded"
+        cands = generation_store.list_candidates(store, gid)
         assert sorted(c["slot"] for c in cands) == list(range(COUNT))  # every slot once
         assert {c["slot"]: c["id"] for c in cands if c["slot"] in made} == made  # kept, not made again
         assert calls_after - calls_before == COUNT - len(made)  # one call per slot left (valid answers)

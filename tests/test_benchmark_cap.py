@@ -12,8 +12,7 @@ import torch
 from conftest import REPO
 
 from storage import EvalRun, session_scope
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import protocol
+from trainer.evaluation import benchmark, protocol
 from trainer.evaluation.progress import eta_seconds, fraction_done, progress_text, run_progress
 from trainer.policies.base import SamplingConfig
 from trainer.policies.repetition import RepetitionRule, RepetitionStop, is_degenerate
@@ -57,13 +56,13 @@ def test_a_looping_reply_is_cut_and_flagged(tiny_model_dir):
 
 
 def test_the_cap_and_the_stop_are_recorded_for_local_engines_only():
-    config = bm.BenchmarkConfig()
+    config = benchmark.BenchmarkConfig()
     local = protocol.protocol_record(config, ["en"], 8192, local=True)
     api = protocol.protocol_record(config, ["en"], None, local=False)
     assert local["max_new_tokens"] == protocol.LOCAL_REPLY_CAP and local["stop_on_repetition"]["window"] > 0
     assert api["max_new_tokens"] is None and "stop_on_repetition" not in api  # replays and API models as before
-    other_cap = protocol.protocol_record(bm.BenchmarkConfig(max_new_tokens=512), ["en"], 8192, local=True)
-    no_stop = protocol.protocol_record(bm.BenchmarkConfig(stop_on_repetition=False), ["en"], 8192, local=True)
+    other_cap = protocol.protocol_record(benchmark.BenchmarkConfig(max_new_tokens=512), ["en"], 8192, local=True)
+    no_stop = protocol.protocol_record(benchmark.BenchmarkConfig(stop_on_repetition=False), ["en"], 8192, local=True)
     hashes = {r["protocol_hash"] for r in (local, api, other_cap, no_stop)}
     assert len(hashes) == 4  # runs whose caps differ are never ranked together
 
@@ -75,13 +74,14 @@ def test_eta_from_the_fraction_done():
     assert fraction_done(4, 4, 0, 10) == 1.0 and eta_seconds(1.0, 60.0) == 0.0
 
 
-def test_progress_is_read_from_the_store(engine, tiny_model_dir):
-    config = bm.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2, max_new_tokens=8)
-    result = bm.run_benchmark(engine, config, log=lambda _m: None)
-    with session_scope(engine) as s:  # pretend it is still running, started two minutes ago
+def test_progress_is_read_from_the_store(store, tiny_model_dir):
+    config = benchmark.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2,
+                                       max_new_tokens=8)
+    result = benchmark.run_benchmark(store, config, log=lambda _m: None)
+    with session_scope(store) as s:  # pretend it is still running, started two minutes ago
         run = s.get(EvalRun, result.eval_run_id)
         run.status, run.created_at = "running", run.finished_at - timedelta(seconds=120)
-    p = run_progress(engine, result.eval_run_id, now=run.finished_at)
+    p = run_progress(store, result.eval_run_id, now=run.finished_at)
     assert (p["done"], p["total"]) == (2, 2) and p["replies"] >= 2 and p["tokens"] >= p["replies"]
     assert p["tokens_per_s"] == pytest.approx(p["tokens"] / 120) and p["eta_s"] == 0.0
     assert progress_text(p).startswith("2/2 dialogues, ") and "about 0 s left" in progress_text(p)
@@ -99,11 +99,11 @@ def test_the_cli_prints_progress_and_records_the_cap(tiny_model_dir, tmp_path):
     assert len(progress) >= 2 and "2/2 dialogues" in progress[-1] and "tok/s" in progress[-1]
     import json
 
-    from storage import make_engine
+    from storage import make_store
     from trainer.evaluation.eval_runs import get_eval_run
 
     result = json.loads(r.stdout)
-    store = make_engine(f"sqlite:///{tmp_path / 'lab.db'}")
+    store = make_store(f"sqlite:///{tmp_path / 'lab.db'}")
     run = get_eval_run(store, result["eval_run_id"])
     assert run["protocol"]["max_new_tokens"] == protocol.LOCAL_REPLY_CAP and "stop_on_repetition" in run["protocol"]
     # greedy, the tiny model loops in every reply: each one is cut by the stop and counted

@@ -22,9 +22,8 @@ from simulator.user.packs import OwnPack
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from testkit.scripted_server import ScriptedServer
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import eval_runs, protocol
-from trainer.jobs import queue as jobs
+from trainer.evaluation import benchmark, eval_runs, protocol
+from trainer.jobs import queue as job_queue
 
 pytestmark = pytest.mark.process
 
@@ -53,8 +52,8 @@ def wait_for(cond, timeout=180.0, every=0.2):
     return _wait_for(cond, timeout, every)
 
 
-def run_dialogues(engine, eval_run_id):
-    with read_scope(engine) as s:
+def run_dialogues(store, eval_run_id):
+    with read_scope(store) as s:
         return [(d.id, d.persona_id, d.status) for d in s.query(Dialogue).filter(Dialogue.eval_run_id == eval_run_id)
                 .order_by(Dialogue.id)]
 
@@ -72,7 +71,7 @@ def slow_server():
 
 
 # ------------------------------------------------------------------------------------------- protocol
-def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tmp_path):
+def test_protocol_first_line_start_40_cap_of_10_turns(store, db_url, server, tmp_path):
     """A supportive policy (+3 a turn from the scripted simulator): every dialogue opens with the profile's
     scripted first line at emotion 40 and runs exactly 10 policy replies of which 9 are judged (SAGE stops
     before the simulator reacts to the 10th), ending at 67 with max_turns on the policy's message."""
@@ -84,11 +83,11 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
     res = last_json(r.stdout)
     assert JSON_KEYS <= set(res)
     assert (res["score"], res["success"], res["failure"], res["n"], res["n_errors"]) == (67.0, 0, 0, 3, 0)
-    profiles = {p.id: p for p in bm.load_profiles("builtin", limit=3)}
-    ids = [i for i, _, _ in run_dialogues(engine, res["eval_run_id"])]
+    profiles = {p.id: p for p in benchmark.load_profiles("builtin", limit=3)}
+    ids = [i for i, _, _ in run_dialogues(store, res["eval_run_id"])]
     assert len(ids) == 3
     for i in ids:
-        d = load_dialogue(engine, i)
+        d = load_dialogue(store, i)
         assert d["source"] == "benchmark" and d["status"] == "finished" and d["outcome"] == "max_turns"
         first = d["turns"][0]
         assert first["role"] == "user" and first["text"] == profiles[d["persona_id"]].first_line
@@ -96,7 +95,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
         assert d["n_turns"] == 10 and sum(t["role"] == "assistant" for t in d["turns"]) == 10
         assert [t["emotion"] for t in d["turns"] if t["role"] == "user"] == [40.0 + 3 * k for k in range(10)]
         assert d["turns"][-1]["role"] == "assistant"  # the 10th reply is not judged
-    run = eval_runs.get_eval_run(engine, res["eval_run_id"])
+    run = eval_runs.get_eval_run(store, res["eval_run_id"])
     assert run["status"] == "succeeded" and run["model_ref"].startswith("openai:scripted@")
     proto = run["protocol"]
     assert proto["rules"]["start"] == 40.0 and proto["rules"]["max_delta"] == 10.0
@@ -106,7 +105,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
     assert proto["policy_system_prompts"]["en"] == OwnPack().policy_system_prompt("en")
     fp = run["simulator_fingerprint"]
     assert fp["backend"] == "openai" and fp["model"] == "scripted" and fp["rules"]["start"] == 40.0
-    assert run["fingerprint_hash"] and run["profile_set_hash"] == bm.profile_set_hash(list(profiles.values()))
+    assert run["fingerprint_hash"] and run["profile_set_hash"] == benchmark.profile_set_hash(list(profiles.values()))
     assert run["code_version"] and run["config"]["limit"] == 3
 
     # export -> `python -m simulator score` gives the same numbers
@@ -118,7 +117,7 @@ def test_protocol_first_line_start_40_cap_of_10_turns(engine, db_url, server, tm
         {k: res[k] for k in ("score", "success", "failure", "n", "ci_low", "ci_high")}
 
 
-def test_offline_simulator_clamps_changes_and_round_trips(engine, db_url, tiny_model_dir, tmp_path):
+def test_offline_simulator_clamps_changes_and_round_trips(store, db_url, tiny_model_dir, tmp_path):
     """The tiny random model's garbled replies make the offline user drop fast: raw changes beyond -10 are
     clamped to -10, and the exported file scores to the same numbers (failures included)."""
     out = tmp_path / "tiny_result.jsonl"
@@ -128,8 +127,8 @@ def test_offline_simulator_clamps_changes_and_round_trips(engine, db_url, tiny_m
     res = last_json(r.stdout)
     assert res["n"] == 4 and res["failure"] >= 1
     raws, deltas = [], []
-    for i, _, status in run_dialogues(engine, res["eval_run_id"]):
-        d = load_dialogue(engine, i)
+    for i, _, status in run_dialogues(store, res["eval_run_id"]):
+        d = load_dialogue(store, i)
         assert status == "finished" and d["turns"][0]["emotion"] == 40.0
         assert d["n_turns"] <= 10
         prev = 40.0
@@ -151,11 +150,11 @@ def test_offline_simulator_clamps_changes_and_round_trips(engine, db_url, tiny_m
 
 
 # --------------------------------------------------------------------------------- errors and bad input
-def test_failing_dialogues_are_recorded_and_counted(engine, db_url, tiny_model_dir, tmp_path):
+def test_failing_dialogues_are_recorded_and_counted(store, db_url, tiny_model_dir, tmp_path):
     """A Chinese profile the offline simulator cannot play fails with its reason and stays in n."""
     from tests.conftest import make_sim_profile
 
-    profiles = bm.load_profiles("builtin", limit=2) + [make_sim_profile("zh-user", language="zh")]
+    profiles = benchmark.load_profiles("builtin", limit=2) + [make_sim_profile("zh-user", language="zh")]
     path = tmp_path / "mixed.jsonl"
     path.write_text(dumps_profiles(profiles))
     r = cli("--policy", str(tiny_model_dir), "--profiles", str(path), "--max-new-tokens", "8", "--db", db_url,
@@ -163,14 +162,14 @@ def test_failing_dialogues_are_recorded_and_counted(engine, db_url, tiny_model_d
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert res["n"] == 3 and res["n_errors"] == 1
-    rows = eval_runs.eval_run_dialogues(engine, res["eval_run_id"])
+    rows = eval_runs.eval_run_dialogues(store, res["eval_run_id"])
     failed = [d for d in rows if d["status"] == "failed"]
     assert [d["persona_id"] for d in failed] == ["zh-user"]
     assert "English profiles only" in failed[0]["error"] and failed[0]["final_emotion"] is None
-    assert eval_runs.get_eval_run(engine, res["eval_run_id"])["n_errors"] == 1
+    assert eval_runs.get_eval_run(store, res["eval_run_id"])["n_errors"] == 1
 
 
-def test_policy_outage_fails_every_dialogue_but_none_is_dropped(engine, db_url, tmp_path):
+def test_policy_outage_fails_every_dialogue_but_none_is_dropped(store, db_url, tmp_path):
     import socket
 
     with socket.socket() as sock:  # a port nobody listens on
@@ -181,7 +180,7 @@ def test_policy_outage_fails_every_dialogue_but_none_is_dropped(engine, db_url, 
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert (res["n"], res["n_errors"], res["score"], res["failure"]) == (2, 2, 0.0, 2)
-    assert all("policy" in d["error"] for d in eval_runs.eval_run_dialogues(engine, res["eval_run_id"]))
+    assert all("policy" in d["error"] for d in eval_runs.eval_run_dialogues(store, res["eval_run_id"]))
 
 
 @pytest.mark.parametrize("content, expected", [(b"", "is empty"), (b"{oops\n", "malformed JSON")])
@@ -203,27 +202,27 @@ def test_bad_options_exit_2_naming_the_field(db_url):
 
 
 # ------------------------------------------------------------------------------------------------ resume
-def test_resume_after_kill_skips_finished_profiles(engine, db_url, slow_server, tmp_path):
+def test_resume_after_kill_skips_finished_profiles(store, db_url, slow_server, tmp_path):
     common = ["--policy", "openai:scripted", "--policy-base-url", slow_server.base_url, "--simulator",
               "openai:scripted", "--simulator-base-url", slow_server.base_url, "--db", db_url]
     p = start_cli(*common, "--profiles", "builtin", "--limit", "4", "--concurrency", "1")
     try:
-        with_done = wait_for(lambda: [r for r in run_dialogues(engine, 1) if r[2] == "finished"])
+        with_done = wait_for(lambda: [r for r in run_dialogues(store, 1) if r[2] == "finished"])
         os.killpg(p.pid, signal.SIGKILL)
     finally:
         p.wait()
-    before = run_dialogues(engine, 1)
+    before = run_dialogues(store, 1)
     finished_before = {pid for _, pid, st in before if st == "finished"}
     assert 1 <= len(with_done) <= len(finished_before) < 4
-    assert eval_runs.get_eval_run(engine, 1)["status"] == "running"
+    assert eval_runs.get_eval_run(store, 1)["status"] == "running"
 
     r = cli("--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
     res = last_json(r.stdout)
     assert res["eval_run_id"] == 1 and res["n"] == 4 and res["score"] == 67.0
-    after = run_dialogues(engine, 1)
+    after = run_dialogues(store, 1)
     scored = [pid for _, pid, st in after if st == "finished"]
-    assert sorted(scored) == sorted(p.id for p in bm.load_profiles("builtin", limit=4))  # each exactly once
+    assert sorted(scored) == sorted(p.id for p in benchmark.load_profiles("builtin", limit=4))  # each exactly once
     assert {pid for _, pid, st in after[:len(before)] if st == "finished"} == finished_before  # kept, not replayed
     cut = [row for row in after if row[2] == "cancelled"]
     assert all(row[1] not in finished_before for row in cut)
@@ -231,96 +230,96 @@ def test_resume_after_kill_skips_finished_profiles(engine, db_url, slow_server, 
     assert r.returncode == 2 and "already finished" in r.stderr
 
 
-def test_ctrl_c_stops_cleanly_and_the_run_resumes(engine, db_url, slow_server):
+def test_ctrl_c_stops_cleanly_and_the_run_resumes(store, db_url, slow_server):
     p = start_cli("--policy", "openai:scripted", "--policy-base-url", slow_server.base_url, "--simulator",
                   "openai:scripted", "--simulator-base-url", slow_server.base_url, "--db", db_url,
                   "--profiles", "builtin", "--limit", "4", "--concurrency", "1")
-    wait_for(lambda: any(st == "finished" for _, _, st in run_dialogues(engine, 1)))
+    wait_for(lambda: any(st == "finished" for _, _, st in run_dialogues(store, 1)))
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 1 and "--resume 1" in out and "(cancelled)" in out
-    run = eval_runs.get_eval_run(engine, 1)
-    statuses = [st for _, _, st in run_dialogues(engine, 1)]
+    run = eval_runs.get_eval_run(store, 1)
+    statuses = [st for _, _, st in run_dialogues(store, 1)]
     assert run["status"] == "cancelled" and "running" not in statuses and 1 <= run["n"] < 4
     r = cli("--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
-    assert last_json(r.stdout)["n"] == 4 and eval_runs.get_eval_run(engine, 1)["status"] == "succeeded"
+    assert last_json(r.stdout)["n"] == 4 and eval_runs.get_eval_run(store, 1)["status"] == "succeeded"
 
 
 # ------------------------------------------------------------------------------------------------- jobs
 @pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
-def test_benchmark_job_runs_in_the_background_and_records_everything(engine, db_url, server):
+def test_benchmark_job_runs_in_the_background_and_records_everything(store, db_url, server):
     config = {"policy": "openai:scripted", "policy_base_url": server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": server.base_url, "limit": 2, "name": "scripted"}
-    job_id = bm.start_benchmark_job(engine, db_url, config)
-    wait_for(lambda: jobs.job_detail(engine, job_id)["status"] in jobs.FINAL_STATUSES)
-    d = jobs.job_detail(engine, job_id)
+    job_id = benchmark.start_benchmark_job(store, db_url, config)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
+    d = job_queue.job_detail(store, job_id)
     assert d["status"] == "succeeded", d["log_tail"]
     assert d["kind"] == "benchmark" and d["progress"] == 1.0 and d["step"] == 2
     assert d["metrics"]["score"]["value"] == [67.0]
     assert "eval run 1: score 67.0" in d["log_tail"]
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         run = s.query(EvalRun).filter(EvalRun.job_id == job_id).one()
         assert run.status == "succeeded" and run.n == 2 and run.name == "scripted"
         run_id = run.id
-    groups = eval_runs.leaderboard(engine)
+    groups = eval_runs.leaderboard(store)
     assert groups[0]["rows"][0]["id"] == run_id and not groups[0]["published"]
 
 
-def test_benchmark_job_bad_config_is_refused_before_launch(engine, db_url, tmp_path):
-    with pytest.raises(bm.BenchmarkInputError, match="limit"):
-        bm.start_benchmark_job(engine, db_url, {"limit": -3})
+def test_benchmark_job_bad_config_is_refused_before_launch(store, db_url, tmp_path):
+    with pytest.raises(benchmark.BenchmarkInputError, match="limit"):
+        benchmark.start_benchmark_job(store, db_url, {"limit": -3})
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    with pytest.raises(bm.BenchmarkInputError, match="is empty"):
-        bm.start_benchmark_job(engine, db_url, {"profiles": str(empty)})
-    assert jobs.list_jobs(engine) == []
+    with pytest.raises(benchmark.BenchmarkInputError, match="is empty"):
+        benchmark.start_benchmark_job(store, db_url, {"profiles": str(empty)})
+    assert job_queue.list_jobs(store) == []
 
 
-def test_benchmark_job_killed_then_resumed_continues_its_eval_run(engine, db_url, slow_server):
+def test_benchmark_job_killed_then_resumed_continues_its_eval_run(store, db_url, slow_server):
     config = {"policy": "openai:scripted", "policy_base_url": slow_server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": slow_server.base_url, "limit": 3, "concurrency": 1}
-    job_id = bm.start_benchmark_job(engine, db_url, config)
-    wait_for(lambda: jobs.job_detail(engine, job_id)["step"] >= 1)
-    pid = jobs.job_detail(engine, job_id)["pid"]
+    job_id = benchmark.start_benchmark_job(store, db_url, config)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["step"] >= 1)
+    pid = job_queue.job_detail(store, job_id)["pid"]
     os.killpg(pid, signal.SIGKILL)
-    wait_for(lambda: not jobs.pid_alive(pid))
-    wait_for(lambda: jobs.reap_dead_jobs(engine) == [job_id])  # the reaper, once its lock is free
-    jobs.resume(engine, db_url, job_id)
-    wait_for(lambda: jobs.job_detail(engine, job_id)["status"] in jobs.FINAL_STATUSES)
-    d = jobs.job_detail(engine, job_id)
+    wait_for(lambda: not job_queue.pid_alive(pid))
+    wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
+    job_queue.resume(store, db_url, job_id)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
+    d = job_queue.job_detail(store, job_id)
     assert d["status"] == "succeeded", d["log_tail"]
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         [run] = s.query(EvalRun).filter(EvalRun.job_id == job_id).all()  # the same eval run, continued
         assert run.n == 3 and run.status == "succeeded"
         run_id = run.id
-    finished = [pid_ for _, pid_, st in run_dialogues(engine, run_id) if st == "finished"]
+    finished = [pid_ for _, pid_, st in run_dialogues(store, run_id) if st == "finished"]
     assert len(finished) == len(set(finished)) == 3
 
 
-def test_benchmark_job_cancel(engine, db_url, slow_server):
+def test_benchmark_job_cancel(store, db_url, slow_server):
     config = {"policy": "openai:scripted", "policy_base_url": slow_server.base_url, "simulator": "openai:scripted",
               "simulator_base_url": slow_server.base_url, "limit": 6, "concurrency": 1}
-    job_id = bm.start_benchmark_job(engine, db_url, config)
-    wait_for(lambda: jobs.job_detail(engine, job_id)["step"] >= 1)
-    jobs.cancel(engine, job_id)
-    wait_for(lambda: jobs.job_detail(engine, job_id)["status"] in jobs.FINAL_STATUSES)
-    assert jobs.job_detail(engine, job_id)["status"] == "cancelled"
-    with read_scope(engine) as s:
+    job_id = benchmark.start_benchmark_job(store, db_url, config)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["step"] >= 1)
+    job_queue.cancel(store, job_id)
+    wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
+    assert job_queue.job_detail(store, job_id)["status"] == "cancelled"
+    with read_scope(store) as s:
         run = s.query(EvalRun).filter(EvalRun.job_id == job_id).one()
         assert run.status == "cancelled" and run.n < 6
         statuses = {d.status for d in s.query(Dialogue).filter(Dialogue.eval_run_id == run.id)}
         fp_hash = run.fingerprint_hash
     assert "running" not in statuses
-    assert all(g["fingerprint_hash"] != fp_hash for g in eval_runs.leaderboard(engine))  # unfinished: not ranked
+    assert all(g["fingerprint_hash"] != fp_hash for g in eval_runs.leaderboard(store))  # unfinished: not ranked
 
 
-def test_a_training_checkpoint_folder_is_benchmarked_through_its_policy(engine, db_url, tiny_model_dir, tmp_path):
+def test_a_training_checkpoint_folder_is_benchmarked_through_its_policy(store, db_url, tiny_model_dir, tmp_path):
     import shutil
 
     ckpt = tmp_path / "checkpoints" / "step-000002"
     shutil.copytree(tiny_model_dir, ckpt / "policy")
     r = cli("--policy", str(ckpt), "--limit", "1", "--max-new-tokens", "8", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
-    run = eval_runs.get_eval_run(engine, last_json(r.stdout)["eval_run_id"])
+    run = eval_runs.get_eval_run(store, last_json(r.stdout)["eval_run_id"])
     assert run["model_ref"] == str(ckpt / "policy") and run["config"]["policy"] == str(ckpt)

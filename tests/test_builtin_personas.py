@@ -159,13 +159,13 @@ def test_library_round_trips_through_jsonl_export(fmt: str) -> None:
     assert report.errors == [] and report.profiles == BUILTIN_PROFILES
 
 
-def test_seeded_store_holds_the_library_unchanged(engine) -> None:
+def test_seeded_store_holds_the_library_unchanged(store) -> None:
     from simulator.personas.store import get_profile, list_profiles, seed_builtin
 
-    assert seed_builtin(engine) == len(BUILTIN_PROFILES)
-    assert sorted(p.id for p in list_profiles(engine)) == sorted(BUILTIN_IDS)
+    assert seed_builtin(store) == len(BUILTIN_PROFILES)
+    assert sorted(p.id for p in list_profiles(store)) == sorted(BUILTIN_IDS)
     for p in BUILTIN_PROFILES:
-        assert get_profile(engine, p.id) == p
+        assert get_profile(store, p.id) == p
 
 
 @pytest.mark.model

@@ -10,7 +10,7 @@ from conftest import make_sim_profile
 
 from simulator.cli import chat as chat_cli
 from simulator.personas.builtin import BUILTIN_PROFILES
-from storage import make_engine
+from storage import make_store
 from storage.dialogues import load_dialogue
 from storage.models import Dialogue
 from testkit.scripted_server import start_server
@@ -29,10 +29,10 @@ def chat(monkeypatch, capsys, db_url, lines, *args):
 def dialogues(db_url):
     from storage.db import read_scope
 
-    engine = make_engine(db_url)
-    with read_scope(engine) as s:
+    store = make_store(db_url)
+    with read_scope(store) as s:
         ids = [d.id for d in s.query(Dialogue).order_by(Dialogue.id)]
-    return [load_dialogue(engine, i) for i in ids]
+    return [load_dialogue(store, i) for i in ids]
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_unknown_persona(monkeypatch, capsys, db_url):
 def test_chinese_persona_on_offline_backend(monkeypatch, capsys, db_url):
     from simulator.personas.store import save_profile
 
-    save_profile(make_engine(db_url), make_sim_profile(pid="zh-test", language="zh"), create=True)
+    save_profile(make_store(db_url), make_sim_profile(pid="zh-test", language="zh"), create=True)
     code, _, err = chat(monkeypatch, capsys, db_url, [], "--persona", "zh-test")
     assert code == 2 and "English profiles only" in err
 

@@ -10,8 +10,7 @@ import pytest
 from conftest import REPO
 from helpers import off_loop
 
-from trainer.evaluation import compare as cmp
-from trainer.evaluation import compare_runs
+from trainer.evaluation import compare, compare_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
 
 
@@ -26,63 +25,63 @@ def _turns(*pairs):
 
 
 def test_alignment_finds_the_first_differing_reply_and_emotion():
-    a = cmp.policy_turns(_turns(("hi", 45.0), ("I hear you", 50.0), ("go on", 55.0)))
-    b = cmp.policy_turns(_turns(("hi", 45.0), ("I hear you", 45.0), ("go on", 40.0)))
+    a = compare.policy_turns(_turns(("hi", 45.0), ("I hear you", 50.0), ("go on", 55.0)))
+    b = compare.policy_turns(_turns(("hi", 45.0), ("I hear you", 45.0), ("go on", 40.0)))
     assert [t["n"] for t in a] == [0, 1, 2, 3] and a[2]["reply"] == "I hear you" and a[2]["emotion"] == 50.0
-    assert cmp.first_difference(a, b, "reply") is None
-    assert cmp.first_difference(a, b, "emotion") == 2
-    shorter = cmp.policy_turns(_turns(("hi", 45.0), ("I hear you", None)))  # ended before the user answered
-    assert cmp.first_difference(a, shorter, "reply") == 3
-    assert cmp.first_difference(a, shorter, "emotion") == 2
-    assert cmp.first_difference(a, a, "emotion") is None
+    assert compare.first_difference(a, b, "reply") is None
+    assert compare.first_difference(a, b, "emotion") == 2
+    shorter = compare.policy_turns(_turns(("hi", 45.0), ("I hear you", None)))  # ended before the user answered
+    assert compare.first_difference(a, shorter, "reply") == 3
+    assert compare.first_difference(a, shorter, "emotion") == 2
+    assert compare.first_difference(a, a, "emotion") is None
 
 
 def test_paired_summary_counts_and_interval():
-    s = cmp.paired_summary([10.0, 5.0, 0.0, -5.0, 20.0], seed=3)
+    s = compare.paired_summary([10.0, 5.0, 0.0, -5.0, 20.0], seed=3)
     assert (s["wins"], s["ties"], s["losses"], s["n"]) == (3, 1, 1, 5)
     assert s["mean_diff"] == pytest.approx(6.0)
     assert s["ci_low"] <= 6.0 <= s["ci_high"] and s["ci_low"] < s["ci_high"]
-    assert s == cmp.paired_summary([10.0, 5.0, 0.0, -5.0, 20.0], seed=3)  # seeded
-    assert cmp.paired_summary([0.0] * 8) == {"n": 8, "wins": 0, "ties": 8, "losses": 0, "mean_diff": 0.0,
+    assert s == compare.paired_summary([10.0, 5.0, 0.0, -5.0, 20.0], seed=3)  # seeded
+    assert compare.paired_summary([0.0] * 8) == {"n": 8, "wins": 0, "ties": 8, "losses": 0, "mean_diff": 0.0,
                                               "ci_low": 0.0, "ci_high": 0.0, "sign_test_p": 1.0}
 
 
 def test_sign_test_is_the_exact_binomial():
-    assert cmp.sign_test_p(0, 0) == 1.0
-    assert cmp.sign_test_p(8, 0) == pytest.approx(2 / 256)  # two-sided: 2 * 0.5^8
-    assert cmp.sign_test_p(5, 3) == pytest.approx(2 * (1 + 8 + 28 + 56) / 256)
-    assert cmp.sign_test_p(3, 5) == cmp.sign_test_p(5, 3)
+    assert compare.sign_test_p(0, 0) == 1.0
+    assert compare.sign_test_p(8, 0) == pytest.approx(2 / 256)  # two-sided: 2 * 0.5^8
+    assert compare.sign_test_p(5, 3) == pytest.approx(2 * (1 + 8 + 28 + 56) / 256)
+    assert compare.sign_test_p(3, 5) == compare.sign_test_p(5, 3)
 
 
 def test_breakdown_groups_by_a_persona_field():
     pairs = [{"need_category": "just_listen", "diff": 5.0}, {"need_category": "just_listen", "diff": -5.0},
              {"need_category": "useful_advice", "diff": 10.0}, {"need_category": "useful_advice", "diff": None}]
-    by_need = cmp.breakdown(pairs, "need_category")
+    by_need = compare.breakdown(pairs, "need_category")
     assert by_need["just_listen"]["ties"] == 0 and by_need["just_listen"]["mean_diff"] == 0.0
     assert by_need["useful_advice"]["n"] == 1 and by_need["useful_advice"]["wins"] == 1
 
 
 def test_bad_input_names_the_field():
     with pytest.raises(BenchmarkInputError, match="seeds: must be an integer >= 1"):
-        cmp.CompareConfig(seeds=0).validate()
+        compare.CompareConfig(seeds=0).validate()
     with pytest.raises(BenchmarkInputError, match="b: openai:MODEL needs a model name"):
-        cmp.CompareConfig(b="openai:").validate()
+        compare.CompareConfig(b="openai:").validate()
 
 
 @pytest.mark.model
-def test_a_policy_compared_with_itself_ties_everywhere(engine, tiny_model_dir):
+def test_a_policy_compared_with_itself_ties_everywhere(store, tiny_model_dir):
     """A deterministic simulated user (offline) and the same policy: identical dialogues, every pair a tie."""
-    config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
-                               max_new_tokens=12, seeds=2)
-    cid = compare_runs.run_comparison(engine, config, log=lambda _m: None)
-    pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
+    config = compare.CompareConfig(a=str(tiny_model_dir), b=str(tiny_model_dir), profiles="builtin:heldout", limit=3,
+                                   max_new_tokens=12, seeds=2)
+    cid = compare_runs.run_comparison(store, config, log=lambda _m: None)
+    pairs = compare.comparison_pairs(store, cid, with_turns=True)
     assert len(pairs) == 6 and {p["seed"] for p in pairs} == {0, 1}
     for p in pairs:
         assert p["a_dialogue_id"] != p["b_dialogue_id"]  # two ordinary dialogues ...
         assert [(t["role"], t["text"], t["emotion"]) for t in p["a_turns"]] == \
             [(t["role"], t["text"], t["emotion"]) for t in p["b_turns"]]  # ... played identically
         assert p["first_reply_diff_turn"] is None and p["first_emotion_diff_turn"] is None
-    stored = cmp.get_comparison(engine, cid)
+    stored = compare.get_comparison(store, cid)
     assert stored["status"] == "succeeded" and len(stored["eval_runs"]["a"]) == 2
     assert (stored["summary"]["wins"], stored["summary"]["ties"], stored["summary"]["losses"]) == (0, 6, 0)
 
@@ -131,11 +130,11 @@ def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid
     from helpers import wait_for
 
     checkpoint = _trained_checkpoint(tiny_model_dir, tmp_path)
-    config = cmp.CompareConfig(a=str(tiny_model_dir), b=checkpoint, profiles="builtin:heldout", limit=2,
-                               max_new_tokens=12, name="untrained vs step 1")
+    config = compare.CompareConfig(a=str(tiny_model_dir), b=checkpoint, profiles="builtin:heldout", limit=2,
+                                   max_new_tokens=12, name="untrained vs step 1")
     with ThreadPoolExecutor(1) as pool:  # sync Playwright keeps an event loop in this thread
         cid = pool.submit(compare_runs.run_comparison, lab_server.store, config, lambda _m: None).result()
-    pairs = cmp.comparison_pairs(lab_server.store, cid)
+    pairs = compare.comparison_pairs(lab_server.store, cid)
     page = browser_page
     page.get_by_role("tab", name="Compare").click()
     page.locator("#cmp-refresh").click()
@@ -180,11 +179,11 @@ def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, bro
     page.locator("#cmp-max-new input").press("Tab")
     page.locator("#cmp-start").click()
     expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
-    cid = wait_for(lambda: (cmp.list_comparisons(lab_server.store) or [{}])[0].get("id"), timeout=60)
-    stored = cmp.get_comparison(lab_server.store, cid)
+    cid = wait_for(lambda: (compare.list_comparisons(lab_server.store) or [{}])[0].get("id"), timeout=60)
+    stored = compare.get_comparison(lab_server.store, cid)
     assert stored["config"]["a"] == stored["config"]["b"] == str(tiny_model_dir) and stored["config"]["limit"] == 2
     expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=400_000)  # finished: the result opens
-    assert cmp.get_comparison(lab_server.store, cid)["status"] == "succeeded"
+    assert compare.get_comparison(lab_server.store, cid)["status"] == "succeeded"
     rows = wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)
     assert len(rows) == 2
     expect(page.locator("#cmp-job")).to_contain_text("succeeded")
@@ -216,7 +215,7 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     from helpers import tiny_train_config
     from sqlalchemy import select
 
-    from storage import Dialogue, Job, make_engine, read_scope
+    from storage import Dialogue, Job, make_store, read_scope
 
     config = tiny_train_config(tmp_path, tiny_model_dir, simulator=f"python:{RULE_USER}:make_user",
                                reward=f"python:{RULE_USER}:emotion_gain", algorithm="grpo", group_size=2,
@@ -229,7 +228,7 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded"
     digest = hashlib.sha256(RULE_USER.read_bytes()).hexdigest()
-    store = make_engine(db)
+    store = make_store(db)
     with read_scope(store) as s:
         dialogues = s.scalars(select(Dialogue).where(Dialogue.job_id == result["job_id"])).all()
         assert dialogues and all(d.simulator_fingerprint["backend"] == "python" for d in dialogues)
@@ -241,24 +240,24 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.model
-def test_reproducing_a_stored_run_plays_the_same_dialogues(engine, tiny_model_dir):
-    from trainer.evaluation import benchmark as bm
+def test_reproducing_a_stored_run_plays_the_same_dialogues(store, tiny_model_dir):
+    from trainer.evaluation import benchmark
 
     # rounds: the policy's batches do not depend on timing (async batches whatever is ready, and on a busy
     # machine another batch composition rounds the logits differently)
-    first = off_loop(lambda: bm.run_benchmark(engine, bm.BenchmarkConfig(
+    first = off_loop(lambda: benchmark.run_benchmark(store, benchmark.BenchmarkConfig(
         policy=str(tiny_model_dir), profiles="builtin:heldout", limit=3, max_new_tokens=12, seed=5, schedule="rounds"),
         log=lambda _m: None))
-    config = cmp.reproduce_config(engine, first.eval_run_id)
+    config = compare.reproduce_config(store, first.eval_run_id)
     assert config.seed == 5 and config.policy == str(tiny_model_dir) and config.name == f"reproduce #{first.eval_run_id}"
     assert config.schedule == "rounds"
-    again = off_loop(lambda: bm.run_benchmark(engine, config, log=lambda _m: None))
-    cid = cmp.link_eval_runs(engine, first.eval_run_id, again.eval_run_id)
-    pairs = cmp.comparison_pairs(engine, cid, with_turns=True)
+    again = off_loop(lambda: benchmark.run_benchmark(store, config, log=lambda _m: None))
+    cid = compare.link_eval_runs(store, first.eval_run_id, again.eval_run_id)
+    pairs = compare.comparison_pairs(store, cid, with_turns=True)
     assert len(pairs) == 3
     for p in pairs:
         assert p["first_reply_diff_turn"] is None and p["first_emotion_diff_turn"] is None
         assert [(t["role"], t["text"]) for t in p["a_turns"]] == [(t["role"], t["text"]) for t in p["b_turns"]]
-    assert cmp.get_comparison(engine, cid)["summary"]["ties"] == 3
+    assert compare.get_comparison(store, cid)["summary"]["ties"] == 3
     with pytest.raises(BenchmarkInputError, match="eval_run: 999 does not exist"):
-        cmp.reproduce_config(engine, 999)
+        compare.reproduce_config(store, 999)

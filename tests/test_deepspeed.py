@@ -114,7 +114,7 @@ def test_train_command_under_the_deepspeed_launcher(tiny_model_dir: Path, tmp_pa
     """The same entry point, 2 ranks under `deepspeed --num_gpus 2` (CPU accelerator): one job, all steps."""
     from sqlalchemy import select
 
-    from storage import Dialogue, Job, make_engine, read_scope
+    from storage import Dialogue, Job, make_store, read_scope
 
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", RLVER_LAB_HOME=str(tmp_path / "home"),
                PYTHONPATH=str(REPO))
@@ -126,13 +126,13 @@ def test_train_command_under_the_deepspeed_launcher(tiny_model_dir: Path, tmp_pa
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     result = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
     assert result["status"] == "succeeded" and result["steps"] == 2
-    engine = make_engine(db_url)
-    with read_scope(engine) as s:
+    store = make_store(db_url)
+    with read_scope(store) as s:
         assert len(s.scalars(select(Job)).all()) == 1  # rank 0 owns the job
         steps = [d.step for d in s.scalars(select(Dialogue))]
     assert len(steps) == 8 and set(steps) == {1, 2}  # both ranks' rollouts
     assert (Path(result["checkpoint"]) / "deepspeed" / "policy").is_dir()
-    engine.dispose()
+    store.dispose()
 
 
 if __name__ == "__main__":

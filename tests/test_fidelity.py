@@ -15,8 +15,7 @@ import json
 import pytest
 from test_sage_parity import run_module
 
-from simulator.evaluation import fidelity as fd
-from simulator.evaluation import transcripts as tr
+from simulator.evaluation import fidelity, transcripts
 from simulator.evaluation.published import PUBLISHED_CHANGES
 from storage import Dialogue
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
@@ -25,18 +24,18 @@ SAGE = ("gpt-4.1", "qwen2.5-72b")
 
 
 def test_distances_on_small_histograms():
-    assert fd.histogram([5, 5.0, -10, 2.5, 5.0000001]) == {-10: 1, 2.5: 1, 5: 3}
-    assert fd.total_variation({5: 1}, {5: 3}) == 0.0
-    assert fd.total_variation({5: 1}, {-5: 1}) == 1.0
-    assert fd.total_variation({5: 1, -5: 1}, {5: 1}) == pytest.approx(0.5)
-    assert fd.total_variation({}, {5: 1}) is None
+    assert fidelity.histogram([5, 5.0, -10, 2.5, 5.0000001]) == {-10: 1, 2.5: 1, 5: 3}
+    assert fidelity.total_variation({5: 1}, {5: 3}) == 0.0
+    assert fidelity.total_variation({5: 1}, {-5: 1}) == 1.0
+    assert fidelity.total_variation({5: 1, -5: 1}, {5: 1}) == pytest.approx(0.5)
+    assert fidelity.total_variation({}, {5: 1}) is None
     # the same sizes of rise and fall in another balance: far in TV, identical within sign
     lab, ref = {-5: 1, 5: 9}, {-5: 5, 5: 5}
-    assert fd.total_variation(lab, ref) == pytest.approx(0.4) and fd.within_sign_distance(lab, ref) == 0.0
+    assert fidelity.total_variation(lab, ref) == pytest.approx(0.4) and fidelity.within_sign_distance(lab, ref) == 0.0
     # rises of +3 where the reference rises by +5: half the reference's mass is rises, all of it differs
-    assert fd.within_sign_distance({-5: 5, 3: 5}, {-5: 5, 5: 5}) == pytest.approx(0.5)
-    assert fd.exact_share({3: 1, -10: 1, 5: 2}) == 0.75
-    assert [fd.value_label(v) for v in (-10, 0, 2.5, 5)] == ["-10", "0", "+2.5", "+5"]
+    assert fidelity.within_sign_distance({-5: 5, 3: 5}, {-5: 5, 5: 5}) == pytest.approx(0.5)
+    assert fidelity.exact_share({3: 1, -10: 1, 5: 2}) == 0.75
+    assert [fidelity.value_label(v) for v in (-10, 0, 2.5, 5)] == ["-10", "0", "+2.5", "+5"]
 
 
 def test_history_changes_skip_the_opening_and_fall_back_to_emotion_differences():
@@ -44,19 +43,19 @@ def test_history_changes_skip_the_opening_and_fall_back_to_emotion_differences()
              ("user", 35, None), ("assistant", None, None), ("user", None, None), ("assistant", None, None),
              ("user", 30, None)]
     # the opening's 0 is not a judgement; the 4th user turn has neither change nor emotion
-    assert fd.history_changes(turns) == [5.0, -10.0, -5.0]
+    assert fidelity.history_changes(turns) == [5.0, -10.0, -5.0]
 
 
 def test_published_histogram_is_the_reference_one():
-    report = fd.FidelityReport("published", dict(PUBLISHED_CHANGES), 1000)
+    report = fidelity.FidelityReport("published", dict(PUBLISHED_CHANGES), 1000)
     assert report.n == 7936 and report.tv == 0.0 and report.within_sign == 0.0
     assert round(report.share_5_10, 4) == 0.9992
 
 
 @pytest.mark.parametrize("model,n,tv,within", [("gpt-4.1", 848, 0.203, 0.067), ("qwen2.5-72b", 641, 0.243, 0.084)])
-def test_published_transcripts_judge_like_the_published_histogram(shared_data, engine, model, n, tv, within):
+def test_published_transcripts_judge_like_the_published_histogram(shared_data, store, model, n, tv, within):
     f = shared_data / "sage" / f"{model}_result.jsonl"
-    report = fd.file_report(f)
+    report = fidelity.file_report(f)
     assert (report.n, report.n_dialogues, report.share_5_10) == (n, 100, 1.0)
     assert (round(report.tv, 3), round(report.within_sign, 3)) == (tv, within)
     assert report.within_sign < 0.1 and report.tv < 0.25
@@ -64,8 +63,8 @@ def test_published_transcripts_judge_like_the_published_histogram(shared_data, e
     published_rises = sum(c for v, c in PUBLISHED_CHANGES.items() if v > 0) / 7936
     assert report.tv <= abs(rises - published_rises) + report.within_sign + 1e-9
     # imported into the store, the collection gives the same histogram from the stored turns
-    tr.import_file(engine, f)
-    stored = fd.store_report(engine, (Dialogue.collection == f.name,), f.name)
+    transcripts.import_file(store, f)
+    stored = fidelity.store_report(store, (Dialogue.collection == f.name,), f.name)
     assert (stored.counts, stored.n_dialogues) == (report.counts, 100)
 
 
@@ -99,15 +98,15 @@ def offline_dialogues():
     return asyncio.run(all_dialogues())
 
 
-def test_offline_simulator_dialogues_are_far_from_the_published_histogram(engine, offline_dialogues):
+def test_offline_simulator_dialogues_are_far_from_the_published_histogram(store, offline_dialogues):
     for profile, history, turns in offline_dialogues:
-        d = start_dialogue(engine, persona_id=profile.id, source="rollout", policy_ref="scripted")
+        d = start_dialogue(store, persona_id=profile.id, source="rollout", policy_ref="scripted")
         users = iter(turns)
         for i, m in enumerate(history):
             t = next(users) if m["role"] == "user" else None
-            add_turn(engine, d, i, m["role"], m["content"], **({"emotion": t.emotion, "delta": t.delta} if t else {}))
-        finish_dialogue(engine, d, "finished", turns[-1].emotion, outcome=turns[-1].outcome or "max_turns")
-    report = fd.store_report(engine, (Dialogue.source == "rollout",), "offline")
+            add_turn(store, d, i, m["role"], m["content"], **({"emotion": t.emotion, "delta": t.delta} if t else {}))
+        finish_dialogue(store, d, "finished", turns[-1].emotion, outcome=turns[-1].outcome or "max_turns")
+    report = fidelity.store_report(store, (Dialogue.source == "rollout",), "offline")
     assert report.n_dialogues == 8 and report.n == sum(len(t) - 1 for _, _, t in offline_dialogues)
     assert len(report.counts) > 6  # the offline user's changes take many integer values, not only +-5 / +-10
     assert report.tv > 0.5 and report.within_sign > 0.5 and report.share_5_10 < 0.9
@@ -127,36 +126,36 @@ def test_cli_reads_a_file(shared_data):
                                                                     (10, 213)]
 
 
-def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url, engine):
+def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url, store):
     """A replay of the first 12 published GPT-4.1 dialogues through the benchmark runner stores the
     recorded changes as turn deltas: the eval run's histogram is the file's."""
-    from trainer.evaluation import benchmark as bm
+    from trainer.evaluation import benchmark
     from trainer.jobs.queue import create_job
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     head = tmp_path / "head_result.jsonl"
     head.write_text("".join(f.read_text(encoding="utf-8").splitlines(keepends=True)[:12]), encoding="utf-8")
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=12)
-    run_id = bm.run_benchmark(engine, cfg, log=lambda _m: None).eval_run_id
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=12)
+    run_id = benchmark.run_benchmark(store, cfg, log=lambda _m: None).eval_run_id
     r = run_module("simulator", "fidelity", "--eval-run", str(run_id), "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    expected = fd.file_report(head)
+    expected = fidelity.file_report(head)
     assert out["source"] == f"eval run {run_id}" and out["n_dialogues"] == 12 and out["n"] == expected.n > 50
     assert {row["value"]: row["count"] for row in out["rows"] if row["count"]} == expected.counts
     missing = run_module("simulator", "fidelity", "--eval-run", "999", "--db", db_url)
     assert missing.returncode == 1 and "eval run 999 does not exist" in missing.stderr
     assert run_module("simulator", "fidelity").returncode == 2
     # a training job's dialogues, one step at a time
-    job = create_job(engine, "train", {})
+    job = create_job(store, "train", {})
     for step, deltas in ((1, [5, 10]), (2, [-3])):
-        d = start_dialogue(engine, persona_id="p", source="train", job_id=job, step=step)
-        add_turn(engine, d, 0, "user", "hi", emotion=30.0, delta=0.0)
+        d = start_dialogue(store, persona_id="p", source="train", job_id=job, step=step)
+        add_turn(store, d, 0, "user", "hi", emotion=30.0, delta=0.0)
         for i, delta in enumerate(deltas):
-            add_turn(engine, d, 2 * i + 1, "assistant", "reply")
-            add_turn(engine, d, 2 * i + 2, "user", "more", emotion=30.0 + delta, delta=float(delta))
-        finish_dialogue(engine, d, "finished", 40.0, outcome="max_turns")
-    assert fd.training_report(engine, job, 1).counts == {5: 1, 10: 1}
-    assert fd.training_report(engine, job).counts == {-3: 1, 5: 1, 10: 1}
+            add_turn(store, d, 2 * i + 1, "assistant", "reply")
+            add_turn(store, d, 2 * i + 2, "user", "more", emotion=30.0 + delta, delta=float(delta))
+        finish_dialogue(store, d, "finished", 40.0, outcome="max_turns")
+    assert fidelity.training_report(store, job, 1).counts == {5: 1, 10: 1}
+    assert fidelity.training_report(store, job).counts == {-3: 1, 5: 1, 10: 1}
     r = run_module("simulator", "fidelity", "--job", str(job), "--step", "2", "--db", db_url)
     assert r.returncode == 0 and f"training job {job} step 2" in r.stdout and "1 judged changes" in r.stdout

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator import __main__ as cli
-from simulator.personas import store as ps
+from simulator import __main__ as simulator_cli
+from simulator.personas import store as persona_store
 from simulator.personas.bounds import MAX_EXTRA_CHARS, MAX_EXTRA_DEPTH, MAX_INT, MAX_LINE_DEPTH
 from simulator.personas.io import import_profiles
 from simulator.personas.profile import Profile, ProfileError
@@ -63,16 +63,16 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("case,text,field", HOSTILE, ids=[c for c, *_ in HOSTILE])
-def test_hostile_line_is_named_and_nothing_is_half_written(engine, tmp_path, capsys, case, text, field, db_url):
+def test_hostile_line_is_named_and_nothing_is_half_written(store, tmp_path, capsys, case, text, field, db_url):
     path = tmp_path / "hostile.jsonl"
     path.write_text(line({**LAB, "id": "good"}) + "\n" + text + "\n", encoding="utf-8")
-    assert cli.main(["personas", "import", str(path), "--db", db_url]) == 1
+    assert simulator_cli.main(["personas", "import", str(path), "--db", db_url]) == 1
     err = capsys.readouterr().err
     assert f"line 2: {field}: " in err, err
-    assert "Traceback" not in err and ps.count_profiles(engine) == 0
-    assert cli.main(["personas", "import", str(path), "--db", db_url, "--keep-valid"]) == 1
+    assert "Traceback" not in err and persona_store.count_profiles(store) == 0
+    assert simulator_cli.main(["personas", "import", str(path), "--db", db_url, "--keep-valid"]) == 1
     assert f"line 2: {field}: " in capsys.readouterr().err
-    assert [p.id for p in ps.list_profiles(engine)] == ["good"]
+    assert [p.id for p in persona_store.list_profiles(store)] == ["good"]
 
 
 def test_error_quotes_a_bounded_prefix_of_a_10_mb_value(tmp_path, capsys, db_url):
@@ -81,28 +81,28 @@ def test_error_quotes_a_bounded_prefix_of_a_10_mb_value(tmp_path, capsys, db_url
     path.write_text("\n".join([line({**LAB, "id": "a", "need_category": huge}),
                                line({**RLVER, "main_cha": huge}), line({**LAB, "id": "c", "lab": {huge: 1}}),
                                line({**RLVER, "id": "d", "lab": {huge: 1}})]) + "\n")
-    assert cli.main(["personas", "import", str(path), "--db", db_url]) == 1
+    assert simulator_cli.main(["personas", "import", str(path), "--db", db_url]) == 1
     err = capsys.readouterr().err
     assert "line 1: need_category: unknown category 'xxx" in err and "line 2: main_cha: unknown personality" in err
     assert "line 4: lab: unknown field(s) xxx" in err
     assert len(err) < 3000
 
 
-def test_bounds_are_checked_at_save(engine):
+def test_bounds_are_checked_at_save(store):
     deep: object = "leaf"
     for _ in range(MAX_EXTRA_DEPTH):
         deep = [deep]
     with pytest.raises(ProfileError) as exc:
-        ps.save_profile(engine, Profile(**LAB, extra={"deep": deep}), create=True)
+        persona_store.save_profile(store, Profile(**LAB, extra={"deep": deep}), create=True)
     assert exc.value.errors == {"extra.deep": f"nested more than {MAX_EXTRA_DEPTH} levels deep"}
     for bad, key in (({"n": MAX_INT + 1}, "extra.n"), ({"f": float("nan")}, "extra.f"), ({1: "x"}, "extra"),
                      ({"s": {1, 2}}, "extra.s"), ({"t": "\ud800"}, "extra.t")):
         with pytest.raises(ProfileError) as exc:
-            ps.save_profile(engine, Profile(**LAB, extra=bad), create=True)
+            persona_store.save_profile(store, Profile(**LAB, extra=bad), create=True)
         assert list(exc.value.errors) == [key], bad
     with pytest.raises(ProfileError, match="lone surrogate"):
-        ps.save_profile(engine, Profile(**{**LAB, "name": "A\udc00"}), create=True)
-    assert ps.count_profiles(engine) == 0
+        persona_store.save_profile(store, Profile(**{**LAB, "name": "A\udc00"}), create=True)
+    assert persona_store.count_profiles(store) == 0
 
 
 def nastiest() -> list[Profile]:
@@ -134,72 +134,73 @@ def strict_loads(text: str) -> object:
 
 
 @pytest.mark.parametrize("fmt", ["lab", "rlver"])
-def test_nastiest_valid_records_survive_import_export_list_and_render(engine, tmp_path, fmt, db_url):
+def test_nastiest_valid_records_survive_import_export_list_and_render(store, tmp_path, fmt, db_url):
     from app.services import persona_form
     from app.views import live_rollout, personas
 
     source = tmp_path / "nasty.jsonl"
-    ps.seed_builtin(engine, nastiest())
-    ps.export_file(engine, source, fmt=fmt)
+    persona_store.seed_builtin(store, nastiest())
+    persona_store.export_file(store, source, fmt=fmt)
     other = make_other_store(tmp_path)
-    report = ps.import_file(other, source)
+    report = persona_store.import_file(other, source)
     assert report.errors == [] and report.stored == 3
-    assert [p.to_dict() for p in ps.list_profiles(other)] == [p.to_dict() for p in ps.list_profiles(engine)]
+    assert ([p.to_dict() for p in persona_store.list_profiles(other)]
+            == [p.to_dict() for p in persona_store.list_profiles(store)])
     again = tmp_path / "again.jsonl"
-    ps.export_file(other, again, fmt=fmt)
+    persona_store.export_file(other, again, fmt=fmt)
     assert again.read_bytes() == source.read_bytes()
     assert len([strict_loads(x) for x in again.read_text(encoding="utf-8").splitlines()]) == 3
     assert len(personas.rows(other)) == 3 and len(personas.rows(other, search="RTL")) == 1
-    for p in ps.list_profiles(other):
+    for p in persona_store.list_profiles(other):
         assert len(persona_form.form_values(p)) == len(persona_form.FIELDS)
     assert {pid for _, pid in live_rollout.persona_choices(other)} >= {"nasty-deep", "nasty-big", "nasty-zh"}
     other.dispose()
 
 
 def make_other_store(tmp_path: Path):
-    from storage import make_engine
+    from storage import make_store
 
-    return make_engine(f"sqlite:///{tmp_path / 'other.db'}")
+    return make_store(f"sqlite:///{tmp_path / 'other.db'}")
 
 
-def test_export_refuses_a_row_stored_before_the_bounds_and_writes_no_bare_nan(engine, tmp_path, capsys, db_url):
-    ps.seed_builtin(engine, nastiest()[1:2])
-    with session_scope(engine) as s:  # a row written by an older version, outside today's bounds
-        s.add(ps._fill(Persona(), Profile(**{**LAB, "id": "legacy", "extra": {"x": float("nan")}})))
+def test_export_refuses_a_row_stored_before_the_bounds_and_writes_no_bare_nan(store, tmp_path, capsys, db_url):
+    persona_store.seed_builtin(store, nastiest()[1:2])
+    with session_scope(store) as s:  # a row written by an older version, outside today's bounds
+        s.add(persona_store._fill(Persona(), Profile(**{**LAB, "id": "legacy", "extra": {"x": float("nan")}})))
     out = tmp_path / "out.jsonl"
-    assert cli.main(["personas", "export", str(out), "--db", db_url]) == 1
+    assert simulator_cli.main(["personas", "export", str(out), "--db", db_url]) == 1
     err = capsys.readouterr().err
     assert "1 profile(s) are invalid and were not exported: 'legacy' (extra.x" in err and "Traceback" not in err
     assert not out.exists()
 
 
-def test_web_import_reports_lines_like_the_cli_and_never_exception_text(engine, tmp_path, monkeypatch):
+def test_web_import_reports_lines_like_the_cli_and_never_exception_text(store, tmp_path, monkeypatch):
     from app.render import md
     from app.views.personas import import_markdown
 
     path = tmp_path / "hostile.jsonl"
     path.write_text("\n".join(text for _, text, _ in HOSTILE[:4]) + "\n")
-    report = import_markdown(engine, path, keep_valid=False, replace=False)
+    report = import_markdown(store, path, keep_valid=False, replace=False)
     for number, (_, _, field) in enumerate(HOSTILE[:4], start=1):
         assert f"- line {number}: {md(field)}: " in report
-    assert "Nothing was stored" in report and ps.count_profiles(engine) == 0
-    assert "... and 2 more problem(s)" in import_markdown(engine, path, False, False, max_listed=2)
+    assert "Nothing was stored" in report and persona_store.count_profiles(store) == 0
+    assert "... and 2 more problem(s)" in import_markdown(store, path, False, False, max_listed=2)
 
     def explode(*_a, **_k):
         raise TypeError("unhashable type: 'list' at /secret/path")
 
-    monkeypatch.setattr(ps, "import_file", explode)
-    report = import_markdown(engine, path, keep_valid=True, replace=False)
+    monkeypatch.setattr(persona_store, "import_file", explode)
+    report = import_markdown(store, path, keep_valid=True, replace=False)
     assert "failed unexpectedly; nothing was stored" in report
     assert "unhashable" not in report and "/secret/path" not in report
 
 
 @pytest.mark.process
-def test_nastiest_profile_plays_a_rollout(engine, db_url, tiny_model_dir):
+def test_nastiest_profile_plays_a_rollout(store, db_url, tiny_model_dir):
     """A stored profile at the bounds runs through `python -m trainer rollout` with the offline simulator."""
     from storage.dialogues import load_dialogue
 
-    ps.seed_builtin(engine, nastiest()[:2])
+    persona_store.seed_builtin(store, nastiest()[:2])
     proc = subprocess.run(
         [sys.executable, "-m", "trainer", "rollout", "--persona", "nasty-deep", "--persona", "nasty-big",
          "--policy", str(tiny_model_dir), "--simulator", "offline", "--max-turns", "2", "--max-new-tokens", "8",
@@ -210,7 +211,7 @@ def test_nastiest_profile_plays_a_rollout(engine, db_url, tiny_model_dir):
     assert [r["persona"] for r in rows] == ["nasty-deep", "nasty-big"]
     for r in rows:
         assert r["status"] == "finished" and not r["error"], r
-        assert load_dialogue(engine, r["id"])["persona_snapshot"]["id"] == r["persona"]
+        assert load_dialogue(store, r["id"])["persona_snapshot"]["id"] == r["persona"]
 
 
 def test_line_bound_is_above_what_an_export_nests():

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from simulator.evaluation import transcripts as tr
-from simulator.personas import store as ps
+from simulator.evaluation import transcripts
+from simulator.personas import store as persona_store
 from simulator.personas import transcript_files
 from storage import Dialogue, Persona, Turn, read_scope
 
@@ -101,8 +101,8 @@ def make_file(rng: random.Random, case: int, build) -> tuple[bytes, set[int]]:
     return b"\n".join(lines) + b"\n", mutated
 
 
-def snapshot(engine) -> tuple:
-    with read_scope(engine) as s:
+def snapshot(store) -> tuple:
+    with read_scope(store) as s:
         return (sorted((p.id, p.updated_at) for p in s.scalars(select(Persona))),
                 sorted(s.scalars(select(Dialogue.id))), s.query(Turn).count())
 
@@ -117,7 +117,7 @@ def check_errors(errors: list, mutated: set[int], good_lines: set[int], n_lines:
         text.encode("utf-8")  # printable to a UTF-8 terminal (no lone surrogate)
 
 
-def test_fuzzed_files_never_raise_name_bad_lines_and_leave_the_store_unchanged(engine):
+def test_fuzzed_files_never_raise_name_bad_lines_and_leave_the_store_unchanged(store):
     rng = random.Random(SEED)
     deadline = time.monotonic() + BUDGET_S
     builders = [lab_record, rlver_record, sage_record]
@@ -127,19 +127,19 @@ def test_fuzzed_files_never_raise_name_bad_lines_and_leave_the_store_unchanged(e
             break
         build = builders[case % 3]
         data, mutated = make_file(rng, case, build)
-        before = snapshot(engine)
+        before = snapshot(store)
         if build is sage_record:
             good, errors, n_lines = transcript_files.read_transcripts(data)
             check_errors(errors, mutated, {n for n, _ in good}, n_lines)
-            report = tr.import_file(engine, data, collection=f"fuzz-{case}")
+            report = transcripts.import_file(store, data, collection=f"fuzz-{case}")
             assert len(report.dialogue_ids) == (0 if errors else len(good))
             seen["transcripts"] += 1
         else:
-            report = ps.import_file(engine, data)
+            report = persona_store.import_file(store, data)
             check_errors(report.errors, mutated, set(report.line_of.values()), report.n_lines)
             assert report.stored == (0 if report.errors else len(report.profiles))
             seen["profiles"] += 1
         if report.errors:
             seen["refused"] += 1
-            assert snapshot(engine) == before
+            assert snapshot(store) == before
     assert seen["profiles"] >= 10 and seen["transcripts"] >= 5 and seen["refused"] >= 10, seen

@@ -31,9 +31,9 @@ def _judge(capsys, server, *args: str) -> tuple[int, dict]:
     return code, json.loads(out[-1]) if out else {}
 
 
-def _rows(engine) -> dict[int, SimpleNamespace]:
+def _rows(store) -> dict[int, SimpleNamespace]:
     """dialogue id -> its stored judge row (attributes as in storage.JudgeScore)."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return {r.dialogue_id: SimpleNamespace(**{c: getattr(r, c) for c in JudgeScore.__table__.columns.keys()})
                 for r in s.scalars(select(JudgeScore))}
 
@@ -78,13 +78,13 @@ def test_the_prompt_is_a_versioned_file_whose_hash_is_recorded(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ the CLI, end to end
-def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_url, capsys, monkeypatch):
+def test_judge_command_scores_an_eval_run_and_reports_each_failure(store, db_url, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-judge-test")
-    ids = store_judged_dialogues(engine, {
+    ids = store_judged_dialogues(store, {
         "warm": WARM_REPLIES, "cold": COLD_REPLIES, "fenced": ["judge-mode:fenced " + WARM_REPLIES[0]],
         "repaired": ["judge-mode:garbage_once " + WARM_REPLIES[0]], "garbage": ["judge-mode:garbage ok"],
         "refusal": ["judge-mode:refusal ok"], "hang": ["judge-mode:hang ok"], "empty": []})
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
     with start_server(api_key="sk-judge-test", hang_s=5.0) as server:
         code, out = _judge(capsys, server, "--eval-run", str(run_id), "--db", db_url, "--timeout", "1",
@@ -95,7 +95,7 @@ def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_ur
     assert out["errors"] == {"parse": 1, "refusal": 1, "timeout": 1, "empty": 1}
     assert bodies and bodies[0]["response_format"]["json_schema"]["name"] == "social_cognition_scores"
 
-    rows = _rows(engine)
+    rows = _rows(store)
     assert {n for n, i in ids.items() if rows[i].status == "ok"} == {"warm", "cold", "fenced", "repaired"}
     warm, cold = rows[ids["warm"]], rows[ids["cold"]]
     assert set(warm.scores) == set(DIMENSIONS) and all(1 <= v <= 5 for v in warm.scores.values())
@@ -117,27 +117,27 @@ def test_judge_command_scores_an_eval_run_and_reports_each_failure(engine, db_ur
         code, again = _judge(capsys, server, "--eval-run", str(run_id), "--db", db_url, "--timeout", "1",
                              "--max-retries", "0")
     assert (again["skipped"], again["judged"], again["ok"]) == (4, 4, 0) and code == 1
-    assert len(_rows(engine)) == 8  # replaced, not added
+    assert len(_rows(store)) == 8  # replaced, not added
 
 
-def test_judge_without_json_schema_and_on_a_collection(engine, db_url, capsys):
-    ids = store_judged_dialogues(engine, {"a": WARM_REPLIES, "b": COLD_REPLIES}, eval_run=False)
+def test_judge_without_json_schema_and_on_a_collection(store, db_url, capsys):
+    ids = store_judged_dialogues(store, {"a": WARM_REPLIES, "b": COLD_REPLIES}, eval_run=False)
     with start_server() as server:
         code, out = _judge(capsys, server, "--collection", "judge-test", "--no-json-schema", "--db", db_url)
         assert not any("response_format" in b for b in server.requests)
     assert code == 0 and out["ok"] == 2 and out["fingerprint"]["response_format"] == "none"
     assert set(out["means"]) == set(DIMENSIONS)
-    with session_scope(engine) as s:  # a deleted dialogue takes its ratings with it
+    with session_scope(store) as s:  # a deleted dialogue takes its ratings with it
         s.execute(delete(Dialogue).where(Dialogue.id == ids["a"]))
-    assert set(_rows(engine)) == {ids["b"]}
+    assert set(_rows(store)) == {ids["b"]}
 
 
-def test_an_endpoint_that_fails_every_call_leaves_an_error_on_every_dialogue(engine, db_url, capsys):
-    ids = store_judged_dialogues(engine, {"a": WARM_REPLIES, "b": COLD_REPLIES}, eval_run=False)
+def test_an_endpoint_that_fails_every_call_leaves_an_error_on_every_dialogue(store, db_url, capsys):
+    ids = store_judged_dialogues(store, {"a": WARM_REPLIES, "b": COLD_REPLIES}, eval_run=False)
     with start_server(models=["another-model"]) as server:
         code, out = _judge(capsys, server, "--dialogues", *map(str, ids.values()), "--db", db_url)
     assert code == 1 and out["ok"] == 0 and out["errors"] == {"backend": 2}
-    rows = _rows(engine)
+    rows = _rows(store)
     assert all("does not know model 'scripted'" in rows[i].error for i in ids.values())
 
 
@@ -148,23 +148,23 @@ def test_an_endpoint_that_fails_every_call_leaves_an_error_on_every_dialogue(eng
     (["--collection", "x", "--step", "2"], "--step: only with --job"),
     (["--collection", "x", "--prompt-version", "v9"], "judge prompt version 'v9' not found"),
 ])
-def test_bad_input_names_the_option(engine, db_url, capsys, args, message):
+def test_bad_input_names_the_option(store, db_url, capsys, args, message):
     code = main(["judge", *args, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--db", db_url])
     assert code == 2 and message in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ the radar
-def test_benchmark_view_radar_shows_the_run_means_per_judge(engine, db_url, capsys):
+def test_benchmark_view_radar_shows_the_run_means_per_judge(store, db_url, capsys):
     from app.judge_panel import judge_view
 
-    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES, "bad": ["judge-mode:refusal ok"]})
-    with session_scope(engine) as s:
+    ids = store_judged_dialogues(store, {"warm": WARM_REPLIES, "cold": COLD_REPLIES, "bad": ["judge-mode:refusal ok"]})
+    with session_scope(store) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
-    assert judge_view(engine, run_id) == ("", None)  # not judged yet: nothing shown
+    assert judge_view(store, run_id) == ("", None)  # not judged yet: nothing shown
     with start_server() as server:
         _judge(capsys, server, "--eval-run", str(run_id), "--db", db_url)
-    rows = _rows(engine)
-    text, fig = judge_view(engine, run_id)
+    rows = _rows(store)
+    text, fig = judge_view(store, run_id)
     assert "n 2" in text and "errors 1 (refusal 1)" in text
     (trace,) = fig.data
     assert trace.type == "scatterpolar" and list(trace.theta[:5]) == [
@@ -180,11 +180,11 @@ def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screensho
 
     from trainer.evaluation import eval_runs
 
-    engine, page = lab_server.store, browser_page
-    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES})
-    with session_scope(engine) as s:
+    store, page = lab_server.store, browser_page
+    ids = store_judged_dialogues(store, {"warm": WARM_REPLIES, "cold": COLD_REPLIES})
+    with session_scope(store) as s:
         run_id = s.get(Dialogue, ids["warm"]).eval_run_id
-    eval_runs.finish_eval_run(engine, run_id, "succeeded")
+    eval_runs.finish_eval_run(store, run_id, "succeeded")
     with start_server() as server, ThreadPoolExecutor(1) as pool:  # sync Playwright holds this thread's loop
         pool.submit(_judge, capsys, server, "--eval-run", str(run_id), "--db", lab_server.store_url).result()
     page.get_by_role("tab", name="Benchmark").click()

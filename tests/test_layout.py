@@ -2,7 +2,7 @@
 no import cycles (imports inside functions included) and no private name taken from another module;
 packages of about a dozen modules and modules under 400 lines; views reach the store only through
 services; the rollout loop reports to hooks and never writes the store itself; test fixtures (testkit/)
-stay out of the product packages."""
+stay out of the product packages; no module of the lab is imported under an alias shorter than its name."""
 from __future__ import annotations
 
 import ast
@@ -211,3 +211,41 @@ def test_a_planted_two_way_package_pair_is_caught(tmp_path):
     assert two_way_package_pairs(tmp_path, ("pkg",)) == [("pkg.one", "pkg.two")]
     (tmp_path / "pkg" / "two" / "b.py").write_text("def f():\n    return 1\n")
     assert two_way_package_pairs(tmp_path, ("pkg",)) == []
+
+
+def short_module_aliases(root: Path, packages: tuple[str, ...], folders: tuple[str, ...]) -> list[str]:
+    """`import pkg.mod as m` / `from pkg import mod as m` where `mod` is a module of `packages` and the alias
+    is shorter than its name: a reader meets `m.save(...)` and has to look up what `m` is. Other libraries'
+    conventions (np, gr, go, sa) are not modules of the lab and stay."""
+    ours = set(module_files(root, packages))
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    pairs = [(a.name, a.asname) for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    pairs = [(f"{node.module}.{a.name}", a.asname) for a in node.names]
+                else:
+                    continue
+                found += [f"{path.relative_to(root)}:{node.lineno}: {module} as {alias}" for module, alias in pairs
+                          if alias and module in ours and len(alias) < len(module.rsplit(".", 1)[-1])]
+    return found
+
+
+def test_no_module_is_imported_under_a_shorter_alias():
+    assert short_module_aliases(ROOT, CHECKED, CHECKED + ("tests",)) == []
+
+
+def test_a_planted_short_alias_is_caught(tmp_path):
+    """The check itself: a short alias of a module (caught, in a function too), of a function and of another
+    library (both left alone), and an alias as long as the module's name (fine)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "store.py").write_text("def save():\n    return 1\n")
+    (pkg / "user.py").write_text("import pkg.store as ps\nfrom pkg.store import save as s\nimport numpy as np\n"
+                                 "def f():\n    from pkg import store as st\n    return st\n")
+    (pkg / "fine.py").write_text("from pkg import store as depot\nimport pkg.store as persona_store\n")
+    assert short_module_aliases(tmp_path, ("pkg",), ("pkg",)) == ["pkg/user.py:1: pkg.store as ps",
+                                                                  "pkg/user.py:5: pkg.store as st"]

@@ -18,7 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, select, text
 
-from storage import Base, Dialogue, StoreError, Turn, make_engine, read_scope
+from storage import Base, Dialogue, StoreError, Turn, make_store, read_scope
 from storage.migrate import MIGRATIONS, head_revision, upgrade_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,15 +30,15 @@ def db_url(any_db_url: str) -> str:
     return any_db_url
 
 
-def schema_diffs(engine) -> list:
-    with engine.connect() as conn:
+def schema_diffs(store) -> list:
+    with store.connect() as conn:
         return compare_metadata(MigrationContext.configure(conn), Base.metadata)
 
 
-def all_rows(engine) -> dict[str, list[tuple]]:
+def all_rows(store) -> dict[str, list[tuple]]:
     """table -> (its columns, its rows in key order as plain tuples), for every table of the store."""
     rows = {}
-    with engine.connect() as conn:
+    with store.connect() as conn:
         for table in sorted(inspect(conn).get_table_names()):
             if table == "alembic_version":
                 continue
@@ -61,11 +61,11 @@ def load_store_before_migrations(url: str, request: pytest.FixtureRequest) -> No
 
 def test_the_migrated_schema_is_the_models_schema(db_url: str):
     """Every change to the models needs a revision: a model changed without one fails here (docs/store.md)."""
-    engine = make_engine(db_url)
-    assert schema_diffs(engine) == []
-    with engine.connect() as conn:
+    store = make_store(db_url)
+    assert schema_diffs(store) == []
+    with store.connect() as conn:
         assert MigrationContext.configure(conn).get_current_revision() == head_revision()
-    engine.dispose()
+    store.dispose()
 
 
 def test_a_store_made_before_migrations_is_adopted_with_every_row(db_url: str, request, capsys):
@@ -73,22 +73,22 @@ def test_a_store_made_before_migrations_is_adopted_with_every_row(db_url: str, r
     plain = create_engine(db_url)
     before = all_rows(plain)
     assert sum(len(r[1]) for r in before.values()) >= 25 and len(before) == 17  # every table of d29f43a
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "adopted a store made before migrations" in err[0] and head_revision() in err[0]
     assert "lab-test-secret" not in err[0]
     after = all_rows(plain)
     assert {table: rows for table, rows in after.items() if table in before} == before
     assert all(not after[table][1] for table in set(after) - set(before))  # tables of later revisions: empty
-    assert schema_diffs(engine) == []
-    with read_scope(engine) as s:  # and the lab reads it through the models
+    assert schema_diffs(store) == []
+    with read_scope(store) as s:  # and the lab reads it through the models
         dialogue = s.scalars(select(Dialogue).where(Dialogue.persona_id == "tom-ü")).one()
         assert [t.text for t in dialogue.turns] == ["Hi. Rough day.", "That sounds hard — what happened?",
                                                     "我被跳过了。"]
         assert dialogue.turns[1].policy_version == 1 and dialogue.final_emotion == 68.0
-    make_engine(db_url).dispose()  # at head now: nothing to say
+    make_store(db_url).dispose()  # at head now: nothing to say
     assert capsys.readouterr().err == ""
-    engine.dispose()
+    store.dispose()
     plain.dispose()
 
 
@@ -102,17 +102,17 @@ def test_an_older_store_gets_its_missing_columns_and_tables(db_url: str, request
         conn.execute(text("DROP TABLE comparison"))
         conn.execute(text("ALTER TABLE turn DROP COLUMN policy_version"))
     before = all_rows(plain)
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     err = capsys.readouterr().err
     assert "added column turn.policy_version" in err and "created table comparison" in err
     after = all_rows(plain)
     for table, (cols, rows) in before.items():
         keep = [after[table][0].index(c) for c in cols]
         assert [tuple(r[i] for i in keep) for r in after[table][1]] == rows, table
-    assert schema_diffs(engine) == []
-    with read_scope(engine) as s:
+    assert schema_diffs(store) == []
+    with read_scope(store) as s:
         assert {t.policy_version for t in s.scalars(select(Turn))} == {None}
-    engine.dispose()
+    store.dispose()
     plain.dispose()
 
 
@@ -153,40 +153,40 @@ def later_revisions(tmp_path: Path, with_owner_decision: bool) -> Path:
 
 
 def test_later_revisions_run_and_one_needing_the_owner_refuses_with_the_command(db_url: str, tmp_path: Path):
-    engine = make_engine(db_url)
-    with engine.begin() as conn:
+    store = make_store(db_url)
+    with store.begin() as conn:
         conn.execute(text("INSERT INTO persona (id, name, language, persona, background, explicit_goal, hidden_need, "
                           "need_category, personality, traits, first_line, difficulty, source, extra, created_at, "
                           "updated_at) VALUES ('p1', 'Ana', 'en', '', '', '', '', '', '', '[]', '', 'standard', "
                           "'user', '{}', '2026-01-01', '2026-01-01')"))
-    done = upgrade_store(engine, "the-url", script_location=later_revisions(tmp_path, False))
+    done = upgrade_store(store, "the-url", script_location=later_revisions(tmp_path, False))
     first, second = next_revisions()
     assert (done.before, done.after, done.adopted) == (head_revision(), first, False)
     assert "upgraded the schema from revision" in done.describe("the-url")
-    with engine.connect() as conn:
+    with store.connect() as conn:
         assert conn.execute(text("SELECT display_name FROM persona")).scalar() == "Ana"
     folder = later_revisions(tmp_path, True)
     with pytest.raises(StoreError) as refused:
-        upgrade_store(engine, "the-url", script_location=folder)
+        upgrade_store(store, "the-url", script_location=folder)
     message = str(refused.value)
     assert "drops persona.source" in message and "python -m storage upgrade --db 'the-url'" in message
-    with engine.connect() as conn:  # nothing done
+    with store.connect() as conn:  # nothing done
         assert "source" in {c["name"] for c in inspect(conn).get_columns("persona")}
-    done = upgrade_store(engine, "the-url", allow_owner_decisions=True, script_location=folder)
+    done = upgrade_store(store, "the-url", allow_owner_decisions=True, script_location=folder)
     assert done.after == second
-    with engine.connect() as conn:
+    with store.connect() as conn:
         assert "source" not in {c["name"] for c in inspect(conn).get_columns("persona")}
         assert conn.execute(text("SELECT display_name FROM persona")).scalar() == "Ana"
-    engine.dispose()
+    store.dispose()
 
 
 def test_a_store_from_a_newer_version_is_refused(db_url: str):
-    make_engine(db_url).dispose()
+    make_store(db_url).dispose()
     plain = create_engine(db_url)
     with plain.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(StoreError, match="revision 9999, which this code does not know.*update the lab's code"):
-        make_engine(db_url)
+        make_store(db_url)
     plain.dispose()
 
 

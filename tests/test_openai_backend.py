@@ -21,28 +21,28 @@ def backend_for(server, **kw):
     return make_backend(opts.pop("spec", "openai:sim-model"), **opts)
 
 
-async def run_dialogue(engine, profile, backend, seed, max_turns=6):
+async def run_dialogue(store, profile, backend, seed, max_turns=6):
     """Play and store one dialogue the way the rollout engine does; never raises."""
     agent = SentientAgent(profile, backend, seed=seed)
     fp = agent.fingerprint()
-    did = start_dialogue(engine, persona_id=profile.id, source="rollout", simulator_fingerprint=fp,
+    did = start_dialogue(store, persona_id=profile.id, source="rollout", simulator_fingerprint=fp,
                          fingerprint_hash=agent.fingerprint_hash(), seed=seed)
     turn = await agent.opening()
     history, index = [{"role": "user", "content": turn.text}], 0
-    add_turn(engine, did, index, "user", turn.text, emotion=turn.emotion, error=turn.error)
+    add_turn(store, did, index, "user", turn.text, emotion=turn.emotion, error=turn.error)
     for k in range(max_turns):
         if turn.done:
             break
         reply = REPLIES[(seed + k) % len(REPLIES)]
         index += 1
-        add_turn(engine, did, index, "assistant", reply)
+        add_turn(store, did, index, "assistant", reply)
         turn = await agent.respond(history, reply)
         index += 1
-        add_turn(engine, did, index, "user", turn.text, emotion=turn.emotion, delta=turn.delta, inner=turn.inner,
+        add_turn(store, did, index, "user", turn.text, emotion=turn.emotion, delta=turn.delta, inner=turn.inner,
                  n_tokens=turn.n_tokens, latency_s=turn.latency_s, error=turn.error)
         history += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn.text}]
     status = "failed" if turn.outcome == "error" else "finished"
-    finish_dialogue(engine, did, status, turn.emotion, outcome=turn.outcome or "max_turns", error=turn.error)
+    finish_dialogue(store, did, status, turn.emotion, outcome=turn.outcome or "max_turns", error=turn.error)
     return did
 
 
@@ -56,17 +56,17 @@ def test_completion_records_latency_and_tokens():
         assert server.calls == 2
 
 
-def test_thirty_percent_faults_every_dialogue_ends_with_its_reason(engine):
+def test_thirty_percent_faults_every_dialogue_ends_with_its_reason(store):
     profile = make_sim_profile()
     with start_server(fault_rate=0.3, seed=7, hang_s=3.0) as server:
         backend = backend_for(server, max_retries=1, timeout=1.0)
 
         async def all_dialogues():
-            return await asyncio.gather(*[run_dialogue(engine, profile, backend, seed) for seed in range(16)])
+            return await asyncio.gather(*[run_dialogue(store, profile, backend, seed) for seed in range(16)])
 
         ids = asyncio.run(all_dialogues())
         assert set(server.injected) == set(FAULTS)  # every kind of fault happened
-    dialogues = [load_dialogue(engine, i) for i in ids]
+    dialogues = [load_dialogue(store, i) for i in ids]
     assert all(d["status"] in ("finished", "failed") for d in dialogues)
     failed = [d for d in dialogues if d["status"] == "failed"]
     finished = [d for d in dialogues if d["status"] == "finished"]

@@ -10,9 +10,9 @@ import pytest
 import torch
 from sqlalchemy import select, text
 
-from storage import Dialogue, Turn, make_engine, read_scope
+from storage import Dialogue, Turn, make_store, read_scope
 from trainer.config import ConfigError, TrainConfig
-from trainer.learning import algorithms as A
+from trainer.learning import algorithms
 
 
 def _config(model: Path, tmp_path: Path, **changes) -> TrainConfig:
@@ -58,9 +58,9 @@ def test_decoupled_loss_without_stale_tokens_is_the_ppo_loss_exactly():
     logprobs = -torch.rand(3, 7, generator=g).requires_grad_(True)
     old, behaviour = -torch.rand(3, 7, generator=g), -torch.rand(3, 7, generator=g)
     adv, mask = torch.randn(3, 7, generator=g), (torch.rand(3, 7, generator=g) > 0.3).float()
-    ppo = A.ppo_policy_loss(logprobs, old, adv, mask, 0.2, 11.0)
-    dec = A.decoupled_policy_loss(logprobs, old, behaviour, torch.zeros_like(mask), adv, mask, 0.2, 2.0,
-                                  "decoupled_ppo", 11.0)
+    ppo = algorithms.ppo_policy_loss(logprobs, old, adv, mask, 0.2, 11.0)
+    dec = algorithms.decoupled_policy_loss(logprobs, old, behaviour, torch.zeros_like(mask), adv, mask, 0.2, 2.0,
+                                           "decoupled_ppo", 11.0)
     for a, b in zip(ppo, dec[:3]):
         assert torch.equal(a, b)
     assert dec[3]["stale"] == 0
@@ -76,8 +76,8 @@ def test_stale_tokens_are_weighed_by_proximal_over_behaviour_probability(estimat
     behaviour = torch.tensor([[-1.5, -2.5, -3.0]])
     stale, mask, adv = torch.tensor([[1.0, 1.0, 0.0]]), torch.ones(1, 3), torch.ones(1, 3)
     logprobs = prox.clone().requires_grad_(True)
-    loss, _, _, sums = A.decoupled_policy_loss(logprobs, prox, behaviour, stale, adv, mask, 0.2, 2.0, estimator,
-                                               3.0)
+    loss, _, _, sums = algorithms.decoupled_policy_loss(logprobs, prox, behaviour, stale, adv, mask, 0.2, 2.0,
+                                                        estimator, 3.0)
     loss.backward()
     assert logprobs.grad[0].tolist() == pytest.approx([-w / 3.0 for w in expected_weights])
     assert (sums["stale"], sums["capped"]) == (2.0, 1.0)
@@ -137,18 +137,18 @@ def test_a_dialogue_beyond_the_bound_is_dropped_with_its_group_and_never_trained
 
 @pytest.mark.model
 def test_overlapped_run_records_every_reply_version_and_stays_within_the_bound(tiny_model_dir: Path,
-                                                                               tmp_path: Path, engine):
+                                                                               tmp_path: Path, store):
     from trainer.learning.rl_trainer import RLTrainer
 
     steps = 4
     cfg = _config(tiny_model_dir, tmp_path, max_staleness=1, steps=steps, rollout_schedule="async")
-    trainer = RLTrainer(cfg, store=engine)
+    trainer = RLTrainer(cfg, store=store)
     history = {step: trainer.train_step(step) for step in range(1, steps + 1)}
     trainer._stop_overlap()
     assert all(m["dialogues_beyond_bound"] == 0 and m["policy_lag_max"] <= 1 for m in history.values())
     assert history[1]["policy_lag_max"] == 0  # the first step has nothing older than the initial weights
     assert all(0 <= m["learner_idle_share"] <= 1 and m["learner_busy_s"] > 0 for m in history.values())
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         dialogues = s.scalars(select(Dialogue)).all()
         assert sorted(d.step for d in dialogues) == [k for k in range(1, steps + 1) for _ in range(4)]
         for d in dialogues:
@@ -193,7 +193,7 @@ def make_user(profile, seed):
 
 @pytest.mark.parametrize("partial", [True, False])
 def test_partial_rollouts_decide_whether_a_dialogue_may_span_two_versions(tiny_model_dir: Path, tmp_path: Path,
-                                                                          engine, partial: bool):
+                                                                          store, partial: bool):
     """The simulated user takes 0.5 s a turn (1.5 s a dialogue), the tiny learner's update a fraction of that,
     so every weight push lands while the next step's dialogues talk. With partial rollouts they continue under
     the new weights (some dialogue holds two versions); without, the push waits and each dialogue keeps one."""
@@ -204,13 +204,13 @@ def test_partial_rollouts_decide_whether_a_dialogue_may_span_two_versions(tiny_m
     steps = 4
     cfg = _config(tiny_model_dir, tmp_path, max_staleness=1, steps=steps, max_turns=3, rollout_schedule="async",
                   simulator=f"python:{user}:make_user", partial_rollouts=partial)
-    trainer = RLTrainer(cfg, store=engine)
+    trainer = RLTrainer(cfg, store=store)
     try:
         history = [trainer.train_step(step) for step in range(1, steps + 1)]
     finally:
         trainer._stop_overlap()
     assert all(m["dialogues_beyond_bound"] == 0 and m["policy_lag_max"] <= 1 for m in history)
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         spans = {d.id: (d.step, [t.policy_version for t in d.turns if t.role == "assistant"])
                  for d in s.scalars(select(Dialogue))}
     assert sorted(step for step, _ in spans.values()) == [k for k in range(1, steps + 1) for _ in range(4)]
@@ -226,14 +226,14 @@ def test_an_older_store_gains_the_policy_version_column_and_keeps_its_rows(tmp_p
     from storage.dialogues import add_turn, start_dialogue
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    store = make_engine(url)
+    store = make_store(url)
     dialogue_id = start_dialogue(store, source="train")
     add_turn(store, dialogue_id, 0, "user", "hello")
     with store.begin() as conn:  # the store as a version before policy_version (and migrations) made it
         conn.execute(text('ALTER TABLE "turn" DROP COLUMN "policy_version"'))
         conn.execute(text("DROP TABLE alembic_version"))
     store.dispose()
-    upgraded = make_engine(url)
+    upgraded = make_store(url)
     with read_scope(upgraded) as s:
         [turn] = s.scalars(select(Turn)).all()
         assert (turn.text, turn.policy_version) == ("hello", None)
@@ -254,13 +254,13 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
 
     from helpers import metric_steps, tiny_train_config, trainer_cli, wait_for_step
 
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2, max_staleness=1, max_turns=2)
     home = tmp_path / "home"
     proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
-    store = make_engine(db_url)
+    store = make_store(db_url)
     job_id = wait_for_step(store, proc, 3)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -269,7 +269,7 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
     assert in_flight, "the next step's dialogues were running when the learner reported step 3"
     from helpers import wait_for
 
-    wait_for(lambda: jobs.reap_dead_jobs(store) == [job_id])  # the reaper, once the dead owner's lock is free
+    wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once the dead owner's lock is free
 
     resumed = trainer_cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
@@ -287,22 +287,22 @@ def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialog
     store.dispose()
 
 
-def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(engine):
-    from app.services import training as ts
+def test_training_view_draws_the_policy_lag_and_learner_idle_share_per_step(store):
+    from app.services import training
     from storage import Metric, session_scope
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(engine, "train", {"algorithm": "grpo", "max_staleness": 1})
-    with session_scope(engine) as s:  # what an overlapped run's steps report (rl_trainer.train_step)
+    job_id = job_queue.create_job(store, "train", {"algorithm": "grpo", "max_staleness": 1})
+    with session_scope(store) as s:  # what an overlapped run's steps report (rl_trainer.train_step)
         for step, (lag_mean, lag_max, idle) in enumerate([(0.0, 0.0, 0.9), (0.5, 1.0, 0.4)], start=1):
             for name, value in (("policy_lag_mean", lag_mean), ("policy_lag_max", lag_max),
                                 ("learner_idle_share", idle), ("reward_mean", 0.3)):
                 s.add(Metric(job_id=job_id, step=step, name=name, value=value))
-    figure = ts.overlap_figure(jobs.job_detail(engine, job_id))
+    figure = training.overlap_figure(job_queue.job_detail(store, job_id))
     assert [t.name for t in figure.data] == ["policy_lag_mean", "policy_lag_max", "learner_idle_share"]
     assert list(figure.data[1].x) == [1, 2] and list(figure.data[1].y) == [0.0, 1.0]
     assert list(figure.data[2].y) == [0.9, 0.4]
-    assert ts.overlap_figure(None).layout.annotations[0].text == "no data yet"
+    assert training.overlap_figure(None).layout.annotations[0].text == "no data yet"
 
 
 _VLLM_RUN = r'''

@@ -11,8 +11,8 @@ import yaml
 
 from simulator.__main__ import main
 from simulator.llm.prompting import load_prompt_file
-from simulator.personas import generation_store as gs
-from simulator.personas import store as ps
+from simulator.personas import generation_store
+from simulator.personas import store as persona_store
 from simulator.personas.builtin import BUILTIN_PROFILES
 from simulator.personas.generation import PROMPT_DIR, SpecError, plan_slots, read_answer, share_counts, spec_from_dict
 from simulator.personas.profile import ProfileError
@@ -113,8 +113,8 @@ def test_generate_covers_repair_invalid_duplicate_and_leak_and_records_what_prod
     schema = bodies[0]["response_format"]["json_schema"]
     assert schema["name"] == "persona_profile" and len(schema["schema"]["properties"]["need_category"]["enum"]) == 1
 
-    store = ps.open_store(db_url)
-    cands = _by_topic(gs.list_candidates(store, out["generation_id"]))
+    store = persona_store.open_store(db_url)
+    cands = _by_topic(generation_store.list_candidates(store, out["generation_id"]))
     assert set(cands) == {"job", "invalid_once", "invalid", "duplicate", "leak", "house"}
     assert cands["job"]["status"] == "pending" and cands["job"]["attempts"] == 1 and cands["job"]["similarity"] < 0.9
     assert cands["invalid_once"]["status"] == "pending" and cands["invalid_once"]["attempts"] == 2  # repaired
@@ -128,7 +128,7 @@ def test_generate_covers_repair_invalid_duplicate_and_leak_and_records_what_prod
     for c in cands.values():  # every candidate names the slot it was asked for
         assert c["profile"].get("need_category", c["plan"]["need_category"]) == c["plan"]["need_category"]
 
-    g = gs.get_generation(store, out["generation_id"])
+    g = generation_store.get_generation(store, out["generation_id"])
     assert (g["status"], g["n_planned"], g["n_done"], g["model"]) == ("finished", 6, 6, "scripted")
     assert g["endpoint"] == server.base_url.split("/")[2] and g["finished_at"] is not None
     assert (g["prompt_version"], g["prompt_sha256"]) == ("v1", load_prompt_file(PROMPT_DIR, "v1")["sha256"])
@@ -141,39 +141,40 @@ def test_review_accept_edit_reject_regenerate(tmp_path, db_url, capsys):
     spec = _spec_file(tmp_path, MIXED)
     with start_server() as server:
         code, out, _ = _generate(capsys, server, spec, db_url)
-        store = ps.open_store(db_url)
+        store = persona_store.open_store(db_url)
         gid = out["generation_id"]
-        cands = _by_topic(gs.list_candidates(store, gid))
+        cands = _by_topic(generation_store.list_candidates(store, gid))
 
-        accepted = gs.accept_candidate(store, cands["job"]["id"])
-        stored = ps.get_profile(store, accepted.id)
+        accepted = generation_store.accept_candidate(store, cands["job"]["id"])
+        stored = persona_store.get_profile(store, accepted.id)
         assert stored.extra == {"generation_id": gid, "candidate_id": cands["job"]["id"]}
         assert stored.source == "generated"
         with pytest.raises(ProfileError, match="already accepted"):
-            gs.accept_candidate(store, cands["job"]["id"])
+            generation_store.accept_candidate(store, cands["job"]["id"])
 
         with pytest.raises(ProfileError, match="is invalid .*edit it first"):
-            gs.accept_candidate(store, cands["invalid"]["id"])
-        edited = gs.candidate_profile(gs.get_candidate(store, cands["invalid"]["id"]))
+            generation_store.accept_candidate(store, cands["invalid"]["id"])
+        edited = generation_store.candidate_profile(generation_store.get_candidate(store, cands["invalid"]["id"]))
         edited.hidden_need = ""
         with pytest.raises(ProfileError) as e:  # still invalid: nothing stored
-            gs.accept_candidate(store, cands["invalid"]["id"], edited)
+            generation_store.accept_candidate(store, cands["invalid"]["id"], edited)
         assert "hidden_need" in e.value.errors
-        assert gs.get_candidate(store, cands["invalid"]["id"])["status"] == "invalid"
+        assert generation_store.get_candidate(store, cands["invalid"]["id"])["status"] == "invalid"
         edited.hidden_need = "They want someone to just listen."
-        fixed = gs.accept_candidate(store, cands["invalid"]["id"], edited)
-        assert ps.get_profile(store, fixed.id).hidden_need == "They want someone to just listen."
+        fixed = generation_store.accept_candidate(store, cands["invalid"]["id"], edited)
+        assert persona_store.get_profile(store, fixed.id).hidden_need == "They want someone to just listen."
 
-        gs.reject_candidate(store, cands["duplicate"]["id"])
-        before = gs.get_candidate(store, cands["house"]["id"])
-        again = gs.regenerate_candidate(store, before["id"])  # generator rebuilt from the recorded settings
+        generation_store.reject_candidate(store, cands["duplicate"]["id"])
+        before = generation_store.get_candidate(store, cands["house"]["id"])
+        # the generator is rebuilt from the recorded settings
+        again = generation_store.regenerate_candidate(store, before["id"])
         assert again["regenerated"] == 1 and again["status"] == "pending"
         assert again["profile"]["name"] != before["profile"]["name"]
         assert "Variation 2" in server.requests[-1]["messages"][1]["content"]
 
-    taken = gs.accept_all_valid(store, gid)
+    taken = generation_store.accept_all_valid(store, gid)
     assert {p.extra["candidate_id"] for p in taken} == {cands["invalid_once"]["id"], cands["house"]["id"]}
-    g = gs.get_generation(store, gid)
+    g = generation_store.get_generation(store, gid)
     assert g["counts"] == {"pending": 0, "accepted": 4, "rejected": 1, "invalid": 1, "duplicate": 0}
 
 
@@ -189,7 +190,7 @@ def test_accept_flag_stores_the_valid_candidates_and_a_second_batch_dedupes_agai
     nearest = {c["nearest_id"] for c in second["candidates"]}
     assert nearest == set(first["accepted"])
     assert all(c["similarity"] > 0.99 for c in second["candidates"])
-    listed = {p.id: p for p in ps.list_profiles(ps.open_store(db_url))}
+    listed = {p.id: p for p in persona_store.list_profiles(persona_store.open_store(db_url))}
     assert all(listed[i].extra["generation_id"] == first["generation_id"] for i in first["accepted"])
 
 
@@ -204,36 +205,39 @@ def test_a_lower_threshold_marks_more_duplicates(tmp_path, db_url, capsys):
 
 @pytest.mark.model
 def test_cancel_stops_further_calls_and_keeps_what_was_made(tmp_path, db_url):
-    store = ps.open_store(db_url)
+    store = persona_store.open_store(db_url)
     spec = spec_from_dict({"count": 5, "seed": 0})
     cancel = threading.Event()
     with start_server(latency_s=0.2) as server:
-        gen = gs.make_generator(server.base_url, "scripted", max_in_flight=1)
-        gid = gs.run_generation(store, spec, gen, on_result=lambda *_: cancel.set(), cancelled=cancel.is_set)
+        gen = generation_store.make_generator(server.base_url, "scripted", max_in_flight=1)
+        gid = generation_store.run_generation(store, spec, gen, on_result=lambda *_: cancel.set(),
+                                              cancelled=cancel.is_set)
         calls = server.calls
-    g = gs.get_generation(store, gid)
+    g = generation_store.get_generation(store, gid)
     assert g["status"] == "cancelled" and g["n_done"] == 1 and calls == 1
-    assert len(gs.list_candidates(store, gid)) == 1
+    assert len(generation_store.list_candidates(store, gid)) == 1
 
 
 @pytest.mark.model
 def test_a_stopped_generation_continues_with_only_the_slots_not_made(db_url):
-    store = ps.open_store(db_url)
+    store = persona_store.open_store(db_url)
     spec = spec_from_dict({"count": 5, "seed": 0})
     cancel = threading.Event()
     with start_server() as server:
-        gen = gs.make_generator(server.base_url, "scripted", max_in_flight=1)
-        gid = gs.run_generation(store, spec, gen, on_result=lambda _c, done, _n: done >= 2 and cancel.set(),
-                                cancelled=cancel.is_set)
-        first = [c["slot"] for c in gs.list_candidates(store, gid)]
-        assert gs.get_generation(store, gid)["status"] == "cancelled" and len(first) == 2
+        gen = generation_store.make_generator(server.base_url, "scripted", max_in_flight=1)
+        gid = generation_store.run_generation(store, spec, gen,
+                                              on_result=lambda _c, done, _n: done >= 2 and cancel.set(),
+                                              cancelled=cancel.is_set)
+        first = [c["slot"] for c in generation_store.list_candidates(store, gid)]
+        assert generation_store.get_generation(store, gid)["status"] == "cancelled" and len(first) == 2
         seen = []
-        gs.run_generation(store, spec, gen, on_result=lambda c, done, n: seen.append((c.slot["slot"], done, n)),
-                          generation_id=gid)
+        generation_store.run_generation(store, spec, gen,
+                                        on_result=lambda c, done, n: seen.append((c.slot["slot"], done, n)),
+                                        generation_id=gid)
         calls = server.calls
-    g = gs.get_generation(store, gid)
+    g = generation_store.get_generation(store, gid)
     assert g["status"] == "finished" and g["n_done"] == 5 and calls == 5
-    assert [c["slot"] for c in gs.list_candidates(store, gid)] == [0, 1, 2, 3, 4]
+    assert [c["slot"] for c in generation_store.list_candidates(store, gid)] == [0, 1, 2, 3, 4]
     assert sorted(s for s, _, _ in seen) == sorted(set(range(5)) - set(first))
     assert [d for _, d, _ in seen] == [3, 4, 5]
 
@@ -276,15 +280,15 @@ def test_a_bad_spec_file_is_named_with_its_field(tmp_path, db_url, capsys):
 def test_an_existing_store_gets_the_generation_tables_when_opened(db_url):
     from sqlalchemy import inspect, text
 
-    from storage import make_engine
+    from storage import make_store
 
-    old = make_engine(db_url)
+    old = make_store(db_url)
     with old.begin() as conn:  # a store made before persona generation (and schema migrations) existed
         conn.execute(text("DROP TABLE persona_candidate"))
         conn.execute(text("DROP TABLE persona_generation"))
         conn.execute(text("DROP TABLE alembic_version"))
-    ps.seed_builtin(old)
+    persona_store.seed_builtin(old)
     old.dispose()
-    store = make_engine(db_url)
+    store = make_store(db_url)
     assert {"persona_generation", "persona_candidate"} <= set(inspect(store).get_table_names())
-    assert ps.count_profiles(store) == len(BUILTIN_PROFILES)
+    assert persona_store.count_profiles(store) == len(BUILTIN_PROFILES)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import make_sim_profile
 
-from simulator import __main__ as cli
-from simulator.personas import lint as pl
+from simulator import __main__ as simulator_cli
+from simulator.personas import lint
 from simulator.personas.builtin import BUILTIN_PROFILES
 from simulator.personas.io import profile_to_rlver
 
@@ -20,13 +20,13 @@ ZH_BACKGROUND = ("李静的班上有个学生的家长在群里公开指责她�
                  "- NPC的回复偏离隐藏主题（emotion下降）：她会沉默，只回答一两个字。")
 
 
-def kinds(warnings: list[pl.LintWarning]) -> list[tuple[str, str]]:
+def kinds(warnings: list[lint.LintWarning]) -> list[tuple[str, str]]:
     """(field, the problem up to its figures) of each warning, in order."""
     return [(w.field, w.problem.split(":")[0]) for w in warnings]
 
 
-def lint_one(profile) -> list[pl.LintWarning]:
-    return pl.lint_profiles([profile])[profile.id]
+def lint_one(profile) -> list[lint.LintWarning]:
+    return lint.lint_profiles([profile])[profile.id]
 
 
 def test_a_good_profile_has_no_warnings():
@@ -39,7 +39,7 @@ def test_hidden_need_said_in_the_first_line_or_the_persona():
                                         "during this hard year.")
     warnings = lint_one(leaky)
     assert kinds(warnings) == [("first_line", "may reveal the hidden need")]
-    assert f">= {pl.LEAK_SIMILARITY}" in warnings[0].problem and "praise" in warnings[0].problem
+    assert f">= {lint.LEAK_SIMILARITY}" in warnings[0].problem and "praise" in warnings[0].problem
     leaky = make_sim_profile(persona="Maya, 34, a night nurse. Deep down she wants someone to sincerely praise "
                                      "what she actually did during the hard year.")
     warnings = lint_one(leaky)
@@ -50,10 +50,10 @@ def test_hidden_need_said_in_the_first_line_or_the_persona():
 
 
 def test_first_line_too_long_or_too_many_questions():
-    long_line = " ".join(["word"] * (pl.FIRST_LINE_MAX_WORDS + 5))
+    long_line = " ".join(["word"] * (lint.FIRST_LINE_MAX_WORDS + 5))
     assert [(w.field, w.problem) for w in lint_one(make_sim_profile(first_line=long_line))] == [
-        ("first_line", f"is {pl.FIRST_LINE_MAX_WORDS + 5} words; an opening line should be at most "
-                       f"{pl.FIRST_LINE_MAX_WORDS}")]
+        ("first_line", f"is {lint.FIRST_LINE_MAX_WORDS + 5} words; an opening line should be at most "
+                       f"{lint.FIRST_LINE_MAX_WORDS}")]
     assert [(w.field, w.problem) for w in lint_one(make_sim_profile(first_line="Why me? Why now? Who decides?"))] == [
         ("first_line", "asks 3 questions; at most 2")]
     assert lint_one(make_sim_profile(first_line="Why me? Why now?")) == []
@@ -90,9 +90,9 @@ def test_fields_in_another_language_than_the_profile():
                              first_line="I'm fine, just tired of explaining myself to parents.", extra={})
     assert [(w.field, w.problem) for w in lint_one(mixed)] == [
         ("first_line", "is written in English but the profile's language is zh")]
-    assert pl.script_language("今天又被家长投诉了 OK") == "zh"
-    assert pl.script_language("The parents complained again, 王老师 said.") == "en"
-    assert pl.script_language("ok") == ""
+    assert lint.script_language("今天又被家长投诉了 OK") == "zh"
+    assert lint.script_language("The parents complained again, 王老师 said.") == "en"
+    assert lint.script_language("ok") == ""
 
 
 @pytest.mark.model
@@ -101,20 +101,20 @@ def test_near_duplicates_in_the_set_name_each_other():
     copied = copy.deepcopy(original)
     copied.id = "maya-copy"
     copied.persona = copied.persona.replace("Maya Chen", "May Chen").replace("34", "35")
-    result = pl.lint_profiles([original, copied, BUILTIN_PROFILES[1]])
+    result = lint.lint_profiles([original, copied, BUILTIN_PROFILES[1]])
     assert kinds(result[original.id]) == [("persona", "persona and background are a near-duplicate of 'maya-copy'")]
     assert kinds(result["maya-copy"]) == [("persona", f"persona and background are a near-duplicate of "
                                                       f"'{original.id}'")]
-    assert f">= {pl.DUPLICATE_SIMILARITY}" in result["maya-copy"][0].problem
+    assert f">= {lint.DUPLICATE_SIMILARITY}" in result["maya-copy"][0].problem
     assert result[BUILTIN_PROFILES[1].id] == []
     # Compared with a stored set (`others`) without being warned about it.
-    alone = pl.lint_profiles([copied], others=[original])
+    alone = lint.lint_profiles([copied], others=[original])
     assert list(alone) == ["maya-copy"] and len(alone["maya-copy"]) == 1
 
 
 @pytest.mark.model
 def test_the_builtin_library_has_no_warnings():
-    result = pl.lint_profiles(BUILTIN_PROFILES)
+    result = lint.lint_profiles(BUILTIN_PROFILES)
     assert len(result) == 32
     assert {pid: ws for pid, ws in result.items() if ws} == {}
 
@@ -131,7 +131,7 @@ def test_cli_json_on_an_rlver_file_uses_rlver_field_names(tmp_path: Path, capsys
     path.write_text("".join(json.dumps(profile_to_rlver(p), ensure_ascii=False) + "\n" for p in (good, bad)),
                     encoding="utf-8")
     assert "player" in path.read_text(encoding="utf-8")
-    assert cli.main(["personas", "lint", str(path), "--json"]) == 0
+    assert simulator_cli.main(["personas", "lint", str(path), "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines == [{"id": "zh-good", "warnings": []},
                      {"id": "zh-english-player", "warnings": [
@@ -141,15 +141,15 @@ def test_cli_json_on_an_rlver_file_uses_rlver_field_names(tmp_path: Path, capsys
 
 @pytest.mark.model
 def test_cli_table_sets_and_bad_input(tmp_path: Path, capsys):
-    assert cli.main(["personas", "lint", "--set", "builtin:heldout"]) == 0
+    assert simulator_cli.main(["personas", "lint", "--set", "builtin:heldout"]) == 0
     assert capsys.readouterr().out.strip() == "8 profile(s), 0 warning(s) in 0 profile(s)"
-    assert cli.main(["personas", "lint", "--set", "builtin:dev"]) == 2
+    assert simulator_cli.main(["personas", "lint", "--set", "builtin:dev"]) == 2
     assert "--set: unknown persona set 'builtin:dev'" in capsys.readouterr().err
     # A file with a bad line: the valid profiles are linted (readable table), the bad line named, exit 1.
     path = tmp_path / "mixed.jsonl"
     lab = make_sim_profile(pid="long-opener", first_line="Why? " * 3).to_dict()
     path.write_text(json.dumps(lab) + "\n{not json\n", encoding="utf-8")
-    assert cli.main(["personas", "lint", str(path)]) == 1
+    assert simulator_cli.main(["personas", "lint", str(path)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0].split() == ["id", "field", "problem"]
     assert "long-opener  first_line  asks 3 questions; at most 2" in out
@@ -159,7 +159,7 @@ def test_cli_table_sets_and_bad_input(tmp_path: Path, capsys):
 
 def test_released_rlver_profiles_lint(shared_data: Path, capsys):
     """The released test set runs through the CLI; its warnings are few (the count is in the README)."""
-    assert cli.main(["personas", "lint", str(shared_data / "rlver" / "test_profile.jsonl"), "--json"]) == 0
+    assert simulator_cli.main(["personas", "lint", str(shared_data / "rlver" / "test_profile.jsonl"), "--json"]) == 0
     results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(results) == 100
     fields = {w["field"] for r in results for w in r["warnings"]}
@@ -168,16 +168,17 @@ def test_released_rlver_profiles_lint(shared_data: Path, capsys):
 
 
 @pytest.mark.model
-def test_personas_view_functions_on_a_real_store(engine):
+def test_personas_view_functions_on_a_real_store(store):
     from app.views.personas import HEADERS, form_warnings, rows_with_warnings, warnings_markdown
-    from simulator.personas import store as ps
+    from simulator.personas import store as persona_store
 
-    ps.save_profile(engine, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"), create=True)
-    ps.save_profile(engine, make_sim_profile(pid="clean"), create=True)
-    listed = rows_with_warnings(engine)
+    persona_store.save_profile(store, make_sim_profile(pid="asks-a-lot", first_line="Why? Why me? Why now?"),
+                               create=True)
+    persona_store.save_profile(store, make_sim_profile(pid="clean"), create=True)
+    listed = rows_with_warnings(store)
     assert HEADERS[-1] == "warnings" and [(r[0], r[-1]) for r in listed] == [("asks-a-lot", "2"), ("clean", "1")]
     # both are near-duplicates of each other (the same persona and background); "asks-a-lot" also asks 3 questions
-    warnings = form_warnings(engine, ps.get_profile(engine, "clean"))
+    warnings = form_warnings(store, persona_store.get_profile(store, "clean"))
     assert kinds(warnings) == [("persona", "persona and background are a near-duplicate of 'asks-a-lot'")]
     text = warnings_markdown(warnings)
     assert text.startswith("**Lint: 1 warning(s)**\n- ⚠ persona: persona and background are a near")  # md-escaped

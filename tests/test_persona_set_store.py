@@ -15,85 +15,86 @@ from helpers import tiny_train_config
 from sqlalchemy import select
 
 from simulator.__main__ import main as simulator_main
-from simulator.personas import sets as pss
-from simulator.personas import store as ps
+from simulator.personas import sets as persona_sets
+from simulator.personas import store as persona_store
 from simulator.personas.coverage import coverage
 from simulator.personas.io import import_profiles
 from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
 from simulator.personas.specs import PersonaSpecError, members_hash, resolve_personas, spec_error
-from storage import Job, make_engine, read_scope
+from storage import Job, make_store, read_scope
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def store(engine):
-    ps.seed_builtin(engine)
-    return engine
+def seeded_store(store):
+    persona_store.seed_builtin(store)
+    return store
 
 
-def test_sets_from_filters_keep_the_matching_personas_and_what_made_them(store):
-    s = pss.create_from_filters(store, "avoidant-en", personality="avoidant", language="en")
-    members = pss.set_profiles(store, "avoidant-en")
+def test_sets_from_filters_keep_the_matching_personas_and_what_made_them(seeded_store):
+    s = persona_sets.create_from_filters(seeded_store, "avoidant-en", personality="avoidant", language="en")
+    members = persona_sets.set_profiles(seeded_store, "avoidant-en")
     assert s.size == len(members) > 0 and all(p.personality == "avoidant" for p in members)
-    assert len(members) == len(ps.list_profiles(store, personality="avoidant", language="en"))
+    assert len(members) == len(persona_store.list_profiles(seeded_store, personality="avoidant", language="en"))
     assert (s.source_kind, s.params) == ("filter", {"filters": {"personality": "avoidant", "language": "en"}})
-    held = pss.create_from_filters(store, "held", split="heldout", need="just_listen")
-    assert [p.extra["split"] for p in pss.set_profiles(store, "held")] == ["heldout"] * held.size
+    held = persona_sets.create_from_filters(seeded_store, "held", split="heldout", need="just_listen")
+    assert [p.extra["split"] for p in persona_sets.set_profiles(seeded_store, "held")] == ["heldout"] * held.size
     ids = [p.id for p in members[:3]][::-1]
-    assert [p.id for p in pss.set_profiles(store, pss.create_from_filters(store, "picked", ids=ids).name)] == ids
-    assert pss.set_summary(store, "picked").source_kind == "manual"
-    assert pss.create_from_filters(store, "by-text", search=members[0].name).size >= 1
-    with pytest.raises(pss.SetError, match="name: a set named 'held' already exists"):
-        pss.create_from_filters(store, "held", need="just_listen")
-    with pytest.raises(pss.SetError, match="members: .* would be empty"):
-        pss.create_from_filters(store, "none", search="no persona says this")
-    with pytest.raises(pss.SetError, match="ids: not in the store: nope"):
-        pss.create_from_filters(store, "bad", ids=["nope"])
-    assert pss.set_names(store) == ["avoidant-en", "by-text", "held", "picked"]
+    picked = persona_sets.create_from_filters(seeded_store, "picked", ids=ids).name
+    assert [p.id for p in persona_sets.set_profiles(seeded_store, picked)] == ids
+    assert persona_sets.set_summary(seeded_store, "picked").source_kind == "manual"
+    assert persona_sets.create_from_filters(seeded_store, "by-text", search=members[0].name).size >= 1
+    with pytest.raises(persona_sets.SetError, match="name: a set named 'held' already exists"):
+        persona_sets.create_from_filters(seeded_store, "held", need="just_listen")
+    with pytest.raises(persona_sets.SetError, match="members: .* would be empty"):
+        persona_sets.create_from_filters(seeded_store, "none", search="no persona says this")
+    with pytest.raises(persona_sets.SetError, match="ids: not in the store: nope"):
+        persona_sets.create_from_filters(seeded_store, "bad", ids=["nope"])
+    assert persona_sets.set_names(seeded_store) == ["avoidant-en", "by-text", "held", "picked"]
 
 
-def test_generation_and_import_sets(store, tmp_path):
-    for p in ps.list_profiles(store)[:2]:
+def test_generation_and_import_sets(seeded_store, tmp_path):
+    for p in persona_store.list_profiles(seeded_store)[:2]:
         p.extra = {**p.extra, "generation_id": 7}
-        ps.save_profile(store, p, create=False)
-    assert pss.create_from_generation(store, "gen7", 7).size == 2
-    with pytest.raises(pss.SetError, match="generation: no stored persona comes from generation 8"):
-        pss.create_from_generation(store, "gen8", 8)
+        persona_store.save_profile(seeded_store, p, create=False)
+    assert persona_sets.create_from_generation(seeded_store, "gen7", 7).size == 2
+    with pytest.raises(persona_sets.SetError, match="generation: no stored persona comes from generation 8"):
+        persona_sets.create_from_generation(seeded_store, "gen8", 8)
     path = tmp_path / "two.jsonl"
-    rows = [dict(p.to_dict(), id=f"imp-{i}") for i, p in enumerate(ps.list_profiles(store)[:2])]
+    rows = [dict(p.to_dict(), id=f"imp-{i}") for i, p in enumerate(persona_store.list_profiles(seeded_store)[:2])]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    report = ps.import_file(store, path)
-    s = pss.create_from_import(store, "imported", path, [p.id for p in report.profiles])
+    report = persona_store.import_file(seeded_store, path)
+    s = persona_sets.create_from_import(seeded_store, "imported", path, [p.id for p in report.profiles])
     assert (s.size, s.source_kind, s.params["file"]) == (2, "import", "two.jsonl")
-    assert [p.id for p in pss.set_profiles(store, "imported")] == ["imp-0", "imp-1"]
+    assert [p.id for p in persona_sets.set_profiles(seeded_store, "imported")] == ["imp-0", "imp-1"]
 
 
-def test_hash_changes_when_a_member_changes_and_runs_see_it(store):
-    s = pss.create_from_filters(store, "negative", personality="negative")
+def test_hash_changes_when_a_member_changes_and_runs_see_it(seeded_store):
+    s = persona_sets.create_from_filters(seeded_store, "negative", personality="negative")
     assert s.current_hash == s.content_hash and not s.changed
-    before = resolve_personas("set:negative", store)
+    before = resolve_personas("set:negative", seeded_store)
     assert members_hash(before) == s.content_hash
     edited = before[0]
     edited.background += " She has also just moved house."
-    ps.save_profile(store, edited, create=False)
-    now = pss.set_summary(store, "negative")
+    persona_store.save_profile(seeded_store, edited, create=False)
+    now = persona_sets.set_summary(seeded_store, "negative")
     assert now.content_hash == s.content_hash and now.current_hash != s.content_hash and now.changed
-    assert members_hash(resolve_personas("set:negative", store)) == now.current_hash
-    ps.delete_profile(store, before[1].id)
-    assert pss.set_summary(store, "negative").missing == [before[1].id]
+    assert members_hash(resolve_personas("set:negative", seeded_store)) == now.current_hash
+    persona_store.delete_profile(seeded_store, before[1].id)
+    assert persona_sets.set_summary(seeded_store, "negative").missing == [before[1].id]
     with pytest.raises(PersonaSpecError, match=f"deleted from the store since it was made: {before[1].id}"):
-        resolve_personas("set:negative", store)
+        resolve_personas("set:negative", seeded_store)
 
 
-def test_split_is_stratified_and_deterministic(store):
-    pss.create_from_filters(store, "all")
-    parent = pss.set_profiles(store, "all")
-    train, heldout = pss.split_set(store, "all", 0.8, seed=5)
+def test_split_is_stratified_and_deterministic(seeded_store):
+    persona_sets.create_from_filters(seeded_store, "all")
+    parent = persona_sets.set_profiles(seeded_store, "all")
+    train, heldout = persona_sets.split_set(seeded_store, "all", 0.8, seed=5)
     assert (train.name, heldout.name, train.source_kind) == ("all-train", "all-heldout", "split")
     assert train.params == {"parent": "all", "parent_hash": members_hash(parent), "seed": 5, "fraction": 0.8,
                             "strata": ["need_category", "personality"], "side": "train"}
-    a, b = pss.set_profiles(store, "all-train"), pss.set_profiles(store, "all-heldout")
+    a, b = persona_sets.set_profiles(seeded_store, "all-train"), persona_sets.set_profiles(seeded_store, "all-heldout")
     assert sorted(p.id for p in a + b) == sorted(p.id for p in parent) and not {p.id for p in a} & {p.id for p in b}
     strata = {}
     for p in parent:
@@ -101,58 +102,59 @@ def test_split_is_stratified_and_deterministic(store):
     assert (len(a), len(b)) == (26, 6)  # round(0.8 x 32) to train
     for ids in strata.values():  # each stratum of n holds floor or ceil of 0.8 n on the train side
         assert len(set(ids) & {p.id for p in a}) in (math.floor(0.8 * len(ids)), math.ceil(0.8 * len(ids)))
-    again = pss.stratified_split(parent, 0.8, 5)
+    again = persona_sets.stratified_split(parent, 0.8, 5)
     assert ([p.id for p in again[0]], [p.id for p in again[1]]) == ([p.id for p in a], [p.id for p in b])
-    other = pss.stratified_split(parent, 0.8, 6)
+    other = persona_sets.stratified_split(parent, 0.8, 6)
     assert [p.id for p in other[0]] != [p.id for p in a]
     # a larger stratum is cut at the fraction
     many = [type(parent[0])(**{**parent[0].to_dict(), "id": f"m{i}"}) for i in range(10)]
-    tr, ho = pss.stratified_split(many, 0.8, 0)
+    tr, ho = persona_sets.stratified_split(many, 0.8, 0)
     assert (len(tr), len(ho)) == (8, 2)
-    with pytest.raises(pss.SetError, match="name: a set named 'all-train' already exists"):
-        pss.split_set(store, "all", 0.8, seed=1)
-    with pytest.raises(pss.SetError, match="fraction: must be between 0 and 1"):
-        pss.split_set(store, "all", 1.0, seed=1)
-    assert pss.set_names(store) == ["all", "all-heldout", "all-train"]  # nothing half-written
+    with pytest.raises(persona_sets.SetError, match="name: a set named 'all-train' already exists"):
+        persona_sets.split_set(seeded_store, "all", 0.8, seed=1)
+    with pytest.raises(persona_sets.SetError, match="fraction: must be between 0 and 1"):
+        persona_sets.split_set(seeded_store, "all", 1.0, seed=1)
+    assert persona_sets.set_names(seeded_store) == ["all", "all-heldout", "all-train"]  # nothing half-written
 
 
 @pytest.mark.parametrize("fmt", ["lab", "rlver", "sage"])
-def test_export_round_trips_through_the_importer(store, tmp_path, fmt):
-    pss.create_from_filters(store, "passive", personality="passive")
+def test_export_round_trips_through_the_importer(seeded_store, tmp_path, fmt):
+    persona_sets.create_from_filters(seeded_store, "passive", personality="passive")
     out = tmp_path / f"set.{fmt}.jsonl"
-    n = pss.export_set(store, "passive", out, fmt)
+    n = persona_sets.export_set(seeded_store, "passive", out, fmt)
     report = import_profiles(out)
     assert report.errors == [] and n == len(report.profiles)
-    assert [p.to_dict() for p in report.profiles] == [p.to_dict() for p in pss.set_profiles(store, "passive")]
+    stored = persona_sets.set_profiles(seeded_store, "passive")
+    assert [p.to_dict() for p in report.profiles] == [p.to_dict() for p in stored]
     if fmt == "sage":
         assert all("first_talk" in json.loads(line) for line in out.read_text().splitlines())
 
 
-def test_sage_export_refuses_a_profile_without_a_first_line(store, tmp_path):
-    p = ps.list_profiles(store)[0]
+def test_sage_export_refuses_a_profile_without_a_first_line(seeded_store, tmp_path):
+    p = persona_store.list_profiles(seeded_store)[0]
     p.first_line = ""
-    ps.save_profile(store, p, create=False)
-    pss.create_from_filters(store, "one", ids=[p.id])
+    persona_store.save_profile(seeded_store, p, create=False)
+    persona_sets.create_from_filters(seeded_store, "one", ids=[p.id])
     with pytest.raises(ValueError, match="first_line: is required for SAGE"):
-        pss.export_set(store, "one", tmp_path / "x.jsonl", "sage")
+        persona_sets.export_set(seeded_store, "one", tmp_path / "x.jsonl", "sage")
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_set_specs_resolve_everywhere_with_clear_errors(store, db_url, monkeypatch):
-    pss.create_from_filters(store, "listen", need="just_listen")
-    ids = [p.id for p in pss.set_profiles(store, "listen")]
-    assert [p.id for p in resolve_personas("set:listen", store)] == ids
-    extra = ps.list_profiles(store, need="useful_advice")[0].id
-    assert [p.id for p in resolve_personas(["set:listen", extra], store)] == ids + [extra]
+def test_set_specs_resolve_everywhere_with_clear_errors(seeded_store, db_url, monkeypatch):
+    persona_sets.create_from_filters(seeded_store, "listen", need="just_listen")
+    ids = [p.id for p in persona_sets.set_profiles(seeded_store, "listen")]
+    assert [p.id for p in resolve_personas("set:listen", seeded_store)] == ids
+    extra = persona_store.list_profiles(seeded_store, need="useful_advice")[0].id
+    assert [p.id for p in resolve_personas(["set:listen", extra], seeded_store)] == ids + [extra]
     with pytest.raises(PersonaSpecError, match="no stored persona set named 'nope'; stored sets: listen"):
-        resolve_personas("set:nope", store)
+        resolve_personas("set:nope", seeded_store)
     monkeypatch.setenv("RLVER_LAB_DB", db_url)  # commands without --db (probe, lint) read the default store
     assert [p.id for p in resolve_personas("set:listen")] == ids
     assert spec_error("set:listen") == "" and "needs a set name" in spec_error("set:")
 
 
-def test_coverage_counts_every_cell_and_names_the_empty_ones(store):
-    profiles = ps.list_profiles(store, need="just_listen")
+def test_coverage_counts_every_cell_and_names_the_empty_ones(seeded_store):
+    profiles = persona_store.list_profiles(seeded_store, need="just_listen")
     cov = coverage(profiles)
     assert cov.n == len(profiles) and sum(map(sum, cov.total())) == len(profiles)
     row = cov.total()[list(NEED_CATEGORIES).index("just_listen")]
@@ -167,17 +169,17 @@ def test_coverage_counts_every_cell_and_names_the_empty_ones(store):
 
 def test_new_tables_are_added_to_an_existing_store_file(tmp_path):
     path = tmp_path / "old.db"
-    make_engine(f"sqlite:///{path}").dispose()
+    make_store(f"sqlite:///{path}").dispose()
     with sqlite3.connect(path) as con:  # a store from before persona sets (and migrations)
         con.executescript("DROP TABLE persona_set_member; DROP TABLE persona_set; DROP TABLE alembic_version;")
-    make_engine(f"sqlite:///{path}").dispose()
+    make_store(f"sqlite:///{path}").dispose()
     with sqlite3.connect(path) as con:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"persona_set", "persona_set_member"} <= tables
 
 
 @pytest.mark.process
-def test_sets_cli(store, db_url, tmp_path, capsys):
+def test_sets_cli(seeded_store, db_url, tmp_path, capsys):
     def cli(*args):
         code = simulator_main(["personas", "sets", *args, "--db", db_url])
         out = capsys.readouterr()
@@ -210,14 +212,15 @@ def test_sets_cli(store, db_url, tmp_path, capsys):
 
 
 @pytest.mark.process
-def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_model_dir, tmp_path):
-    s = pss.create_from_filters(store, "tiny", ids=[p.id for p in ps.list_profiles(store)[:2]])
+def test_a_training_run_on_a_set_records_its_name_and_hash(seeded_store, db_url, tiny_model_dir, tmp_path):
+    two = [p.id for p in persona_store.list_profiles(seeded_store)[:2]]
+    s = persona_sets.create_from_filters(seeded_store, "tiny", ids=two)
     config = tiny_train_config(tmp_path, tiny_model_dir, persona_set="set:tiny", steps=1, dialogues_per_step=2)
     env = dict(os.environ, RLVER_LAB_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
     proc = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--db", db_url,
                            "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    with read_scope(make_engine(db_url)) as session:
+    with read_scope(make_store(db_url)) as session:
         job_config = session.scalars(select(Job.config)).one()
     assert job_config["persona_set"] == "set:tiny"
     assert job_config["personas"] == {"spec": "set:tiny", "set": "tiny", "n": 2, "hash": s.content_hash}
@@ -226,32 +229,32 @@ def test_a_training_run_on_a_set_records_its_name_and_hash(store, db_url, tiny_m
     assert TrainConfig.from_dict(job_config).persona_set == "set:tiny"  # a clone / resume reads it back
 
 
-def test_a_benchmark_on_a_set_records_its_name_and_hash(engine, shared_data):
+def test_a_benchmark_on_a_set_records_its_name_and_hash(store, shared_data):
     """A replay of three published dialogues, their profiles named as a stored set."""
     from simulator.personas.transcript_files import profiles_from_transcripts
     from storage import EvalRun
-    from trainer.evaluation import benchmark as bm
+    from trainer.evaluation import benchmark
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     for p in profiles_from_transcripts(f)[:3]:
-        ps.save_profile(engine, p, create=True)
-    s = pss.create_from_filters(engine, "replayed", ids=[p.id for p in profiles_from_transcripts(f)[:3]])
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles="set:replayed")
-    run_id = bm.run_benchmark(engine, cfg, log=lambda _m: None).eval_run_id
-    with read_scope(engine) as session:
+        persona_store.save_profile(store, p, create=True)
+    s = persona_sets.create_from_filters(store, "replayed", ids=[p.id for p in profiles_from_transcripts(f)[:3]])
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles="set:replayed")
+    run_id = benchmark.run_benchmark(store, cfg, log=lambda _m: None).eval_run_id
+    with read_scope(store) as session:
         run = session.get(EvalRun, run_id)
         config, n = dict(run.config), run.n
     assert n == 3 and config["profiles"] == "set:replayed"
     assert config["personas"] == {"spec": "set:replayed", "set": "replayed", "n": 3, "hash": s.content_hash}
 
 
-def test_commands_read_set_specs_and_import_can_make_a_set(store, db_url, tmp_path, capsys):
+def test_commands_read_set_specs_and_import_can_make_a_set(seeded_store, db_url, tmp_path, capsys):
     path = tmp_path / "three.jsonl"
-    rows = [dict(p.to_dict(), id=f"new-{i}") for i, p in enumerate(ps.list_profiles(store)[:3])]
+    rows = [dict(p.to_dict(), id=f"new-{i}") for i, p in enumerate(persona_store.list_profiles(seeded_store)[:3])]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert simulator_main(["personas", "import", str(path), "--as-set", "fresh", "--db", db_url]) == 0
     assert "created set fresh: 3 persona(s)" in capsys.readouterr().out
-    assert pss.set_summary(store, "fresh").params == {"file": "three.jsonl", "n_imported": 3}
+    assert persona_sets.set_summary(seeded_store, "fresh").params == {"file": "three.jsonl", "n_imported": 3}
     assert simulator_main(["personas", "list", "--set", "set:fresh", "--json", "--db", db_url]) == 0
     assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["new-0", "new-1", "new-2"]
     assert simulator_main(["personas", "list", "--set", "set:stale", "--db", db_url]) == 2

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 from simulator.personas.builtin import BUILTIN_IDS, BUILTIN_PROFILES, get_builtin
 from simulator.personas.io import dumps_profiles
 from simulator.personas.specs import PERSONA_SETS, PersonaSpecError, resolve_personas, spec_error
@@ -38,17 +38,17 @@ def test_ids_single_comma_list_and_list_keep_their_order() -> None:
     assert resolve_personas(["en-01-maya-chen"])[0] == get_builtin("en-01-maya-chen")
 
 
-def test_store_profiles_come_first_for_ids(engine) -> None:
-    ps.save_profile(engine, make_sim_profile("mia"), create=True)
+def test_store_profiles_come_first_for_ids(store) -> None:
+    persona_store.save_profile(store, make_sim_profile("mia"), create=True)
     edited = get_builtin("en-01-maya-chen")
     edited.name = "Maya (edited)"
-    ps.save_profile(engine, edited, create=True)
-    found = resolve_personas(["mia", "en-01-maya-chen", "en-32-zoe-kim"], engine)
+    persona_store.save_profile(store, edited, create=True)
+    found = resolve_personas(["mia", "en-01-maya-chen", "en-32-zoe-kim"], store)
     assert ids(found) == ["mia", "en-01-maya-chen", "en-32-zoe-kim"]
     assert found[1].name == "Maya (edited)" and found[2] == get_builtin("en-32-zoe-kim")
     with pytest.raises(PersonaSpecError, match="unknown persona id"):
         resolve_personas(["mia"])  # not built in, and no store given
-    assert resolve_personas("builtin", engine) == BUILTIN_PROFILES  # a set is the library, not the store
+    assert resolve_personas("builtin", store) == BUILTIN_PROFILES  # a set is the library, not the store
 
 
 @pytest.mark.parametrize("fmt", ["lab", "rlver"])
@@ -67,16 +67,16 @@ def test_released_files(shared_data: Path) -> None:
     assert len(played) == 100 and all(p.first_line for p in played)
 
 
-def test_unknown_names_say_what_is_available(engine) -> None:
-    ps.save_profile(engine, make_sim_profile("mia"), create=True)
+def test_unknown_names_say_what_is_available(store) -> None:
+    persona_store.save_profile(store, make_sim_profile("mia"), create=True)
     with pytest.raises(PersonaSpecError) as e:
-        resolve_personas("everyone", engine)
+        resolve_personas("everyone", store)
     message = str(e.value)
     assert message.startswith("unknown persona set 'everyone'")
     assert "builtin, builtin:train, builtin:heldout, builtin:adversarial, file:PATH" in message
     assert f"{len(BUILTIN_IDS)} built-in (en-01-maya-chen ... en-32-zoe-kim), 1 in the store" in message
     with pytest.raises(PersonaSpecError, match=r"unknown persona id\(s\): nobody, ghost; a spec is one of"):
-        resolve_personas(["mia", "nobody", "ghost", "nobody"], engine)
+        resolve_personas(["mia", "nobody", "ghost", "nobody"], store)
     with pytest.raises(PersonaSpecError, match=r"unknown persona id\(s\): nobody;"):
         resolve_personas("en-01-maya-chen,nobody")
     with pytest.raises(PersonaSpecError, match="names no personas"):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from helpers import tiny_train_config
 
-from trainer import plan as P
+from trainer import plan as memory_plan
 from trainer.config import ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,24 +59,24 @@ def test_plan_cli_refuses_bad_input_naming_the_flag():
         assert done.returncode == 2 and expected in done.stderr, done.stderr[-1000:]
 
 
-def _hw(gpus: int = 1, nodes: int = 1, memory: float = 80.0, device: str = "cuda") -> P.Hardware:
-    return P.Hardware(device, gpus, nodes, memory, "test")
+def _hw(gpus: int = 1, nodes: int = 1, memory: float = 80.0, device: str = "cuda") -> memory_plan.Hardware:
+    return memory_plan.Hardware(device, gpus, nodes, memory, "test")
 
 
 @pytest.mark.process
 def test_zero_stages_partition_what_deepspeed_says():
     total, largest = 1_000_000_000, 100_000_000
     eight = _hw(8)
-    w3, s3 = P.model_state_bytes(total, total, largest, 3, eight, 2)
+    w3, s3 = memory_plan.model_state_bytes(total, total, largest, 3, eight, 2)
     assert w3 == 4 * largest + 2 * total // 8  # the gathered layer and this GPU's share of 16-bit weights
     assert s3 == 18 * total // 8 - 2 * total // 8
-    w2, s2 = P.model_state_bytes(total, total, largest, 2, eight, 2)
+    w2, s2 = memory_plan.model_state_bytes(total, total, largest, 2, eight, 2)
     assert w2 == 2 * total and s2 == 18 * total // 8  # ZeRO-2 keeps all weights, partitions the rest
-    w1, s1 = P.model_state_bytes(total, total, largest, 1, eight, 2)
+    w1, s1 = memory_plan.model_state_bytes(total, total, largest, 1, eight, 2)
     assert w1 == w2 and s1 == s2 + int(2 * total * 7 / 8)  # ZeRO-1 also keeps full 16-bit gradients
-    assert P.model_state_bytes(total, total, largest, 2, eight, 2, offload_optimizer=True)[1] == 0
-    assert P.model_state_bytes(total, total, largest, 3, eight, 2, True, True) == (4 * largest, 0)
-    w0, s0 = P.model_state_bytes(total, 1000, largest, 0, _hw(), 4)  # plain AdamW, LoRA: 1000 trained
+    assert memory_plan.model_state_bytes(total, total, largest, 2, eight, 2, offload_optimizer=True)[1] == 0
+    assert memory_plan.model_state_bytes(total, total, largest, 3, eight, 2, True, True) == (4 * largest, 0)
+    w0, s0 = memory_plan.model_state_bytes(total, 1000, largest, 0, _hw(), 4)  # plain AdamW, LoRA: 1000 trained
     assert (w0, s0) == (4 * total, 3 * 4 * 1000)
 
 
@@ -84,7 +84,7 @@ def test_shape_counts_what_the_model_holds(tiny_model_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    shape = P.model_shape(str(tiny_model_dir), lora_r=4, lora_targets=("q_proj", "v_proj"))
+    shape = memory_plan.model_shape(str(tiny_model_dir), lora_r=4, lora_targets=("q_proj", "v_proj"))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert shape.total_params == sum(p.numel() for p in model.parameters())
     assert shape.largest_layer_params == max(p.numel() for p in model.parameters())
@@ -92,17 +92,17 @@ def test_shape_counts_what_the_model_holds(tiny_model_dir):
     lora = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     assert shape.lora_params == sum(p.numel() for p in lora.parameters() if p.requires_grad)
     with pytest.raises(ValueError, match="no config.json"):
-        P.model_shape("/nowhere/SomeModel-3B")
+        memory_plan.model_shape("/nowhere/SomeModel-3B")
 
 
 def test_activations_formula_follows_checkpointing_batch_and_attention(tiny_model_dir):
-    shape = P.model_shape(str(tiny_model_dir))
+    shape = memory_plan.model_shape(str(tiny_model_dir))
     cfg = TrainConfig(model=str(tiny_model_dir), micro_batch_size=2, max_dialogue_tokens=1024)
-    full = P.activation_bytes(shape, cfg, "cuda", checkpointing=False)
-    assert P.activation_bytes(shape, cfg, "cuda", checkpointing=True) < full
-    assert P.activation_bytes(shape, TrainConfig(model=str(tiny_model_dir), micro_batch_size=4,
+    full = memory_plan.activation_bytes(shape, cfg, "cuda", checkpointing=False)
+    assert memory_plan.activation_bytes(shape, cfg, "cuda", checkpointing=True) < full
+    assert memory_plan.activation_bytes(shape, TrainConfig(model=str(tiny_model_dir), micro_batch_size=4,
                                                  max_dialogue_tokens=1024), "cuda", False) == 2 * full
-    assert P.activation_bytes(shape, cfg, "cpu", False) > full  # stored attention scores on CPU
+    assert memory_plan.activation_bytes(shape, cfg, "cpu", False) > full  # stored attention scores on CPU
     h, inter = shape.hidden, shape.intermediate  # per token and layer, float32: norms, attention, gated MLP
     layer = 1024 * 2 * (2 * (4 + 4) * h + 5 * 4 * h + 4 * 4 * inter)
     logits = min(cfg.max_turns * cfg.max_new_tokens, 1024) * 2 * shape.vocab * (4 + 12)
@@ -121,14 +121,14 @@ def test_probe_config_keeps_the_step_shape_and_shrinks_the_batch():
 @pytest.mark.model
 def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
     path = tiny_train_config(tmp_path, tiny_model_dir, steps=50, dialogues_per_step=8, minibatch_size=4)
-    plan = P.plan_config(TrainConfig.from_yaml(path), memory_gib=16)
+    plan = memory_plan.plan_config(TrainConfig.from_yaml(path), memory_gib=16)
     assert plan.extra["device"] == "cpu" and plan.seconds_per_step > 0
     assert "step_measured" in plan.parts and "transient_peak" not in plan.parts and plan.fits
     probe_note = plan.notes[-1]
     assert "one real step of 8 dialogue(s)" in probe_note and "after two warm-up steps of 4" in probe_note
     assert "torch thread(s)" in probe_note and plan.extra["measured_on"]["threads"] >= 1
     assert plan.extra["estimated_hours"] == pytest.approx(plan.seconds_per_step * 50 / 3600, abs=0.01)
-    tiny = P.plan_config(TrainConfig.from_yaml(path), memory_gib=0.001, probe=False)
+    tiny = memory_plan.plan_config(TrainConfig.from_yaml(path), memory_gib=0.001, probe=False)
     assert not tiny.fits and tiny.seconds_per_step is None and "not measured" in tiny.notes[-1]
 
 

@@ -19,11 +19,10 @@ import pytest
 from helpers import wait_for
 from sqlalchemy import select
 
-from storage import Dialogue, EvalRun, Turn, make_engine, read_scope
-from trainer.evaluation import compare as cmp
-from trainer.evaluation import compare_runs, eval_runs
+from storage import Dialogue, EvalRun, Turn, make_store, read_scope
+from trainer.evaluation import compare, compare_runs, eval_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 from trainer.rollout.types import dialogue_seed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,9 +93,9 @@ def bench_args(tiny_model_dir: Path, user_spec: str, db_url: str) -> list[str]:
 
 def statuses(db_url: str, eval_run_id: int | None = None) -> list[tuple[str, str, int]]:
     """(persona, status, policy replies stored) of every dialogue (of one eval run), in id order."""
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
-        with read_scope(engine) as s:
+        with read_scope(store) as s:
             q = select(Dialogue).order_by(Dialogue.id)
             if eval_run_id is not None:
                 q = q.where(Dialogue.eval_run_id == eval_run_id)
@@ -105,14 +104,14 @@ def statuses(db_url: str, eval_run_id: int | None = None) -> list[tuple[str, str
                                                                       Turn.role == "assistant")))) for d in rows}
             return [(d.persona_id, d.status, replies[d.id]) for d in rows]
     finally:
-        engine.dispose()
+        store.dispose()
 
 
 def results(db_url: str, eval_run_id: int) -> list[tuple]:
     """Per scored dialogue: persona, seed, final emotion and every turn (role, text, emotion), by persona."""
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
-        with read_scope(engine) as s:
+        with read_scope(store) as s:
             out = []
             for d in s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
                                                       Dialogue.status != "cancelled")):
@@ -121,7 +120,7 @@ def results(db_url: str, eval_run_id: int) -> list[tuple]:
                             tuple((t.role, t.text, t.emotion) for t in turns)))
             return sorted(out)
     finally:
-        engine.dispose()
+        store.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -154,13 +153,13 @@ def test_a_killed_benchmark_resumes_to_the_uninterrupted_result(point, reference
         wait_for(lambda: KILL_POINTS[point](db_url), timeout=300, every=0.02)
     finally:
         kill(p)
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
-        [job] = jobs.list_jobs(engine, kind="benchmark")
+        [job] = job_queue.list_jobs(store, kind="benchmark")
         assert job["status"] == "dead" and job["stored_status"] == "running"  # shown as dead, not "running"
-        assert eval_runs.running_eval_run_ids(engine) == []  # the Benchmark view's "Running" leaves it out
+        assert eval_runs.running_eval_run_ids(store) == []  # the Benchmark view's "Running" leaves it out
     finally:
-        engine.dispose()
+        store.dispose()
     r = run_cli("benchmark", "--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
@@ -198,13 +197,13 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pair_results(db_url: str, comparison_id: int) -> list[tuple]:
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
-        pairs = cmp.comparison_pairs(engine, comparison_id, with_turns=True)
+        pairs = compare.comparison_pairs(store, comparison_id, with_turns=True)
         return sorted((p["persona"], p["seed"], p["a_final"], p["b_final"],
                        tuple(t["text"] for t in p["a_turns"]), tuple(t["text"] for t in p["b_turns"])) for p in pairs)
     finally:
-        engine.dispose()
+        store.dispose()
 
 
 @pytest.mark.process
@@ -219,40 +218,40 @@ def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_
 
     def b_playing() -> bool:
         """B's dialogues (played together: the comparison's "rounds" schedule) have replies, none has ended."""
-        engine = make_engine(db_url)
+        store = make_store(db_url)
         try:
-            with read_scope(engine) as s:
+            with read_scope(store) as s:
                 b = s.scalars(select(EvalRun.id).where(EvalRun.name.like("% B seed 5"))).first()
             rows = statuses(db_url, b) if b is not None else []
             return any(n >= 1 for _, _, n in rows) and all(st == "running" for _, st, _ in rows)
         finally:
-            engine.dispose()
+            store.dispose()
 
     p = start_cli(*compare_args(tiny_model_dir, other_model, user_spec, db_url))
     try:
         wait_for(b_playing, timeout=400, every=0.02)
     finally:
         kill(p)
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
-        stored = cmp.get_comparison(engine, 1)
+        stored = compare.get_comparison(store, 1)
         assert len(stored["eval_runs"]["a"]) == 1 and stored["eval_runs"]["b"] == []  # A linked once it finished
         a_run = stored["eval_runs"]["a"][0]
-        assert compare_runs.comparison_job(engine, 1)["status"] == "dead"
+        assert compare_runs.comparison_job(store, 1)["status"] == "dead"
         n_dialogues_a = len(statuses(db_url, a_run))
     finally:
-        engine.dispose()
+        store.dispose()
 
     r = run_cli("compare", "--resume", "1", "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.splitlines()[-1])
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
-        stored = cmp.get_comparison(engine, 1)
-        with read_scope(engine) as s:
+        stored = compare.get_comparison(store, 1)
+        with read_scope(store) as s:
             run_ids = list(s.scalars(select(EvalRun.id).order_by(EvalRun.id)))
     finally:
-        engine.dispose()
+        store.dispose()
     assert stored["status"] == "succeeded" and stored["eval_runs"]["a"] == [a_run]
     assert sorted(run_ids) == sorted([a_run, *stored["eval_runs"]["b"]])  # no orphaned eval run
     assert len(statuses(db_url, a_run)) == n_dialogues_a  # A was not played again
@@ -261,17 +260,17 @@ def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_
         {k: ref_summary[k] for k in ("wins", "ties", "losses", "mean_diff", "n")}
 
 
-def test_every_input_is_checked_before_a_dialogue_is_played(engine, tiny_model_dir, tmp_path):
+def test_every_input_is_checked_before_a_dialogue_is_played(store, tiny_model_dir, tmp_path):
     """A missing B and a bad persona file are both named at once, and nothing is recorded or played."""
     bad = tmp_path / "profiles.jsonl"
     bad.write_text("{oops\n")
-    config = cmp.CompareConfig(a=str(tiny_model_dir), b=str(tmp_path / "no_such_model"), profiles=str(bad))
+    config = compare.CompareConfig(a=str(tiny_model_dir), b=str(tmp_path / "no_such_model"), profiles=str(bad))
     with pytest.raises(BenchmarkInputError) as err:
-        compare_runs.run_comparison(engine, config, log=lambda _m: None)
+        compare_runs.run_comparison(store, config, log=lambda _m: None)
     assert "b: model folder" in str(err.value) and "does not exist" in str(err.value)
     assert "profiles:" in str(err.value) and "a:" not in str(err.value)
-    assert cmp.list_comparisons(engine) == [] and jobs.list_jobs(engine) == []
-    with read_scope(engine) as s:
+    assert compare.list_comparisons(store) == [] and job_queue.list_jobs(store) == []
+    with read_scope(store) as s:
         assert s.scalars(select(Dialogue)).first() is None
 
 

@@ -145,12 +145,12 @@ def test_resume_from_a_checkpoint_repeats_the_run_exactly(tiny_model_dir: Path, 
 
 
 @pytest.mark.model
-def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: Path, engine):
+def test_think_mode_trains_on_per_turn_segments(tiny_model_dir: Path, tmp_path: Path, store):
     from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path, algorithm="grpo", group_size=2, mode="think", steps=1,
                        max_new_tokens=12)
-    result = RLTrainer(cfg, store=engine).train()
+    result = RLTrainer(cfg, store=store).train()
     assert result["steps"] == 1 and result["metrics"]["dialogues"] == 4
     assert result["metrics"]["logprob_mismatch"] < 1e-3  # recomputed on the sampled ids, not re-tokenised text
     assert 0.0 <= result["metrics"]["think_format_rate"] <= 1.0
@@ -168,16 +168,16 @@ def test_think_format_rate_counts_dialogues_with_a_well_formed_think_block_in_ev
     assert "think_format_rate" not in rollout_metrics(rows)  # direct mode has no think block to check
 
 
-def _job(engine, cfg: TrainConfig):
-    from trainer.jobs import queue as jobs
+def _job(store, cfg: TrainConfig):
+    from trainer.jobs import queue as job_queue
 
-    job_id = jobs.create_job(engine, "train", cfg.to_dict())
-    return job_id, JobContext(engine, job_id, install_signals=False)
+    job_id = job_queue.create_job(store, "train", cfg.to_dict())
+    return job_id, JobContext(store, job_id, install_signals=False)
 
 
 @pytest.mark.model
 def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_model_dir: Path, tmp_path: Path,
-                                                                           engine, monkeypatch):
+                                                                           store, monkeypatch):
     import errno
 
     from storage import Job, read_scope
@@ -185,7 +185,7 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
     from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path)
-    job_id, ctx = _job(engine, cfg)
+    job_id, ctx = _job(store, cfg)
     real_save = torch.save
 
     def disk_full_at_step_2(obj, path, *a, **kw):
@@ -196,8 +196,8 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
     monkeypatch.setattr(checkpoints.torch, "save", disk_full_at_step_2)
     with pytest.raises(checkpoints.CheckpointError):
         with ctx:
-            RLTrainer(cfg, store=engine, job=ctx).train()
-    with read_scope(engine) as s:
+            RLTrainer(cfg, store=store, job=ctx).train()
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         assert job.status == "failed" and "No space left on device" in job.error and "step 2" in job.error
     root = tmp_path / "run" / "checkpoints"
@@ -210,15 +210,15 @@ def test_failed_checkpoint_write_marks_the_job_and_keeps_the_last_good_one(tiny_
 
 
 @pytest.mark.model
-def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Path, tmp_path: Path, engine,
+def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Path, tmp_path: Path, store,
                                                              monkeypatch):
     from storage import Job, read_scope
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
     from trainer.learning import checkpoints
     from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path)
-    job_id, ctx = _job(engine, cfg)
+    job_id, ctx = _job(store, cfg)
     real_write = checkpoints._write
 
     def cancel_mid_write(*args, **kw):
@@ -227,15 +227,15 @@ def test_cancel_during_a_checkpoint_write_finishes_the_write(tiny_model_dir: Pat
 
     monkeypatch.setattr(checkpoints, "_write", cancel_mid_write)
     with ctx:
-        result = RLTrainer(cfg, store=engine, job=ctx).train()
+        result = RLTrainer(cfg, store=store, job=ctx).train()
     assert result["steps"] == 1
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         assert s.get(Job, job_id).status == "cancelled"
-    assert jobs.last_checkpoint(engine, job_id)["step"] == 1
+    assert job_queue.last_checkpoint(store, job_id)["step"] == 1
     assert (tmp_path / "run" / "checkpoints" / "step-000001" / "trainer_state.pt").exists()
 
 
-def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tmp_path: Path, engine,
+def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tmp_path: Path, store,
                                                         monkeypatch):
     import socket
 
@@ -248,11 +248,11 @@ def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tm
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     cfg = _loop_config(tiny_model_dir, tmp_path, simulator="openai:sim", steps=1,
                        simulator_base_url=f"http://127.0.0.1:{port}/v1")
-    job_id, ctx = _job(engine, cfg)
+    job_id, ctx = _job(store, cfg)
     with pytest.raises(SimulatorOutage):
         with ctx:
-            RLTrainer(cfg, store=engine, job=ctx).train()
-    with read_scope(engine) as s:
+            RLTrainer(cfg, store=store, job=ctx).train()
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         assert job.status == "failed" and "dialogues failed on the simulator side" in job.error
     assert not (tmp_path / "run" / "checkpoints").exists() or not list((tmp_path / "run" / "checkpoints").iterdir())
@@ -260,15 +260,15 @@ def test_simulator_outage_fails_the_job_with_the_reason(tiny_model_dir: Path, tm
 
 @pytest.mark.model
 def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(tiny_model_dir: Path, tmp_path: Path,
-                                                                               engine):
+                                                                               store):
     """keep_checkpoints=1: a kill between writing step N and recording it must leave step N-1 on disk, so
     at every record the previous folder still exists; afterwards only the kept checkpoint is listed."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
     from trainer.learning import checkpoints
     from trainer.learning.rl_trainer import RLTrainer
 
     cfg = _loop_config(tiny_model_dir, tmp_path, keep_checkpoints=1, store_dialogues=False)
-    job_id, ctx = _job(engine, cfg)
+    job_id, ctx = _job(store, cfg)
     root = tmp_path / "run" / "checkpoints"
     on_disk_at_record = []
     real_add = ctx.add_checkpoint
@@ -279,14 +279,14 @@ def test_checkpoint_is_recorded_before_older_ones_are_pruned_and_pruned_rows_go(
 
     ctx.add_checkpoint = add_checkpoint
     with ctx:
-        RLTrainer(cfg, store=engine, job=ctx).train()
+        RLTrainer(cfg, store=store, job=ctx).train()
     assert on_disk_at_record == [(1, ["step-000001"]), (2, ["step-000001", "step-000002"]),
                                  (3, ["step-000002", "step-000003"])]
-    assert [c["step"] for c in jobs.job_detail(engine, job_id)["checkpoints"]] == [3]
+    assert [c["step"] for c in job_queue.job_detail(store, job_id)["checkpoints"]] == [3]
     assert [p.name for p in checkpoints.list_checkpoints(root)] == ["step-000003"]
 
 
-def test_persona_set_is_resolved_with_the_store_first(engine):
+def test_persona_set_is_resolved_with_the_store_first(store):
     """Ids in a config's list are the store's profiles, else the built-in ones; an unknown id fails before
     any model is loaded, naming persona_set."""
     from simulator.personas.store import save_profile
@@ -294,8 +294,8 @@ def test_persona_set_is_resolved_with_the_store_first(engine):
     from trainer.config import ConfigError
     from trainer.learning.rl_trainer import training_personas
 
-    save_profile(engine, make_sim_profile("mia"), create=True)
-    found = training_personas(TrainConfig(persona_set=["mia", "en-20-ahmed-yilmaz"]), engine)
+    save_profile(store, make_sim_profile("mia"), create=True)
+    found = training_personas(TrainConfig(persona_set=["mia", "en-20-ahmed-yilmaz"]), store)
     assert [p.id for p in found] == ["mia", "en-20-ahmed-yilmaz"]
     assert len(training_personas(TrainConfig(persona_set="builtin:heldout"))) == 8
     with pytest.raises(ConfigError) as info:

@@ -108,10 +108,10 @@ def recompute(engine: HFEngine, ids: list[int]) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
-def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, engine):
+def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, store):
     policy.batches.clear()
     factory = Factory({"ann": 1, "bob": 2, "cat": 3})
-    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1, schedule="rounds"))
     samples = rollout.run([profile("ann"), profile("bob"), profile("cat")], group_size=2)
     assert policy.batches == [6, 4, 2]  # every round: all active dialogues in one batch
@@ -127,7 +127,7 @@ def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, eng
         assert agent.histories[-1] == s.messages[:-2]  # visible history before the reply
         assert s.emotions == [30.0 + 5 * i for i in range(s.n_turns + 1)]
         assert s.final_emotion == s.emotions[-1] and rlver_reward(s) == pytest.approx(s.final_emotion / 100)
-        stored = load_dialogue(engine, s.dialogue_id)
+        stored = load_dialogue(store, s.dialogue_id)
         assert stored["status"] == "finished" and stored["n_turns"] == s.n_turns
         assert stored["group_id"] == s.group_id and stored["mode"] == "direct"
         assert stored["policy_ref"] == str(policy.path) and stored["fingerprint_hash"]
@@ -183,25 +183,25 @@ def test_think_mode_strips_earlier_thoughts_with_exact_segments(tiny_model_dir):
         assert torch.allclose(new[pos], torch.tensor([old[i + 1] for i in pos]), atol=1e-4)
 
 
-def test_bad_think_fail_policy_and_empty_reply(tiny_model_dir, engine):
+def test_bad_think_fail_policy_and_empty_reply(tiny_model_dir, store):
     pol = ScriptedPolicy(tiny_model_dir, lambda n: "just words")
-    rollout = RolloutEngine(pol, Factory({"ann": 3}), recorder=DialogueRecorder(engine),
+    rollout = RolloutEngine(pol, Factory({"ann": 3}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(mode="think", bad_think="fail"))
     [s] = rollout.run([profile("ann")])
     assert s.status == "failed" and s.outcome == "error" and "policy turn 1" in s.error and "<think>" in s.error
-    assert load_dialogue(engine, s.dialogue_id)["error"] == s.error
+    assert load_dialogue(store, s.dialogue_id)["error"] == s.error
     empty = ScriptedPolicy(tiny_model_dir, lambda n: "   ")
-    [s] = RolloutEngine(empty, Factory({"ann": 3}), recorder=DialogueRecorder(engine)).run([profile("ann")])
+    [s] = RolloutEngine(empty, Factory({"ann": 3}), recorder=DialogueRecorder(store)).run([profile("ann")])
     assert s.status == "failed" and "empty reply" in s.error
-    assert load_dialogue(engine, s.dialogue_id)["status"] == "failed"
+    assert load_dialogue(store, s.dialogue_id)["status"] == "failed"
 
 
-def test_endless_reply_and_token_budget(policy, engine):
-    rollout = RolloutEngine(policy, Factory({"ann": 5}), recorder=DialogueRecorder(engine),
+def test_endless_reply_and_token_budget(policy, store):
+    rollout = RolloutEngine(policy, Factory({"ann": 5}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=3, truncated="fail"))
     [s] = rollout.run([profile("ann")])
     if s.status == "failed":  # the random model may still sample the end-of-turn id within 3 tokens
-        assert "endless reply" in s.error and load_dialogue(engine, s.dialogue_id)["error"] == s.error
+        assert "endless reply" in s.error and load_dialogue(store, s.dialogue_id)["error"] == s.error
     budget = RolloutEngine(policy, Factory({"ann": 20}), config=RolloutConfig(max_new_tokens=16, max_tokens=120,
                                                                                max_turns=20))
     [s] = budget.run([profile("ann")])
@@ -209,23 +209,23 @@ def test_endless_reply_and_token_budget(policy, engine):
     assert len(s.input_ids) <= 120
 
 
-def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, engine):
+def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, store):
     factory = Factory({"ann": 3, "bob": 3}, fail={"bob": 2})
-    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4)).run(
         [profile("ann"), profile("bob")])
     ann, bob = samples
     assert ann.status == "finished" and ann.n_turns == 3
     assert bob.status == "failed" and bob.outcome == "error" and bob.n_turns == 2
     assert "simulator failed" in bob.error and "ConnectionError" in bob.error
-    stored = load_dialogue(engine, bob.dialogue_id)
+    stored = load_dialogue(store, bob.dialogue_id)
     assert stored["status"] == "failed" and "simulator service went away" in stored["error"]
 
 
 @pytest.mark.parametrize("schedule", ["rounds", "async"])
-def test_events_stream_and_stop_cancels_cleanly(policy, engine, schedule):
+def test_events_stream_and_stop_cancels_cleanly(policy, store, schedule):
     events = []
-    rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), recorder=DialogueRecorder(engine),
+    rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4, max_turns=10, schedule=schedule))
 
     def on_event(ev):
@@ -242,7 +242,7 @@ def test_events_stream_and_stop_cancels_cleanly(policy, engine, schedule):
     assert [s.n_turns for s in samples] == [2, 2] if schedule == "rounds" else \
         max(s.n_turns for s in samples) == 2 and min(s.n_turns for s in samples) >= 1
     for s in samples:
-        assert load_dialogue(engine, s.dialogue_id)["status"] == "cancelled"
+        assert load_dialogue(store, s.dialogue_id)["status"] == "cancelled"
     kinds = [e.kind for e in events]
     assert kinds[:2] == ["started", "started"] and kinds[-1] == "finished"
     for s in samples:  # each dialogue's last event is its end (async: one may end before the other's last turn)
@@ -277,19 +277,19 @@ def test_bad_config_and_profiles_are_named(policy):
 
 
 @pytest.mark.model
-def test_real_offline_simulator(policy, engine):
+def test_real_offline_simulator(policy, store):
     from simulator.user.spec import SimulatorSpec
 
     factory = SimulatorSpec("offline", rules="training").factory()
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
-    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine),
+    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=8, max_turns=3)
                             ).run([prof], group_size=2)
     for s in samples:
         assert s.status == "finished" and s.outcome in ("success", "failure", "goodbye", "max_turns"), s.error
         assert s.emotions[0] == 30.0 and len(s.emotions) == s.n_turns + 1
         assert s.emotions[-1] < 30.0  # gibberish from a random model lowers the emotion
-        stored = load_dialogue(engine, s.dialogue_id)
+        stored = load_dialogue(store, s.dialogue_id)
         assert stored["simulator_fingerprint"]["rules"]["name"] == "rlver-hard"  # "training" is its old name
         assert stored["status"] == s.status
 
@@ -308,23 +308,23 @@ def test_only_the_reply_at_the_rules_cap_goes_unjudged(policy):
         assert len(s.emotions) == judged + 1, (cap, s.emotions)
 
 
-def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, engine):
-    rollout = RolloutEngine(policy, Factory({"ann": 2, "bob": 2}), recorder=DialogueRecorder(engine),
+def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, store):
+    rollout = RolloutEngine(policy, Factory({"ann": 2, "bob": 2}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4))
     events = list(rollout.stream([profile("ann"), profile("bob")]))
     assert [e.kind for e in events].count("finished") == 2 and events[-1].kind == "finished"
     assert sum(1 for e in events if e.kind == "turn" and e.turn["role"] == "assistant") == 4
     assert all(e.sample.status == "finished" for e in events if e.kind == "finished")
-    stopper = RolloutEngine(policy, Factory({"ann": 50}), recorder=DialogueRecorder(engine),
+    stopper = RolloutEngine(policy, Factory({"ann": 50}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4, max_turns=50))
     gen = stopper.stream([profile("ann")])
     first = next(gen)
     gen.close()  # the consumer went away: the run is cancelled and the dialogue stored as such
     assert stopper.cancelled
-    assert load_dialogue(engine, first.dialogue_id)["status"] == "cancelled"
+    assert load_dialogue(store, first.dialogue_id)["status"] == "cancelled"
 
 
-def test_api_policy_and_api_simulator_over_http(engine):
+def test_api_policy_and_api_simulator_over_http(store):
     """--policy openai:MODEL with --simulator openai:MODEL, both served by the scripted local server."""
     from simulator.user.spec import SimulatorSpec
     from testkit.scripted_server import start_server
@@ -335,7 +335,7 @@ def test_api_policy_and_api_simulator_over_http(engine):
         pol = make_policy_engine("openai:scripted", base_url=server.base_url, api_key="unused")
         factory = SimulatorSpec("openai:scripted", rules="standard", base_url=server.base_url, api_key="unused",
                                 traffic=TrafficLimits(max_retries=0)).factory()
-        samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(engine),
+        samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(store),
                                 config=RolloutConfig(mode="think", max_turns=3)).run(
             [profile("ann", first_line="My manager took credit for my work.")], group_size=2)
     finally:
@@ -345,7 +345,7 @@ def test_api_policy_and_api_simulator_over_http(engine):
         assert s.input_ids == [] and s.action_mask == []  # an API policy has no token ids to train on
         replies = [m["content"] for m in s.messages if m["role"] == "assistant"]
         assert all(r and "<think>" not in r for r in replies) and all(s.thoughts)
-        stored = load_dialogue(engine, s.dialogue_id)
+        stored = load_dialogue(store, s.dialogue_id)
         assert stored["policy_ref"].startswith("openai:scripted@127.0.0.1")
         assert [t["think_text"] for t in stored["turns"] if t["role"] == "assistant"] == s.thoughts
 
@@ -367,7 +367,7 @@ def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
         assert text.count("<|im_start|>assistant\n") == 3 and text.count("<|im_start|>user\n") == 3
 
 
-def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
+def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, store):
     class StopMidway(HFEngine):
         def generate_ids(self, prompt_ids, params, seeds=None):
             self.stop_event.set()  # Stop pressed while the batch is being generated
@@ -376,12 +376,12 @@ def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, engine):
             return out
 
     pol = StopMidway(tiny_model_dir)
-    rollout = RolloutEngine(pol, Factory({"ann": 5}), recorder=DialogueRecorder(engine),
+    rollout = RolloutEngine(pol, Factory({"ann": 5}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=200))
     [s] = rollout.run([profile("ann")])
     assert max(pol.lengths) == 1  # generation stopped after one step instead of 200
     assert s.status == "cancelled" and s.n_turns == 0
-    stored = load_dialogue(engine, s.dialogue_id)
+    stored = load_dialogue(store, s.dialogue_id)
     assert stored["status"] == "cancelled" and [t["role"] for t in stored["turns"]] == ["user"]
 
 
@@ -398,17 +398,17 @@ class OpeningAgent(ScriptedAgent):
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_shared_opening_gives_a_group_one_generated_first_message(policy, engine, shared):
+def test_shared_opening_gives_a_group_one_generated_first_message(policy, store, shared):
     OpeningAgent.calls = 0
     rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1),
-                            recorder=DialogueRecorder(engine),
+                            recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4, shared_opening=shared))
     samples = rollout.run([profile("ann"), profile("bob")], group_size=3)
     assert all(s.status == "finished" for s in samples)
     firsts = {}
     for s in samples:
         firsts.setdefault(s.group_id, []).append(s.messages[0]["content"])
-        stored = load_dialogue(engine, s.dialogue_id)["turns"][0]
+        stored = load_dialogue(store, s.dialogue_id)["turns"][0]
         assert (stored["text"], stored["emotion"]) == (s.messages[0]["content"], 30.0)
     assert len(firsts) == 2
     if shared:  # one opening per group, the same first message for every member; groups differ

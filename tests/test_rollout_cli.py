@@ -22,11 +22,11 @@ def _profile(pid: str) -> Profile:
 
 
 @pytest.fixture
-def store_with_persona(engine):
+def store_with_persona(store):
     from simulator.personas.store import save_profile
 
-    save_profile(engine, _profile("mia"), create=True)
-    return engine
+    save_profile(store, _profile("mia"), create=True)
+    return store
 
 
 @pytest.mark.process
@@ -99,7 +99,7 @@ def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
     built-in id works and the dialogue's persona is in the store."""
     from simulator.personas.builtin import BUILTIN_IDS, get_builtin
     from simulator.personas.store import get_profile, list_profiles
-    from storage import make_engine
+    from storage import make_store
 
     proc = subprocess.run(
         [sys.executable, "-m", "trainer", "rollout", "--persona", "en-20-ahmed-yilmaz", "--policy",
@@ -108,7 +108,7 @@ def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
         cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    store = make_engine(db_url)
+    store = make_store(db_url)
     assert sorted(p.id for p in list_profiles(store)) == sorted(BUILTIN_IDS)
     assert get_profile(store, "en-20-ahmed-yilmaz") == get_builtin("en-20-ahmed-yilmaz")
     stored = load_dialogue(store, row["id"])

@@ -9,7 +9,7 @@ import pytest
 
 from app.render import EMPTY_MESSAGE, dialogue_html
 from simulator.personas.io import BadFileError
-from trainer.evaluation import benchmark as bm
+from trainer.evaluation import benchmark
 from trainer.evaluation.eval_runs import scored_dialogues
 from trainer.rollout.engine import RolloutConfig
 
@@ -56,18 +56,18 @@ def _write(path, records) -> str:
     return str(path)
 
 
-def _replay(engine, f: str):
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=f)
-    return bm.run_benchmark(engine, cfg, log=lambda _m: None)
+def _replay(store, f: str):
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=f)
+    return benchmark.run_benchmark(store, cfg, log=lambda _m: None)
 
 
-def test_an_empty_user_message_is_a_message_like_any_other(engine, tmp_path):
+def test_an_empty_user_message_is_a_message_like_any_other(store, tmp_path):
     f = _write(tmp_path / "edge_result.jsonl", [EMPTY, BLANK, PLAIN])
-    result = _replay(engine, f)
+    result = _replay(store, f)
     s = result.summary
     assert (s.n, s.n_errors) == (3, 0)
     assert s.score == pytest.approx((60 + 30 + 45) / 3)  # SAGE's score: the mean final emotion
-    played = {d["persona_id"]: d for d in scored_dialogues(engine, result.eval_run_id)}
+    played = {d["persona_id"]: d for d in scored_dialogues(store, result.eval_run_id)}
     for record in (EMPTY, BLANK, PLAIN):
         d = played[record["id"]]
         assert d["final_emotion"] == record["emo_point"] and not d["error"]
@@ -76,7 +76,7 @@ def test_an_empty_user_message_is_a_message_like_any_other(engine, tmp_path):
 
     from storage import Turn, read_scope
 
-    with read_scope(engine) as sess:
+    with read_scope(store) as sess:
         turns = sess.scalars(select(Turn).where(Turn.dialogue_id == played["empty-message"]["id"])
                              .order_by(Turn.index)).all()
         said = [(t.role, t.text, t.emotion) for t in turns]
@@ -96,7 +96,7 @@ def test_training_still_treats_an_empty_message_as_a_simulator_fault():
         RolloutConfig(empty_user_message="ignore").validate()
 
 
-def test_a_missing_emotion_point_fails_that_dialogue_naming_it(engine, tmp_path):
+def test_a_missing_emotion_point_fails_that_dialogue_naming_it(store, tmp_path):
     broken = json.loads(json.dumps(EMPTY))
     broken["id"] = "no-emotion"
     del broken["history"][4]["emotion-point"]
@@ -105,25 +105,25 @@ def test_a_missing_emotion_point_fails_that_dialogue_naming_it(engine, tmp_path)
     no_opening_point["history"][0]["content"] = "她又放我鸽子了。"
     del no_opening_point["history"][0]["emotion-point"]  # SAGE starts every dialogue at 40 anyway
     f = _write(tmp_path / "edge_result.jsonl", [broken, no_opening_point])
-    played = {d["persona_id"]: d for d in scored_dialogues(engine, _replay(engine, f).eval_run_id)}
+    played = {d["persona_id"]: d for d in scored_dialogues(store, _replay(store, f).eval_run_id)}
     assert "replay of no-emotion: user message 2 has no emotion-point" in played["no-emotion"]["error"]
     assert not played["opening-without-point"]["error"]
     assert played["opening-without-point"]["final_emotion"] == 45
 
 
-def test_a_record_that_stops_before_the_rules_do_fails_naming_it(engine, tmp_path):
+def test_a_record_that_stops_before_the_rules_do_fails_naming_it(store, tmp_path):
     """The record ends on a user message that neither says goodbye nor crosses a threshold: SAGE's loop
     would have asked the policy again, so the record is incomplete."""
     cut = _record("cut-short", [_opening("我失恋了。"), _bot("这一定很难受。"), _user("嗯，很难受。", 45, 5)])
     f = _write(tmp_path / "edge_result.jsonl", [cut])
-    played = scored_dialogues(engine, _replay(engine, f).eval_run_id)
+    played = scored_dialogues(store, _replay(store, f).eval_run_id)
     assert "replay of cut-short: the record has no policy reply 2" in played[0]["error"]
 
 
-def test_duplicate_ids_are_refused_naming_the_id_and_lines(engine, tmp_path):
+def test_duplicate_ids_are_refused_naming_the_id_and_lines(store, tmp_path):
     again = json.loads(json.dumps(PLAIN))
     again["history"][0]["content"] = "另一个开头。"
     f = _write(tmp_path / "edge_result.jsonl", [PLAIN, EMPTY, again])
-    with pytest.raises((BadFileError, bm.BenchmarkInputError)) as err:
-        _replay(engine, f)
+    with pytest.raises((BadFileError, benchmark.BenchmarkInputError)) as err:
+        _replay(store, f)
     assert "duplicate id 'plain'" in str(err.value) and "line 1" in str(err.value)

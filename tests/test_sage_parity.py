@@ -17,8 +17,7 @@ from conftest import REPO
 from simulator.user import rules as rules_mod
 from simulator.user.packs import PackError
 from simulator.user.reference_packs import SagePack
-from trainer.evaluation import benchmark as bm
-from trainer.evaluation import protocol
+from trainer.evaluation import benchmark, protocol
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
 
@@ -52,9 +51,9 @@ def test_replay_reproduces_the_published_row_and_every_final_emotion(model, shar
             [(m["role"], m["content"]) for m in published[rec["id"]]]
 
 
-def _replay(engine, f, limit=0):
-    cfg = bm.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=limit)
-    return bm.run_benchmark(engine, cfg, log=lambda _m: None)
+def _replay(store, f, limit=0):
+    cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=limit)
+    return benchmark.run_benchmark(store, cfg, log=lambda _m: None)
 
 
 @pytest.mark.parametrize("wrong,expect", [
@@ -62,41 +61,41 @@ def _replay(engine, f, limit=0):
     (dict(max_turns=8), "the lab's rules ended the dialogue after message"),
     (dict(failure_below=20.0), "the lab's rules ended the dialogue after message"),
 ])
-def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, engine, monkeypatch):
+def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, store, monkeypatch):
     """Judging the 10th reply, stopping early or failing at 20: the replay no longer matches the record."""
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     monkeypatch.setitem(rules_mod.PRESETS, "standard", dataclasses.replace(rules_mod.PRESETS["standard"], **wrong))
-    result = _replay(engine, f)
+    result = _replay(store, f)
     assert result.summary.n_errors > 0
     assert (result.summary.score, result.summary.success, result.summary.failure) != PUBLISHED["gpt-4.1"]
     from trainer.evaluation.eval_runs import scored_dialogues
 
-    errors = [d["error"] for d in scored_dialogues(engine, result.eval_run_id) if d["error"]]
+    errors = [d["error"] for d in scored_dialogues(store, result.eval_run_id) if d["error"]]
     assert any(expect in e for e in errors), errors[:3]
 
 
-def test_replay_recorded_as_such_with_its_protocol(shared_data, engine):
+def test_replay_recorded_as_such_with_its_protocol(shared_data, store):
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
-    result = _replay(engine, f, limit=5)
+    result = _replay(store, f, limit=5)
     from trainer.evaluation.eval_runs import get_eval_run, leaderboard
 
-    run = get_eval_run(engine, result.eval_run_id)
+    run = get_eval_run(store, result.eval_run_id)
     assert run["simulator_fingerprint"]["backend"] == "replay" and len(run["simulator_fingerprint"]["file_sha256"]) == 64
     assert run["protocol"]["version"] == protocol.PROTOCOL_VERSION and run["model_ref"] == f"replay:{f.name}"
-    group = next(g for g in leaderboard(engine) if not g["published"])
+    group = next(g for g in leaderboard(store) if not g["published"])
     assert group["replay"] and group["protocol_hash"] == run["protocol"]["protocol_hash"]
 
 
-def test_runs_with_different_protocols_are_not_ranked_together(shared_data, engine, monkeypatch):
+def test_runs_with_different_protocols_are_not_ranked_together(shared_data, store, monkeypatch):
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
-    _replay(engine, f, limit=3)
+    _replay(store, f, limit=3)
     from simulator.user.packs import OwnPack
 
     monkeypatch.setattr(OwnPack, "policy_system_prompt", lambda self, language="zh": "另一个系统提示")
-    _replay(engine, f, limit=3)
+    _replay(store, f, limit=3)
     from trainer.evaluation.eval_runs import leaderboard
 
-    groups = [g for g in leaderboard(engine) if not g["published"]]
+    groups = [g for g in leaderboard(store) if not g["published"]]
     assert len(groups) == 2 and len({g["protocol_hash"] for g in groups}) == 2
 
 
@@ -193,7 +192,7 @@ def test_unknown_or_changed_sage_files_are_named(shared_reference, tmp_path):
     assert r.returncode == 2 and "simulator_scene" in r.stderr
 
 
-def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data, shared_reference, engine,
+def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data, shared_reference, store,
                                                                     monkeypatch):
     """The pack end to end over real HTTP: the simulator endpoint receives SAGE's exact prompt as one user
     message, its answer is parsed as SAGE parses it, and the policy gets SAGE's system prompt."""
@@ -203,10 +202,10 @@ def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data,
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     pack = SagePack(str(shared_reference / "sage"))
     with ScriptedServer().start() as srv:
-        cfg = bm.BenchmarkConfig(policy="openai:policy", policy_base_url=srv.base_url,
-                                 simulator="openai:deepseek-v3", simulator_base_url=srv.base_url,
-                                 prompt_pack=f"sage:{shared_reference / 'sage'}", profiles=str(f), limit=2)
-        result = bm.run_benchmark(engine, cfg, log=lambda _m: None)
+        cfg = benchmark.BenchmarkConfig(policy="openai:policy", policy_base_url=srv.base_url,
+                                        simulator="openai:deepseek-v3", simulator_base_url=srv.base_url,
+                                        prompt_pack=f"sage:{shared_reference / 'sage'}", profiles=str(f), limit=2)
+        result = benchmark.run_benchmark(store, cfg, log=lambda _m: None)
         bodies = list(srv.requests)
         roles = dict(srv.roles)
     assert result.summary.n == 2 and result.summary.n_errors == 0, result
@@ -219,7 +218,7 @@ def test_sage_pack_drives_a_live_benchmark_against_an_openai_server(shared_data,
     assert result.protocol["policy_system_prompts"]["zh"] == pack.policy_system_prompt()
     from storage.dialogues import load_dialogue
 
-    d = load_dialogue(engine, result.dialogue_ids[0])
+    d = load_dialogue(store, result.dialogue_ids[0])
     judged = [t for t in d["turns"] if t["role"] == "user" and t["delta"] is not None][1:]
     assert judged and all(abs(t["delta"]) <= 10 for t in judged)
     assert all(t["inner"].get("TargetCompletion") for t in judged)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator import __main__ as cli
+from simulator import __main__ as simulator_cli
 from simulator.personas.profile import Profile
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,28 +101,28 @@ def test_db_from_environment(tmp_path: Path):
 def test_transcripts_import_in_process(tmp_path: Path, capsys, shared_data: Path):
     db = f"sqlite:///{tmp_path / 'lab.db'}"
     path = str(shared_data / "sage" / "gpt-4.1_result.jsonl")
-    assert cli.main(["transcripts", "import", path, "--db", db]) == 0
+    assert simulator_cli.main(["transcripts", "import", path, "--db", db]) == 0
     first = capsys.readouterr().out
     assert "100 dialogue(s) imported" in first and "score 68.2" in first
-    assert cli.main(["transcripts", "import", path, "--db", db]) == 0
+    assert simulator_cli.main(["transcripts", "import", path, "--db", db]) == 0
     assert "100 already in the store" in capsys.readouterr().out
 
 
 def test_plugin_registry(tmp_path: Path, monkeypatch, capsys):
-    monkeypatch.setitem(cli.PLUGINS, "probe", ("lab_test_missing_plugin", "x"))
-    assert cli.main(["probe"]) == 2
+    monkeypatch.setitem(simulator_cli.PLUGINS, "probe", ("lab_test_missing_plugin", "x"))
+    assert simulator_cli.main(["probe"]) == 2
     assert "'probe' is unavailable" in capsys.readouterr().err
     (tmp_path / "lab_test_plugin.py").write_text(
         "def add_arguments(parser):\n    parser.add_argument('--times', type=int, default=1)\n"
         "def run(args):\n    print('ran', args.times)\n    return 7\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(cli.PLUGINS, "chat", ("lab_test_plugin", "y"))
-    assert cli.main(["chat", "--times", "3"]) == 7
+    monkeypatch.setitem(simulator_cli.PLUGINS, "chat", ("lab_test_plugin", "y"))
+    assert simulator_cli.main(["chat", "--times", "3"]) == 7
     assert capsys.readouterr().out == "ran 3\n"
     (tmp_path / "lab_test_broken.py").write_text("import lab_test_no_such_dependency\n")
-    monkeypatch.setitem(cli.PLUGINS, "chat", ("lab_test_broken", "z"))
+    monkeypatch.setitem(simulator_cli.PLUGINS, "chat", ("lab_test_broken", "z"))
     with pytest.raises(ModuleNotFoundError):  # a broken plugin is not reported as "unavailable"
-        cli.main(["chat"])
+        simulator_cli.main(["chat"])
 
 
 @pytest.mark.process
@@ -136,16 +136,16 @@ def test_fresh_store_export_and_list_show_the_built_in_personas(tmp_path: Path, 
     exported = import_profiles(tmp_path / "all.jsonl")
     assert exported.errors == [] and sorted(exported.profiles, key=lambda p: p.id) == BUILTIN_PROFILES
 
-    assert cli.main(["personas", "list", "--set", "builtin:heldout", "--json", "--db", db]) == 0
+    assert simulator_cli.main(["personas", "list", "--set", "builtin:heldout", "--json", "--db", db]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 8 and all(r["split"] == "heldout" for r in rows)
     assert rows[4] == {"id": "en-20-ahmed-yilmaz", "name": "Ahmed Yılmaz", "need_category": "sincere_praise",
                        "personality": "negative", "language": "en", "split": "heldout"}
-    assert cli.main(["personas", "list", "--db", f"sqlite:///{tmp_path / 'other.db'}"]) == 0  # seeds it too
+    assert simulator_cli.main(["personas", "list", "--db", f"sqlite:///{tmp_path / 'other.db'}"]) == 0  # seeds it too
     listed = capsys.readouterr()
     assert len(listed.out.splitlines()) == len(BUILTIN_PROFILES) and "32 persona(s) in the store" in listed.err
     assert "en-32-zoe-kim" in listed.out and "not_at_fault" in listed.out
-    assert cli.main(["personas", "list", "--set", "builtin:everyone", "--db", db]) == 2
+    assert simulator_cli.main(["personas", "list", "--set", "builtin:everyone", "--db", db]) == 2
     err = capsys.readouterr().err
     assert "--set: unknown persona set 'builtin:everyone'" in err and "builtin:heldout" in err
 
@@ -154,6 +154,6 @@ def test_import_into_a_fresh_store_stores_only_the_file(tmp_path: Path, capsys):
     db = f"sqlite:///{tmp_path / 'fresh.db'}"
     f = tmp_path / "p.jsonl"
     f.write_text(profile_line("eve"))
-    assert cli.main(["personas", "import", str(f), "--db", db]) == 0
-    assert cli.main(["personas", "list", "--json", "--db", db]) == 0  # not empty: nothing seeded
+    assert simulator_cli.main(["personas", "import", str(f), "--db", db]) == 0
+    assert simulator_cli.main(["personas", "list", "--json", "--db", db]) == 0  # not empty: nothing seeded
     assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines() if line.startswith("{")] == ["eve"]

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from app.views import live_rollout as live
+from app.views import live_rollout
 from simulator.llm.traffic import TrafficLimits
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 from simulator.user.spec import SimulatorSpec
 from storage.dialogues import load_dialogue
 from testkit.scripted_server import ScriptedServer
 from trainer import __main__ as trainer_main
 from trainer.config import TrainConfig
-from trainer.evaluation import benchmark as bm
+from trainer.evaluation import benchmark
 from trainer.policies.spec import PolicySpec, checkpoint_model
 from trainer.rollout.build import SpecError, build_rollout
 
@@ -45,9 +45,9 @@ def test_spec_errors_name_the_field():
         build_rollout(PolicySpec("openai:m"), SimulatorSpec(pack="nope"))
     assert e.value.field == "prompt_pack" and "unknown prompt pack 'nope'" in str(e.value)
     # the configs check packs with the same rule: the benchmark takes rlver:DIR as training does
-    assert "prompt_pack" not in bm.BenchmarkConfig(prompt_pack="rlver:/x").errors()
+    assert "prompt_pack" not in benchmark.BenchmarkConfig(prompt_pack="rlver:/x").errors()
     assert "prompt_pack" not in TrainConfig(prompt_pack="rlver:/x").errors()
-    assert "prompt_pack" in bm.BenchmarkConfig(prompt_pack="zzz").errors()
+    assert "prompt_pack" in benchmark.BenchmarkConfig(prompt_pack="zzz").errors()
 
 
 def test_a_checkpoint_folder_stands_for_its_policy(checkpoint, tiny_model_dir):
@@ -57,10 +57,10 @@ def test_a_checkpoint_folder_stands_for_its_policy(checkpoint, tiny_model_dir):
     assert checkpoint_model("openai:gpt") == "openai:gpt"
 
 
-def test_every_entry_point_takes_the_same_specs(shared_reference, engine, db_url, checkpoint, monkeypatch, capsys):
+def test_every_entry_point_takes_the_same_specs(shared_reference, store, db_url, checkpoint, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    ps.seed_builtin(engine)
-    persona = ps.list_profiles(engine)[0].id
+    persona_store.seed_builtin(store)
+    persona = persona_store.list_profiles(store)[0].id
     pack = f"sage:{shared_reference / 'sage'}"
     with ScriptedServer().start() as srv:
         def sage_steps() -> int:
@@ -79,25 +79,25 @@ def test_every_entry_point_takes_the_same_specs(shared_reference, engine, db_url
         assert after_cli > 0
 
         # the live view
-        outs = list(live.start_rollout(engine, "specs", [persona], str(checkpoint), "", "openai:deepseek-v3",
-                                       srv.base_url, "standard", "direct", 1, 2, 8, 1.0, 0, pack=pack,
-                                       simulator_max_in_flight=2, simulator_requests_per_minute=600))
+        outs = list(live_rollout.start_rollout(store, "specs", [persona], str(checkpoint), "", "openai:deepseek-v3",
+                                               srv.base_url, "standard", "direct", 1, 2, 8, 1.0, 0, pack=pack,
+                                               simulator_max_in_flight=2, simulator_requests_per_minute=600))
         assert outs[-1][0].startswith("Done:"), outs[-1][0]
         after_live = sage_steps()
         assert after_live > after_cli
 
         # the benchmark
-        cfg = bm.BenchmarkConfig(policy=str(checkpoint), simulator="openai:deepseek-v3",
-                                 simulator_base_url=srv.base_url, prompt_pack=pack, simulator_max_in_flight=2,
-                                 profiles=persona, max_new_tokens=8)
-        result = bm.run_benchmark(engine, cfg, log=lambda _m: None)
+        cfg = benchmark.BenchmarkConfig(policy=str(checkpoint), simulator="openai:deepseek-v3",
+                                        simulator_base_url=srv.base_url, prompt_pack=pack, simulator_max_in_flight=2,
+                                        profiles=persona, max_new_tokens=8)
+        result = benchmark.run_benchmark(store, cfg, log=lambda _m: None)
         assert result.summary.n == 1 and result.summary.n_errors == 0
         assert sage_steps() > after_live
 
     # every stored dialogue names SAGE's pack in its simulator fingerprint, and the policy's model folder
     ids = [rows[0]["id"], *result.dialogue_ids]
     for did in ids:
-        d = load_dialogue(engine, did)
+        d = load_dialogue(store, did)
         assert d["simulator_fingerprint"]["prompt_pack"]["pack"] == "sage", d["simulator_fingerprint"]
     # training's config names the simulated user with the same fields
     train = SimulatorSpec.from_config(TrainConfig(simulator="openai:deepseek-v3", simulator_base_url="http://h/v1",

@@ -13,17 +13,17 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from storage import Job, Metric, Turn, default_url, make_engine, read_scope, session_scope
+from storage import Job, Metric, Turn, default_url, make_store, read_scope, session_scope
 
 REPO = Path(__file__).resolve().parent.parent
 
 WRITER = textwrap.dedent("""
     import json, sys
-    from storage import Job, Metric, make_engine, session_scope
-    engine = make_engine(sys.argv[1])
+    from storage import Job, Metric, make_store, session_scope
+    store = make_store(sys.argv[1])
     job_id, rows, batch = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     for start in range(0, rows, batch):  # one short transaction per batch
-        with session_scope(engine) as s:
+        with session_scope(store) as s:
             s.add_all(Metric(job_id=job_id, step=i, name="reward", value=i / rows) for i in range(start, start + batch))
     print(json.dumps({"written": rows}))
 """)
@@ -32,17 +32,17 @@ READER = textwrap.dedent("""
     import json, sys, time
     from datetime import datetime
     from sqlalchemy import func, select
-    from storage import Job, Metric, make_engine, read_scope, session_scope
-    engine = make_engine(sys.argv[1])
+    from storage import Job, Metric, make_store, read_scope, session_scope
+    store = make_store(sys.argv[1])
     job_id, rows = int(sys.argv[2]), int(sys.argv[3])
     counts, writes, deadline = [], 0, time.monotonic() + 120
     while time.monotonic() < deadline:
-        with read_scope(engine) as s:  # what the app does while a job writes
+        with read_scope(store) as s:  # what the app does while a job writes
             n = s.scalar(select(func.count(Metric.id)).where(Metric.job_id == job_id))
             s.execute(select(Metric).where(Metric.job_id == job_id).order_by(Metric.step.desc()).limit(50)).all()
         counts.append(n)
         if len(counts) % 10 == 0:  # and the app writes now and then, too
-            with session_scope(engine) as s:
+            with session_scope(store) as s:
                 s.get(Job, job_id).heartbeat_at = datetime.now()
             writes += 1
         if n >= rows:
@@ -57,39 +57,39 @@ def db_url(any_db_url: str) -> str:
 
 
 def test_sqlite_pragmas(tmp_path: Path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'pragmas.db'}")
-    with engine.connect() as conn:
+    store = make_store(f"sqlite:///{tmp_path / 'pragmas.db'}")
+    with store.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
-    engine.dispose()
+    store.dispose()
 
 
 @pytest.mark.postgres
 def test_postgres_write_transactions_hold_the_write_lock_and_readers_do_not(postgres_url: str):
     """PostgreSQL writers run one at a time, as SQLite's BEGIN IMMEDIATE makes them: a write scope holds the
     advisory lock until it commits; a read scope takes none."""
-    engine = make_engine(postgres_url)
+    store = make_store(postgres_url)
     held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = " \
            "(SELECT oid FROM pg_database WHERE datname = current_database())"
-    with read_scope(engine) as r:
+    with read_scope(store) as r:
         assert r.execute(text(held)).scalar() == 0
-    with session_scope(engine) as w:
+    with session_scope(store) as w:
         w.add(Job(kind="train", name="locked"))
         w.flush()
-        with read_scope(engine) as r:
+        with read_scope(store) as r:
             assert r.execute(text(held)).scalar() == 1
-    with read_scope(engine) as r:
+    with read_scope(store) as r:
         assert r.execute(text(held)).scalar() == 0
         assert r.execute(text("SHOW lock_timeout")).scalar() == "30s"
-    engine.dispose()
+    store.dispose()
 
 
-def test_foreign_keys_are_enforced(engine):
+def test_foreign_keys_are_enforced(store):
     with pytest.raises(IntegrityError):
-        with session_scope(engine) as s:
+        with session_scope(store) as s:
             s.add(Turn(dialogue_id=12345, index=0, role="user", text="orphan"))
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         assert s.query(Turn).count() == 0
 
 
@@ -97,10 +97,10 @@ def test_rlver_lab_db_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     url = f"sqlite:///{tmp_path / 'sub' / 'from_env.db'}"
     monkeypatch.setenv("RLVER_LAB_DB", url)
     assert default_url() == url
-    eng = make_engine()
-    with session_scope(eng) as s:
+    store = make_store()
+    with session_scope(store) as s:
         s.add(Job(kind="train", name="env"))
-    eng.dispose()
+    store.dispose()
     assert (tmp_path / "sub" / "from_env.db").exists()
     monkeypatch.delenv("RLVER_LAB_DB")
     assert default_url().endswith("lab.db") and str(tmp_path / "lab_home") in default_url()
@@ -109,8 +109,8 @@ def test_rlver_lab_db_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.mark.process
 def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Path):
     rows, batch = 5000, 5
-    eng = make_engine(db_url)
-    with session_scope(eng) as s:
+    store = make_store(db_url)
+    with session_scope(store) as s:
         job = Job(kind="train", name="concurrency")
         s.add(job)
         s.flush()
@@ -133,12 +133,12 @@ def test_writer_and_reader_processes_never_hit_locked(db_url: str, tmp_path: Pat
     assert all(c % batch == 0 for c in counts)
     assert any(0 < c < rows for c in counts), "the reader never ran while the writer was writing"
     assert seen["writes"] >= 1
-    with read_scope(eng) as s:
+    with read_scope(store) as s:
         assert s.query(Metric).filter_by(job_id=job_id).count() == rows
         assert s.get(Job, job_id).heartbeat_at is not None
-        if eng.dialect.name == "sqlite":
+        if store.dialect.name == "sqlite":
             assert s.execute(text("PRAGMA integrity_check")).scalar() == "ok"
-    eng.dispose()
+    store.dispose()
 
 
 @pytest.mark.process
@@ -146,15 +146,15 @@ def test_two_processes_create_a_fresh_store_at_once(db_url: str):
     """The app and a job starting together on a new store must both get a working store (the schema's
     revisions run once, under the write lock)."""
     url = db_url
-    code = "import sys; from storage import make_engine, session_scope, Job\n" \
-           "e = make_engine(sys.argv[1])\n" \
+    code = "import sys; from storage import make_store, session_scope, Job\n" \
+           "e = make_store(sys.argv[1])\n" \
            "with session_scope(e) as s: s.add(Job(kind='train'))\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [subprocess.Popen([sys.executable, "-c", code, url], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
              for _ in range(3)]
     errs = [p.communicate(timeout=120)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errs
-    eng = make_engine(url)
-    with read_scope(eng) as s:
+    store = make_store(url)
+    with read_scope(store) as s:
         assert s.query(Job).count() == 3
-    eng.dispose()
+    store.dispose()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.evaluation import transcripts as tr
+from simulator.evaluation import transcripts
 from simulator.evaluation.scoring import sentient_summary
 from storage import Dialogue, EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
 from storage.queries import collection_dialogues, collection_filter, collection_key, scored_finals, store_collections
 from trainer.evaluation import eval_runs
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 
 def _dialogue(store, status: str, final, **fields) -> int:
@@ -22,22 +22,22 @@ def _dialogue(store, status: str, final, **fields) -> int:
 
 
 @pytest.fixture
-def filled(engine):
+def filled(store):
     """Two live dialogues, one of them failed; a training job's dialogue; a benchmark run of three
     dialogues (one still running)."""
-    job = jobs.create_job(engine, "train", {}, name="t")
-    with session_scope(engine) as s:
+    job = job_queue.create_job(store, "train", {}, name="t")
+    with session_scope(store) as s:
         run = EvalRun(name="bench")
         s.add(run)
         s.flush()
         run_id = run.id
-    ids = {"live": [_dialogue(engine, "finished", 80.0, source="rollout"),
-                    _dialogue(engine, "failed", 30.0, source="rollout")],
-           "job": [_dialogue(engine, "finished", 55.0, source="train", job_id=job, step=1)],
-           "eval": [_dialogue(engine, "finished", 100.0, source="benchmark", eval_run_id=run_id),
-                    _dialogue(engine, "finished", 5.0, source="benchmark", eval_run_id=run_id),
-                    _dialogue(engine, "running", None, source="benchmark", eval_run_id=run_id)]}
-    return engine, job, run_id, ids
+    ids = {"live": [_dialogue(store, "finished", 80.0, source="rollout"),
+                    _dialogue(store, "failed", 30.0, source="rollout")],
+           "job": [_dialogue(store, "finished", 55.0, source="train", job_id=job, step=1)],
+           "eval": [_dialogue(store, "finished", 100.0, source="benchmark", eval_run_id=run_id),
+                    _dialogue(store, "finished", 5.0, source="benchmark", eval_run_id=run_id),
+                    _dialogue(store, "running", None, source="benchmark", eval_run_id=run_id)]}
+    return store, job, run_id, ids
 
 
 def test_store_collections_and_their_dialogues(filled):
@@ -60,13 +60,13 @@ def test_scored_finals_mark_failed_dialogues_and_skip_running_ones(filled):
 
 def test_one_summary_for_collections_and_eval_runs(filled):
     store, job, run_id, _ = filled
-    live = tr.dialogues_summary(store, collection_filter("source:rollout"))
+    live = transcripts.dialogues_summary(store, collection_filter("source:rollout"))
     assert live == sentient_summary([80.0, None]) and live.n_errors == 1
-    run = tr.dialogues_summary(store, (Dialogue.eval_run_id == run_id,))
+    run = transcripts.dialogues_summary(store, (Dialogue.eval_run_id == run_id,))
     assert run == eval_runs.summarize_run(store, run_id) == sentient_summary([100.0, 5.0])
-    assert tr.dialogues_summary(store, collection_filter("source:chat")) is None
+    assert transcripts.dialogues_summary(store, collection_filter("source:chat")) is None
     with pytest.raises(ValueError, match="no finished dialogues"):
-        tr.collection_summary(store, "nothing_result.jsonl")
+        transcripts.collection_summary(store, "nothing_result.jsonl")
 
 
 @pytest.mark.parametrize("key,problem", [("bogus:1", "unknown kind 'bogus'"), ("eval:x", "eval needs a numeric id"),

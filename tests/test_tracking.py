@@ -14,7 +14,7 @@ import pytest
 from helpers import tiny_train_config
 from sqlalchemy import select
 
-from storage import Job, Metric, make_engine, read_scope
+from storage import Job, Metric, make_store, read_scope
 from trainer.config import TrainConfig
 from trainer.learning.tracking import report_to_error
 
@@ -39,11 +39,11 @@ def test_training_job_writes_tensorboard_events_and_trackio_logs(tiny_model_dir:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     job_id = json.loads(proc.stdout.strip().splitlines()[-1])["job_id"]
 
-    engine = make_engine(db_url)
-    with read_scope(engine) as s:
+    store = make_store(db_url)
+    with read_scope(store) as s:
         output_dir = Path(s.get(Job, job_id).output_dir)
         stored = {(m.name, m.step): m.value for m in s.scalars(select(Metric).where(Metric.job_id == job_id))}
-    engine.dispose()
+    store.dispose()
     names = {name for name, _ in stored}
     assert {"reward_mean", "final_emotion_mean", "policy_loss", "approx_kl", "entropy"} <= names
 

@@ -205,7 +205,7 @@ def test_limits_are_validated_by_name_and_stay_out_of_the_fingerprint():
 
 
 def test_progress_text_shows_a_running_jobs_traffic(tmp_path):
-    from app.services import training as ts
+    from app.services import training
 
     with start_server(rate_limit_share=0.5, retry_after_s=0.001, seed=4) as server:
         ask_all(backend_for(server, max_retries=10), 4)
@@ -214,28 +214,28 @@ def test_progress_text_shows_a_running_jobs_traffic(tmp_path):
     host = server.base_url.split("//")[1].split("/")[0]
     assert snap[host]["sent"] == server.calls and snap[host]["rate_limited"] == server.rate_limited > 0
     job = {"status": "running", "step": 2, "total_steps": 8, "progress": 0.25, "output_dir": str(tmp_path)}
-    text = ts.progress_text(job)
+    text = training.progress_text(job)
     assert text.startswith("step 2/8 (25%) · API ") and "0 in flight · 0 waiting" in text
     assert f"{server.rate_limited}×429" in text and traffic_text(snap) in text
-    assert ts.progress_text({**job, "status": "succeeded"}) == "step 2/8 (25%)"
+    assert training.progress_text({**job, "status": "succeeded"}) == "step 2/8 (25%)"
 
 
 @pytest.mark.process
-def test_benchmark_job_shows_traffic_while_it_runs(engine, db_url):
+def test_benchmark_job_shows_traffic_while_it_runs(store, db_url):
     """A real benchmark job over the scripted server, two requests in flight at most: its row in the jobs
     table (Training and Benchmark views) shows them in flight and the rest waiting."""
-    from app.services import training as ts
-    from trainer.evaluation import benchmark as bm
-    from trainer.jobs import queue as jobs
+    from app.services import training
+    from trainer.evaluation import benchmark
+    from trainer.jobs import queue as job_queue
 
     with start_server(latency_s=0.2) as server:
         config = {"policy": "openai:scripted", "policy_base_url": server.base_url, "simulator": "openai:scripted",
                   "simulator_base_url": server.base_url, "limit": 4, "concurrency": 4,
                   "simulator_max_in_flight": 2, "policy_max_in_flight": 2}
-        job_id = bm.start_benchmark_job(engine, db_url, config)
+        job_id = benchmark.start_benchmark_job(store, db_url, config)
 
         def progress() -> str:
-            [row] = [r for r in ts.jobs_rows(jobs.list_jobs(engine, kind="benchmark")) if r[0] == job_id]
+            [row] = [r for r in training.jobs_rows(job_queue.list_jobs(store, kind="benchmark")) if r[0] == job_id]
             return row[4]
 
         seen = []
@@ -244,17 +244,17 @@ def test_benchmark_job_shows_traffic_while_it_runs(engine, db_url):
         assert not any(re.search(r"API [3-9] in flight", text) for text in seen)
         # what the server saw before the cancel (a cancelled client drops requests the server still serves)
         assert server.max_in_flight <= 2
-        jobs.cancel(engine, job_id)
-        wait_for(lambda: jobs.job_detail(engine, job_id)["status"] in jobs.FINAL_STATUSES, timeout=120)
+        job_queue.cancel(store, job_id)
+        wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES, timeout=120)
         assert "API" not in progress()
 
 
-def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir, tmp_path, engine):
+def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir, tmp_path, store):
     """One PPO step against the scripted server as simulator, one request in flight, a third of them 429:
     the job's config keeps the limits, the server never sees two at once, and the job folder holds the
     counters the views read."""
     from trainer.config import TrainConfig
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
     from trainer.learning.rl_trainer import RLTrainer
 
     with start_server(latency_s=0.01, rate_limit_share=0.3, retry_after_s=0.01, seed=2) as server:
@@ -262,14 +262,14 @@ def test_training_job_records_its_limits_and_reports_its_traffic(tiny_model_dir,
                           micro_batch_size=1, steps=1, max_turns=2, max_new_tokens=6, max_dialogue_tokens=1024,
                           simulator="openai:sim", simulator_base_url=server.base_url, simulator_max_in_flight=1,
                           simulator_max_retries=20, output_dir=str(tmp_path / "run"), store_dialogues=False)
-        job_id = jobs.create_job(engine, "train", cfg.to_dict())
-        ctx = JobContext(engine, job_id, heartbeat_s=0.1, install_signals=False)
+        job_id = job_queue.create_job(store, "train", cfg.to_dict())
+        ctx = JobContext(store, job_id, heartbeat_s=0.1, install_signals=False)
         host = server.base_url.split("//")[1].split("/")[0]
         with ctx:
-            RLTrainer(cfg, store=engine, job=ctx).train()
+            RLTrainer(cfg, store=store, job=ctx).train()
             wait_for(lambda: read_snapshot(ctx.output_dir).get(host, {}).get("sent") == server.calls, timeout=10)
         assert server.max_in_flight == 1 and server.rate_limited > 0
-    detail = jobs.job_detail(engine, job_id)
+    detail = job_queue.job_detail(store, job_id)
     assert detail["status"] == "succeeded"
     assert (detail["config"]["simulator_max_in_flight"], detail["config"]["simulator_max_retries"]) == (1, 20)
     counters = read_snapshot(detail["output_dir"])[host]

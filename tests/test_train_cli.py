@@ -10,7 +10,7 @@ import pytest
 from helpers import BACKENDS, metric_steps, tiny_train_config, trainer_cli, wait_for, wait_for_step
 from sqlalchemy import select
 
-from storage import Checkpoint, Dialogue, Job, make_engine, read_scope
+from storage import Checkpoint, Dialogue, Job, make_store, read_scope
 
 pytestmark = pytest.mark.process
 
@@ -26,8 +26,8 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == 2 and result["error"] == ""
     assert result["checkpoint"].endswith("step-000002") and "reward_mean" in result["metrics"]
-    engine = make_engine(db_url)
-    with read_scope(engine) as s:
+    store = make_store(db_url)
+    with read_scope(store) as s:
         job = s.get(Job, result["job_id"])
         assert (job.kind, job.status, job.step, job.total_steps, job.progress) == ("train", "succeeded", 2, 2, 1.0)
         assert job.pid and job.heartbeat_at and job.config["model"] == str(tiny_model_dir)
@@ -40,7 +40,7 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
                    for d in dialogues)
     for name in ("reward_mean", "final_emotion_mean", "success_rate", "failure_rate", "approx_kl", "entropy",
                  "clip_frac", "grad_norm", "reply_tokens_mean", "tokens_per_s", "value_loss"):
-        assert metric_steps(engine, result["job_id"], name) == [1, 2], name
+        assert metric_steps(store, result["job_id"], name) == [1, 2], name
     # the checkpoint is a Hugging Face folder with the chat template
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,7 +49,7 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
     AutoModelForCausalLM.from_pretrained(result["policy_path"])
     assert AutoTokenizer.from_pretrained(policy).chat_template
     assert (Path(result["checkpoint"]) / "critic" / "value_head.pt").exists()
-    engine.dispose()
+    store.dispose()
     for args in (["jobs", str(result["job_id"])], ["jobs"]):  # the job's JSON row says the same
         listed = trainer_cli(*args, "--db", db_url, "--json", env_home=tmp_path / "home")
         row = json.loads(listed.communicate(timeout=120)[0].strip().splitlines()[-1])
@@ -67,28 +67,28 @@ def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: 
                 "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "persona_set: unknown persona set 'nobody'" in out
-    engine = make_engine(db_url)
-    with read_scope(engine) as s:
+    store = make_store(db_url)
+    with read_scope(store) as s:
         assert s.scalars(select(Job)).all() == []  # nothing half-created
-    engine.dispose()
+    store.dispose()
 
 
 def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_model_dir: Path, tmp_path: Path,
                                                                          db_url: str):
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     steps = 5
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=2)
     home = tmp_path / "home"
     proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
-    engine = make_engine(db_url)
-    job_id = wait_for_step(engine, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
+    store = make_store(db_url)
+    job_id = wait_for_step(store, proc, 3)  # the step-2 checkpoint is written before step 3's metrics
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    wait_for(lambda: jobs.reap_dead_jobs(engine) == [job_id])  # the reaper, once its lock is free
-    with read_scope(engine) as s:
+    wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
+    with read_scope(store) as s:
         assert s.get(Job, job_id).status == "interrupted"
-    assert jobs.last_checkpoint(engine, job_id)["step"] >= 2
+    assert job_queue.last_checkpoint(store, job_id)["step"] >= 2
 
     resumed = trainer_cli("resume", str(job_id), "--db", db_url, "--json", env_home=home)
     out, _ = resumed.communicate(timeout=600)
@@ -97,27 +97,27 @@ def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_mo
     assert result["status"] == "succeeded" and result["steps"] == steps
     assert "resumed from" in out
     for name in ("reward_mean", "policy_loss", "entropy"):
-        assert metric_steps(engine, job_id, name) == list(range(1, steps + 1)), name
-    with read_scope(engine) as s:
+        assert metric_steps(store, job_id, name) == list(range(1, steps + 1)), name
+    with read_scope(store) as s:
         ckpt_steps = [c.step for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))]
         dialogue_steps = [d.step for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id))]
     assert sorted(dialogue_steps) == [step for step in range(1, steps + 1) for _ in range(4)]
     assert sorted(ckpt_steps) == sorted(set(ckpt_steps)) and max(ckpt_steps) == steps
-    engine.dispose()
+    store.dispose()
 
 
 def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str):
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    engine = make_engine(db_url)
-    job_id = jobs.create_job(engine, "train", {"steps": 1})
+    store = make_store(db_url)
+    job_id = job_queue.create_job(store, "train", {"steps": 1})
     proc = trainer_cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out
     proc = trainer_cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 2 and "not a training job" in out
-    engine.dispose()
+    store.dispose()
 
 
 def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tiny_model_dir: Path, tmp_path: Path,
@@ -129,8 +129,8 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=steps, save_every=1)
     home = tmp_path / "home"
     proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=home, start_new_session=True)
-    engine = make_engine(db_url)
-    job_id = wait_for_step(engine, proc, 2)
+    store = make_store(db_url)
+    job_id = wait_for_step(store, proc, 2)
     os.killpg(proc.pid, signal.SIGSTOP)
     try:
         resumed = trainer_cli("resume", str(job_id), "--db", db_url, env_home=home)
@@ -140,12 +140,12 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
         os.killpg(proc.pid, signal.SIGCONT)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         job = s.get(Job, job_id)
         assert job.status == "succeeded" and job.pid == proc.pid
         dialogue_steps = [d.step for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id))]
     assert sorted(dialogue_steps) == [step for step in range(1, steps + 1) for _ in range(4)]
-    engine.dispose()
+    store.dispose()
 
 
 def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp_path: Path, db_url: str):
@@ -157,15 +157,15 @@ def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp
     assert proc.returncode == 0, out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == 2
-    engine = make_engine(db_url)
-    with read_scope(engine) as s:
+    store = make_store(db_url)
+    with read_scope(store) as s:
         job = s.get(Job, result["job_id"])
         assert job.name == "train"  # the config file's name
         assert (job.config["model"], job.config["algorithm"], job.config["max_new_tokens"]) == \
             (str(tiny_model_dir), "ppo", 8)  # from the file
         assert (job.config["lora"], job.config["temperature"], job.config["entropy_coef"]) == (True, 0.7, 0.001)
         assert "gate_proj" in job.config["lora_target_modules"]  # from the preset
-    engine.dispose()
+    store.dispose()
     proc = trainer_cli("train", "--preset", "no-such", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "invalid choice: 'no-such'" in out and "cpu-demo" in out

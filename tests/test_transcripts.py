@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.evaluation import transcripts as tr
+from simulator.evaluation import transcripts
 from simulator.evaluation.scoring import sentient_summary
 from simulator.personas.io import BadFileError
 from storage import Dialogue, Turn, read_scope
@@ -38,12 +38,12 @@ def write(path: Path, *lines) -> Path:
     return path
 
 
-def test_import_keeps_emotion_thinking_and_planning(engine, tmp_path: Path):
+def test_import_keeps_emotion_thinking_and_planning(store, tmp_path: Path):
     path = write(tmp_path / "m_result.jsonl", record("a", 100, n_policy=2, extra_key={"k": 1}), record("b", 5, 3),
                  record("c", 60, 10), record("d", 60, 4))
-    report = tr.import_file(engine, path)
+    report = transcripts.import_file(store, path)
     assert report.ok and len(report.dialogue_ids) == 4 and report.collection == "m_result.jsonl"
-    d = load_dialogue(engine, report.dialogue_ids[0])
+    d = load_dialogue(store, report.dialogue_ids[0])
     assert (d["source"], d["collection"], d["external_id"], d["policy_ref"]) == ("import", "m_result.jsonl", "a", "m")
     assert d["final_emotion"] == 100 and d["outcome"] == "success" and d["n_turns"] == 2
     assert d["persona_snapshot"]["name"] == "李雷" and d["persona_snapshot"]["personality"] == "passive"
@@ -55,28 +55,28 @@ def test_import_keeps_emotion_thinking_and_planning(engine, tmp_path: Path):
     assert user[1]["emotion"] == 70 and user[1]["delta"] == 30
     assert user[1]["inner"] == {"planning": "plan 0", "analysis": {"activity": "a", "TargetCompletion": "t",
                                                                    "content": "c", "analyse": "x", "change": 30}}
-    outcomes = [load_dialogue(engine, i)["outcome"] for i in report.dialogue_ids]
+    outcomes = [load_dialogue(store, i)["outcome"] for i in report.dialogue_ids]
     assert outcomes == ["success", "failure", "max_turns", "goodbye"]
 
 
-def test_reimport_skips_and_reports_duplicates(engine, tmp_path: Path):
+def test_reimport_skips_and_reports_duplicates(store, tmp_path: Path):
     path = write(tmp_path / "m_result.jsonl", record("a", 100), record("b", 5))
-    assert len(tr.import_file(engine, path).dialogue_ids) == 2
+    assert len(transcripts.import_file(store, path).dialogue_ids) == 2
     write(path, record("a", 100), record("b", 5), record("c", 50))
-    again = tr.import_file(engine, path)
+    again = transcripts.import_file(store, path)
     assert again.duplicates == ["a", "b"] and len(again.dialogue_ids) == 1
     assert "2 already in the store" in again.summary()
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         assert s.query(Dialogue).count() == 3
     # the same records under another file name are another collection
-    assert len(tr.import_file(engine, path, collection="copy.jsonl").dialogue_ids) == 3
-    assert tr.delete_collection(engine, "m_result.jsonl") == 3
-    with read_scope(engine) as s:
+    assert len(transcripts.import_file(store, path, collection="copy.jsonl").dialogue_ids) == 3
+    assert transcripts.delete_collection(store, "m_result.jsonl") == 3
+    with read_scope(store) as s:
         assert s.query(Dialogue).count() == 3 and s.query(Turn).count() == 3 * len(record("a", 1)["history"])
-    assert len(tr.import_file(engine, path).dialogue_ids) == 3  # importable again after deleting
+    assert len(transcripts.import_file(store, path).dialogue_ids) == 3  # importable again after deleting
 
 
-def test_bad_lines_store_nothing_unless_keep_valid(engine, tmp_path: Path):
+def test_bad_lines_store_nothing_unless_keep_valid(store, tmp_path: Path):
     bad_history = record("h", 50)
     bad_history["history"][1] = {"role": "bot", "content": "x"}
     path = write(tmp_path / "bad_result.jsonl",
@@ -87,43 +87,43 @@ def test_bad_lines_store_nothing_unless_keep_valid(engine, tmp_path: Path):
                  bad_history,
                  record("a", 10),
                  record("p", 50, history="none"))
-    report = tr.import_file(engine, path)
+    report = transcripts.import_file(store, path)
     assert [(e.line, e.field) for e in report.errors] == [
         (2, "emo_point"), (3, "json"), (4, "emo_point"), (5, "history[1].role"), (6, "id"), (7, "history")]
     assert report.dialogue_ids == []
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         assert s.query(Dialogue).count() == 0
     with pytest.raises(BadFileError) as e:
-        tr.summarize_file(path)
+        transcripts.summarize_file(path)
     assert "line 2: emo_point: is required (missing)" in str(e.value)
-    kept = tr.import_file(engine, path, keep_valid=True)
+    kept = transcripts.import_file(store, path, keep_valid=True)
     assert len(kept.dialogue_ids) == 1 and kept.errors
 
 
-def test_empty_and_non_utf8_files(engine, tmp_path: Path):
-    assert [e.field for e in tr.import_file(engine, write(tmp_path / "e.jsonl", b"")).errors] == ["file"]
+def test_empty_and_non_utf8_files(store, tmp_path: Path):
+    assert [e.field for e in transcripts.import_file(store, write(tmp_path / "e.jsonl", b"")).errors] == ["file"]
     latin = write(tmp_path / "l.jsonl", json.dumps(record("a", 50), ensure_ascii=False).encode("gb18030") + b"\n")
-    assert [(e.line, e.field) for e in tr.import_file(engine, latin).errors] == [(1, "encoding")]
+    assert [(e.line, e.field) for e in transcripts.import_file(store, latin).errors] == [(1, "encoding")]
     with pytest.raises(ValueError, match="collection"):
-        tr.import_file(engine, b"{}")
+        transcripts.import_file(store, b"{}")
 
 
-def test_errored_dialogues_round_trip_as_errors(engine, tmp_path: Path):
+def test_errored_dialogues_round_trip_as_errors(store, tmp_path: Path):
     """A dialogue recorded by the live recorder (storage.dialogues) exports to SAGE and scores the same."""
     ids = []
     for final, status, error in ((100.0, "finished", ""), (55.0, "finished", ""), (35.0, "failed", "simulator timeout")):
-        did = start_dialogue(engine, persona_id="maya", persona_snapshot={
+        did = start_dialogue(store, persona_id="maya", persona_snapshot={
             "id": "maya", "name": "Maya", "persona": "Maya, 29", "background": "night shifts",
             "hidden_need": "be told she was right", "personality": "avoidant", "extra": {"topic": "work"}},
             source="benchmark")
-        add_turn(engine, did, 0, "user", "Hi.", emotion=40.0)
-        add_turn(engine, did, 1, "assistant", "Hello, what happened?", think_text="be kind")
-        add_turn(engine, did, 2, "user", "My shifts changed.", emotion=50.0, delta=10.0,
+        add_turn(store, did, 0, "user", "Hi.", emotion=40.0)
+        add_turn(store, did, 1, "assistant", "Hello, what happened?", think_text="be kind")
+        add_turn(store, did, 2, "user", "My shifts changed.", emotion=50.0, delta=10.0,
                  inner={"analysis": {"analyse": "ok"}, "planning": "be short"})
-        finish_dialogue(engine, did, status, final, outcome="error" if error else "max_turns", error=error)
+        finish_dialogue(store, did, status, final, outcome="error" if error else "max_turns", error=error)
         ids.append(did)
     out = tmp_path / "run_result.jsonl"
-    assert tr.export_sage_jsonl(engine, ids, out) == 3
+    assert transcripts.export_sage_jsonl(store, ids, out) == 3
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert records[0]["character"] == "回避型" and records[0]["topic"] == "work" and records[0]["emo_state"] == "Emotion-S"
     assert records[0]["history"][1] == {"role": "assistant", "content": "Hello, what happened?", "think": "be kind"}
@@ -131,35 +131,35 @@ def test_errored_dialogues_round_trip_as_errors(engine, tmp_path: Path):
     assert records[0]["history"][2]["thinking"] == "be short"
     assert records[2]["error"] == "simulator timeout"
     assert [r["id"] for r in records] == ["maya", f"maya#{ids[1]}", f"maya#{ids[2]}"]  # one profile, 3 plays
-    s = tr.summarize_file(out)
+    s = transcripts.summarize_file(out)
     assert s == sentient_summary([100.0, 55.0, None])
     assert (s.n, s.n_errors, s.failure) == (3, 1, 1)
     with pytest.raises(KeyError):
-        tr.export_sage_jsonl(engine, [999], tmp_path / "x.jsonl")
-    imported = tr.import_file(engine, out)
-    assert tr.collection_summary(engine, imported.collection) == s
+        transcripts.export_sage_jsonl(store, [999], tmp_path / "x.jsonl")
+    imported = transcripts.import_file(store, out)
+    assert transcripts.collection_summary(store, imported.collection) == s
 
 
 @pytest.mark.parametrize("name,want", [("gpt-4.1", (68.2, 35, 13)), ("qwen2.5-72b", (19.1, 4, 70))])
-def test_published_files(engine, shared_data: Path, tmp_path: Path, name: str, want):
+def test_published_files(store, shared_data: Path, tmp_path: Path, name: str, want):
     path = shared_data / "sage" / f"{name}_result.jsonl"
-    s = tr.summarize_file(path)
+    s = transcripts.summarize_file(path)
     assert (s.score, s.success, s.failure, s.n) == (*want, 100)
-    report = tr.import_file(engine, path)
+    report = transcripts.import_file(store, path)
     assert report.ok and len(report.dialogue_ids) == 100
-    assert tr.collection_summary(engine, report.collection) == s
-    assert [c["collection"] for c in tr.list_collections(engine)] == [path.name]
-    rows = tr.list_dialogues(engine, path.name)
+    assert transcripts.collection_summary(store, report.collection) == s
+    assert [c["collection"] for c in transcripts.list_collections(store)] == [path.name]
+    rows = transcripts.list_dialogues(store, path.name)
     assert len(rows) == 100 and all(r["name"] for r in rows)
-    d = load_dialogue(engine, report.dialogue_ids[0])
+    d = load_dialogue(store, report.dialogue_ids[0])
     user = [t for t in d["turns"] if t["role"] == "user"]
     assert all(t["emotion"] is not None for t in user)
     assert all(set(t["inner"]) == {"analysis", "planning"} for t in user[1:])
     assert all(t["delta"] == t["inner"]["analysis"]["change"] for t in user[1:])
     out = tmp_path / f"{name}_result.jsonl"
-    tr.export_sage_jsonl(engine, report.dialogue_ids, out)
+    transcripts.export_sage_jsonl(store, report.dialogue_ids, out)
     original = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == original
-    assert tr.summarize_file(out) == s
-    again = tr.import_file(engine, path)
+    assert transcripts.summarize_file(out) == s
+    again = transcripts.import_file(store, path)
     assert again.dialogue_ids == [] and len(again.duplicates) == 100

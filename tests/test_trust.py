@@ -18,17 +18,17 @@ from helpers import wait_for_http
 
 from app.services import training as training_service
 from app.trust import REFUSED, HostOriginGuard, allowed_hosts
-from app.views import live_rollout as live
+from app.views import live_rollout
 from simulator.access import ACCESS_ENV, OUTSIDE_CODE_REFUSED, UPLOAD_REFUSED, Access, current_access, export_path
-from simulator.personas import sets as pss
-from simulator.personas import store as ps
+from simulator.personas import sets as persona_sets
+from simulator.personas import store as persona_store
 from simulator.personas.builtin import builtin_profiles
 from simulator.personas.specs import PersonaSpecError, resolve_personas
 from simulator.personas.specs import spec_error as persona_spec_error
 from simulator.user.spec import SimulatorSpec
 from trainer.config import TrainConfig
-from trainer.evaluation import benchmark as bm
-from trainer.jobs import queue as jobs
+from trainer.evaluation import benchmark
+from trainer.jobs import queue as job_queue
 from trainer.policies.spec import PolicySpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -122,25 +122,25 @@ def test_the_host_names_the_lab_answers_to():
 
 
 # ------------------------------------------------------------------------------------ outside code, web
-def test_a_python_spec_is_refused_in_every_view_that_takes_one(tmp_path, engine, db_url, monkeypatch):
+def test_a_python_spec_is_refused_in_every_view_that_takes_one(tmp_path, store, db_url, monkeypatch):
     code, marker = outside_code(tmp_path / "outside")
     as_web(monkeypatch)
     simulator = f"python:{code}:make_user"
     # Live rollout: the simulator field
-    outs = list(live.start_rollout(engine, "trust", ["en-03-aisha-bello"], "openai:never-called", "", simulator,
-                                   "", "standard", "direct", 1, 2, 8, 1.0, 0))
+    outs = list(live_rollout.start_rollout(store, "trust", ["en-03-aisha-bello"], "openai:never-called", "", simulator,
+                                           "", "standard", "direct", 1, 2, 8, 1.0, 0))
     assert OUTSIDE_CODE_REFUSED in outs[-1][0].replace("\\", ""), outs[-1][0]  # shown as markdown
     # Benchmark: the simulator field; nothing recorded, nothing launched
     with pytest.raises(ValueError, match="not run for a web page"):
-        bm.start_benchmark_job(engine, db_url, {"policy": "openai:never-called", "simulator": simulator,
-                                                "profiles": "builtin:heldout"})
+        benchmark.start_benchmark_job(store, db_url, {"policy": "openai:never-called", "simulator": simulator,
+                                                      "profiles": "builtin:heldout"})
     # Training: the simulator field and `reward:` in the YAML of other settings
     values = dict(zip(training_service.FORM_NAMES, training_service.form_values()))
     values["simulator"] = simulator
     config, errors = training_service.config_from_form(values, f"reward: python:{code}:reward", check_paths=False)
     assert config is None
     assert errors["simulator"] == OUTSIDE_CODE_REFUSED and errors["reward"] == OUTSIDE_CODE_REFUSED
-    assert jobs.list_jobs(engine) == []
+    assert job_queue.list_jobs(store) == []
     assert not marker.exists()
     # a module name is refused alike (nothing is imported to find out whether it exists)
     assert SimulatorSpec("python:os:getcwd").errors() == {"simulator": OUTSIDE_CODE_REFUSED}
@@ -148,19 +148,19 @@ def test_a_python_spec_is_refused_in_every_view_that_takes_one(tmp_path, engine,
 
 @pytest.mark.process
 @pytest.mark.slow
-def test_a_job_the_web_starts_keeps_the_web_rules(tmp_path, engine, db_url, monkeypatch):
+def test_a_job_the_web_starts_keeps_the_web_rules(tmp_path, store, db_url, monkeypatch):
     """The job process runs the spec: started from the web (the environment the app installs), it refuses
     the outside reward even though nothing checked the config before it was recorded."""
     code, marker = outside_code(tmp_path / "outside")
     as_web(monkeypatch)
     config = {"reward": f"python:{code}:reward", "steps": 1}
-    job_id = jobs.create_job(engine, "train", config, name="from the web")
-    jobs.launch(db_url, job_id)
+    job_id = job_queue.create_job(store, "train", config, name="from the web")
+    job_queue.launch(db_url, job_id)
     deadline = time.monotonic() + 300
-    while (job := jobs.get_job(engine, job_id))["status"] not in jobs.FINAL_STATUSES:
+    while (job := job_queue.get_job(store, job_id))["status"] not in job_queue.FINAL_STATUSES:
         assert time.monotonic() < deadline, job
         time.sleep(0.5)
-    detail = jobs.job_detail(engine, job_id)
+    detail = job_queue.job_detail(store, job_id)
     assert job["status"] == "failed", job
     assert OUTSIDE_CODE_REFUSED in (detail.get("error") or "") + (detail.get("log_tail") or ""), detail
     assert not marker.exists()
@@ -224,13 +224,13 @@ def test_paths_outside_the_lab_get_one_message_whether_they_exist_or_not(tmp_pat
     assert "output_dir" not in TrainConfig(output_dir=str(tmp_path / "anywhere")).errors(check_paths=False)
 
 
-def test_a_traversing_set_name_never_becomes_a_path(engine, tmp_path):
+def test_a_traversing_set_name_never_becomes_a_path(store, tmp_path):
     name = "../../../tmp/trust-x"
-    ps.seed_builtin(engine)
-    pss.create_set(engine, name, builtin_profiles("heldout")[:2], "filter")
+    persona_store.seed_builtin(store)
+    persona_sets.create_set(store, name, builtin_profiles("heldout")[:2], "filter")
     out = export_path(name, "lab")  # what the Sets panel's Export writes to
     assert out.name == "tmp_trust-x-lab.jsonl"
-    assert pss.export_set(engine, name, out, "lab") == 2
+    assert persona_sets.export_set(store, name, out, "lab") == 2
     assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
     assert not Path("/tmp/trust-x-lab.jsonl").exists()
     assert export_path("personas", "../../x").name == "personas-x.jsonl"
@@ -238,7 +238,7 @@ def test_a_traversing_set_name_never_becomes_a_path(engine, tmp_path):
 
 # ------------------------------------------------------------------------------------------ positive cases
 def test_the_worked_example_runs_from_the_web_with_allow_outside_code_and_always_from_the_shell(
-        engine, tiny_model_dir, monkeypatch):
+        store, tiny_model_dir, monkeypatch):
     spec = f"python:{EXAMPLE}:make_user"
     profile = builtin_profiles("heldout")[0]
     assert SimulatorSpec(spec).errors() == {}  # the command line
@@ -246,6 +246,6 @@ def test_the_worked_example_runs_from_the_web_with_allow_outside_code_and_always
     as_web(monkeypatch, logged_in=True)
     assert SimulatorSpec(spec).errors() == {"simulator": OUTSIDE_CODE_REFUSED}
     as_web(monkeypatch, logged_in=True, allow_outside_code=True, allowed_paths=(str(tiny_model_dir),))
-    outs = list(live.start_rollout(engine, "trust-ok", [profile.id], str(tiny_model_dir), "", spec, "",
-                                   "standard", "direct", 1, 2, 8, 1.0, 0))
+    outs = list(live_rollout.start_rollout(store, "trust-ok", [profile.id], str(tiny_model_dir), "", spec, "",
+                                           "standard", "direct", 1, 2, 8, 1.0, 0))
     assert outs[-1][0].startswith("Done:"), outs[-1][0]  # "Done: 1 dialogue ended at the turn limit."

@@ -12,21 +12,21 @@ import pytest
 import torch
 from conftest import REPO
 
-from trainer.learning import algorithms as A
+from trainer.learning import algorithms
 from trainer.learning.batch import make_batch
 
 
 def test_each_reply_earns_the_change_it_caused():
     sample = SimpleNamespace(emotions=[40.0, 50.0, 45.0], turn_spans=[(3, 6), (8, 10), (12, 14)])
-    assert A.emotion_delta_rewards(sample) == pytest.approx([0.10, -0.05, 0.0])  # the 3rd reply was not judged
+    assert algorithms.emotion_delta_rewards(sample) == pytest.approx([0.10, -0.05, 0.0])  # the 3rd reply was not judged
 
 
 def test_rewards_sit_on_each_turns_last_token():
     spans = [(2, 4), (6, 9)]
-    assert A.turn_reward_positions([0.1, -0.05], spans, (0, 10)) == {3: 0.1, 8: -0.05}
+    assert algorithms.turn_reward_positions([0.1, -0.05], spans, (0, 10)) == {3: 0.1, 8: -0.05}
     # think mode: one row per turn; a row's last turn also carries the rewards of the turns after it
-    assert A.turn_reward_positions([0.1, -0.05], spans, (0, 5)) == {3: pytest.approx(0.05)}
-    assert A.turn_reward_positions([0.1, -0.05], spans, (5, 10)) == {3: -0.05}
+    assert algorithms.turn_reward_positions([0.1, -0.05], spans, (0, 5)) == {3: pytest.approx(0.05)}
+    assert algorithms.turn_reward_positions([0.1, -0.05], spans, (5, 10)) == {3: -0.05}
 
 
 def test_the_return_of_a_token_is_the_emotion_gained_from_its_turn_on():
@@ -37,7 +37,7 @@ def test_the_return_of_a_token_is_the_emotion_gained_from_its_turn_on():
     assert batch.token_rewards.shape == batch.action_mask.shape
     assert batch.token_rewards[0, 2].item() == pytest.approx(0.10) and batch.token_rewards[0, 7].item() == pytest.approx(-0.05)
     values = torch.zeros_like(batch.action_mask, dtype=torch.float32)
-    adv, returns = A.gae_advantages(batch.token_rewards, values, batch.action_mask, 1.0, 1.0)
+    adv, returns = algorithms.gae_advantages(batch.token_rewards, values, batch.action_mask, 1.0, 1.0)
     policy = batch.action_mask.bool()[0]
     assert returns[0][policy].tolist() == pytest.approx([0.05, 0.05, -0.05, -0.05, -0.05])
     plain = make_batch([sample], pad_token_id=0, rewards=[0.05])

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from simulator.evaluation.judge import DIMENSIONS, ERROR_KINDS
-from simulator.personas import generation_store as gs
-from simulator.personas import store as ps
+from simulator.personas import generation_store
+from simulator.personas import store as persona_store
 from simulator.personas.generation import GENERATED_FIELDS, spec_from_dict
 from simulator.personas.profile import Profile
 from storage import JudgeScore, read_scope
@@ -38,17 +38,18 @@ def vllm_server(tmp_path_factory):
 
 
 def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server, db_url):
-    store = ps.open_store(db_url)
+    store = persona_store.open_store(db_url)
     spec = spec_from_dict({"count": 2, "seed": 0, "needs": ["just_listen", "sincere_praise"],
                            "personalities": ["negative", "avoidant"]})
-    gen = gs.make_generator(vllm_server.base_url, SERVED, temperature=0.7, max_tokens=600, timeout=1200,
-                            max_in_flight=2, max_retries=0)
+    gen = generation_store.make_generator(vllm_server.base_url, SERVED, temperature=0.7, max_tokens=600, timeout=1200,
+                                          max_in_flight=2, max_retries=0)
     seen = []
-    gid = gs.run_generation(store, spec, gen, on_result=lambda c, done, n: seen.append((done, n, c.status)))
-    g = gs.get_generation(store, gid)
+    gid = generation_store.run_generation(store, spec, gen,
+                                          on_result=lambda c, done, n: seen.append((done, n, c.status)))
+    g = generation_store.get_generation(store, gid)
     assert g["status"] == "finished", g["error"]
     assert (g["n_done"], g["model"], g["endpoint"]) == (2, SERVED, vllm_server.base_url.split("/")[2])
-    cands = gs.list_candidates(store, gid)
+    cands = generation_store.list_candidates(store, gid)
     assert len(cands) == 2 and [d for d, _, _ in seen] == [1, 2]
     for c in cands:
         print(f"slot {c['slot']}: {c['status']} attempts {c['attempts']} tokens {c['n_tokens']} "
@@ -69,19 +70,19 @@ def test_personas_generated_by_vllm_validate_or_carry_a_clear_error(vllm_server,
     assert any(c["profile"].get("need_category") == c["plan"]["need_category"] for c in cands)
 
 
-def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_server, engine, db_url, capsys):
+def test_the_judge_command_against_vllm_scores_or_reports_each_dialogue(vllm_server, store, db_url, capsys):
     from helpers import COLD_REPLIES, WARM_REPLIES, store_judged_dialogues
 
     from trainer.__main__ import main
 
-    ids = store_judged_dialogues(engine, {"warm": WARM_REPLIES, "cold": COLD_REPLIES}, eval_run=False)
+    ids = store_judged_dialogues(store, {"warm": WARM_REPLIES, "cold": COLD_REPLIES}, eval_run=False)
     code = main(["judge", "--dialogues", *map(str, ids.values()), "--model", SERVED, "--base-url",
                  vllm_server.base_url, "--timeout", "1200", "--max-retries", "0", "--max-tokens", "600",
                  "--db", db_url, "--json"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     print(json.dumps(out)[:1500])
     assert code in (0, 1) and out["dialogues"] == 2 and out["judged"] == 2
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = {r.dialogue_id: (r.status, dict(r.scores), r.error_kind, r.error, r.judge_fingerprint)
                 for r in s.scalars(select(JudgeScore))}
     assert set(rows) == set(ids.values())

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from storage import Store
 from trainer.checkpoint_layout import policy_path
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 from trainer.jobs.context import JobContext
 from trainer.jobs.foreground import job_log
 
@@ -90,8 +90,8 @@ def run_job(store: Store, job_id: int, as_json: bool = False) -> int:
     try:
         ctx = JobContext(store, job_id)
         if ctx.kind not in RUNNERS:
-            raise jobs.JobError(f"job {job_id}: unknown kind {ctx.kind!r}; one of {', '.join(RUNNERS)}")
-    except jobs.JobError as exc:
+            raise job_queue.JobError(f"job {job_id}: unknown kind {ctx.kind!r}; one of {', '.join(RUNNERS)}")
+    except job_queue.JobError as exc:
         broadcast_object(None)  # the other ranks wait for the job: it will not run
         print(f"error: {exc}", file=sys.stderr)
         code = EXIT_CANNOT_RUN
@@ -112,10 +112,10 @@ def _run(store: Store, ctx: Any, broadcast_object: Callable[[Any], Any]) -> tupl
             announced = True
             summary = RUNNERS[ctx.kind](store, ctx)
         return (EXIT_CANCELLED if ctx.cancelled else EXIT_OK), summary
-    except jobs.JobCancelled as exc:
+    except job_queue.JobCancelled as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CANCELLED, {}
-    except jobs.JobError as exc:
+    except job_queue.JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN, {}
     except Exception:  # recorded as failed (with the error) and printed by JobContext
@@ -128,8 +128,8 @@ def _run(store: Store, ctx: Any, broadcast_object: Callable[[Any], Any]) -> tupl
 def job_result(store: Store, job_id: int, summary: dict[str, Any]) -> dict[str, Any]:
     """The job as the `--json` line describes it: job_id, status, steps, metrics (the last step's),
     checkpoint (the latest path), policy_path (the trained model: the checkpoint's `policy/` folder), error."""
-    detail = jobs.job_detail(store, job_id, log_lines=0) or {}
-    last = jobs.last_checkpoint(store, job_id)
+    detail = job_queue.job_detail(store, job_id, log_lines=0) or {}
+    last = job_queue.last_checkpoint(store, job_id)
     metrics = summary.get("metrics") or {name: series["value"][-1]
                                          for name, series in (detail.get("metrics") or {}).items()}
     return {"job_id": job_id, "status": detail.get("status"), "steps": detail.get("step"),

@@ -150,9 +150,9 @@ def job_rows(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
 def job_details(store: Any, job_id: Optional[int]) -> str:
     """A benchmark job's details (Markdown): status, progress, the whole reason when it failed, log tail."""
     from app.services.training import job_summary_md
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
-    detail = jobs.job_detail(store, int(job_id), log_lines=8) if job_id else None
+    detail = job_queue.job_detail(store, int(job_id), log_lines=8) if job_id else None
     if detail is None:
         return "Click a benchmark job to see its progress, its reason if it failed, and its log."
     progress = job_progress_line(store, detail)

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from app.plots import emotion_figure
 from app.render import inner_html, md, text, turn_html
-from trainer.evaluation import compare as cmp
+from trainer.evaluation import compare
 
 PAIR_HEADERS = ["persona", "seed", "need", "personality", "A", "B", "B - A", "first reply diff", "first emotion diff"]
 BREAKDOWN_HEADERS = ["group", "n", "wins", "ties", "losses", "mean B - A"]
@@ -16,7 +16,8 @@ BREAKDOWN_HEADERS = ["group", "n", "wins", "ties", "losses", "mean B - A"]
 
 def comparison_choices(store: Any) -> list[str]:
     """'#id A vs B (profiles)' of every stored comparison, newest first."""
-    return [f"#{c['id']} {c['a']} vs {c['b']} ({c['profiles']}, {c['status']})" for c in cmp.list_comparisons(store)]
+    return [f"#{c['id']} {c['a']} vs {c['b']} ({c['profiles']}, {c['status']})"
+            for c in compare.list_comparisons(store)]
 
 
 def parse_choice(value: Optional[str]) -> Optional[int]:
@@ -54,7 +55,7 @@ def summary_md(comparison: Optional[dict[str, Any]]) -> str:
 
 def breakdown_rows(pairs: list[dict[str, Any]], key: str) -> list[list[Any]]:
     return [[group, s["n"], s["wins"], s["ties"], s["losses"], f"{s['mean_diff']:+.1f}"]
-            for group, s in cmp.breakdown(pairs, key).items()]
+            for group, s in compare.breakdown(pairs, key).items()]
 
 
 def pair_choices(pairs: list[dict[str, Any]]) -> list[str]:

@@ -9,7 +9,7 @@ from storage import Store
 from trainer.evaluation import compare_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
 from trainer.evaluation.compare import CompareConfig, comparison_job
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 DEFAULT_POLICY = "default"
 LIVE = ("running", "queued", "stalled")
@@ -39,7 +39,7 @@ def start(store: Store, store_url: str, a: Optional[str], b: Optional[str], prof
                                simulator=(simulator or "").strip(), limit=_int(limit, "limit", 0),
                                seeds=_int(seeds, "seeds", 1), max_new_tokens=_int(max_new_tokens, "max_new_tokens", 0))
         comparison_id, job_id = compare_runs.start_comparison_job(store, store_url, config)
-    except (BenchmarkInputError, jobs.JobError) as e:
+    except (BenchmarkInputError, job_queue.JobError) as e:
         return f"Not started: {e}", None
     return f"Comparison #{comparison_id} started (job #{job_id}).", comparison_id
 
@@ -79,8 +79,8 @@ def cancel(store: Store, comparison_id: Optional[int]) -> str:
     if job is None:
         return "Nothing to cancel: pick a comparison started here or from the command line."
     try:
-        return f"Comparison #{comparison_id}: {jobs.cancel(store, job['id'])}."
-    except jobs.JobError as e:
+        return f"Comparison #{comparison_id}: {job_queue.cancel(store, job['id'])}."
+    except job_queue.JobError as e:
         return f"Not cancelled: {e}"
 
 
@@ -89,6 +89,6 @@ def resume(store: Store, store_url: str, comparison_id: Optional[int]) -> str:
         return "Nothing to resume: pick a comparison."
     try:
         job_id = compare_runs.resume_comparison_job(store, store_url, comparison_id)
-    except (BenchmarkInputError, jobs.JobError) as e:
+    except (BenchmarkInputError, job_queue.JobError) as e:
         return f"Not resumed: {e}"
     return f"Comparison #{comparison_id} resumes (job #{job_id}): only what is missing is played."

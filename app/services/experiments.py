@@ -21,7 +21,7 @@ from simulator.user.rules import tier
 from storage import Dialogue, Store, Turn, read_scope
 from storage.db import PROJECT_ROOT
 from trainer.evaluation import eval_runs
-from trainer.experiments import grid as ex
+from trainer.experiments import grid
 from trainer.experiments.runner import launch_runner, runner_alive
 
 EXAMPLE_GRID = PROJECT_ROOT / "configs" / "experiment-cpu.yaml"
@@ -42,17 +42,17 @@ def example_grid() -> str:
 def experiment_choices(store: Store) -> list[tuple[str, int]]:
     """(label, id) of every experiment, newest first: '#3 algo-x-mode · running · 4 cells'."""
     return [(f"#{e['id']} {e['name']} · {e['status']} · {e['n_cells']} cells", e["id"])
-            for e in ex.list_experiments(store)]
+            for e in grid.list_experiments(store)]
 
 
 def launch_experiment(store: Store, store_url: str, grid_text: str) -> tuple[Optional[int], str]:
     """Check a grid (relative base_config paths from the project root), record the experiment and start its
     runner in the background; (experiment id or None, the message to show: every problem on its own line)."""
     try:
-        spec = ex.parse_grid(grid_text, PROJECT_ROOT)
-    except ex.ExperimentError as exc:
+        spec = grid.parse_grid(grid_text, PROJECT_ROOT)
+    except grid.ExperimentError as exc:
         return None, "Not launched:\n\n" + "\n".join(f"- **{md(k)}**: {md(v)}" for k, v in exc.errors.items())
-    experiment_id = ex.create_experiment(store, spec)
+    experiment_id = grid.create_experiment(store, spec)
     try:
         launch_runner(store, store_url, experiment_id)
     except OSError as exc:
@@ -62,17 +62,17 @@ def launch_experiment(store: Store, store_url: str, grid_text: str) -> tuple[Opt
 
 def cancel(store: Store, experiment_id: int) -> str:
     try:
-        return f"Experiment #{experiment_id}: {ex.cancel_experiment(store, experiment_id)}."
-    except ex.ExperimentError as exc:
+        return f"Experiment #{experiment_id}: {grid.cancel_experiment(store, experiment_id)}."
+    except grid.ExperimentError as exc:
         return md(exc)
 
 
 def resume(store: Store, store_url: str, experiment_id: int) -> str:
     """Reopen what did not finish and start a runner for it in the background."""
     try:
-        reopened = ex.reopen_experiment(store, experiment_id)
+        reopened = grid.reopen_experiment(store, experiment_id)
         launch_runner(store, store_url, experiment_id)
-    except (ex.ExperimentError, OSError) as exc:
+    except (grid.ExperimentError, OSError) as exc:
         return md(exc)
     jobs = f"; reopened job(s) #{', #'.join(map(str, reopened))}" if reopened else ""
     return f"Experiment #{experiment_id} resumes{jobs}."

@@ -93,13 +93,13 @@ def candidate_markdown(c: Optional[dict[str, Any]]) -> str:
 
 def set_from_generation(store: Any, name: str, generation_id: Optional[int]) -> str:
     """Save a generation's accepted personas as a named persona set; the message the panel shows."""
-    from simulator.personas import sets as pss
+    from simulator.personas import sets as persona_sets
 
     if not generation_id:
         return "**No set made.** generation: generate first."
     try:
-        s = pss.create_from_generation(store, name, generation_id)
-    except pss.SetError as exc:
+        s = persona_sets.create_from_generation(store, name, generation_id)
+    except persona_sets.SetError as exc:
         return f"**No set made.** {md(exc.field)}: {md(exc.problem)}"
     return (f"Created set **{md(s.name)}** from generation {generation_id}: {s.size} accepted persona(s), "
             f"hash `{s.content_hash}`.")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from simulator.personas import generation_store as gs
+from simulator.personas import generation_store
 from simulator.personas.generation import GenerationSpec, PersonaGenerator
 from storage import Store
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 JOB_KIND = "personas"
 LIVE = ("queued", "running", "stalled")
@@ -26,21 +26,21 @@ FROM_JOB = {"queued": "queued", "running": "running", "stalled": "stalled", "dea
 
 def start(store: Store, store_url: str, spec: GenerationSpec, gen: PersonaGenerator) -> tuple[int, int]:
     """Record the generation (queued) and its job, and launch the job's process; (generation id, job id)."""
-    gid = gs.create_generation(store, spec, gen, status="queued")
-    job_id = jobs.create_job(store, JOB_KIND, {"generation_id": gid}, name=f"personas: generation {gid}",
-                             seed=spec.seed)
-    jobs.launch(store_url, job_id)
+    gid = generation_store.create_generation(store, spec, gen, status="queued")
+    job_id = job_queue.create_job(store, JOB_KIND, {"generation_id": gid}, name=f"personas: generation {gid}",
+                                  seed=spec.seed)
+    job_queue.launch(store_url, job_id)
     return gid, job_id
 
 
 def job_of(store: Store, generation_id: int) -> Optional[dict[str, Any]]:
-    return jobs.job_for(store, JOB_KIND, "generation_id", generation_id)
+    return job_queue.job_for(store, JOB_KIND, "generation_id", generation_id)
 
 
 def generation(store: Store, generation_id: int) -> Optional[dict[str, Any]]:
     """gs.get_generation with `status` as the job gives it (`stored_status`: the row's), `job_id` and
     `resumable` (its job stopped before every slot was made)."""
-    g = gs.get_generation(store, generation_id)
+    g = generation_store.get_generation(store, generation_id)
     if g is None:
         return None
     job = job_of(store, generation_id)
@@ -51,7 +51,7 @@ def generation(store: Store, generation_id: int) -> Optional[dict[str, Any]]:
     g["status"] = FROM_JOB.get(job["status"], g["status"])
     if job["status"] in ("dead", "interrupted", "failed") and not g["error"]:
         g["error"] = job["error"]
-    g["resumable"] = job["status"] in jobs.RESUMABLE and g["n_done"] < g["n_planned"]
+    g["resumable"] = job["status"] in job_queue.RESUMABLE and g["n_done"] < g["n_planned"]
     return g
 
 
@@ -64,7 +64,7 @@ def cancel(store: Store, generation_id: Optional[int]) -> str:
     job = job_of(store, generation_id) if generation_id else None
     if job is None or job["status"] not in LIVE:
         return "No generation is running."
-    status = jobs.cancel(store, job["id"])
+    status = job_queue.cancel(store, job["id"])
     return f"Cancelling generation {generation_id} (job #{job['id']}: {status}): no further calls; the candidates " \
            "made are kept."
 
@@ -75,8 +75,8 @@ def resume(store: Store, store_url: str, generation_id: Optional[int]) -> str:
     if g is None or not g["resumable"]:
         return "Nothing to resume: pick an interrupted, failed or cancelled generation with slots left."
     try:
-        jobs.resume(store, store_url, g["job_id"])
-    except (jobs.JobError, OSError) as exc:
+        job_queue.resume(store, store_url, g["job_id"])
+    except (job_queue.JobError, OSError) as exc:
         return f"Not resumed: {exc}"
     return f"Generation {generation_id} resumes: {g['n_planned'] - g['n_done']} slot(s) left (job #{g['job_id']})."
 
@@ -84,7 +84,7 @@ def resume(store: Store, store_url: str, generation_id: Optional[int]) -> str:
 def choices(store: Store) -> list[tuple[str, int]]:
     """(label, id) of every generation, newest first: 'generation 3 · interrupted · 4/10'."""
     out = []
-    for row in gs.list_generations(store):
+    for row in generation_store.list_generations(store):
         g = generation(store, row["id"]) or row
         out.append((f"generation {g['id']} · {g['status']} · {g['n_done']}/{g['n_planned']}", g["id"]))
     return out

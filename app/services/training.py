@@ -186,10 +186,10 @@ GENERAL = "_general"  # errors that belong to no form field (the YAML box, field
 def field_choices(name: str) -> tuple[str, ...]:
     """Allowed values of a choice field, from trainer.config (persona sets: simulator.personas.specs)."""
     from simulator.personas.specs import PERSONA_SETS
-    from trainer import config as c
+    from trainer import config
 
-    return {"persona_set": PERSONA_SETS, "simulator_preset": c.SIMULATOR_PRESETS, "algorithm": c.ALGORITHMS,
-            "mode": c.MODES, "engine": c.ENGINES}.get(name, ())
+    return {"persona_set": PERSONA_SETS, "simulator_preset": config.SIMULATOR_PRESETS, "algorithm": config.ALGORITHMS,
+            "mode": config.MODES, "engine": config.ENGINES}.get(name, ())
 
 
 def persona_set_choices(store: Store) -> list[str]:
@@ -281,16 +281,16 @@ def error_updates(errors: dict[str, str]) -> tuple[list[str], str]:
 def launch_training_job(store: Store, store_url: str, config: TrainConfig, name: str = "") -> tuple[int, str]:
     """Record a training job for a validated TrainConfig and launch its process; (job id, the message the
     Training view shows: launched, waiting behind earlier live jobs, or recorded but not started)."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     name = name.strip() or f"{config.algorithm}-{config.mode}"
-    job_id = jobs.create_job(store, "train", config.to_dict(), name=name, seed=config.seed)
+    job_id = job_queue.create_job(store, "train", config.to_dict(), name=name, seed=config.seed)
     try:
-        jobs.launch(store_url, job_id)
-    except (jobs.JobError, OSError) as exc:
+        job_queue.launch(store_url, job_id)
+    except (job_queue.JobError, OSError) as exc:
         return job_id, f"Job #{job_id} was recorded but could not start: {md(exc)}"
-    ahead = [j["id"] for j in jobs.list_jobs(store) if j["status"] in LIVE_STATUSES and j["id"] < job_id
-             and j["kind"] in jobs.QUEUED_KINDS]
+    ahead = [j["id"] for j in job_queue.list_jobs(store) if j["status"] in LIVE_STATUSES and j["id"] < job_id
+             and j["kind"] in job_queue.QUEUED_KINDS]
     queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
     return job_id, f"Launched job #{job_id}{queue}."
 

@@ -16,8 +16,7 @@ from plotly.subplots import make_subplots
 from app.context import LabContext
 from app.judge_panel import judge_view
 from app.render import BREAKDOWN_HEADERS, breakdown_tables, ci_text, md, number_text
-from app.services import benchmark_form as bf
-from app.services import training as ts
+from app.services import benchmark_form, training
 from simulator.personas.specs import PERSONA_SETS, spec_choices
 from storage import Store
 
@@ -183,9 +182,8 @@ def running_progress_md(store: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
-    from trainer.evaluation import benchmark as bm
-    from trainer.evaluation import eval_runs
-    from trainer.jobs import queue as jobs
+    from trainer.evaluation import benchmark, eval_runs
+    from trainer.jobs import queue as job_queue
 
     store, url = ctx.store, ctx.store_url
     with gr.Accordion("Run a benchmark", open=True):
@@ -194,10 +192,10 @@ def build(ctx: LabContext) -> None:
         start_msg = gr.Markdown("", elem_id="bench-msg")
         general = gr.Markdown("", elem_classes="field-error", elem_id="bench-err-general")
         progress_md = gr.Markdown("", elem_id="bench-progress")
-        bench_jobs = gr.Dataframe(headers=ts.JOB_HEADERS, value=[], interactive=False, wrap=True,
+        bench_jobs = gr.Dataframe(headers=training.JOB_HEADERS, value=[], interactive=False, wrap=True,
                                   label="benchmark jobs (click one for its details)", elem_id="bench-jobs")
         with gr.Row():
-            job_md = gr.Markdown(bf.job_details(store, None), elem_id="bench-job-detail")
+            job_md = gr.Markdown(benchmark_form.job_details(store, None), elem_id="bench-job-detail")
             cancel = gr.Button("Cancel this job", scale=0, min_width=160, elem_id="bench-cancel")
             resume = gr.Button("Resume this job", scale=0, min_width=160, elem_id="bench-resume")
         picked_job = gr.State(None)
@@ -231,28 +229,28 @@ def build(ctx: LabContext) -> None:
     board_sig = gr.State(None)
 
     def refresh(sig: Any, job: Any):
-        job_rows = bf.job_rows(store, jobs.list_jobs(store, kind="benchmark", limit=20))
+        job_rows = benchmark_form.job_rows(store, job_queue.list_jobs(store, kind="benchmark", limit=20))
         groups = eval_runs.leaderboard(store)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
-        running, detail = running_progress_md(store), bf.job_details(store, job)
+        running, detail = running_progress_md(store), benchmark_form.job_details(store, job)
         if sig == new_sig:
             return job_rows, gr.skip(), gr.skip(), gr.skip(), sig, running, detail
         return (job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig, running,
                 detail)
 
     def on_start(*values: Any):
-        job_id, problems, message = bf.start(store, url, dict(zip(bf.NAMES, values)))
-        per_field, other = bf.error_texts(problems)
+        job_id, problems, message = benchmark_form.start(store, url, dict(zip(benchmark_form.NAMES, values)))
+        per_field, other = benchmark_form.error_texts(problems)
         return [*per_field, other, message, job_id if job_id is not None else gr.skip()]
 
     def on_cancel(job: Any):
         if job is None:
             return "Click a benchmark job in the table first."
         try:
-            status = jobs.cancel(store, int(job))
-        except (jobs.JobError, OSError) as exc:
+            status = job_queue.cancel(store, int(job))
+        except (job_queue.JobError, OSError) as exc:
             return md(exc)
-        return ts.cancel_message(int(job), status)
+        return training.cancel_message(int(job), status)
 
     def on_lab_row(evt: gr.SelectData):
         run_id = evt.row_value[2] if evt.row_value else None
@@ -275,7 +273,7 @@ def build(ctx: LabContext) -> None:
         if run_id is None:
             return "Pick a lab eval run first."
         try:
-            job_id = bm.start_benchmark_job(store, url, reproduce_config(store, int(run_id)).to_dict())
+            job_id = benchmark.start_benchmark_job(store, url, reproduce_config(store, int(run_id)).to_dict())
         except (ValueError, OSError) as exc:
             return f"Not started: {md(exc)}"
         return f"Benchmark job #{job_id} plays eval run {run_id} again with its seed."
@@ -297,7 +295,7 @@ def build(ctx: LabContext) -> None:
         return evt.row_value[0] if evt.row_value else gr.skip()
 
     bench_jobs.select(on_pick_job, None, picked_job).then(
-        bf.job_details_for(store), picked_job, job_md)
+        benchmark_form.job_details_for(store), picked_job, job_md)
     cancel.click(on_cancel, picked_job, start_msg).then(refresh, [board_sig, picked_job], outputs)
     resume.click(lambda job: bf.resume_job(store, url, job), picked_job, start_msg).then(
         refresh, [board_sig, picked_job], outputs)
@@ -307,18 +305,18 @@ def build(ctx: LabContext) -> None:
     reproduce.click(on_reproduce, picked_run, reproduce_msg)
     lab_table.select(on_lab_row_judge, None, [judge_md, judge_plot])
     dialogues.select(on_dialogue, None, ctx.link_outputs)
-    profiles = form[bf.NAMES.index("profiles")]
+    profiles = form[benchmark_form.NAMES.index("profiles")]
     ctx.refresh_on_show(lambda: gr.update(choices=spec_choices(store)), None, profiles)  # stored sets too
 
 
 def _form_fields() -> tuple[list[Any], list[Any]]:
     """The form's inputs (app.services.benchmark_form.NAMES order) and a message box under each."""
     widgets, errors = [], []
-    rows = [bf.NAMES[:6], bf.NAMES[6:]]
+    rows = [benchmark_form.NAMES[:6], benchmark_form.NAMES[6:]]
     for names in rows:
         with gr.Row():
             for name in names:
-                label, default = next((lab, d) for n, lab, d in bf.FIELDS if n == name)
+                label, default = next((lab, d) for n, lab, d in benchmark_form.FIELDS if n == name)
                 key = f"bench-{name.replace('_', '-')}"
                 with gr.Column(min_width=150, scale=2 if name in ("policy", "profiles", "simulator") else 1):
                     if name == "profiles":

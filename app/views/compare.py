@@ -11,10 +11,10 @@ from typing import Any
 import gradio as gr
 
 from app.context import LabContext
-from app.services import compare as cs
-from app.services import compare_jobs as cj
+from app.services import compare as compare_service
+from app.services import compare_jobs
 from simulator.personas.specs import spec_choices
-from trainer.evaluation import compare as cmp
+from trainer.evaluation import compare
 
 POLL_S = 2.0  # how often the picked comparison's progress is read
 
@@ -22,8 +22,8 @@ POLL_S = 2.0  # how often the picked comparison's progress is read
 def _same_comparison(choices: list[str], current: Any) -> Any:
     """The choice naming the same comparison as `current` (its label carries the status, which changes), else
     the newest."""
-    cid = cs.parse_choice(current)
-    same = [c for c in choices if cid is not None and cs.parse_choice(c) == cid]
+    cid = compare_service.parse_choice(current)
+    same = [c for c in choices if cid is not None and compare_service.parse_choice(c) == cid]
     return same[0] if same else (choices[0] if choices else None)
 
 
@@ -34,11 +34,12 @@ def build(ctx: LabContext) -> None:
                 "runs as a background job, survives a closed browser, and a stopped one resumes where it was.")
     with gr.Accordion("New comparison", open=True):
         with gr.Row():
-            a_pick = gr.Dropdown(choices=cj.policy_choices(store), value=cj.DEFAULT_POLICY, allow_custom_value=True,
+            a_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
+                                 allow_custom_value=True,
                                  label="A (the baseline): default, a stored checkpoint or a model folder",
                                  elem_id="cmp-a")
-            b_pick = gr.Dropdown(choices=cj.policy_choices(store), value=cj.DEFAULT_POLICY, allow_custom_value=True,
-                                 label="B (a win is B ending higher)", elem_id="cmp-b")
+            b_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
+                                 allow_custom_value=True, label="B (a win is B ending higher)", elem_id="cmp-b")
         with gr.Row():
             profiles = gr.Dropdown(choices=spec_choices(store), value="builtin:heldout", allow_custom_value=True,
                                    label="personas (a persona spec)", elem_id="cmp-profiles")
@@ -56,70 +57,75 @@ def build(ctx: LabContext) -> None:
     with gr.Row():
         pick = gr.Dropdown(choices=[], label="comparison", scale=4, elem_id="cmp-pick")
         refresh = gr.Button("Refresh", scale=1, elem_id="cmp-refresh")
-    summary = gr.Markdown(cs.summary_md(None), elem_id="cmp-summary")
-    pairs_table = gr.Dataframe(headers=cs.PAIR_HEADERS, value=[], interactive=False, wrap=True,
+    summary = gr.Markdown(compare_service.summary_md(None), elem_id="cmp-summary")
+    pairs_table = gr.Dataframe(headers=compare_service.PAIR_HEADERS, value=[], interactive=False, wrap=True,
                                label="pairs, largest difference first (click one to open it)", elem_id="cmp-pairs")
     with gr.Row():
-        by_need = gr.Dataframe(headers=cs.BREAKDOWN_HEADERS, value=[], interactive=False, label="by hidden need",
-                               elem_id="cmp-need")
-        by_personality = gr.Dataframe(headers=cs.BREAKDOWN_HEADERS, value=[], interactive=False,
+        by_need = gr.Dataframe(headers=compare_service.BREAKDOWN_HEADERS, value=[], interactive=False,
+                               label="by hidden need", elem_id="cmp-need")
+        by_personality = gr.Dataframe(headers=compare_service.BREAKDOWN_HEADERS, value=[], interactive=False,
                                       label="by personality type", elem_id="cmp-personality")
     pair_pick = gr.Dropdown(choices=[], label="persona", elem_id="cmp-pair")
     curves = gr.Plot(label="emotion, A and B", elem_id="cmp-curves")
     aligned = gr.HTML("", elem_id="cmp-aligned")
 
     def on_pick(choice: str):
-        cid = cs.parse_choice(choice)
+        cid = compare_service.parse_choice(choice)
         if cid is None:
-            return cs.summary_md(None), [], [], [], gr.update(choices=[], value=None)
-        pairs = cmp.comparison_pairs(store, cid)
-        names = cs.pair_choices(sorted(pairs, key=lambda p: (p["diff"] is None, -abs(p["diff"] or 0.0))))
-        return (cs.summary_md(cmp.get_comparison(store, cid)), cs.pair_rows(pairs),
-                cs.breakdown_rows(pairs, "need_category"), cs.breakdown_rows(pairs, "personality"),
+            return compare_service.summary_md(None), [], [], [], gr.update(choices=[], value=None)
+        pairs = compare.comparison_pairs(store, cid)
+        names = compare_service.pair_choices(sorted(pairs, key=lambda p: (p["diff"] is None, -abs(p["diff"] or 0.0))))
+        return (compare_service.summary_md(compare.get_comparison(store, cid)), compare_service.pair_rows(pairs),
+                compare_service.breakdown_rows(pairs, "need_category"),
+                compare_service.breakdown_rows(pairs, "personality"),
                 gr.update(choices=names, value=names[0] if names else None))
 
     def on_pair(choice: str, pair_choice: str):
-        cid = cs.parse_choice(choice)
-        pair = cs.find_pair(cmp.comparison_pairs(store, cid, with_turns=True), pair_choice) if cid else None
+        cid = compare_service.parse_choice(choice)
+        pairs = compare.comparison_pairs(store, cid, with_turns=True) if cid else []
+        pair = compare_service.find_pair(pairs, pair_choice) if cid else None
         if pair is None:
             return None, ""
-        return cs.pair_figure(pair), cs.aligned_html(pair)
+        return compare_service.pair_figure(pair), compare_service.aligned_html(pair)
 
     def on_row(evt: gr.SelectData):
         row = evt.row_value or []
         return f"{row[0]} · seed {row[1]}" if len(row) > 1 else gr.skip()
 
     def on_refresh(current: Any):
-        choices = cs.comparison_choices(store)
+        choices = compare_service.comparison_choices(store)
         return gr.update(choices=choices, value=_same_comparison(choices, current))
 
     def on_start(a, b, spec, sim, n, k, cap):
-        message, cid = cj.start(store, ctx.store_url, a, b, spec, sim, n, k, cap)
+        message, cid = compare_jobs.start(store, ctx.store_url, a, b, spec, sim, n, k, cap)
         if cid is None:
             return message, gr.skip()
-        choices = cs.comparison_choices(store)
+        choices = compare_service.comparison_choices(store)
         return message, gr.update(choices=choices, value=_same_comparison(choices, f"#{cid}"))
 
     def on_tick(current: Any):
         """The picked comparison's progress; when its status changes (e.g. it finished) the picker's label
         changes with it, which reloads the view with the result."""
-        cid = cs.parse_choice(current)
-        choices = cs.comparison_choices(store)
+        cid = compare_service.parse_choice(current)
+        choices = compare_service.comparison_choices(store)
         value = _same_comparison(choices, current)
         picker = gr.update(choices=choices, value=value) if value != current else gr.skip()
-        return cj.progress_md(store, cid), picker
+        return compare_jobs.progress_md(store, cid), picker
 
     def on_control(action: str, current: Any):
-        cid = cs.parse_choice(current)
-        message = cj.cancel(store, cid) if action == "cancel" else cj.resume(store, ctx.store_url, cid)
-        return message + "\n\n" + cj.progress_md(store, cid)
+        cid = compare_service.parse_choice(current)
+        if action == "cancel":
+            message = compare_jobs.cancel(store, cid)
+        else:
+            message = compare_jobs.resume(store, ctx.store_url, cid)
+        return message + "\n\n" + compare_jobs.progress_md(store, cid)
 
     start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new], [job_md, pick])
     cancel.click(lambda c: on_control("cancel", c), pick, job_md)
     resume.click(lambda c: on_control("resume", c), pick, job_md)
     gr.Timer(POLL_S).tick(on_tick, pick, [job_md, pick])
     def on_show():
-        policies = cj.policy_choices(store)
+        policies = compare_jobs.policy_choices(store)
         return gr.update(choices=policies), gr.update(choices=policies), gr.update(choices=spec_choices(store))
 
     ctx.refresh_on_show(on_show, None, [a_pick, b_pick, profiles])

@@ -13,7 +13,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import BREAKDOWN_HEADERS
-from app.services import experiments as es
+from app.services import experiments
 
 POLL_S = 3.0
 
@@ -26,7 +26,7 @@ def _id(value: Any) -> Optional[int]:
 
 
 def build(ctx: LabContext) -> None:
-    from trainer.experiments import grid as ex
+    from trainer.experiments import grid
 
     store, url = ctx.store, ctx.store_url
     with gr.Row():
@@ -34,12 +34,12 @@ def build(ctx: LabContext) -> None:
         cancel = gr.Button("Cancel experiment", scale=1, elem_id="exp-cancel")
         resume = gr.Button("Resume experiment", scale=1, elem_id="exp-resume")
     action_msg = gr.Markdown("", elem_id="exp-action-msg")
-    summary = gr.Markdown(es.summary_md(None), elem_id="exp-summary")
-    status = gr.Dataframe(headers=es.STATUS_HEADERS, value=[], interactive=False, wrap=True,
+    summary = gr.Markdown(experiments.summary_md(None), elem_id="exp-summary")
+    status = gr.Dataframe(headers=experiments.STATUS_HEADERS, value=[], interactive=False, wrap=True,
                           label="cells (click a row to open its job in Training)", elem_id="exp-cells")
     gr.Markdown("### Held-out results\nScore = mean final emotion of the cell's final checkpoint on the held-out "
                 "personas; intervals are bootstrap 95% percentile intervals.")
-    results = gr.Dataframe(headers=es.RESULT_HEADERS, value=[], interactive=False, elem_id="exp-results")
+    results = gr.Dataframe(headers=experiments.RESULT_HEADERS, value=[], interactive=False, elem_id="exp-results")
     with gr.Row():
         metric = gr.Dropdown(choices=[], value=None, label="training metric", scale=1, elem_id="exp-metric")
     curve = gr.Plot(label="training curves, one line per cell", elem_id="exp-curves")
@@ -48,7 +48,7 @@ def build(ctx: LabContext) -> None:
                                label="by hidden need", elem_id="exp-need")
         by_personality = gr.Dataframe(headers=["cell", *BREAKDOWN_HEADERS], value=[], interactive=False,
                                       label="by personality type", elem_id="exp-personality")
-    replies = gr.Dataframe(headers=es.REPLY_HEADERS, value=[], interactive=False,
+    replies = gr.Dataframe(headers=experiments.REPLY_HEADERS, value=[], interactive=False,
                            label="policy replies on the held-out set", elem_id="exp-replies")
     judge_md = gr.Markdown("", elem_id="exp-judge-summary")
     judge_plot = gr.Plot(label="social-cognition judge (1-5), one shape per cell", elem_id="exp-judge")
@@ -59,22 +59,22 @@ def build(ctx: LabContext) -> None:
     def show(eid: Any, chosen: Optional[str], old: Any = None):
         """Every output for the experiment; all skipped when nothing changed since `old` (no flicker)."""
         eid = _id(eid)
-        exp = ex.experiment_detail(store, eid) if eid else None
-        metrics = es.metric_choices(store, exp)
+        exp = grid.experiment_detail(store, eid) if eid else None
+        metrics = experiments.metric_choices(store, exp)
         new = None if exp is None else [exp["status"], [(c["status"], c["train_status"], c["benchmark_status"],
                                                          c["eval_run_id"]) for c in exp["cells"]], metrics, chosen]
         if old is not None and new == old and not (exp and exp["status"] == "running"):
             return [gr.skip()] * len(outputs)
         chosen = chosen if chosen in metrics else next(iter(metrics), None)
-        need, personality = es.breakdown_rows(store, exp)
-        counts = es.judge_counts(store, exp)
+        need, personality = experiments.breakdown_rows(store, exp)
+        counts = experiments.judge_counts(store, exp)
         judged = ("**Judged dialogues:** " + ", ".join(f"{k} {v}" for k, v in counts.items())) if counts else ""
-        return [es.summary_md(exp), es.status_rows(exp), es.result_rows(store, exp),
-                gr.update(choices=metrics, value=chosen), es.curves(store, exp, chosen), need, personality,
-                es.reply_rows(store, exp), judged, es.judge_figure(store, exp), new]
+        return [experiments.summary_md(exp), experiments.status_rows(exp), experiments.result_rows(store, exp),
+                gr.update(choices=metrics, value=chosen), experiments.curves(store, exp, chosen), need, personality,
+                experiments.reply_rows(store, exp), judged, experiments.judge_figure(store, exp), new]
 
     def refresh_choices(current: Any):
-        choices = es.experiment_choices(store)
+        choices = experiments.experiment_choices(store)
         ids = [c[1] for c in choices]
         value = _id(current) if _id(current) in ids else (ids[0] if ids else None)
         return gr.update(choices=choices, value=value)
@@ -82,7 +82,7 @@ def build(ctx: LabContext) -> None:
     def on_link(link: Any):
         if not link:
             return gr.skip()
-        return gr.update(choices=es.experiment_choices(store), value=int(link["id"]))
+        return gr.update(choices=experiments.experiment_choices(store), value=int(link["id"]))
 
     def on_cell(eid: Any, evt: gr.SelectData):
         row = evt.row_value or []
@@ -96,6 +96,7 @@ def build(ctx: LabContext) -> None:
     ctx.refresh_on_show(refresh_choices, [pick], pick)
     ctx.experiment_link.change(on_link, ctx.experiment_link, pick)
     status.select(on_cell, [pick], [ctx.tabs, ctx.job_link])
-    cancel.click(lambda e: es.cancel(store, _id(e)) if _id(e) else "Pick an experiment first.", [pick], action_msg)
-    resume.click(lambda e: es.resume(store, url, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
+    cancel.click(lambda e: experiments.cancel(store, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
+                 action_msg)
+    resume.click(lambda e: experiments.resume(store, url, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
                  action_msg)

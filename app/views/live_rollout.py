@@ -18,7 +18,7 @@ from app.context import LabContext
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, outcomes_text, user_emotions
 from simulator.llm.traffic import TrafficLimits
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 from simulator.user.rules import PRESETS
 from simulator.user.spec import SimulatorSpec
 from storage import Store
@@ -89,7 +89,7 @@ def persona_choices(store: Store) -> list[tuple[str, str]]:
     """Every stored persona, then every stored persona set (as set:NAME)."""
     from simulator.personas.sets import list_sets
 
-    return [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)] + \
+    return [(f"{p.name} ({p.id})", p.id) for p in persona_store.list_profiles(store)] + \
         [(f"set {s.name} ({s.size} personas)", f"set:{s.name}") for s in list_sets(store)]
 
 

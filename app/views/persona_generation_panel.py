@@ -13,11 +13,10 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
-from app.services import persona_generation_form as pgf
-from app.services import persona_generation_jobs as pgj
+from app.services import persona_generation_form, persona_generation_jobs
 from app.services.persona_form import FIELDS, form_profile, form_values
-from simulator.personas import generation_store as gs
-from simulator.personas import store as ps
+from simulator.personas import generation_store
+from simulator.personas import store as persona_store
 from simulator.personas.generation import DEFAULT_THRESHOLD
 from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, ProfileError
 from trainer.jobs.queue import JobError
@@ -56,13 +55,14 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             start_btn = gr.Button("Generate", variant="primary", elem_id="gen-start")
             cancel_btn = gr.Button("Cancel", variant="stop", elem_id="gen-cancel")
             resume_btn = gr.Button("Resume", elem_id="gen-resume")
-            pick = gr.Dropdown(pgj.choices(store), value=None, label="Generation", allow_custom_value=True,
-                               elem_id="gen-pick")
-        progress = gr.HTML(pgf.progress_html(None), elem_id="gen-progress")
+            pick = gr.Dropdown(persona_generation_jobs.choices(store), value=None, label="Generation",
+                               allow_custom_value=True, elem_id="gen-pick")
+        progress = gr.HTML(persona_generation_form.progress_html(None), elem_id="gen-progress")
         status = gr.Markdown(elem_id="gen-status")
-        table = gr.Dataframe([], headers=pgf.HEADERS, datatype="str", type="array", interactive=False,
-                             max_height=360, label="Review queue (click a candidate)", elem_id="gen-table")
-        detail = gr.Markdown(pgf.candidate_markdown(None), elem_id="gen-candidate")
+        table = gr.Dataframe([], headers=persona_generation_form.HEADERS, datatype="str", type="array",
+                             interactive=False, max_height=360, label="Review queue (click a candidate)",
+                             elem_id="gen-table")
+        detail = gr.Markdown(persona_generation_form.candidate_markdown(None), elem_id="gen-candidate")
         with gr.Row():
             accept_btn = gr.Button("Accept", elem_id="gen-accept")
             edit_btn = gr.Button("Edit in the form", elem_id="gen-edit")
@@ -79,83 +79,89 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
     timer = gr.Timer(POLL_S, active=False)
 
     def queue(gid: Optional[int], cid: Optional[int] = None) -> list:
-        g = pgj.generation(store, gid) if gid else None
-        rows = pgf.candidate_rows(gs.list_candidates(store, gid)) if g else []
-        return [pgf.progress_html(g), rows, pgf.candidate_markdown(gs.get_candidate(store, cid) if cid else None)]
+        g = persona_generation_jobs.generation(store, gid) if gid else None
+        rows = persona_generation_form.candidate_rows(generation_store.list_candidates(store, gid)) if g else []
+        candidate = generation_store.get_candidate(store, cid) if cid else None
+        return [persona_generation_form.progress_html(g), rows, persona_generation_form.candidate_markdown(candidate)]
 
     queue_out = [progress, table, detail]
 
     def on_start(*values: Any):
-        spec, settings, errs = pgf.read_form(dict(zip(pgf.FORM_FIELDS, values)))
+        spec, settings, errs = persona_generation_form.read_form(dict(zip(persona_generation_form.FORM_FIELDS, values)))
         if spec is None:
-            return [gr.skip(), pgf.errors_markdown(errs), gr.skip()] + [gr.skip()] * len(queue_out)
-        gen = gs.make_generator(settings["base_url"], settings["model"], api_key_env=settings["api_key_env"],
-                                threshold=float(settings["threshold"]))
+            return [gr.skip(), persona_generation_form.errors_markdown(errs), gr.skip()] + [gr.skip()] * len(queue_out)
+        gen = generation_store.make_generator(settings["base_url"], settings["model"],
+                                              api_key_env=settings["api_key_env"],
+                                              threshold=float(settings["threshold"]))
         try:
-            gid, job_id = pgj.start(store, ctx.store_url, spec, gen)
+            gid, job_id = persona_generation_jobs.start(store, ctx.store_url, spec, gen)
         except (JobError, OSError) as exc:
             return [gr.skip(), f"**Not started.** {md(exc)}", gr.skip()] + [gr.skip()] * len(queue_out)
         return [gid, f"Generation {gid} started as job #{job_id}: {spec.count} persona(s).", gr.Timer(active=True),
                 *queue(gid)]
 
     def on_tick(gid: Optional[int], cid: Optional[int]):
-        return [*queue(gid, cid), gr.Timer(active=pgj.is_live(pgj.generation(store, gid) if gid else None))]
+        g = persona_generation_jobs.generation(store, gid) if gid else None
+        return [*queue(gid, cid), gr.Timer(active=persona_generation_jobs.is_live(g))]
 
     def on_pick(gid: Any):
         gid = int(gid) if str(gid or "").isdigit() else None
-        return [gid, None, gr.Timer(active=pgj.is_live(pgj.generation(store, gid) if gid else None)), *queue(gid)]
+        g = persona_generation_jobs.generation(store, gid) if gid else None
+        return [gid, None, gr.Timer(active=persona_generation_jobs.is_live(g)), *queue(gid)]
 
     def on_resume(gid: Optional[int]):
-        return [pgj.resume(store, ctx.store_url, gid), gr.Timer(active=True), *queue(gid)]
+        return [persona_generation_jobs.resume(store, ctx.store_url, gid), gr.Timer(active=True), *queue(gid)]
 
     def on_select(gid: Optional[int], evt: gr.SelectData):
         row = evt.row_value or []
         cid = int(row[0]) if row and str(row[0]).isdigit() else None
-        return cid, pgf.candidate_markdown(gs.get_candidate(store, cid) if cid else None)
+        candidate = generation_store.get_candidate(store, cid) if cid else None
+        return cid, persona_generation_form.candidate_markdown(candidate)
 
     def review(action: str, gid: Optional[int], cid: Optional[int], *form: Any):
         if action == "accept_all":
             if not gid:
                 return ["Generate first.", *queue(gid, cid)]
-            taken = gs.accept_all_valid(store, gid)
+            taken = generation_store.accept_all_valid(store, gid)
             return [f"Accepted {len(taken)} persona(s).", *queue(gid, cid)]
         if not cid:
             return ["Pick a candidate first.", *queue(gid, cid)]
         try:
             if action == "accept":
-                msg = f"Accepted as **{md(gs.accept_candidate(store, cid).id)}**."
+                msg = f"Accepted as **{md(generation_store.accept_candidate(store, cid).id)}**."
             elif action == "accept_edited":
                 edited = form_profile(dict(zip(FIELDS, form)), None)
-                msg = f"Accepted the edited form as **{md(gs.accept_candidate(store, cid, edited).id)}**."
+                msg = f"Accepted the edited form as **{md(generation_store.accept_candidate(store, cid, edited).id)}**."
             elif action == "reject":
-                gs.reject_candidate(store, cid)
+                generation_store.reject_candidate(store, cid)
                 msg = f"Rejected candidate {cid}."
             else:
-                msg = f"Regenerated candidate {cid}: {md(gs.regenerate_candidate(store, cid)['status'])}."
+                msg = f"Regenerated candidate {cid}: {md(generation_store.regenerate_candidate(store, cid)['status'])}."
         except ProfileError as exc:
             msg = "**Not done.** " + "".join(f"  \n⚠ {md(k)}: {md(v)}" for k, v in exc.errors.items())
         return [msg, *queue(gid, cid)]
 
     def on_edit(cid: Optional[int]):
-        cand = gs.get_candidate(store, cid) if cid else None
+        cand = generation_store.get_candidate(store, cid) if cid else None
         if cand is None:
             return [gr.skip()] * (2 + len(editor)) + ["Pick a candidate first."]
-        p = gs.candidate_profile(cand)
-        p.id = ps.fresh_id(store, p.name or "generated")
+        p = generation_store.candidate_profile(cand)
+        p.id = persona_store.fresh_id(store, p.name or "generated")
         head = f"### New persona from candidate {cid} (press *Accept the edited form* when done)"
         return [None, head, *form_values(p), f"Candidate {cid} is in the persona form."]
 
     form_in = [count, needs, personalities, languages, topics, seed, base_url, model, threshold, key_env]
     start_btn.click(on_start, form_in, [gen_id, status, timer, *queue_out])
     timer.tick(on_tick, [gen_id, cand_id], [*queue_out, timer])
-    cancel_btn.click(partial(pgj.cancel, store), [gen_id], status)
+    cancel_btn.click(partial(persona_generation_jobs.cancel, store), [gen_id], status)
     resume_btn.click(on_resume, [gen_id], [status, timer, *queue_out])
     pick.select(on_pick, [pick], [gen_id, cand_id, timer, *queue_out])
-    ctx.refresh_on_show(lambda: gr.update(choices=pgj.choices(store)), None, pick)
+    ctx.refresh_on_show(lambda: gr.update(choices=persona_generation_jobs.choices(store)), None, pick)
     table.select(on_select, [gen_id], [cand_id, detail])
     for btn, action in ((accept_btn, "accept"), (accept_edited_btn, "accept_edited"), (reject_btn, "reject"),
                         (regen_btn, "regenerate"), (accept_all_btn, "accept_all")):
         btn.click(partial(review, action), [gen_id, cand_id, *editor],
                   [status, *queue_out]).then(refresh_fn, refresh_in, refresh_out)
     edit_btn.click(on_edit, [cand_id], [editing, title, *editor, status])
-    make_set_btn.click(partial(pgf.set_from_generation, store), [set_name, gen_id], status).then(*sets_refresh)
+    make_set_btn.click(partial(persona_generation_form.set_from_generation, store), [set_name, gen_id],
+                       status).then(*sets_refresh)

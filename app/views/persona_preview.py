@@ -11,8 +11,8 @@ import gradio as gr
 from app.context import LabContext
 from app.render import md
 from app.services.persona_form import FIELDS, form_profile
-from app.views import live_rollout as live
-from simulator.personas import store as ps
+from app.views import live_rollout
+from simulator.personas import store as persona_store
 from simulator.personas.profile import ProfileError
 from storage import Store
 
@@ -25,14 +25,15 @@ def preview_dialogue(store: Store, request_key: str, editing_id: Optional[str], 
     """(status, figure, dialogue HTML) as the preview runs. The form is validated first: a problem is
     reported by field and nothing runs."""
 
-    original = ps.get_profile(store, editing_id) if editing_id else None
+    original = persona_store.get_profile(store, editing_id) if editing_id else None
     try:
         profile = form_profile(values, original).validate()
     except ProfileError as exc:
         problems = "".join(f"  \n{md(k)}: {md(v)}" for k, v in exc.errors.items())
-        yield f"**Not previewed.** Fix the form first:{problems}", live.figure({}), live.columns_html({})
+        yield (f"**Not previewed.** Fix the form first:{problems}", live_rollout.figure({}),
+               live_rollout.columns_html({}))
         return
-    for status, fig, html, _ in live.start_rollout(
+    for status, fig, html, _ in live_rollout.start_rollout(
             store, f"preview:{request_key}", [], policy or "default", "", simulator or "offline", "",
             PREVIEW_RULES, "direct", 1, int(turns), PREVIEW_TOKENS, 1.0, int(seed), profiles=[profile],
             record=False):
@@ -53,7 +54,7 @@ def build(ctx: LabContext, editing: Any, inputs: list) -> None:
         run = gr.Button("Preview dialogue", elem_id="preview-run")
         status = gr.Markdown(elem_id="preview-status")
         plot = gr.Plot(label="Emotion per turn", elem_id="preview-plot")
-        chat = gr.HTML(live.columns_html({}), elem_id="preview-chat")
+        chat = gr.HTML(live_rollout.columns_html({}), elem_id="preview-chat")
 
     def on_preview(request: gr.Request, editing_id, policy_, simulator_, turns_, *values):
         yield from preview_dialogue(store, request.session_hash or "", editing_id, dict(zip(FIELDS, values)),

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from app.context import LabContext
 from app.render import md
 from simulator.access import export_path
-from simulator.personas import sets as pss
+from simulator.personas import sets as persona_sets
 from simulator.personas.coverage import Coverage, coverage
 from simulator.personas.specs import PersonaSpecError
 from storage import Store
@@ -24,7 +24,7 @@ SPLIT_TAGS = [("any", ""), ("train", "train"), ("heldout", "heldout")]
 def set_rows(store: Store) -> list[list[Any]]:
     """One row per stored set; the hash is the members' as they are now, marked when it changed since."""
     rows = []
-    for s in pss.list_sets(store):
+    for s in persona_sets.list_sets(store):
         current = s.current_hash or "members deleted"
         made = ", ".join(f"{k}={v}" for k, v in (s.params.get("filters") or s.params).items())
         rows.append([s.name, s.size, current + (f" (was {s.content_hash})" if s.changed else ""), s.source_kind,
@@ -57,9 +57,9 @@ def create_from_view(store: Store, name: str, search: str, need: str, personalit
                      split: str) -> str:
     """A set from the Personas view's filters; the message the panel shows."""
     try:
-        s = pss.create_from_filters(store, name, search=(search or "").strip(), need=need or "",
-                                    personality=personality or "", language=language or "", split=split or "")
-    except pss.SetError as exc:
+        s = persona_sets.create_from_filters(store, name, search=(search or "").strip(), need=need or "",
+                                             personality=personality or "", language=language or "", split=split or "")
+    except persona_sets.SetError as exc:
         return f"**Not created.** {md(exc.field)}: {md(exc.problem)}"
     return f"Created set **{md(s.name)}**: {s.size} persona(s), hash `{s.content_hash}`."
 
@@ -68,8 +68,8 @@ def split_from_view(store: Store, name: Optional[str], fraction: Any, seed: Any)
     if not name:
         return "**Not split.** set: pick a set first."
     try:
-        train, heldout = pss.split_set(store, name, float(fraction or 0), int(seed or 0))
-    except pss.SetError as exc:
+        train, heldout = persona_sets.split_set(store, name, float(fraction or 0), int(seed or 0))
+    except persona_sets.SetError as exc:
         return f"**Not split.** {md(exc.field)}: {md(exc.problem)}"
     except PersonaSpecError as exc:
         return f"**Not split.** set: {md(exc)}"
@@ -81,7 +81,7 @@ def delete_from_view(store: Store, name: Optional[str]) -> str:
     """Delete a stored set (its personas stay, and runs keep the set name and hash they recorded)."""
     if not name:
         return "**Not deleted.** set: pick a set first."
-    if not pss.delete_set(store, name):
+    if not persona_sets.delete_set(store, name):
         return f"**Not deleted.** set: no stored set named {md(name)}."
     return f"Deleted set **{md(name)}**; its personas stay in the store."
 
@@ -116,14 +116,14 @@ def build(ctx: LabContext, filters: list) -> tuple:
                 empty = gr.Markdown(elem_id="sets-empty")
 
     def refresh(current: Optional[str]):
-        names = pss.set_names(store)
+        names = persona_sets.set_names(store)
         return set_rows(store), gr.update(choices=names, value=current if current in names else None)
 
     def show_coverage(set_name: Optional[str]):
         if not set_name:
             return coverage_figure(None), ""
         try:
-            cov = coverage(pss.set_profiles(store, set_name))
+            cov = coverage(persona_sets.set_profiles(store, set_name))
         except PersonaSpecError as exc:
             return coverage_figure(None), f"**No coverage:** {md(exc)}"
         return coverage_figure(cov, f"Coverage of {set_name}: hidden need × personality"), empty_cells_markdown(cov)
@@ -131,21 +131,22 @@ def build(ctx: LabContext, filters: list) -> tuple:
     def on_create(set_name, tag, *flt):
         message = create_from_view(store, set_name, *flt, tag)
         picked = {"value": set_name.strip()} if message.startswith("Created") else {}  # show its coverage
-        return message, set_rows(store), gr.update(choices=pss.set_names(store), **picked)
+        return message, set_rows(store), gr.update(choices=persona_sets.set_names(store), **picked)
 
     def on_split(set_name, frac, seed_):
         message = split_from_view(store, set_name, frac, seed_)
-        return message, set_rows(store), gr.update(choices=pss.set_names(store))
+        return message, set_rows(store), gr.update(choices=persona_sets.set_names(store))
 
     def on_delete(set_name):
-        return delete_from_view(store, set_name), set_rows(store), gr.update(choices=pss.set_names(store), value=None)
+        return (delete_from_view(store, set_name), set_rows(store),
+                gr.update(choices=persona_sets.set_names(store), value=None))
 
     def on_export(set_name, f):
         if not set_name:
             return gr.update(), "**Not exported.** set: pick a set first."
         out = export_path(set_name, f)
         try:
-            n = pss.export_set(store, set_name, out, f)
+            n = persona_sets.export_set(store, set_name, out, f)
         except (ValueError, PersonaSpecError) as exc:
             return gr.update(), f"**Not exported.** {md(exc)}"
         return str(out), f"Exported {n} persona(s) of **{md(set_name)}** ({f} format)."

@@ -14,8 +14,8 @@ from app.render import md
 from app.services.persona_form import FIELDS, FORM, NEED_CHOICES, PERSONALITY_CHOICES, form_profile, form_values
 from app.views import persona_generation_panel, persona_preview
 from simulator.access import export_path
-from simulator.personas import lint as pl
-from simulator.personas import store as ps
+from simulator.personas import lint
+from simulator.personas import store as persona_store
 from simulator.personas.profile import DIFFICULTIES, LANGUAGES, Profile, ProfileError
 from storage import Store
 
@@ -29,7 +29,7 @@ def import_markdown(store: Store, path: Path, keep_valid: bool, replace: bool, m
     """The import report as the CLI gives it: one line per problem ("line N: field: reason"), the first
     `max_listed` of them shown. An unexpected failure is logged and reported without its exception text."""
     try:
-        report = ps.import_file(store, path, keep_valid=keep_valid, replace=replace)
+        report = persona_store.import_file(store, path, keep_valid=keep_valid, replace=replace)
     except Exception:
         log.exception("persona import of %s failed", path)
         return "**The import failed unexpectedly; nothing was stored.** The details are in the server log."
@@ -53,7 +53,7 @@ def _row(p: Profile) -> list[str]:
 
 
 def rows(store: Store, search: str = "", need: str = "", personality: str = "", language: str = "") -> list[list[str]]:
-    profiles = ps.list_profiles(store, search or "", need or None, personality or None, language or None)
+    profiles = persona_store.list_profiles(store, search or "", need or None, personality or None, language or None)
     return [_row(p) for p in profiles]
 
 
@@ -61,18 +61,19 @@ def rows_with_warnings(store: Store, search: str = "", need: str = "", personali
                        language: str = "") -> list[list[str]]:
     """The listed rows with their lint warnings count (near-duplicates among the listed profiles); the count
     is left empty when more than LINT_MAX profiles are listed."""
-    profiles = ps.list_profiles(store, search or "", need or None, personality or None, language or None)
-    counts = {pid: str(len(ws)) for pid, ws in pl.lint_profiles(profiles).items()} if len(profiles) <= LINT_MAX else {}
+    profiles = persona_store.list_profiles(store, search or "", need or None, personality or None, language or None)
+    warnings = lint.lint_profiles(profiles) if len(profiles) <= LINT_MAX else {}
+    counts = {pid: str(len(ws)) for pid, ws in warnings.items()}
     return [_row(p) + [counts.get(p.id, "")] for p in profiles]
 
 
-def form_warnings(store: Store, profile: Profile) -> list[pl.LintWarning]:
+def form_warnings(store: Store, profile: Profile) -> list[lint.LintWarning]:
     """Lint warnings of the profile in the form, near-duplicates looked for in the store (up to LINT_MAX)."""
-    stored = [p for p in ps.list_profiles(store) if p.id != profile.id]
-    return pl.lint_profiles([profile], others=stored if len(stored) <= LINT_MAX else [])[profile.id]
+    stored = [p for p in persona_store.list_profiles(store) if p.id != profile.id]
+    return lint.lint_profiles([profile], others=stored if len(stored) <= LINT_MAX else [])[profile.id]
 
 
-def warnings_markdown(warnings: list[pl.LintWarning]) -> str:
+def warnings_markdown(warnings: list[lint.LintWarning]) -> str:
     if not warnings:
         return "Lint: no warnings."
     lines = [f"- ⚠ {md(w.field)}: {md(w.problem)}" for w in warnings]
@@ -167,18 +168,18 @@ def build(ctx: LabContext) -> None:
     # in a second event, asked for through the counts_due / lint_due states.
     def refresh(s, n, p, l):
         data = [row + [""] for row in rows(store, s, n, p, l)]
-        total = ps.count_profiles(store)
+        total = persona_store.count_profiles(store)
         return data, f"{len(data)} of {total} profiles", time.time()
 
     def fill_counts(s, n, p, l):
         return rows_with_warnings(store, s, n, p, l)
 
     def lint_stored(profile_id: Optional[str]):
-        p = ps.get_profile(store, profile_id) if profile_id else None
+        p = persona_store.get_profile(store, profile_id) if profile_id else None
         return warnings_markdown(form_warnings(store, p)) if p else ""
 
     def load(profile_id: Optional[str]):
-        p = ps.get_profile(store, profile_id) if profile_id else None
+        p = persona_store.get_profile(store, profile_id) if profile_id else None
         head = f"### Editing **{md(p.id)}**" if p else "### New persona"
         return [p.id if p else None, head, gr.update(interactive=p is None)] + form_values(p) + \
             ["Lint: checking…" if p else "", time.time()] + _field_errors({})
@@ -191,10 +192,10 @@ def build(ctx: LabContext) -> None:
 
     def on_save(editing_id, *values_and_filters):
         values = dict(zip(FIELDS, values_and_filters[:len(FIELDS)]))
-        original = ps.get_profile(store, editing_id) if editing_id else None
+        original = persona_store.get_profile(store, editing_id) if editing_id else None
         try:
             profile = form_profile(values, original)
-            ps.save_profile(store, profile, create=editing_id is None)
+            persona_store.save_profile(store, profile, create=editing_id is None)
         except ProfileError as exc:
             others = {k: v for k, v in exc.errors.items() if k not in FIELDS}
             msg = f"**Not saved.** Fix the {len(exc.errors)} field(s) marked ⚠ above." + "".join(f"  \n{md(k)}: {md(v)}" for k, v in others.items())
@@ -207,18 +208,18 @@ def build(ctx: LabContext) -> None:
         if not editing_id:
             return [gr.update()] * len(form_out) + ["Pick a stored persona to duplicate."] + \
                 [gr.update()] * len(list_out)
-        copy = ps.duplicate_profile(store, editing_id)
+        copy = persona_store.duplicate_profile(store, editing_id)
         return load(copy.id) + [f"Duplicated as **{md(copy.id)}**; edit and save.", *refresh(*flt)]
 
     def on_delete(editing_id, *flt):
         if not editing_id:
             return load(None) + ["Nothing selected.", *refresh(*flt)]
-        ok = ps.delete_profile(store, editing_id)
+        ok = persona_store.delete_profile(store, editing_id)
         return load(None) + [f"Deleted **{md(editing_id)}**." if ok else f"**{md(editing_id)}** was already gone.",
                              *refresh(*flt)]
 
     def on_lint(editing_id, *values):
-        original = ps.get_profile(store, editing_id) if editing_id else None
+        original = persona_store.get_profile(store, editing_id) if editing_id else None
         return warnings_markdown(form_warnings(store, form_profile(dict(zip(FIELDS, values)), original)))
 
     def on_import(path, keep, repl, *flt):
@@ -230,7 +231,7 @@ def build(ctx: LabContext) -> None:
         ids = [r[0] for r in rows(store, *flt)]
         out = export_path("personas", f)
         try:
-            ps.export_file(store, out, fmt=f, ids=ids)
+            persona_store.export_file(store, out, fmt=f, ids=ids)
         except ValueError as exc:  # profiles stored before the bounds: named, never a traceback
             raise gr.Error(f"Not exported: {exc}"[:2000]) from None
         return str(out)

@@ -7,7 +7,7 @@ from typing import Any
 import gradio as gr
 
 from app.context import LabContext
-from app.services import runs as rs
+from app.services import runs as runs_service
 
 
 def job_choices(ctx: LabContext) -> list[str]:
@@ -15,14 +15,14 @@ def job_choices(ctx: LabContext) -> list[str]:
     from trainer.jobs.queue import list_jobs
 
     jobs = list_jobs(ctx.store, kind="train", limit=200)
-    return list(rs.job_labels(ctx.store, [j["id"] for j in jobs]).values())
+    return list(runs_service.job_labels(ctx.store, [j["id"] for j in jobs]).values())
 
 
 def build(ctx: LabContext) -> None:
     store = ctx.store
     gr.Markdown("Compare up to 4 training runs. Pick the runs, a metric, and a step to see its dialogues.")
     with gr.Row():
-        runs = gr.Dropdown(choices=[], multiselect=True, max_choices=rs.MAX_COMPARE,  # filled on load
+        runs = gr.Dropdown(choices=[], multiselect=True, max_choices=runs_service.MAX_COMPARE,  # filled on load
                            label="runs (2-4)", scale=4, elem_id="runs-pick")
         metric = gr.Dropdown(choices=[], label="metric", scale=2, elem_id="runs-metric")
         refresh = gr.Button("Refresh", scale=1, elem_id="runs-refresh")
@@ -41,39 +41,41 @@ def build(ctx: LabContext) -> None:
         open_btn = gr.Button("Open in Transcripts", scale=1)
 
     def on_runs(values: list[str], current_metric: str, all_settings: bool):
-        ids = rs.parse_job_ids(values)
-        names = rs.metric_names(store, ids)
+        ids = runs_service.parse_job_ids(values)
+        names = runs_service.metric_names(store, ids)
         chosen = current_metric if current_metric in names else (names[0] if names else None)
-        headers, rows = rs.config_diff(rs.job_configs(store, ids), only_different=not all_settings)
-        fig = rs.compare_figure(store, ids, chosen) if chosen else rs.curves_figure({})
-        labels = list(rs.job_labels(store, ids).values())
+        headers, rows = runs_service.config_diff(runs_service.job_configs(store, ids), only_different=not all_settings)
+        fig = runs_service.compare_figure(store, ids, chosen) if chosen else runs_service.curves_figure({})
+        labels = list(runs_service.job_labels(store, ids).values())
         return (gr.update(choices=names, value=chosen), fig, gr.update(value=rows, headers=headers),
                 gr.update(choices=labels, value=labels[0] if labels else None))
 
     def on_metric(values: list[str], name: str, picked_step: Any):
-        ids = rs.parse_job_ids(values)
+        ids = runs_service.parse_job_ids(values)
         mark = int(picked_step) if picked_step not in (None, "") else None
-        return rs.compare_figure(store, ids, name, marker_step=mark) if name else rs.curves_figure({})
+        if not name:
+            return runs_service.curves_figure({})
+        return runs_service.compare_figure(store, ids, name, marker_step=mark)
 
     def on_diff(values: list[str], all_settings: bool):
-        headers, rows = rs.config_diff(rs.job_configs(store, rs.parse_job_ids(values)),
-                                       only_different=not all_settings)
+        headers, rows = runs_service.config_diff(runs_service.job_configs(store, runs_service.parse_job_ids(values)),
+                                                 only_different=not all_settings)
         return gr.update(value=rows, headers=headers)
 
     def on_step_job(label: str):
-        ids = rs.parse_job_ids([label])
-        steps = rs.dialogue_steps(store, ids[0]) if ids else []
+        ids = runs_service.parse_job_ids([label])
+        steps = runs_service.dialogue_steps(store, ids[0]) if ids else []
         return gr.update(choices=steps, value=steps[-1] if steps else None)
 
     def on_step(label: str, picked_step: Any):
-        ids = rs.parse_job_ids([label])
+        ids = runs_service.parse_job_ids([label])
         if not ids or picked_step in (None, ""):
             return gr.update(value=[], headers=["group"])
-        headers, rows = rs.step_groups(store, ids[0], int(picked_step))
+        headers, rows = runs_service.step_groups(store, ids[0], int(picked_step))
         return gr.update(value=rows, headers=headers)
 
     def on_cell(evt: gr.SelectData):
-        return rs.dialogue_id_from_cell(evt.value)
+        return runs_service.dialogue_id_from_cell(evt.value)
 
     def on_refresh(values: list[str]):
         return gr.update(choices=job_choices(ctx), value=values)

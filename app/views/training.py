@@ -14,9 +14,7 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
-from app.services import job_progress as jp
-from app.services import training as ts
-from app.services import training_plan as tp
+from app.services import job_progress, training, training_plan
 
 POLL_S = 2.0
 
@@ -32,9 +30,9 @@ def _widget(name: str, label: str, kind: str, value: Any) -> gr.components.Compo
     if kind == "bool":
         return gr.Checkbox(value=value, label=label, info=info, elem_id=key)
     if kind == "radio":
-        return gr.Radio(choices=list(ts.field_choices(name)), value=value, label=label, info=info, elem_id=key)
+        return gr.Radio(choices=list(training.field_choices(name)), value=value, label=label, info=info, elem_id=key)
     if kind in ("choice", "choice+"):
-        return gr.Dropdown(choices=list(ts.field_choices(name)), value=value, label=label, info=info, elem_id=key,
+        return gr.Dropdown(choices=list(training.field_choices(name)), value=value, label=label, info=info, elem_id=key,
                            allow_custom_value=kind == "choice+")
     return gr.Textbox(value=value, label=label, info=info, elem_id=key)
 
@@ -44,7 +42,7 @@ def _job_id(value: Any) -> Optional[int]:
 
 
 def build(ctx: LabContext) -> None:
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     store, url = ctx.store, ctx.store_url
     with gr.Row():
@@ -52,14 +50,14 @@ def build(ctx: LabContext) -> None:
             gr.Markdown("### New training job")
             from trainer.presets import DEFAULT_PRESET
 
-            values, extra_yaml, hardware = tp.preset_form(DEFAULT_PRESET)
+            values, extra_yaml, hardware = training_plan.preset_form(DEFAULT_PRESET)
             with gr.Row():
-                preset = gr.Dropdown(choices=tp.preset_choices(), value=DEFAULT_PRESET, label="preset",
+                preset = gr.Dropdown(choices=training_plan.preset_choices(), value=DEFAULT_PRESET, label="preset",
                                      info="fills the form (and the other settings box)", elem_id="train-preset")
-                preset_info = gr.Markdown(tp.preset_description(DEFAULT_PRESET), elem_id="train-preset-info")
+                preset_info = gr.Markdown(training_plan.preset_description(DEFAULT_PRESET), elem_id="train-preset-info")
             name = gr.Textbox(label="job name", placeholder="e.g. grpo-think-smollm2", elem_id="train-name")
             widgets, errors = [], []
-            fields = list(zip(ts.FORM_FIELDS, values))
+            fields = list(zip(training.FORM_FIELDS, values))
             for i in range(0, len(fields), 2):
                 with gr.Row():
                     for (fname, label, kind, _), value in fields[i:i + 2]:
@@ -80,12 +78,12 @@ def build(ctx: LabContext) -> None:
                 launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
             confirm = gr.Checkbox(False, label="launch anyway", visible=False, elem_id="train-confirm")
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
-            plan_md = gr.Markdown(tp.opening_plan(DEFAULT_PRESET), elem_id="train-plan")
+            plan_md = gr.Markdown(training_plan.opening_plan(DEFAULT_PRESET), elem_id="train-plan")
             plan_key = gr.State(None)  # the plan under way or shown (app.services.training_plan.start_plan)
             grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
-            table = gr.Dataframe(headers=ts.JOB_HEADERS, value=[],  # filled on load (after any login)
+            table = gr.Dataframe(headers=training.JOB_HEADERS, value=[],  # filled on load (after any login)
                                  interactive=False, elem_id="train-jobs", label="click a row to follow the job")
             with gr.Row():
                 job_id = gr.Number(label="job", precision=0, minimum=0, scale=1, elem_id="train-job-id")
@@ -94,13 +92,13 @@ def build(ctx: LabContext) -> None:
                 clone = gr.Button("Clone", scale=1, elem_id="train-clone")
                 to_form = gr.Button("Edit as new", scale=1)
             action_msg = gr.Markdown("", elem_id="train-action-msg")
-            summary = gr.Markdown(ts.job_summary_md(None), elem_id="train-summary")
+            summary = gr.Markdown(training.job_summary_md(None), elem_id="train-summary")
             with gr.Row():
-                reward_plot = gr.Plot(ts.reward_figure(None), show_label=False, elem_id="train-reward")
-                emotion_plot = gr.Plot(ts.emotion_step_figure(None), show_label=False,
+                reward_plot = gr.Plot(training.reward_figure(None), show_label=False, elem_id="train-reward")
+                emotion_plot = gr.Plot(training.emotion_step_figure(None), show_label=False,
                                        elem_id="train-emotion")
-                overlap_plot = gr.Plot(ts.overlap_figure(None), show_label=False, elem_id="train-overlap")
-            checkpoints = gr.Dataframe(headers=ts.CHECKPOINT_HEADERS, value=[], interactive=False,
+                overlap_plot = gr.Plot(training.overlap_figure(None), show_label=False, elem_id="train-overlap")
+            checkpoints = gr.Dataframe(headers=training.CHECKPOINT_HEADERS, value=[], interactive=False,
                                        label="checkpoints (click one to pick it)", elem_id="train-checkpoints")
             with gr.Row():
                 ck_path = gr.Textbox(label="checkpoint", scale=4, elem_id="train-ck-path")
@@ -114,49 +112,51 @@ def build(ctx: LabContext) -> None:
     def show(jid: Any, sig: Any = None):
         """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
         jid = _job_id(jid)
-        detail = jobs.job_detail(store, jid, log_lines=60) if jid else None
-        now = jp.step_progress_text(store, detail)
+        detail = job_queue.job_detail(store, jid, log_lines=60) if jid else None
+        now = job_progress.step_progress_text(store, detail)
         new_sig = None if detail is None else (
             detail["status"], detail["step"], detail["progress"], str(detail["heartbeat_at"]), now,
             sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
             len(detail["log_tail"]), detail["error"])
         if sig is not None and new_sig == tuple(sig):
             return [gr.skip()] * len(detail_outputs)
-        acts = ts.actions_for(detail["status"] if detail else "")
-        summary_text = ts.job_summary_md(detail) + (f"\n\n**Now:** {md(now)}" if now else "")
-        return [summary_text, ts.reward_figure(detail), ts.emotion_step_figure(detail),
-                ts.overlap_figure(detail), ts.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
+        acts = training.actions_for(detail["status"] if detail else "")
+        summary_text = training.job_summary_md(detail) + (f"\n\n**Now:** {md(now)}" if now else "")
+        return [summary_text, training.reward_figure(detail), training.emotion_step_figure(detail),
+                training.overlap_figure(detail), training.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
                 gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
                 list(new_sig) if new_sig else None]
 
     def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
-        return [jp.jobs_rows_now(store, jobs.list_jobs(store)), *show(jid, sig)]
+        return [job_progress.jobs_rows_now(store, job_queue.list_jobs(store)), *show(jid, sig)]
 
     def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
         """A plan needs no model folder (it may be made for other machines); a launch does."""
-        config, problems = ts.config_from_form(dict(zip(ts.FORM_NAMES, form)), extra_yaml, check_paths, store)
-        return config, *ts.error_updates(problems)
+        config, problems = training.config_from_form(dict(zip(training.FORM_NAMES, form)), extra_yaml, check_paths,
+                                                     store)
+        return config, *training.error_updates(problems)
 
     def on_plan(preset_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib = values
         config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
             return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip()]
-        key = tp.start_plan(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib), preset_name or "")
-        return [*per_field, other, "", tp.plan_progress(key, config.steps), key]
+        key = training_plan.start_plan(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib),
+                                       preset_name or "")
+        return [*per_field, other, "", training_plan.plan_progress(key, config.steps), key]
 
     def on_plan_tick(key: Any):
-        shown = tp.plan_progress(key, tp.task_steps(key)) if key else None
+        shown = training_plan.plan_progress(key, training_plan.task_steps(key)) if key else None
         return gr.skip() if shown is None else shown
 
     def on_open(preset_name: str, key: Any):
         """The kept plan of the preset, or (none kept) a plan started now; a plan already shown stays."""
         if key:
             return gr.skip(), gr.skip()
-        started = tp.plan_on_open(preset_name)
+        started = training_plan.plan_on_open(preset_name)
         if started:
-            return tp.plan_progress(started, tp.task_steps(started)), started
-        return tp.opening_plan(preset_name), gr.skip()
+            return training_plan.plan_progress(started, training_plan.task_steps(started)), started
+        return training_plan.opening_plan(preset_name), gr.skip()
 
     def on_launch(job_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib, confirmed = values
@@ -164,21 +164,22 @@ def build(ctx: LabContext) -> None:
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(),
                     gr.skip(), gr.skip()]
-        plan = tp.plan_now(config.to_dict(), tp.plan_args(n_gpus, n_nodes, gib))
-        reason = tp.confirmation_reason(plan, config.steps)
+        plan = training_plan.plan_now(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib))
+        reason = training_plan.confirmation_reason(plan, config.steps)
         if reason and not confirmed:
             return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
                                        "to launch it all the same.", gr.skip(), gr.skip(),
-                    tp.plan_markdown(plan, config.steps), gr.update(visible=True, value=False), None]
-        new_id, message = ts.launch_training_job(store, url, config, job_name)
-        return [*per_field, other, message, ts.jobs_rows(jobs.list_jobs(store)), new_id,
-                tp.plan_markdown(plan, config.steps), gr.update(visible=False, value=False), None]
+                    training_plan.plan_markdown(plan, config.steps), gr.update(visible=True, value=False), None]
+        new_id, message = training.launch_training_job(store, url, config, job_name)
+        return [*per_field, other, message, training.jobs_rows(job_queue.list_jobs(store)), new_id,
+                training_plan.plan_markdown(plan, config.steps), gr.update(visible=False, value=False), None]
 
     def on_preset(name: str):
-        if name not in tp.preset_choices():
+        if name not in training_plan.preset_choices():
             return [gr.skip()] * (len(widgets) + 8)
-        values, extra_yaml, (n_gpus, n_nodes, gib) = tp.preset_form(name)
-        return [tp.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib, tp.opening_plan(name),
+        values, extra_yaml, (n_gpus, n_nodes, gib) = training_plan.preset_form(name)
+        return [training_plan.preset_description(name), *values, extra_yaml, n_gpus, n_nodes, gib,
+                training_plan.opening_plan(name),
                 gr.update(visible=False, value=False), None]  # a confirmation was for the job planned before
 
     def act(action: str, jid: Any):
@@ -187,15 +188,15 @@ def build(ctx: LabContext) -> None:
             return "Pick a job first.", gr.skip()
         try:
             if action == "cancel":
-                msg = ts.cancel_message(jid, jobs.cancel(store, jid))
+                msg = training.cancel_message(jid, job_queue.cancel(store, jid))
             elif action == "resume":
-                jobs.resume(store, url, jid)
+                job_queue.resume(store, url, jid)
                 msg = f"Job #{jid} resumes from its last checkpoint."
             else:
-                new_id = jobs.clone(store, jid)
-                jobs.launch(url, new_id)
+                new_id = job_queue.clone(store, jid)
+                job_queue.launch(url, new_id)
                 return f"Cloned job #{jid} as #{new_id} and launched it.", new_id
-        except (jobs.JobError, OSError) as exc:
+        except (job_queue.JobError, OSError) as exc:
             return md(exc), gr.skip()
         return msg, jid
 
@@ -205,7 +206,7 @@ def build(ctx: LabContext) -> None:
             return "Pick a checkpoint in the table first."
         from trainer.evaluation.benchmark import start_benchmark_job
 
-        config = ts.benchmark_config_for(jobs.job_detail(store, jid) if jid else None, path.strip())
+        config = training.benchmark_config_for(job_queue.job_detail(store, jid) if jid else None, path.strip())
         try:
             bench_id = start_benchmark_job(store, url, config)
         except (ValueError, OSError) as exc:
@@ -220,10 +221,10 @@ def build(ctx: LabContext) -> None:
 
     def edit_as_new(jid: Any):
         jid = _job_id(jid)
-        detail = jobs.job_detail(store, jid) if jid else None
+        detail = job_queue.job_detail(store, jid) if jid else None
         if detail is None:
             return [gr.skip()] * (len(widgets) + 1)
-        return [f"{detail['name']} (edited)", *ts.form_values(detail["config"])]
+        return [f"{detail['name']} (edited)", *training.form_values(detail["config"])]
 
     hardware_boxes = [gpus, nodes, memory]
     preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm, plan_key])
@@ -231,7 +232,7 @@ def build(ctx: LabContext) -> None:
                                                                         plan_key])
     timer.tick(on_plan_tick, plan_key, plan_md)
     # the kept plan on every page load; a plan started only when this tab is opened (a probe takes the cores)
-    ctx.load_hooks.append((lambda name: tp.opening_plan(name), [preset], plan_md))
+    ctx.load_hooks.append((lambda name: training_plan.opening_plan(name), [preset], plan_md))
     if ctx.current_tab is not None:
         ctx.current_tab.select(on_open, [preset, plan_key], [plan_md, plan_key])
     launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
@@ -239,9 +240,9 @@ def build(ctx: LabContext) -> None:
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
-    ctx.refresh_on_show(lambda: ts.jobs_rows(jobs.list_jobs(store)), None, table)
-    ctx.refresh_on_show(lambda: gr.update(choices=ts.persona_set_choices(store)), None,  # stored sets too
-                        widgets[ts.FORM_NAMES.index("persona_set")])
+    ctx.refresh_on_show(lambda: training.jobs_rows(job_queue.list_jobs(store)), None, table)
+    ctx.refresh_on_show(lambda: gr.update(choices=training.persona_set_choices(store)), None,  # stored sets too
+                        widgets[training.FORM_NAMES.index("persona_set")])
     for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
         button.click(lambda jid, a=action: act(a, jid), [job_id], [action_msg, job_id])
     to_form.click(edit_as_new, [job_id], [name, *widgets])
@@ -256,11 +257,11 @@ def build(ctx: LabContext) -> None:
 
 def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
     """The Experiment accordion: a grid (YAML, see docs/evaluation.md#experiments) and its Launch button."""
-    from app.services import experiments as es
+    from app.services import experiments
 
     with gr.Accordion("Experiment: a grid of configs, each cell benchmarked on held-out personas", open=False,
                       elem_id="train-experiment"):
-        grid = gr.Textbox(value=es.example_grid(), lines=16, max_lines=40, label="grid (YAML)",
+        grid = gr.Textbox(value=experiments.example_grid(), lines=16, max_lines=40, label="grid (YAML)",
                           elem_id="exp-grid")
         launch_grid = gr.Button("Launch experiment", variant="primary", elem_id="exp-launch")
         grid_msg = gr.Markdown("", elem_id="exp-launch-msg")
@@ -269,7 +270,7 @@ def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
 
 def _launch_experiment(ctx: LabContext, text: str) -> tuple:
     """Launch the grid's experiment and open it in the Experiments view (or show what is wrong with it)."""
-    from app.services import experiments as es
+    from app.services import experiments
 
-    experiment_id, message = es.launch_experiment(ctx.store, ctx.store_url, text or "")
+    experiment_id, message = experiments.launch_experiment(ctx.store, ctx.store_url, text or "")
     return (message, *ctx.open_experiment(experiment_id))

@@ -17,8 +17,7 @@ from app.context import LabContext
 from app.plots import emotion_figure, fidelity_figure
 from app.render import dialogue_html, md, user_emotions
 from app.services.play import shadow_emotions
-from simulator.evaluation import fidelity
-from simulator.evaluation import transcripts as tr
+from simulator.evaluation import fidelity, transcripts
 from storage import Store
 from storage.dialogues import load_dialogue
 from storage.queries import collection_dialogues, collection_filter, collection_key, store_collections
@@ -28,7 +27,8 @@ MAX_LISTED = 1000
 
 def collections(store: Store) -> list[tuple[str, str]]:
     """(label, key) for every collection: imported files first, then rollouts, benchmark runs, training jobs."""
-    out = [(f"{c['collection']} ({c['n']} imported)", f"import:{c['collection']}") for c in tr.list_collections(store)]
+    out = [(f"{c['collection']} ({c['n']} imported)", f"import:{c['collection']}")
+           for c in transcripts.list_collections(store)]
     for key, n in store_collections(store):
         kind, _, value = key.partition(":")
         label = {"source": f"{value} dialogues", "eval": f"benchmark run {value}", "job": f"training job {value}"}[kind]
@@ -52,7 +52,7 @@ def summary_md(store: Store, key: str) -> str:
     """Score / success / failure / n with the 95% interval of a collection's ended dialogues."""
     if not key:
         return ""
-    summary = tr.dialogues_summary(store, collection_filter(key))
+    summary = transcripts.dialogues_summary(store, collection_filter(key))
     if summary is None:
         return "No finished dialogues in this collection yet."
     errors = f" · errors {summary.n_errors}" if summary.n_errors else ""
@@ -122,7 +122,7 @@ def build(ctx: LabContext) -> None:
     def on_import(path, keep):
         if not path:
             return "Choose a file first.", gr.update(), gr.update(), gr.update()
-        rep = tr.import_file(store, Path(path), keep_valid=bool(keep))
+        rep = transcripts.import_file(store, Path(path), keep_valid=bool(keep))
         lines = [f"**{md(rep.collection)}**: {len(rep.dialogue_ids)} dialogue(s) imported"
                  + (f", {len(rep.duplicates)} already in the store (skipped)" if rep.duplicates else "")
                  + f", {len(rep.errors)} problem(s) in {rep.n_lines} line(s)."]

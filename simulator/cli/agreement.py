@@ -28,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
         if args.ratings:
             rows = read_ratings_file(args.ratings)
         else:
-            from storage import make_engine
+            from storage import make_store
 
-            rows = agreement_rows(make_engine(args.db))
+            rows = agreement_rows(make_store(args.db))
         report = agreement_report(rows, n_boot=args.n_boot, seed=args.seed)
     except (OSError, ValueError) as exc:
         print(f"agreement: {exc}", file=sys.stderr)

@@ -38,24 +38,24 @@ def _show(turn: UserTurn, name: str, out: TextIO, inner: bool) -> None:
         out.write("  plans    : " + "; ".join(f"{k}: {v}" for k, v in plan.items()) + "\n")
 
 
-async def chat(profile: Profile, agent: SentientAgent, engine: Any, seed: int = 0, stdin: Optional[TextIO] = None,
+async def chat(profile: Profile, agent: SentientAgent, store: Any, seed: int = 0, stdin: Optional[TextIO] = None,
                out: Optional[TextIO] = None, inner: bool = True, config: Optional[dict] = None) -> tuple[int, str]:
     """Run one terminal dialogue with `agent` (the profile's simulated user) and store it. Returns
     (dialogue id, final status)."""
     from storage.dialogues import finish_dialogue, start_dialogue
 
     stdin, out = stdin or sys.stdin, out or sys.stdout
-    did = start_dialogue(engine, persona_id=profile.id, persona_snapshot=profile.to_dict(), source="chat",
+    did = start_dialogue(store, persona_id=profile.id, persona_snapshot=profile.to_dict(), source="chat",
                          policy_ref="human (terminal)", mode="direct", simulator_fingerprint=agent.fingerprint(),
                          fingerprint_hash=agent.fingerprint_hash(), seed=seed, config=config or {})
     try:
-        return await _converse(agent, profile, engine, did, stdin, out, inner)
+        return await _converse(agent, profile, store, did, stdin, out, inner)
     except (KeyboardInterrupt, asyncio.CancelledError):
-        finish_dialogue(engine, did, "cancelled", agent.emotion, outcome="cancelled", error="interrupted")
+        finish_dialogue(store, did, "cancelled", agent.emotion, outcome="cancelled", error="interrupted")
         raise
 
 
-async def _converse(agent: SentientAgent, profile: Profile, engine: Any, did: int, stdin: TextIO, out: TextIO,
+async def _converse(agent: SentientAgent, profile: Profile, store: Any, did: int, stdin: TextIO, out: TextIO,
                     inner: bool) -> tuple[int, str]:
     from storage.dialogues import add_turn, finish_dialogue
 
@@ -65,7 +65,7 @@ async def _converse(agent: SentientAgent, profile: Profile, engine: Any, did: in
     out.write(f"Talking with {profile.name} ({profile.id}). One line per reply; /quit to stop.\n")
     turn = await agent.opening()
     index = 0
-    add_turn(engine, did, index, "user", turn.text, emotion=turn.emotion, inner=turn.inner, error=turn.error,
+    add_turn(store, did, index, "user", turn.text, emotion=turn.emotion, inner=turn.inner, error=turn.error,
              latency_s=turn.latency_s, n_tokens=turn.n_tokens)
     history = [{"role": "user", "content": turn.text}]
     shown = None
@@ -77,7 +77,7 @@ async def _converse(agent: SentientAgent, profile: Profile, engine: Any, did: in
         out.flush()
         line = await asyncio.to_thread(stdin.readline)
         if not line or line.strip() in QUIT:
-            finish_dialogue(engine, did, "cancelled", agent.emotion, outcome="cancelled",
+            finish_dialogue(store, did, "cancelled", agent.emotion, outcome="cancelled",
                             error=f"ended by the person after {agent.turns} turn(s)")
             out.write(f"\nstopped · emotion {agent.emotion:g} · stored as dialogue {did}\n")
             return did, "cancelled"
@@ -86,19 +86,19 @@ async def _converse(agent: SentientAgent, profile: Profile, engine: Any, did: in
             out.write("empty reply: type a message (or /quit to stop); nothing was sent\n")
             continue
         index += 1
-        add_turn(engine, did, index, "assistant", reply)
+        add_turn(store, did, index, "assistant", reply)
         turn = await agent.respond(history, reply)
         index += 1
-        add_turn(engine, did, index, "user", turn.text, emotion=turn.emotion, delta=turn.delta, inner=turn.inner,
+        add_turn(store, did, index, "user", turn.text, emotion=turn.emotion, delta=turn.delta, inner=turn.inner,
                  error=turn.error, latency_s=turn.latency_s, n_tokens=turn.n_tokens)
         history += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn.text}]
     if turn.outcome == "error":
         out.write(f"\nsimulator error: {turn.error}\n")
-        finish_dialogue(engine, did, "failed", turn.emotion, outcome="error", error=turn.error)
+        finish_dialogue(store, did, "failed", turn.emotion, outcome="error", error=turn.error)
         out.write(f"the dialogue is marked failed · stored as dialogue {did}\n")
         return did, "failed"
     _show(turn, profile.name, out, inner)
-    finish_dialogue(engine, did, "finished", turn.emotion, outcome=turn.outcome)
+    finish_dialogue(store, did, "finished", turn.emotion, outcome=turn.outcome)
     out.write(f"\ndialogue ended: {turn.outcome} · emotion {turn.emotion:g} · stored as dialogue {did}\n")
     return did, "finished"
 
@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     from simulator.personas.specs import PersonaSpecError, resolve_personas
     from simulator.personas.store import open_store
 
-    engine = open_store(args.db)
+    store = open_store(args.db)
     try:
-        (profile,) = resolve_personas([args.persona], engine)
+        (profile,) = resolve_personas([args.persona], store)
     except PersonaSpecError as exc:
         print(f"--persona: {exc}", file=sys.stderr)
         return 2
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         agent = simulator.factory()(profile, args.seed)
         config = {"backend": spec, "rules": args.rules, "prompt_pack": args.prompt_pack,
                   "base_url_host": agent.fingerprint().get("endpoint", "")}
-        did, status = asyncio.run(chat(profile, agent, engine, args.seed, inner=not args.quiet, config=config))
+        did, status = asyncio.run(chat(profile, agent, store, args.seed, inner=not args.quiet, config=config))
     except ValueError as exc:  # bad backend spec, or a profile the backend cannot play
         print(f"cannot start the chat: {exc}", file=sys.stderr)
         return 2

@@ -62,7 +62,7 @@ def summary_line(g: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.personas import generation_store as gs
+    from simulator.personas import generation_store
     from simulator.personas.generation import SpecError, load_spec
     from simulator.personas.store import open_store
 
@@ -76,10 +76,11 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return 2
     try:
-        gen = gs.make_generator(args.base_url, args.model, api_key_env=args.api_key_env or gs.DEFAULT_KEY_ENV,
-                                threshold=args.dedupe_threshold, temperature=args.temperature,
-                                max_tokens=args.max_tokens, max_in_flight=args.max_in_flight, timeout=args.timeout,
-                                json_schema=not args.no_json_schema)
+        gen = generation_store.make_generator(args.base_url, args.model,
+                                              api_key_env=args.api_key_env or generation_store.DEFAULT_KEY_ENV,
+                                              threshold=args.dedupe_threshold, temperature=args.temperature,
+                                              max_tokens=args.max_tokens, max_in_flight=args.max_in_flight,
+                                              timeout=args.timeout, json_schema=not args.no_json_schema)
     except ValueError as e:
         print(f"--model: {e}", file=sys.stderr)
         return 2
@@ -94,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{done}/{planned}] slot {cand.slot['slot']}: {cand.status} {name!r}{near}{why}", file=sys.stderr,
               flush=True)
 
-    gid = gs.run_generation(store, spec, gen, on_result=progress)
-    accepted = [p.id for p in gs.accept_all_valid(store, gid)] if args.accept else []
-    g = gs.get_generation(store, gid)
-    cands = gs.list_candidates(store, gid)
+    gid = generation_store.run_generation(store, spec, gen, on_result=progress)
+    accepted = [p.id for p in generation_store.accept_all_valid(store, gid)] if args.accept else []
+    g = generation_store.get_generation(store, gid)
+    cands = generation_store.list_candidates(store, gid)
     if args.json:
         keys = ("id", "slot", "status", "similarity", "nearest_id", "validation_error", "lint_warnings", "attempts",
                 "persona_id")

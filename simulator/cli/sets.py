@@ -61,14 +61,14 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.personas import sets as pss
+    from simulator.personas import sets as persona_sets
     from simulator.personas.specs import PersonaSpecError
     from simulator.personas.store import open_store
 
     store = open_store(args.db)
     try:
         return _dispatch(store, args)
-    except pss.SetError as e:
+    except persona_sets.SetError as e:
         return _fail(f"{OPTION_OF.get(e.field, e.field)}: {e.problem}")
     except PersonaSpecError as e:
         return _fail(f"NAME: {e}")
@@ -79,13 +79,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispatch(store, args: argparse.Namespace) -> int:
-    from simulator.personas import sets as pss
+    from simulator.personas import sets as persona_sets
     from simulator.personas.coverage import coverage, format_coverage
     from simulator.personas.store import summary_row
 
     act = args.set_action
     if act == "list":
-        sets = pss.list_sets(store)
+        sets = persona_sets.list_sets(store)
         for s in sets:
             if args.json:
                 print(json.dumps(s.to_dict(), ensure_ascii=False))
@@ -98,28 +98,28 @@ def _dispatch(store, args: argparse.Namespace) -> int:
         if args.generation:
             if any((args.need, args.personality, args.language, args.split, args.search, args.ids)):
                 return _fail("--generation: cannot be combined with other filters")
-            s = pss.create_from_generation(store, args.name, args.generation)
+            s = persona_sets.create_from_generation(store, args.name, args.generation)
         else:
             ids = [i.strip() for i in args.ids.split(",") if i.strip()]
-            s = pss.create_from_filters(store, args.name, need=args.need, personality=args.personality,
-                                        language=args.language, split=args.split, search=args.search, ids=ids)
+            s = persona_sets.create_from_filters(store, args.name, need=args.need, personality=args.personality,
+                                                 language=args.language, split=args.split, search=args.search, ids=ids)
         print(f"created set {s.name}: {s.size} persona(s), hash {s.content_hash}")
         return 0
     if act == "split":
-        train, heldout = pss.split_set(store, args.name, args.fraction, args.seed)
+        train, heldout = persona_sets.split_set(store, args.name, args.fraction, args.seed)
         for s in (train, heldout):
             print(f"created set {s.name}: {s.size} persona(s), hash {s.content_hash}")
         return 0
     if act == "export":
-        n = pss.export_set(store, args.name, args.file, args.format)
+        n = persona_sets.export_set(store, args.name, args.file, args.format)
         print(f"{args.file}: exported {n} profile(s) of set {args.name} ({args.format} format)")
         return 0
     if act == "coverage":
-        cov = coverage(pss.set_profiles(store, args.name), by_language=args.by_language)
+        cov = coverage(persona_sets.set_profiles(store, args.name), by_language=args.by_language)
         print(json.dumps(cov.to_dict()) if args.json else format_coverage(cov))
         return 0
-    s = pss.set_summary(store, args.name)  # show
-    members = pss.set_profiles(store, args.name) if not s.missing else []
+    s = persona_sets.set_summary(store, args.name)  # show
+    members = persona_sets.set_profiles(store, args.name) if not s.missing else []
     if args.json:
         print(json.dumps({**s.to_dict(), "members": [summary_row(p) for p in members]}, ensure_ascii=False))
         return 0

@@ -180,7 +180,7 @@ def file_report(path: Any) -> FidelityReport:
     return FidelityReport(Path(path).name, histogram(changes), len(records))
 
 
-def store_report(engine: Any, where: Sequence[Any], source: str) -> FidelityReport:
+def store_report(store: Any, where: Sequence[Any], source: str) -> FidelityReport:
     """The report of the stored dialogues matching the SQLAlchemy conditions `where` (on Dialogue)."""
     from sqlalchemy import select
 
@@ -189,7 +189,7 @@ def store_report(engine: Any, where: Sequence[Any], source: str) -> FidelityRepo
     query = (select(Turn.dialogue_id, Turn.role, Turn.emotion, Turn.delta, Turn.error).join(Dialogue)
              .where(*where).order_by(Turn.dialogue_id, Turn.index))
     by_dialogue: dict[int, list[tuple[str, Optional[float], Optional[float]]]] = {}
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         for dialogue_id, role, emotion, delta, error in s.execute(query):
             turns = by_dialogue.setdefault(dialogue_id, [])
             if not (role == "user" and error):  # a simulator error is not a judgement
@@ -198,25 +198,25 @@ def store_report(engine: Any, where: Sequence[Any], source: str) -> FidelityRepo
     return FidelityReport(source, histogram(changes), len(by_dialogue))
 
 
-def eval_run_report(engine: Any, eval_run_id: int) -> FidelityReport:
+def eval_run_report(store: Any, eval_run_id: int) -> FidelityReport:
     """The report of an eval run's ended dialogues; a KeyError when the run does not exist."""
     from storage import Dialogue, EvalRun, read_scope
 
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         if s.get(EvalRun, eval_run_id) is None:
             raise KeyError(f"eval run {eval_run_id} does not exist")
-    return store_report(engine, (Dialogue.eval_run_id == eval_run_id, Dialogue.status.in_(SCORED)),
+    return store_report(store, (Dialogue.eval_run_id == eval_run_id, Dialogue.status.in_(SCORED)),
                         f"eval run {eval_run_id}")
 
 
-def training_report(engine: Any, job_id: int, step: Optional[int] = None) -> FidelityReport:
+def training_report(store: Any, job_id: int, step: Optional[int] = None) -> FidelityReport:
     """The report of a training job's dialogues (of one step, when given)."""
     from storage import Dialogue
 
     where = [Dialogue.job_id == job_id, Dialogue.eval_run_id.is_(None), Dialogue.status.in_(SCORED)]
     if step is not None:
         where.append(Dialogue.step == step)
-    return store_report(engine, where, f"training job {job_id}" + ("" if step is None else f" step {step}"))
+    return store_report(store, where, f"training job {job_id}" + ("" if step is None else f" step {step}"))
 
 
 def format_report(r: FidelityReport) -> str:
@@ -249,11 +249,11 @@ def run(args: argparse.Namespace) -> int:
         if args.file is not None:
             report = file_report(args.file)
         else:
-            from storage import make_engine
+            from storage import make_store
 
-            engine = make_engine(args.db)
-            report = (eval_run_report(engine, args.eval_run) if args.eval_run is not None
-                      else training_report(engine, args.job, args.step))
+            store = make_store(args.db)
+            report = (eval_run_report(store, args.eval_run) if args.eval_run is not None
+                      else training_report(store, args.job, args.step))
     except BadFileError as e:
         print(f"{args.file}: {len(e.errors)} problem(s)", *e.errors, sep="\n", file=sys.stderr)
         return 1

@@ -16,7 +16,7 @@ from storage import Dialogue, JudgeScore, code_version, read_scope, session_scop
 DONE_STATUSES = ("finished", "failed")  # dialogues still running or cancelled are not judged
 
 
-def select_dialogues(engine: Engine, eval_run_id: Optional[int] = None, job_id: Optional[int] = None,
+def select_dialogues(store: Engine, eval_run_id: Optional[int] = None, job_id: Optional[int] = None,
                      step: Optional[int] = None, collection: Optional[str] = None,
                      dialogue_ids: Optional[Sequence[int]] = None) -> list[JudgeInput]:
     """The done dialogues of exactly one set, in id order (ValueError naming the option otherwise)."""
@@ -38,7 +38,7 @@ def select_dialogues(engine: Engine, eval_run_id: Optional[int] = None, job_id: 
         where.append(Dialogue.collection == collection)
     else:
         where.append(Dialogue.id.in_(list(dialogue_ids or [])))
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.scalars(select(Dialogue).where(*where).options(selectinload(Dialogue.turns))
                          .order_by(Dialogue.id)).all()
         items = [JudgeInput(d.id, [{"role": t.role, "content": t.text} for t in d.turns],
@@ -50,18 +50,18 @@ def select_dialogues(engine: Engine, eval_run_id: Optional[int] = None, job_id: 
     return items
 
 
-def judged_ids(engine: Engine, judge_hash: str, dialogue_ids: Sequence[int]) -> set[int]:
+def judged_ids(store: Engine, judge_hash: str, dialogue_ids: Sequence[int]) -> set[int]:
     """Dialogues already judged without error under this judge fingerprint."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return set(s.scalars(select(JudgeScore.dialogue_id).where(
             JudgeScore.judge_hash == judge_hash, JudgeScore.status == "ok",
             JudgeScore.dialogue_id.in_(list(dialogue_ids)))))
 
 
-def save_result(engine: Engine, result: JudgeResult, fingerprint: dict[str, Any]) -> None:
+def save_result(store: Engine, result: JudgeResult, fingerprint: dict[str, Any]) -> None:
     """Store one result, replacing an earlier one of the same dialogue and judge fingerprint."""
     fp_hash = fingerprint_hash(fingerprint)
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         dialogue = s.get(Dialogue, result.dialogue_id)
         s.execute(delete(JudgeScore).where(JudgeScore.dialogue_id == result.dialogue_id,
                                            JudgeScore.judge_hash == fp_hash))
@@ -72,14 +72,14 @@ def save_result(engine: Engine, result: JudgeResult, fingerprint: dict[str, Any]
                          latency_s=result.latency_s, n_tokens=result.n_tokens, code_version=code_version()))
 
 
-def judge_and_store(engine: Engine, judge: Judge, items: Sequence[JudgeInput], force: bool = False) -> dict[str, Any]:
+def judge_and_store(store: Engine, judge: Judge, items: Sequence[JudgeInput], force: bool = False) -> dict[str, Any]:
     """Judge the dialogues not yet judged by this fingerprint (all with `force`), storing each result as it
     arrives. Returns {judge_hash, fingerprint, judged, skipped, ok, errors: {kind: n}, results}."""
     fingerprint = judge.fingerprint()
     fp_hash = fingerprint_hash(fingerprint)
-    done = set() if force else judged_ids(engine, fp_hash, [i.dialogue_id for i in items])
+    done = set() if force else judged_ids(store, fp_hash, [i.dialogue_id for i in items])
     todo = [i for i in items if i.dialogue_id not in done]
-    results = asyncio.run(judge.judge_many(todo, on_result=lambda r: save_result(engine, r, fingerprint)))
+    results = asyncio.run(judge.judge_many(todo, on_result=lambda r: save_result(store, r, fingerprint)))
     errors: dict[str, int] = {}
     for r in results:
         if r.status != "ok":
@@ -92,9 +92,9 @@ def _row(r: JudgeScore) -> dict[str, Any]:
     return {c: getattr(r, c) for c in JudgeScore.__table__.columns.keys()}
 
 
-def dialogue_scores(engine: Engine, dialogue_ids: Sequence[int]) -> list[dict[str, Any]]:
+def dialogue_scores(store: Engine, dialogue_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Every stored judge row of these dialogues (id order), as dicts."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.scalars(select(JudgeScore).where(JudgeScore.dialogue_id.in_(list(dialogue_ids)))
                          .order_by(JudgeScore.dialogue_id, JudgeScore.id)).all()
         return [_row(r) for r in rows]
@@ -123,8 +123,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: -g["n"])
 
 
-def eval_run_summary(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+def eval_run_summary(store: Engine, eval_run_id: int) -> list[dict[str, Any]]:
     """summarize() over the judge rows of an eval run's dialogues."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = [_row(r) for r in s.scalars(select(JudgeScore).where(JudgeScore.eval_run_id == eval_run_id))]
     return summarize(rows)

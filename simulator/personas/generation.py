@@ -36,13 +36,14 @@ import numpy as np
 from simulator.llm.client import BackendError
 from simulator.llm.prompting import fill, load_prompt_file
 from simulator.llm.structured import AnswerParseError, ask_structured, json_object
-from simulator.personas import lint as pl
+from simulator.personas import lint as persona_lint
 from simulator.personas.io import profile_from_lab
 from simulator.personas.profile import LANGUAGES, NEED_CATEGORIES, PERSONALITIES, FieldErrors, Profile
 
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts" / "persona_gen"
 DEFAULT_PROMPT_VERSION = "v1"
-DEFAULT_THRESHOLD = pl.DUPLICATE_SIMILARITY  # MiniLM cosine of persona + background at which it is a duplicate
+# MiniLM cosine of persona + background at which it is a duplicate
+DEFAULT_THRESHOLD = persona_lint.DUPLICATE_SIMILARITY
 MAX_COUNT = 500
 MAX_VALUE_CHARS = 300
 SCHEMA_NAME = "persona_profile"
@@ -255,14 +256,14 @@ class Candidate:
 class Deduper:
     """Nearest persona by MiniLM similarity of persona + background among the store and the batch so far."""
 
-    def __init__(self, embed: pl.Embed, ids: Sequence[str] = (), vectors: Optional[np.ndarray] = None):
+    def __init__(self, embed: persona_lint.Embed, ids: Sequence[str] = (), vectors: Optional[np.ndarray] = None):
         self.embed, self.ids = embed, list(ids)
         self.vectors = vectors if vectors is not None else np.zeros((0, 384), dtype=np.float32)
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, profiles: Sequence[Profile], embed: pl.Embed) -> "Deduper":
-        vectors = embed([pl.duplicate_text(p) for p in profiles]) if profiles else None
+    def of(cls, profiles: Sequence[Profile], embed: persona_lint.Embed) -> "Deduper":
+        vectors = embed([persona_lint.duplicate_text(p) for p in profiles]) if profiles else None
         return cls(embed, [p.id for p in profiles], vectors)
 
     def claim(self, pid: str, vector: np.ndarray, threshold: float, add: bool = True) -> tuple[str, Optional[float]]:
@@ -284,13 +285,13 @@ class PersonaGenerator:
     """Writes candidates with a chat backend (simulator.user.backends: openai:MODEL, the simulator's client)."""
 
     def __init__(self, backend: Any, prompt_version: str = DEFAULT_PROMPT_VERSION, json_schema: bool = True,
-                 threshold: float = DEFAULT_THRESHOLD, embed: Optional[pl.Embed] = None):
+                 threshold: float = DEFAULT_THRESHOLD, embed: Optional[persona_lint.Embed] = None):
         if not 0 < threshold <= 1:
             raise ValueError(f"dedupe threshold must be in (0, 1], got {threshold}")
         self.backend, self.prompt_version, self.json_schema = backend, prompt_version, json_schema
         self.threshold = threshold
         self.prompt = load_prompt_file(PROMPT_DIR, prompt_version, "persona generation")
-        self.embed = embed or pl.default_embed()
+        self.embed = embed or persona_lint.default_embed()
         self.settings: dict[str, Any] = {}  # how it was built (endpoint, sampling, ...): recorded on the generation
 
     def fingerprint(self) -> dict[str, Any]:
@@ -332,10 +333,10 @@ class PersonaGenerator:
     def check(self, cand: Candidate, profile: Profile, deduper: Deduper) -> Candidate:
         """Leak, lint and duplicate checks of a valid profile; sets the candidate's status."""
         cand.profile = profile.to_dict()
-        warnings = pl.profile_warnings(profile, self.embed)
+        warnings = persona_lint.profile_warnings(profile, self.embed)
         cand.lint = [w.to_dict() for w in warnings]
         leak = [w for w in warnings if w.field == "first_line" and "hidden need" in w.problem]
-        cand.vector = self.embed([pl.duplicate_text(profile)])[0]
+        cand.vector = self.embed([persona_lint.duplicate_text(profile)])[0]
         cand.nearest_id, cand.similarity = deduper.claim(profile.id, cand.vector, self.threshold, add=not leak)
         if leak:
             cand.status, cand.validation_error = "invalid", f"first_line: {leak[0].problem}"

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 from sqlalchemy import Engine, select
 
 from simulator.llm.openai_client import OpenAIBackend
-from simulator.personas import store as ps
+from simulator.personas import store as persona_store
 from simulator.personas.generation import (
     Candidate,
     Deduper,
@@ -97,7 +97,7 @@ def _record(store: Engine, generation_id: int, cand: Candidate) -> None:
 
 def _pool(store: Engine, gen: PersonaGenerator, skip_candidate: Optional[int] = None) -> Deduper:
     """The store's personas and every pending candidate not yet accepted: what a new candidate is compared with."""
-    profiles = ps.list_profiles(store)
+    profiles = persona_store.list_profiles(store)
     with read_scope(store) as s:
         profiles += [Profile.from_dict(r.profile) for r in s.scalars(select(PersonaCandidate).where(
             PersonaCandidate.status == "pending")) if r.id != skip_candidate and r.profile.get("persona")]
@@ -218,14 +218,14 @@ def accept_candidate(store: Engine, candidate_id: int, edited: Optional[Profile]
     data = (edited.to_dict() if edited is not None else dict(cand["profile"]))
     extra = dict(data.get("extra") or {})
     extra.update(generation_id=cand["generation_id"], candidate_id=candidate_id)
-    data.update(id=ps.fresh_id(store, data.get("name") or "generated"), source="generated", extra=extra)
+    data.update(id=persona_store.fresh_id(store, data.get("name") or "generated"), source="generated", extra=extra)
     profile = Profile.from_dict(data)
     profile.validate()
     with session_scope(store) as s:  # the persona and the candidate's status in one transaction
         row = _reviewable(s, candidate_id)
         if s.get(Persona, profile.id) is not None:
             raise ProfileError({"id": f"a profile with id {profile.id!r} already exists; accept again"})
-        s.add(Persona(**{c: getattr(profile, c) for c in ps.PROFILE_COLUMNS}))
+        s.add(Persona(**{c: getattr(profile, c) for c in persona_store.PROFILE_COLUMNS}))
         row.status, row.persona_id, row.validation_error = "accepted", profile.id, ""
         if edited is not None:
             row.profile = edited.to_dict()

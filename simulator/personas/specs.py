@@ -38,7 +38,7 @@ Spec = Union[str, Sequence[str]]
 
 
 def resolve_personas(spec: Spec, store: Any = None) -> list[Profile]:
-    """The profiles `spec` names, in its order (see the module docstring). `store` is an Engine whose
+    """The profiles `spec` names, in its order (see the module docstring). `store` is the store, whose
     profiles take precedence over the built-in ones for ids. Raises PersonaSpecError."""
     from simulator.personas.builtin import builtin_profiles
 
@@ -123,9 +123,9 @@ def stored_set_profiles(name: str, store: Any = None) -> list[Profile]:
     """The current profiles of the stored set `name`, in order (the lab's default store when none is given).
     PersonaSpecError when there is no such set or a member was deleted since."""
     if store is None:
-        from storage import make_engine
+        from storage import make_store
 
-        store = make_engine()
+        store = make_store()
     return set_profiles(store, name.strip())
 
 

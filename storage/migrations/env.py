@@ -20,7 +20,7 @@ connection = context.config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
-    with engine.begin() as conn:
+    store = create_engine(context.config.get_main_option("sqlalchemy.url"))
+    with store.begin() as conn:
         _run(conn)
-    engine.dispose()
+    store.dispose()

@@ -1,5 +1,5 @@
 """Make the pre-migration store fixtures (tests/data/store_before_migrations.{sqlite,postgres}.sql) with the
-code of the last version without migrations (main at d29f43a): a store made by its make_engine, a few rows
+code of the last version without migrations (main at d29f43a): a store made by its make_store, a few rows
 in every table, dumped as SQL.
 
     git worktree add /tmp/before d29f43a
@@ -29,7 +29,7 @@ from storage import (
     PersonaCandidate,
     PersonaGeneration,
     Turn,
-    make_engine,
+    make_store,
     session_scope,
     store_id,
 )
@@ -39,7 +39,7 @@ WHEN = datetime(2026, 11, 25, 12, 0, 0)
 
 
 def fill(url: str) -> None:
-    store = make_engine(url)
+    store = make_store(url)
     store_id(store)
     with session_scope(store) as s:
         for pid, name in (("maya", "Maya"), ("tom-ü", "Tomás ü")):

@@ -32,8 +32,7 @@ import sys
 from typing import Optional
 
 from simulator.personas.store import open_store
-from trainer.evaluation import benchmark_jobs as bm_jobs
-from trainer.evaluation import protocol
+from trainer.evaluation import benchmark_jobs, protocol
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 from trainer.jobs.queue import JobError
 
@@ -102,24 +101,25 @@ def run(args: argparse.Namespace) -> int:
     from simulator.evaluation.transcripts import export_sage_jsonl
 
     log = (lambda msg: print(msg, file=sys.stderr, flush=True)) if args.json else (lambda msg: print(msg, flush=True))
-    engine = open_store(args.db)
+    store = open_store(args.db)
     try:
         if args.resume is not None:
-            result = bm_jobs.resume_benchmark(engine, args.resume, log=log, stop_owner=args.stop_owner,
-                                              clean_stdout=args.json)
+            result = benchmark_jobs.resume_benchmark(store, args.resume, log=log, stop_owner=args.stop_owner,
+                                                     clean_stdout=args.json)
         else:
-            result = bm_jobs.run_benchmark_foreground(engine, config_from_args(args), log=log, clean_stdout=args.json)
+            result = benchmark_jobs.run_benchmark_foreground(store, config_from_args(args), log=log,
+                                                             clean_stdout=args.json)
         if result is None:
             print("error: the benchmark was cancelled before it began", file=sys.stderr)
             return 1
         if args.out and result.dialogue_ids:
-            n = export_sage_jsonl(engine, result.dialogue_ids, args.out)
+            n = export_sage_jsonl(store, result.dialogue_ids, args.out)
             log(f"wrote {n} dialogue(s) to {args.out}")
     except (BenchmarkInputError, JobError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
-        engine.dispose()
+        store.dispose()
     from simulator.evaluation.scoring import format_summary
 
     summary = result.summary

@@ -22,14 +22,13 @@ import json
 import sys
 
 from simulator.personas.store import open_store
-from trainer.evaluation import compare as cmp
-from trainer.evaluation import compare_runs as runs
+from trainer.evaluation import compare, compare_runs
 from trainer.evaluation.benchmark import BenchmarkInputError
 from trainer.jobs.queue import JobError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    d = cmp.CompareConfig()
+    d = compare.CompareConfig()
     p.add_argument("--a", default=None, help="policy A (the baseline; required unless --resume)")
     p.add_argument("--b", default=None, help="policy B (compared with A: a win is B ending higher)")
     p.add_argument("--a-base-url", default="", help="endpoint of an openai:MODEL policy A")
@@ -63,37 +62,37 @@ def run(args: argparse.Namespace) -> int:
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     try:
         if args.resume is not None:
-            comparison_id = runs.resume_comparison(store, args.resume, log=log, stop_owner=args.stop_owner,
-                                                   clean_stdout=args.json)
+            comparison_id = compare_runs.resume_comparison(store, args.resume, log=log, stop_owner=args.stop_owner,
+                                                           clean_stdout=args.json)
         else:
             missing = [f"--{side}" for side in ("a", "b") if not getattr(args, side)]
             if missing:
                 print(f"error: {', '.join(missing)}: required (a policy spec), unless --resume", file=sys.stderr)
                 return 2
-            config = cmp.CompareConfig(
+            config = compare.CompareConfig(
                 a=args.a, b=args.b, a_base_url=args.a_base_url, b_base_url=args.b_base_url, profiles=args.profiles,
                 simulator=args.simulator, simulator_base_url=args.simulator_base_url, prompt_pack=args.prompt_pack,
                 seeds=args.seeds, seed=args.seed, mode=args.mode, temperature=args.temperature,
                 max_new_tokens=args.max_new_tokens, limit=args.limit, name=args.name)
-            comparison_id = runs.run_comparison(store, config, log=log, clean_stdout=args.json)
+            comparison_id = compare_runs.run_comparison(store, config, log=log, clean_stdout=args.json)
     except (BenchmarkInputError, JobError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    stored = cmp.get_comparison(store, comparison_id)
+    stored = compare.get_comparison(store, comparison_id)
     if stored["status"] != "succeeded":
         print(f"error: comparison {comparison_id} {stored['status']}"
               + (f": {stored['error']}" if stored["error"] and stored["status"] != "cancelled" else "")
               + f"; continue it with --resume {comparison_id}", file=sys.stderr)
         return 1
-    config = cmp.CompareConfig.from_dict(stored["config"])
-    pairs = cmp.comparison_pairs(store, comparison_id)
+    config = compare.CompareConfig.from_dict(stored["config"])
+    pairs = compare.comparison_pairs(store, comparison_id)
     summary = stored["summary"]
     if args.json:
         for p in pairs:
-            print(json.dumps(cmp.persona_line(p), ensure_ascii=False))
+            print(json.dumps(compare.persona_line(p), ensure_ascii=False))
         print(json.dumps({**{k: summary[k] for k in ("wins", "ties", "losses", "mean_diff", "ci_low", "ci_high",
                                                       "sign_test_p", "n")}, "comparison_id": comparison_id}))
         return 0

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from simulator.personas.store import open_store
     from storage import default_url
-    from trainer.experiments import grid as ex
+    from trainer.experiments import grid
     from trainer.experiments.runner import experiment_result, run_experiment
 
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
@@ -38,20 +38,20 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(url)
     try:
         if args.cancel is not None:
-            status = ex.cancel_experiment(store, args.cancel)
+            status = grid.cancel_experiment(store, args.cancel)
             log(f"experiment {args.cancel} {status}")
             code, experiment_id = 0, args.cancel
         else:
             if args.grid:
-                experiment_id = ex.create_experiment(store, ex.load_grid(args.grid))
+                experiment_id = grid.create_experiment(store, grid.load_grid(args.grid))
                 log(f"experiment {experiment_id} recorded")
             else:
                 experiment_id = args.resume
-                reopened = ex.reopen_experiment(store, experiment_id)
+                reopened = grid.reopen_experiment(store, experiment_id)
                 if reopened:
                     log(f"experiment {experiment_id}: reopened job(s) {', '.join(f'#{j}' for j in reopened)}")
             code = run_experiment(store, url, experiment_id, log=log)
-    except ex.ExperimentError as exc:
+    except grid.ExperimentError as exc:
         print("error: " + "\n  ".join(f"{k}: {v}" for k, v in exc.errors.items()), file=sys.stderr)
         return 2
     else:

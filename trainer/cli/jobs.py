@@ -17,9 +17,9 @@ import json
 import sys
 from typing import Any, Optional
 
-from storage import make_engine
+from storage import make_store
 from trainer.checkpoint_layout import policy_path
-from trainer.jobs import queue as jobs
+from trainer.jobs import queue as job_queue
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainer.job_runner import run_job
 
-    store = make_engine(args.db)
+    store = make_store(args.db)
     try:
         return run_job(store, args.job_id)
     finally:
@@ -44,7 +44,7 @@ LIST_COLUMNS = ("id", "kind", "status", "step", "total_steps", "pid", "heartbeat
 
 def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", type=int, nargs="?", default=None, help="show this job only")
-    parser.add_argument("--kind", choices=jobs.JOB_KINDS, default=None)
+    parser.add_argument("--kind", choices=job_queue.JOB_KINDS, default=None)
     parser.add_argument("--limit", type=int, default=50, help="newest jobs listed (default 50)")
     parser.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default: RLVER_LAB_DB or "
                                                    "lab_data/lab.db)")
@@ -58,17 +58,17 @@ def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any
 
 
 def run_jobs(args: argparse.Namespace) -> int:
-    store = make_engine(args.db)
+    store = make_store(args.db)
     try:
         if args.job_id is not None:
-            detail = jobs.job_detail(store, args.job_id, log_lines=0)
+            detail = job_queue.job_detail(store, args.job_id, log_lines=0)
             if detail is None:
                 print(f"error: job {args.job_id} does not exist", file=sys.stderr)
                 return 2
             found = [detail]
         else:
-            found = jobs.list_jobs(store, kind=args.kind, limit=args.limit)
-        checkpoints = [(jobs.last_checkpoint(store, job["id"]) or {}).get("path") for job in found]
+            found = job_queue.list_jobs(store, kind=args.kind, limit=args.limit)
+        checkpoints = [(job_queue.last_checkpoint(store, job["id"]) or {}).get("path") for job in found]
     finally:
         store.dispose()
     for job, checkpoint in zip(found, checkpoints):

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.evaluation.judge import Judge
     from simulator.evaluation.judge_store import dialogue_scores, judge_and_store, select_dialogues, summarize
     from simulator.user.backends import make_backend
-    from storage import make_engine
+    from storage import make_store
 
     try:
         if args.temperature < 0:
@@ -62,20 +62,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engine = make_engine(args.db)
+    store = make_store(args.db)
     try:
         try:
-            items = select_dialogues(engine, eval_run_id=args.eval_run, job_id=args.job, step=args.step,
+            items = select_dialogues(store, eval_run_id=args.eval_run, job_id=args.job, step=args.step,
                                      collection=args.collection, dialogue_ids=args.dialogues)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        report = judge_and_store(engine, judge, items, force=args.force)
+        report = judge_and_store(store, judge, items, force=args.force)
         ids = [i.dialogue_id for i in items]
-        group = next((g for g in summarize(dialogue_scores(engine, ids)) if g["judge_hash"] == report["judge_hash"]),
+        group = next((g for g in summarize(dialogue_scores(store, ids)) if g["judge_hash"] == report["judge_hash"]),
                      None)
     finally:
-        engine.dispose()
+        store.dispose()
     failed = [r for r in report["results"] if r.status != "ok"]
     summary = {"judge_hash": report["judge_hash"], "fingerprint": report["fingerprint"], "dialogues": len(items),
                "judged": report["judged"], "skipped": report["skipped"], "ok": report["ok"],

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     from simulator.personas.store import open_store
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
     from trainer.learning.distributed import broadcast_object, init_distributed
 
     rank, _ = init_distributed(config.zero_stage)
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         job_id = None
         if rank == 0:
-            job_id = jobs.create_job(store, "train", config.to_dict(), name=args.name or job_name(args),
-                                     seed=config.seed)
+            job_id = job_queue.create_job(store, "train", config.to_dict(), name=args.name or job_name(args),
+                                          seed=config.seed)
         job_id = broadcast_object(job_id)
         return run_job(store, job_id, args.json)
     finally:
@@ -127,15 +127,15 @@ def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from storage import default_url, make_engine
+    from storage import default_url, make_store
     from trainer.config import TrainConfig
-    from trainer.jobs import queue as jobs
     from trainer.job_runner import EXIT_CANNOT_RUN, run_job
+    from trainer.jobs import queue as job_queue
     from trainer.learning.distributed import broadcast_object, init_distributed
 
-    store = make_engine(args.db)
+    store = make_store(args.db)
     try:
-        detail = jobs.job_detail(store, args.job_id, log_lines=0)
+        detail = job_queue.job_detail(store, args.job_id, log_lines=0)
         if detail is None or detail["kind"] != "train":
             print(f"error: job {args.job_id} is not a training job in this store", file=sys.stderr)
             return EXIT_CANNOT_RUN
@@ -145,11 +145,11 @@ def run_resume(args: argparse.Namespace) -> int:
         if rank == 0:
             try:
                 if args.detach:
-                    pid = jobs.resume(store, args.db or default_url(), args.job_id, stop_owner=args.stop_owner)
+                    pid = job_queue.resume(store, args.db or default_url(), args.job_id, stop_owner=args.stop_owner)
                     print(f"job {args.job_id} resumed in the background (pid {pid})")
                 else:
-                    jobs.reopen(store, args.job_id, stop_owner=args.stop_owner)
-            except jobs.JobError as exc:
+                    job_queue.reopen(store, args.job_id, stop_owner=args.stop_owner)
+            except job_queue.JobError as exc:
                 problem = str(exc)
         problem = broadcast_object(problem)
         if problem:

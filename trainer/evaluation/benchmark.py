@@ -202,13 +202,13 @@ def _policy(config: BenchmarkConfig) -> Any:
         raise BenchmarkInputError(str(e)) from None
 
 
-def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], profiles: list[Profile],
+def _open_run(store: Engine, config: BenchmarkConfig, eval_run_id: Optional[int], profiles: list[Profile],
               fp: dict[str, Any], model_ref: str, policy_info: dict[str, Any], job_id: Optional[int],
               protocol: dict[str, Any]) -> int:
     from simulator.llm.hashing import fingerprint_hash
 
     fp_hash, ps_hash = fingerprint_hash(fp), profile_set_hash(profiles)
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         if eval_run_id is None:
             r = EvalRun(job_id=job_id, name=config.name or config.policy, model_ref=model_ref,
                         simulator_fingerprint=fp, fingerprint_hash=fp_hash, profile_set_hash=ps_hash,
@@ -234,7 +234,7 @@ def _open_run(engine: Engine, config: BenchmarkConfig, eval_run_id: Optional[int
         return eval_run_id
 
 
-def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id: Optional[int] = None,
+def run_benchmark(store: Engine, config: Optional[BenchmarkConfig], eval_run_id: Optional[int] = None,
                   job: Any = None, log: Callable[[str], None] = print) -> BenchmarkResult:
     """Run (or, with eval_run_id, resume) an eval run to the end and score it.
 
@@ -244,7 +244,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
     from trainer.rollout.engine import RolloutConfig, RolloutEngine
 
     if eval_run_id is not None:
-        stored = get_eval_run(engine, eval_run_id)
+        stored = get_eval_run(store, eval_run_id)
         if stored is None:
             raise BenchmarkInputError(f"resume: eval run {eval_run_id} does not exist")
         if stored["status"] == "succeeded":
@@ -253,8 +253,8 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         config = BenchmarkConfig.from_dict(cfg)
     if config is None:
         raise BenchmarkInputError("config: required for a new eval run")
-    check_config(engine, config)  # every input, before anything is loaded or played
-    profiles = load_profiles(config.profiles, config.limit, engine)
+    check_config(store, config)  # every input, before anything is loaded or played
+    profiles = load_profiles(config.profiles, config.limit, store)
     factory, fp = _simulator(config, profiles)
     policy = _policy(config)
     try:
@@ -262,10 +262,10 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
                                    local=policy.supports_token_ids)
     except ValueError as e:  # a prompt pack that cannot be read
         raise BenchmarkInputError(f"prompt_pack: {e}") from None
-    eval_run_id = _open_run(engine, config, eval_run_id, profiles, fp, policy.model_ref,
+    eval_run_id = _open_run(store, config, eval_run_id, profiles, fp, policy.model_ref,
                             policy.describe(), getattr(job, "job_id", None), protocol)
-    close_cut_off_dialogues(engine, eval_run_id)
-    done = done_profile_ids(engine, eval_run_id)
+    close_cut_off_dialogues(store, eval_run_id)
+    done = done_profile_ids(store, eval_run_id)
     todo = [p for p in profiles if p.id not in done]
     total, n_done = len(profiles), len(profiles) - len(todo)
     rules = protocol_rules()
@@ -279,7 +279,7 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         if ev.kind == "turn" and (ev.turn or {}).get("role") == "assistant" \
                 and time.monotonic() - last_progress[0] >= PROGRESS_EVERY_S:
             last_progress[0] = time.monotonic()
-            log(f"progress: {progress_text(run_progress(engine, eval_run_id, rules.max_turns))}")
+            log(f"progress: {progress_text(run_progress(store, eval_run_id, rules.max_turns))}")
         if ev.kind != "finished" or ev.sample.status == "cancelled":
             return
         n_done += 1
@@ -287,12 +287,12 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
         what = f"error: {smp.error}" if smp.status == "failed" else f"{smp.final_emotion:g} ({smp.outcome})"
         traffic = traffic_text(snapshot())
         log(f"[{n_done}/{total}] {ev.profile_id}: {what}" + (f" | API {traffic}" if traffic else ""))
-        log(f"progress: {progress_text(run_progress(engine, eval_run_id, rules.max_turns))}")
+        log(f"progress: {progress_text(run_progress(store, eval_run_id, rules.max_turns))}")
         last_progress[0] = time.monotonic()
         if job is not None:
             job.progress(n_done, total)
 
-    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(engine), on_event=on_event, config=RolloutConfig(
+    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(store), on_event=on_event, config=RolloutConfig(
         mode=config.mode, max_turns=rules.max_turns, max_new_tokens=protocol["max_new_tokens"],
         stop_on_repetition="stop_on_repetition" in protocol,
         max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
@@ -314,23 +314,23 @@ def run_benchmark(engine: Engine, config: Optional[BenchmarkConfig], eval_run_id
             log(f"stopped: dialogues in flight end as cancelled; continue later with --resume {eval_run_id}")
     except KeyboardInterrupt:
         status = "cancelled"
-        close_cut_off_dialogues(engine, eval_run_id)
+        close_cut_off_dialogues(store, eval_run_id)
     except BaseException:
-        finish_eval_run(engine, eval_run_id, "failed")
+        finish_eval_run(store, eval_run_id, "failed")
         raise
     finally:
         end_watch()
         restore_signals()
         policy.close()
     if SimulatorSpec(config.simulator).kind == "replay":
-        check_replay(engine, eval_run_id, config.simulator, log)
-    summary = finish_eval_run(engine, eval_run_id, status)
-    ids = [d["id"] for d in scored_dialogues(engine, eval_run_id)]
+        check_replay(store, eval_run_id, config.simulator, log)
+    summary = finish_eval_run(store, eval_run_id, status)
+    ids = [d["id"] for d in scored_dialogues(store, eval_run_id)]
     if job is not None and summary is not None:
         job.log_metrics(summary.n, {"score": summary.score, "success": summary.success, "failure": summary.failure,
                                     "n_errors": summary.n_errors, "ci_low": summary.ci_low, "ci_high": summary.ci_high})
     return BenchmarkResult(eval_run_id, status, summary, ids, total - len(todo), protocol,
-                           truncations(engine, eval_run_id))
+                           truncations(store, eval_run_id))
 
 
 def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None]) -> Callable[[], None]:
@@ -355,12 +355,12 @@ def _stop_on_signals(rollout: Any, eval_run_id: int, log: Callable[[str], None])
     return restore
 
 
-def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
+def run_benchmark_job(store: Engine, ctx: Any) -> BenchmarkResult:
     """Entry of a "benchmark" job (trainer.job_runner): the job's eval run is resumed when it has one."""
     config = BenchmarkConfig.from_dict(ctx.config)
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         existing = s.scalars(select(EvalRun.id).where(EvalRun.job_id == ctx.job_id).order_by(EvalRun.id)).first()
-    result = run_benchmark(engine, None if existing else config, eval_run_id=existing, job=ctx)
+    result = run_benchmark(store, None if existing else config, eval_run_id=existing, job=ctx)
     if result.summary is not None:
         from simulator.evaluation.scoring import format_summary
 
@@ -368,12 +368,12 @@ def run_benchmark_job(engine: Engine, ctx: Any) -> BenchmarkResult:
     return result
 
 
-def start_benchmark_job(engine: Engine, engine_url: str, config: dict[str, Any]) -> int:
+def start_benchmark_job(store: Engine, store_url: str, config: dict[str, Any]) -> int:
     """Check `config` (BenchmarkConfig fields: every input, check_config), record a "benchmark" job and launch
     it; returns the job id. A bad input is reported at once, not in the job's log."""
     from trainer.jobs.queue import create_job, launch
 
-    cfg = check_config(engine, config)
-    job_id = create_job(engine, "benchmark", cfg.to_dict(), name=cfg.name or f"benchmark {cfg.policy}", seed=cfg.seed)
-    launch(engine_url, job_id)
+    cfg = check_config(store, config)
+    job_id = create_job(store, "benchmark", cfg.to_dict(), name=cfg.name or f"benchmark {cfg.policy}", seed=cfg.seed)
+    launch(store_url, job_id)
     return job_id

@@ -25,31 +25,31 @@ def _run_dict(r: EvalRun) -> dict[str, Any]:
     return {c: getattr(r, c) for c in EvalRun.__table__.columns.keys()}
 
 
-def get_eval_run(engine: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
-    with read_scope(engine) as s:
+def get_eval_run(store: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
+    with read_scope(store) as s:
         r = s.get(EvalRun, eval_run_id)
         return None if r is None else _run_dict(r)
 
 
-def running_eval_run_ids(engine: Engine) -> list[int]:
+def running_eval_run_ids(store: Engine) -> list[int]:
     """Eval runs being played now: stored running and their job's process alive (a run whose job shows dead
     or interrupted is not running, whoever started it; trainer.jobs.liveness)."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.execute(select(EvalRun.id, Job).outerjoin(Job, Job.id == EvalRun.job_id)
                          .where(EvalRun.status == "running").order_by(EvalRun.id)).all()
         return [run_id for run_id, job in rows if job is None or shown_status(job)[0] in LIVE_SHOWN]
 
 
-def done_profile_ids(engine: Engine, eval_run_id: int) -> set[str]:
+def done_profile_ids(store: Engine, eval_run_id: int) -> set[str]:
     """Profiles of the eval run whose dialogue is finished or failed (skipped on resume)."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         return set(s.scalars(select(Dialogue.persona_id).where(Dialogue.eval_run_id == eval_run_id,
                                                                Dialogue.status.in_(SCORED_STATUSES))))
 
 
-def close_cut_off_dialogues(engine: Engine, eval_run_id: int) -> int:
+def close_cut_off_dialogues(store: Engine, eval_run_id: int) -> int:
     """Dialogues left "running" by a killed process: marked cancelled (kept, never scored). Returns how many."""
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         rows = list(s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
                                                      Dialogue.status == "running")))
         for d in rows:
@@ -58,10 +58,10 @@ def close_cut_off_dialogues(engine: Engine, eval_run_id: int) -> int:
         return len(rows)
 
 
-def scored_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+def scored_dialogues(store: Engine, eval_run_id: int) -> list[dict[str, Any]]:
     """One row per scored dialogue of the run: id, profile, need, personality, final emotion (None =
     error), status, outcome, error, turns."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         rows = s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
                                                 Dialogue.status.in_(SCORED_STATUSES)).order_by(Dialogue.id))
         out = []
@@ -74,16 +74,16 @@ def scored_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
         return out
 
 
-def summarize_run(engine: Engine, eval_run_id: int) -> Optional[BenchmarkSummary]:
+def summarize_run(store: Engine, eval_run_id: int) -> Optional[BenchmarkSummary]:
     """The run's summary in dialogue order with the scorer's default bootstrap (seed 0), so the exported
     SAGE file scores to the same numbers with `python -m simulator score`."""
-    return dialogues_summary(engine, (Dialogue.eval_run_id == eval_run_id,))
+    return dialogues_summary(store, (Dialogue.eval_run_id == eval_run_id,))
 
 
-def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[BenchmarkSummary]:
+def finish_eval_run(store: Engine, eval_run_id: int, status: str) -> Optional[BenchmarkSummary]:
     """Score the run's dialogues and record the summary with the final status."""
-    summary = summarize_run(engine, eval_run_id)
-    with session_scope(engine) as s:
+    summary = summarize_run(store, eval_run_id)
+    with session_scope(store) as s:
         r = s.get(EvalRun, eval_run_id)
         r.status, r.finished_at = status, utcnow()
         if summary is not None:
@@ -93,7 +93,7 @@ def finish_eval_run(engine: Engine, eval_run_id: int, status: str) -> Optional[B
 
 
 
-def check_replay(engine: Engine, eval_run_id: int, spec: str, log: Any = print) -> int:
+def check_replay(store: Engine, eval_run_id: int, spec: str, log: Any = print) -> int:
     """A replay run: every dialogue must be its record, message for message (simulator.user.backends.replay). One that
     the lab's rules ended earlier or later than the record is marked failed, the message naming the
     dialogue and the turn. Returns how many differed."""
@@ -101,7 +101,7 @@ def check_replay(engine: Engine, eval_run_id: int, spec: str, log: Any = print) 
 
     records = load_records(spec)
     bad = 0
-    with session_scope(engine) as s:
+    with session_scope(store) as s:
         for d in s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
                                                   Dialogue.status == "finished")):
             record = records.get(d.persona_id)
@@ -114,9 +114,9 @@ def check_replay(engine: Engine, eval_run_id: int, spec: str, log: Any = print) 
     return bad
 
 
-def truncations(engine: Engine, eval_run_id: int) -> dict[str, int]:
+def truncations(store: Engine, eval_run_id: int) -> dict[str, int]:
     """Replies cut at a token cap and dialogues ended by the context budget, counted over the run."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         ids = select(Dialogue.id).where(Dialogue.eval_run_id == eval_run_id)
         cut = len(list(s.scalars(select(Turn.id).where(Turn.dialogue_id.in_(ids), Turn.role == "assistant",
                                                         Turn.error.like("%reply cut at%")))))
@@ -126,14 +126,14 @@ def truncations(engine: Engine, eval_run_id: int) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------ for the app
-def eval_run_dialogues(engine: Engine, eval_run_id: int) -> list[dict[str, Any]]:
+def eval_run_dialogues(store: Engine, eval_run_id: int) -> list[dict[str, Any]]:
     """The run's scored dialogues (see scored_dialogues), for a table that opens them in Transcripts."""
-    return scored_dialogues(engine, eval_run_id)
+    return scored_dialogues(store, eval_run_id)
 
 
-def breakdown(engine: Engine, eval_run_id: int) -> dict[str, list[dict[str, Any]]]:
+def breakdown(store: Engine, eval_run_id: int) -> dict[str, list[dict[str, Any]]]:
     """Score / success / failure / n / errors per hidden-need category and per personality type."""
-    rows = scored_dialogues(engine, eval_run_id)
+    rows = scored_dialogues(store, eval_run_id)
     labels = {"need_category": {k: v[0] for k, v in NEED_CATEGORIES.items()},
               "personality": {k: k.capitalize() for k in PERSONALITIES}}
     out: dict[str, list[dict[str, Any]]] = {}
@@ -156,12 +156,12 @@ def protocol_key(protocol: Optional[dict[str, Any]]) -> str:
     return (protocol or {}).get("protocol_hash") or "unversioned"
 
 
-def leaderboard(engine: Engine, include_published: bool = True) -> list[dict[str, Any]]:
+def leaderboard(store: Engine, include_published: bool = True) -> list[dict[str, Any]]:
     """Finished eval runs grouped by simulator fingerprint hash and profile set: each group is ranked on
     its own, never mixed with another fingerprint. Group: fingerprint_hash, profile_set_hash, simulator
     (the fingerprint dict), published (bool), rows (rank, eval run columns), newest group first. The
     published reference rows (their own simulator, DeepSeek-V3) come last as a group of their own."""
-    with read_scope(engine) as s:
+    with read_scope(store) as s:
         runs = [_run_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
                                                                       EvalRun.n > 0))]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)

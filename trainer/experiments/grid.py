@@ -246,7 +246,7 @@ def list_experiments(store: Store, limit: int = 100) -> list[dict[str, Any]]:
 def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, Any]]:
     """The experiment's columns, `runner` (see _with_runner) and `cells` (each with its jobs' shown status),
     or None when it does not exist."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     root = runners_root(store)
     with read_scope(store) as s:
@@ -255,7 +255,7 @@ def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, An
             return None
         out = _with_runner(_row(exp), root)
         cells = [(_row(c), cell_label(c.params)) for c in exp.cells]
-    status = {j: (jobs.get_job(store, j) or {}).get("status", "") for c, _ in cells
+    status = {j: (job_queue.get_job(store, j) or {}).get("status", "") for c, _ in cells
               for j in (c["train_job_id"], c["benchmark_job_id"]) if j}
     out["cells"] = [{**c, "label": label, "train_status": status.get(c["train_job_id"], ""),
                      "benchmark_status": status.get(c["benchmark_job_id"], "")} for c, label in cells]
@@ -265,7 +265,7 @@ def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, An
 def cancel_experiment(store: Store, experiment_id: int) -> str:
     """Cancel the whole experiment: its live jobs get Cancel, cells not finished are marked cancelled and
     the runner stops at its next look. Returns the experiment's status."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     with session_scope(store) as s:
         exp = s.get(Experiment, experiment_id)
@@ -280,7 +280,7 @@ def cancel_experiment(store: Store, experiment_id: int) -> str:
                 cell.status = "cancelled"
                 live += [j for j in (cell.train_job_id, cell.benchmark_job_id) if j]
     for job_id in live:
-        jobs.cancel(store, job_id)
+        job_queue.cancel(store, job_id)
     return "cancelled"
 
 
@@ -288,7 +288,7 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
     """Put what did not finish back in the queue for a resume: cells not succeeded go back to queued and
     their stopped jobs are reopened (a training job continues from its last checkpoint). Refused while a
     runner is alive. Returns the reopened job ids."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     runner = owner_pid(runner_folder(runners_root(store), experiment_id))
     with read_scope(store) as s:
@@ -303,11 +303,11 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
         if status == "succeeded":
             continue
         for job_id in job_ids:
-            status = (jobs.get_job(store, job_id) or {}).get("status", "") if job_id else ""
-            if status in jobs.RESUMABLE:  # live ones (queued, running, stalled) are waited for by the runner
+            status = (job_queue.get_job(store, job_id) or {}).get("status", "") if job_id else ""
+            if status in job_queue.RESUMABLE:  # live ones (queued, running, stalled) are waited for by the runner
                 try:
-                    jobs.reopen(store, job_id)
-                except jobs.JobError as exc:
+                    job_queue.reopen(store, job_id)
+                except job_queue.JobError as exc:
                     raise ExperimentError({f"job {job_id}": str(exc)}) from None
                 reopened.append(job_id)
     with session_scope(store) as s:

@@ -24,9 +24,9 @@ from sqlalchemy import select
 from storage import EvalRun, Experiment, ExperimentCell, Store, read_scope, session_scope
 from storage.models import utcnow
 from trainer.experiments.grid import CELL_FINAL, ExperimentError, experiment_detail, runner_folder, runners_root
-from trainer.jobs import queue as jobs
-from trainer.jobs.owner import JobLock, owner_pid
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from trainer.jobs import queue as job_queue
+from trainer.jobs.owner import JobLock, owner_pid
 
 POLL_S = 1.0
 IN_FLIGHT = ("training", "benchmarking", "judging")
@@ -106,8 +106,8 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
     where = f"cell {cell['index'] + 1} ({cell['label']})"
     if cell["train_job_id"] is None:
         config = cell["config"]
-        job_id = jobs.create_job(store, "train", config, name=f"{exp['name']} · {cell['label']}",
-                                 seed=int(config.get("seed", 0)))
+        job_id = job_queue.create_job(store, "train", config, name=f"{exp['name']} · {cell['label']}",
+                                      seed=int(config.get("seed", 0)))
         _start(store, store_url, cell["id"], "training", {"train_job_id": job_id}, job_id, log, where)
         return
     if cell["benchmark_job_id"] is None:
@@ -116,11 +116,11 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
             return
         if job["status"] != "succeeded":
             return _stop(store, cell["id"], job, "training", log, where)
-        last = jobs.last_checkpoint(store, job["id"])
+        last = job_queue.last_checkpoint(store, job["id"])
         if last is None:
             return _set(store, cell["id"], status="failed", error=f"training job #{job['id']} left no checkpoint")
         config = _benchmark_config(exp, cell, last["path"])
-        bench_id = jobs.create_job(store, "benchmark", config, name=config["name"], seed=config["seed"])
+        bench_id = job_queue.create_job(store, "benchmark", config, name=config["name"], seed=config["seed"])
         _start(store, store_url, cell["id"], "benchmarking", {"benchmark_job_id": bench_id}, bench_id, log, where)
         return
     job = _job(store, cell["benchmark_job_id"])
@@ -148,12 +148,12 @@ def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job
     reason); one that never started (its process died before taking the job) is launched again, having
     done nothing."""
     if job["status"] == "dead":
-        jobs.reap_dead_jobs(store)
+        job_queue.reap_dead_jobs(store)
         job = _job(store, job["id"])
     if job["status"] == "interrupted" and job["started_at"] is None:
         try:
-            jobs.reopen(store, job["id"])
-        except jobs.JobError:
+            job_queue.reopen(store, job["id"])
+        except job_queue.JobError:
             return True  # its process is still letting go of the job: look again next time
         log(f"{where}: job #{job['id']} did not come up in time ({job['error']}); launching it again")
         job = _job(store, job["id"])
@@ -178,12 +178,12 @@ def _start(store: Store, store_url: str, cell_id: int, phase: str, links: dict[s
         if not stopped:
             cell.status = phase
     if stopped:
-        jobs.cancel(store, job_id)
+        job_queue.cancel(store, job_id)
         return
     try:
-        jobs.launch(store_url, job_id)
+        job_queue.launch(store_url, job_id)
         log(f"{where}: {phase} (job #{job_id})")
-    except (jobs.JobError, OSError) as exc:
+    except (job_queue.JobError, OSError) as exc:
         _set(store, cell_id, status="failed", error=f"job #{job_id} could not start: {exc}")
 
 
@@ -196,7 +196,7 @@ def _stop(store: Store, cell_id: int, job: dict[str, Any], what: str, log: Log, 
 
 
 def _job(store: Store, job_id: int) -> dict[str, Any]:
-    return jobs.get_job(store, job_id)
+    return job_queue.get_job(store, job_id)
 
 
 def _set(store: Store, cell_id: int, **values: Any) -> None:
@@ -245,8 +245,8 @@ def launch_runner(store: Store, store_url: str, experiment_id: int) -> int:
     its output goes to lab_home()/experiments/<store id>/<id>.log. Returns the pid."""
     folder = runners_root(store)
     folder.mkdir(parents=True, exist_ok=True)
-    proc = jobs.start_command(store_url, ["experiment", "--resume", str(experiment_id)],
-                              folder / f"{experiment_id}.log", f"reap-experiment-{experiment_id}")
+    proc = job_queue.start_command(store_url, ["experiment", "--resume", str(experiment_id)],
+                                   folder / f"{experiment_id}.log", f"reap-experiment-{experiment_id}")
     return proc.pid
 
 

@@ -38,7 +38,7 @@ from typing import Any, Optional
 
 from sqlalchemy import Engine, select
 
-from storage import Checkpoint, Job, Metric, code_version, lab_home, make_engine, read_scope, session_scope, store_id
+from storage import Checkpoint, Job, Metric, code_version, lab_home, make_store, read_scope, session_scope, store_id
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
@@ -108,7 +108,7 @@ def launch(store_url: str, job_id: int) -> int:
 
     The store URL goes to the child in RLVER_LAB_DB, not on its command line, so a URL holding a
     password never shows in a process list or a log."""
-    store = make_engine(store_url)
+    store = make_store(store_url)
     try:
         with read_scope(store) as s:
             job = s.get(Job, job_id)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from trainer.config import TrainConfig
-from trainer.learning import algorithms as A
+from trainer.learning import algorithms
 from trainer.learning.batch import Batch, make_batch  # noqa: F401 (callers import make_batch from here)
 from trainer.learning.checkpoints import safe_load
 from trainer.learning.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
@@ -177,12 +177,12 @@ class Learner:
         if self.config.temperature != 1.0:
             logits = logits / self.config.temperature
         lp = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=ids.device)
-        lp[:, keep] = A.token_logprobs(logits, ids[:, 1:][:, keep])
+        lp[:, keep] = algorithms.token_logprobs(logits, ids[:, 1:][:, keep])
         if not with_entropy:
             return lp, None
         entropy = torch.zeros_like(lp)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.entropy_coef > 0):
-            entropy[:, keep] = A.entropy_from_logits(logits)
+            entropy[:, keep] = algorithms.entropy_from_logits(logits)
         return lp, entropy
 
     def _chunks(self, index: Tensor) -> list[Tensor]:
@@ -207,23 +207,25 @@ class Learner:
     def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
         """[B, T-1] advantages (and returns for PPO) for the chosen algorithm."""
         c, mask = self.config, batch.action_mask
-        rewards = batch.token_rewards if batch.token_rewards is not None else A.last_token_rewards(batch.scores, mask)
+        rewards = batch.token_rewards
+        if rewards is None:
+            rewards = algorithms.last_token_rewards(batch.scores, mask)
         if c.algorithm == "ppo":
-            adv, returns = A.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
+            adv, returns = algorithms.gae_advantages(rewards, old_values, mask, c.gamma, c.lam)
             if c.whiten_advantages:  # over the global batch (all ranks)
-                adv = A.masked_whiten(adv, mask, all_reduce=all_reduce_sum)
+                adv = algorithms.masked_whiten(adv, mask, all_reduce=all_reduce_sum)
             return adv, returns
         if c.algorithm == "reinforce_pp":
-            return A.reinforce_pp_advantages(rewards, mask, c.gamma, all_reduce=all_reduce_sum), None
+            return algorithms.reinforce_pp_advantages(rewards, mask, c.gamma, all_reduce=all_reduce_sum), None
         # group baselines are over dialogues, not rows (a think-mode dialogue has one row per turn)
         first = {i: r for r, i in reversed(list(enumerate(batch.sample_index))) if i >= 0}
         dialogues = sorted(first)
         scores = batch.scores[[first[i] for i in dialogues]] if dialogues else batch.scores[:0]
         groups = [batch.group_ids[first[i]] for i in dialogues]
         if c.algorithm == "grpo":
-            per_dialogue = A.grpo_advantages(scores, groups, c.adv_eps)
+            per_dialogue = algorithms.grpo_advantages(scores, groups, c.adv_eps)
         else:
-            per_dialogue = A.rloo_advantages(scores, groups)
+            per_dialogue = algorithms.rloo_advantages(scores, groups)
         lookup = dict(zip(dialogues, per_dialogue.tolist()))
         seq = torch.tensor([lookup.get(i, 0.0) for i in batch.sample_index])
         return seq[:, None] * mask, None
@@ -296,28 +298,28 @@ class Learner:
         stale = stats["stale"][idx].to(dev) if "stale" in stats else None
         off = {_STALE: torch.zeros(()), _WEIGHT: torch.zeros(()), _CAPPED: torch.zeros(())}
         if stale is not None and bool((stale * mask).any()):  # overlapped training: weigh the stale tokens
-            pg_loss, clip_frac, approx_kl, parts = A.decoupled_policy_loss(
+            pg_loss, clip_frac, approx_kl, parts = algorithms.decoupled_policy_loss(
                 logprobs, old, sampled, stale, adv[idx].to(dev), mask, c.clip_eps, c.behaviour_weight_cap,
                 c.off_policy_estimator, denom)
             off = {_STALE: parts["stale"], _WEIGHT: parts["weight"], _CAPPED: parts["capped"]}
         else:
-            pg_loss, clip_frac, approx_kl = A.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask, c.clip_eps,
-                                                              denom)
+            pg_loss, clip_frac, approx_kl = algorithms.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask,
+                                                                       c.clip_eps, denom)
         known = mask * (sampled != 0)
         mismatch = ((old - sampled).abs() * known).sum()
-        entropy_mean = A.masked_sum_mean(entropy, mask, denom)
+        entropy_mean = algorithms.masked_sum_mean(entropy, mask, denom)
         loss = pg_loss - c.entropy_coef * entropy_mean
         kl_ref = torch.zeros((), device=dev)
         if self.reference is not None:
-            kl_ref = A.masked_sum_mean(A.kl_penalty(logprobs, stats["ref_logprobs"][idx].to(dev),
-                                                    c.kl_estimator), mask, denom)
+            kl_ref = algorithms.masked_sum_mean(algorithms.kl_penalty(logprobs, stats["ref_logprobs"][idx].to(dev),
+                                                                      c.kl_estimator), mask, denom)
             loss = loss + c.kl_coef * kl_ref
         self.policy.backward(loss, boundary)
         v_loss = torch.zeros((), device=dev)
         if self.critic is not None:
             values = self.critic(ids, attn)[:, :-1]
-            v_loss, _ = A.value_loss(values, stats["old_values"][idx].to(dev), returns[idx].to(dev), mask,
-                                     c.value_clip_eps, denom)
+            v_loss, _ = algorithms.value_loss(values, stats["old_values"][idx].to(dev), returns[idx].to(dev), mask,
+                                              c.value_clip_eps, denom)
             self.critic.backward(v_loss, boundary)
         sums = {POLICY_LOSS: pg_loss, CLIP_FRAC: clip_frac, APPROX_KL: approx_kl, ENTROPY: entropy_mean,
                 KL_REF: kl_ref, VALUE_LOSS: v_loss, _MISMATCH: mismatch, _KNOWN: known.sum(), **off,

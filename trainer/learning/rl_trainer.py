@@ -30,7 +30,7 @@ from simulator.access import LAB_ITSELF
 from simulator.llm.traffic import snapshot, traffic_text
 from storage import code_version, lab_home
 from trainer.config import ConfigError, TrainConfig
-from trainer.learning import algorithms as A
+from trainer.learning import algorithms
 from trainer.learning.checkpoints import clean_partial, load_checkpoint, prune_checkpoints, save_checkpoint
 from trainer.learning.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
 from trainer.learning.learner import Learner, make_batch
@@ -228,11 +228,11 @@ class RLTrainer:
         flag = bool(self.job is not None and self.job.cancelled)
         return bool(broadcast_object(flag)) if self.world_size > 1 else flag
 
-    def reward_config(self) -> A.RewardConfig:
+    def reward_config(self) -> algorithms.RewardConfig:
         """The reward's settings: the paper's reward unless shaping is configured (deviations)."""
         c = self.config
-        return A.RewardConfig(turn_delta_coef=c.reward_turn_delta_coef, length_penalty=c.reward_length_penalty,
-                              length_target=c.reward_length_target)
+        return algorithms.RewardConfig(turn_delta_coef=c.reward_turn_delta_coef, length_penalty=c.reward_length_penalty,
+                                       length_target=c.reward_length_target)
 
     def _reward_function(self, job: Any) -> Callable[[Any], float | list[float]]:
         """The dialogue reward: the paper's (with any configured shaping), per-turn credit from emotion
@@ -240,9 +240,9 @@ class RLTrainer:
         with the job. A list is one reward per policy turn (the dialogue's score is its sum)."""
         if self.config.reward == "final_emotion":
             reward_config = self.reward_config()
-            return lambda sample: A.rlver_reward(sample, reward_config)
+            return lambda sample: algorithms.rlver_reward(sample, reward_config)
         if self.config.reward == "emotion_deltas":
-            return A.emotion_delta_rewards
+            return algorithms.emotion_delta_rewards
         from simulator.user.outside import load
 
         fn, origin = load(self.config.reward)

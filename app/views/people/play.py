@@ -12,7 +12,7 @@ import gradio as gr
 from app.context import LabContext
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, user_emotions
-from app.services import play as svc
+from app.services import play
 from simulator.personas.builtin import builtin_profiles
 from simulator.personas.profile import NEED_CATEGORIES
 from simulator.personas.specs import resolve_personas
@@ -22,17 +22,17 @@ from trainer.rollout.build import SpecError
 
 
 def persona_choices(store: Any) -> list[tuple[str, str]]:
-    from simulator.personas import store as ps
+    from simulator.personas import store as persona_store
 
-    stored = [(f"{p.name} ({p.id})", p.id) for p in ps.list_profiles(store)]
+    stored = [(f"{p.name} ({p.id})", p.id) for p in persona_store.list_profiles(store)]
     hard = [(f"{p.name} ({p.id}, {p.extra.get('adversarial_style', 'hard')})", p.id)
             for p in builtin_profiles("adversarial")]
-    return [("Yourself (no persona)", svc.YOURSELF)] + stored + hard
+    return [("Yourself (no persona)", play.YOURSELF)] + stored + hard
 
 
 def persona_card(store: Any, persona_id: str | None) -> tuple[str, str]:
     """(the card's markdown, the persona's first line) for a persona id."""
-    if not persona_id or persona_id == svc.YOURSELF:
+    if not persona_id or persona_id == play.YOURSELF:
         return ("**Playing yourself.** Say what you want the simulated user to know about you and what you hope "
                 "for: the shadow judge reads it as your profile."), ""
     p = resolve_personas([persona_id], store)[0]
@@ -45,13 +45,13 @@ def _player(name: str, request: gr.Request | None) -> str:
     return (getattr(request, "username", None) or name or "").strip()
 
 
-def _outputs(store: Any, state: svc.PlayState | None, status: str, shadow: str = ""):
+def _outputs(store: Any, state: play.PlayState | None, status: str, shadow: str = ""):
     if state is None:
         return state, status, dialogue_html([]), emotion_figure([]), shadow
     d = load_dialogue(store, state.dialogue_id) or {"turns": []}
     series = [("you", user_emotions(d["turns"]))]
     if state.replies > 1 or state.ended:  # a shadow point exists only once you answered
-        series.append(("simulator (shadow)", svc.shadow_emotions(store, d)))
+        series.append(("simulator (shadow)", play.shadow_emotions(store, d)))
     head = f"dialogue {state.dialogue_id} · {state.policy}" + (f" · ended: {state.ended}" if state.ended else "")
     return state, status, dialogue_html(d["turns"], header=head), emotion_figure(series), shadow
 
@@ -97,7 +97,7 @@ def build(ctx: LabContext) -> None:
             status = gr.Markdown(elem_id="play-status")
             chat = gr.HTML(dialogue_html([]), elem_id="play-chat")
             with gr.Row():
-                emotion = gr.Number(None, label="Your emotion now (0-100)", info=svc.BANDS, elem_id="play-emotion")
+                emotion = gr.Number(None, label="Your emotion now (0-100)", info=play.BANDS, elem_id="play-emotion")
                 thoughts = gr.Textbox(label="What you thought (optional)", elem_id="play-thoughts")
             message = gr.Textbox(label="Your answer", lines=2, elem_id="play-message")
             with gr.Row():
@@ -108,7 +108,7 @@ def build(ctx: LabContext) -> None:
 
     def on_persona(pid):
         text, first = persona_card(store, pid)
-        return text, first, gr.update(visible=pid == svc.YOURSELF)
+        return text, first, gr.update(visible=pid == play.YOURSELF)
 
     persona.change(on_persona, persona, [card, opening, self_box])
 
@@ -116,10 +116,10 @@ def build(ctx: LabContext) -> None:
                  request: gr.Request):
         who = _player(name, request)
         try:
-            profile = svc.yourself_profile(who, about_, need_, category) if pid == svc.YOURSELF or not pid \
+            profile = play.yourself_profile(who, about_, need_, category) if pid == play.YOURSELF or not pid \
                 else resolve_personas([pid], store)[0]
-            st = svc.start_play(store, profile, opening_, who, policy_, policy_url_, sim, sim_url, rules=rules_,
-                                max_turns=int(turns or 10))
+            st = play.start_play(store, profile, opening_, who, policy_, policy_url_, sim, sim_url, rules=rules_,
+                                 max_turns=int(turns or 10))
         except (ValueError, KeyError, SpecError) as exc:
             return _outputs(store, None, f"**Cannot start:** {md(exc.args[0] if exc.args else exc)}")
         return _outputs(store, st, "Your turn: read the reply, set your emotion and answer.")
@@ -132,7 +132,7 @@ def build(ctx: LabContext) -> None:
         if st is None:
             return (*_outputs(store, None, "**Start a dialogue first.**"), gr.update(), gr.update())
         try:
-            judged = svc.answer(store, st, message_, emotion_, thoughts_, end=end_)
+            judged = play.answer(store, st, message_, emotion_, thoughts_, end=end_)
         except ValueError as exc:  # nothing stored; what you typed stays in the boxes
             return (*_outputs(store, st, f"**Not sent:** {md(exc)}"), gr.update(), gr.update())
         note = f"Dialogue ended ({st.ended})." if st.ended else "Your turn again."

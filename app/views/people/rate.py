@@ -16,7 +16,7 @@ import gradio as gr
 from app.agreement_plots import agreement_scatter, need_bars
 from app.context import LabContext
 from app.render import dialogue_html, md
-from simulator.evaluation import ratings as svc
+from simulator.evaluation import ratings
 from simulator.evaluation.agreement import agreement_report
 from storage.ratings import DuplicateRating
 
@@ -103,13 +103,13 @@ def build(ctx: LabContext) -> None:
         if not items:
             return items, status or "**Nothing left to rate in this set.**", "", "", ""
         first = items[0]
-        view = svc.blind_view(store, first["dialogue_id"], first["turn_index"])
+        view = ratings.blind_view(store, first["dialogue_id"], first["turn_index"])
         return (items, f"{status} {len(items)} turn(s) left · dialogue {first['dialogue_id']}, turn "
                        f"{first['turn_index']}", persona_md(view["persona"]), item_html(view), "")
 
     def on_load(name, spec, request: gr.Request):
         try:
-            items = svc.rating_queue(store, spec, _rater(name, request))
+            items = ratings.rating_queue(store, spec, _rater(name, request))
         except ValueError as exc:
             return [], f"**Cannot load:** {md(exc)}", "", "", ""
         return show(items, "")
@@ -121,13 +121,13 @@ def build(ctx: LabContext) -> None:
             return items, "**Load a rating set first.**", gr.update(), gr.update()
         first = items[0]
         try:
-            judged = svc.record_rating(store, _rater(name, request), first["dialogue_id"], first["turn_index"],
-                                       value, rating_set=spec, note=note_)
+            judged = ratings.record_rating(store, _rater(name, request), first["dialogue_id"], first["turn_index"],
+                                           value, rating_set=spec, note=note_)
         except DuplicateRating as exc:
             return items[1:], f"**Not stored:** {md(exc)}", gr.update(), gr.update()
         except ValueError as exc:  # nothing stored; the item stays
             return items, f"**Not stored:** {md(exc)}", gr.update(), gr.update()
-        shown = svc.reveal(judged)
+        shown = ratings.reveal(judged)
         lines = [f"**You said {float(value):+g}; the simulator's change was {shown['simulator_delta']:+g}.**"]
         lines += [f"- {k}: {md(v)}" for k, v in shown["thoughts"].items()]
         return items[1:], "\n".join(lines), None, ""
@@ -137,7 +137,7 @@ def build(ctx: LabContext) -> None:
 
     def on_export():
         path = Path(tempfile.mkdtemp(prefix="ratings-")) / "ratings.jsonl"
-        path.write_text(svc.export_jsonl(store), encoding="utf-8")
+        path.write_text(ratings.export_jsonl(store), encoding="utf-8")
         return str(path)
 
     export_btn.click(on_export, None, export_file)
@@ -146,7 +146,7 @@ def build(ctx: LabContext) -> None:
         """The import's message; the file box is emptied so the next file can be dropped in."""
         if not file:
             return "**Choose a ratings file first.**", None
-        report = svc.import_jsonl(store, Path(file).read_text(encoding="utf-8"), keep_valid=bool(keep))
+        report = ratings.import_jsonl(store, Path(file).read_text(encoding="utf-8"), keep_valid=bool(keep))
         problems = "\n".join(f"- {md(e)}" for e in report.errors[:50])
         if report.errors and not keep:
             return f"**Nothing imported:** {len(report.errors)} bad line(s).\n{problems}", None
@@ -156,7 +156,7 @@ def build(ctx: LabContext) -> None:
     import_btn.click(on_import, [upload, keep_valid], [import_status, upload])
 
     def on_report():
-        rows = svc.agreement_rows(store)
+        rows = ratings.agreement_rows(store)
         try:
             report = agreement_report(rows)
         except ValueError as exc:
