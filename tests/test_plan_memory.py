@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer import plan as P
-from trainer import plan_memory as M
+from trainer import plan as memory_plan
+from trainer import plan_memory
 from trainer.config import TrainConfig
 
 GPU_RUN = dict(max_turns=3, max_new_tokens=96, max_dialogue_tokens=1024, dialogues_per_step=16, minibatch_size=8,
@@ -35,19 +35,19 @@ H200_MEASURED = [
 ]
 
 
-def _shape(dims: dict, lora_r: int = 0, targets: tuple[str, ...] = ()) -> P.ModelShape:
+def _shape(dims: dict, lora_r: int = 0, targets: tuple[str, ...] = ()) -> memory_plan.ModelShape:
     from transformers import Qwen2Config
 
     cfg = Qwen2Config(vocab_size=512, tie_word_embeddings=False, **dims)
-    return P.shape_from_config(cfg, "qwen2-shape", "benchmarks/gpu_check's config numbers", lora_r, targets)
+    return memory_plan.shape_from_config(cfg, "qwen2-shape", "benchmarks/gpu_check's config numbers", lora_r, targets)
 
 
-def _qwen_1p5b_shape() -> P.ModelShape:
+def _qwen_1p5b_shape() -> memory_plan.ModelShape:
     return _shape(QWEN_1P5B)
 
 
-def _hw(device: str = "cuda", memory: float = 139.8) -> P.Hardware:
-    return P.Hardware(device, 1, 1, memory, "test")
+def _hw(device: str = "cuda", memory: float = 139.8) -> memory_plan.Hardware:
+    return memory_plan.Hardware(device, 1, 1, memory, "test")
 
 
 @pytest.mark.parametrize("case, run, extra, dims, allocated, reserved", H200_MEASURED,
@@ -60,7 +60,7 @@ def test_plan_lies_between_the_measured_h200_peaks(monkeypatch, case: str, run: 
     shape = _shape(dims, config.lora_r if config.lora else 0, targets)
     if dims is QWEN_1P5B:
         assert shape.total_params == 1_311_913_472  # the 1.31 B gpu_check reports
-    plan = P.make_plan(config, shape, _shape(dims) if config.algorithm == "ppo" else None, _hw())
+    plan = memory_plan.make_plan(config, shape, _shape(dims) if config.algorithm == "ppo" else None, _hw())
     assert allocated <= plan.per_gpu_gib <= 1.25 * reserved, (plan.per_gpu_gib, plan.parts)
     assert plan.per_gpu_gib == pytest.approx(sum(plan.parts.values()), abs=0.05)
     assert {"sampling_kv_cache", "sampling_decode_graph", "cuda_workspaces"} <= set(plan.parts)
@@ -71,35 +71,35 @@ def test_plan_lies_between_the_measured_h200_peaks(monkeypatch, case: str, run: 
 
 
 def test_cublas_workspaces_follow_torch_defaults_and_the_environment(monkeypatch):
-    assert M.cublas_workspace_bytes(None, (9, 0)) == 32 * 2 ** 20  # Hopper
-    assert M.cublas_workspace_bytes(None, (8, 0)) == (4096 * 2 + 16 * 8) * 1024  # ":4096:2:16:8" before it
-    assert M.cublas_workspace_bytes(None, None) == 32 * 2 ** 20  # no GPU at hand: the larger
-    assert M.cublas_workspace_bytes(":4096:1", (9, 0)) == 4 * 2 ** 20
-    assert M.cublas_workspace_bytes(":16:8", (9, 0)) == 128 * 1024
-    assert M.cublas_workspace_bytes("bogus", (8, 6)) == (4096 * 2 + 16 * 8) * 1024  # torch ignores it too
+    assert plan_memory.cublas_workspace_bytes(None, (9, 0)) == 32 * 2 ** 20  # Hopper
+    assert plan_memory.cublas_workspace_bytes(None, (8, 0)) == (4096 * 2 + 16 * 8) * 1024  # ":4096:2:16:8" before it
+    assert plan_memory.cublas_workspace_bytes(None, None) == 32 * 2 ** 20  # no GPU at hand: the larger
+    assert plan_memory.cublas_workspace_bytes(":4096:1", (9, 0)) == 4 * 2 ** 20
+    assert plan_memory.cublas_workspace_bytes(":16:8", (9, 0)) == 128 * 1024
+    assert plan_memory.cublas_workspace_bytes("bogus", (8, 6)) == (4096 * 2 + 16 * 8) * 1024  # torch ignores it too
     shape = _shape(QWEN_1P5B)
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
-    none = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    none = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
     assert none.parts["cuda_workspaces"] == 0
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    vllm = P.make_plan(TrainConfig(**{**GPU_RUN, "engine": "vllm"}, algorithm="grpo", group_size=4), shape, None,
+    vllm = memory_plan.make_plan(TrainConfig(**{**GPU_RUN, "engine": "vllm"}, algorithm="grpo", group_size=4), shape, None,
                        _hw())
-    static = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
-    pair = 32 * 2 ** 20 / P.GIB
-    assert vllm.parts["cuda_workspaces"] == pytest.approx(M.LEARNER_BLAS_PAIRS * pair, abs=0.01)
+    static = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    pair = 32 * 2 ** 20 / memory_plan.GIB
+    assert vllm.parts["cuda_workspaces"] == pytest.approx(plan_memory.LEARNER_BLAS_PAIRS * pair, abs=0.01)
     assert static.parts["cuda_workspaces"] == pytest.approx(
-        (M.LEARNER_BLAS_PAIRS + M.SAMPLING_BLAS_PAIRS + M.STATIC_GRAPH_BLAS_PAIRS) * pair, abs=0.01)
+        (plan_memory.LEARNER_BLAS_PAIRS + plan_memory.SAMPLING_BLAS_PAIRS + plan_memory.STATIC_GRAPH_BLAS_PAIRS) * pair, abs=0.01)
     assert "sampling_decode_graph" not in vllm.parts
 
 
 def test_decode_graph_grows_with_the_batch_and_the_cache_length():
     shape = _shape(QWEN_1P5B)
     base = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
-    one = M.decode_graph_bytes(shape, base, 1)
-    assert M.static_graph_batch_length(base, 1) == (16, 1280)  # 1024 + 96 rounded up to 5 x 256
-    assert M.decode_graph_bytes(shape, base, 2) == one // 2  # 8 rows per GPU
+    one = plan_memory.decode_graph_bytes(shape, base, 1)
+    assert plan_memory.static_graph_batch_length(base, 1) == (16, 1280)  # 1024 + 96 rounded up to 5 x 256
+    assert plan_memory.decode_graph_bytes(shape, base, 2) == one // 2  # 8 rows per GPU
     longer = TrainConfig(**{**GPU_RUN, "max_dialogue_tokens": 2048}, algorithm="grpo", group_size=4)
-    assert M.decode_graph_bytes(shape, longer, 1) > one
+    assert plan_memory.decode_graph_bytes(shape, longer, 1) > one
 
 
 def test_lora_dropout_keeps_its_inputs_and_masks():
@@ -107,35 +107,35 @@ def test_lora_dropout_keeps_its_inputs_and_masks():
     plain = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True)
     dropped = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, lora_dropout=0.1)
     s, b, h = 1024, 4, 1536
-    extra = M.activation_bytes(shape, dropped, "cuda", False) - M.activation_bytes(shape, plain, "cuda", False)
+    extra = plan_memory.activation_bytes(shape, dropped, "cuda", False) - plan_memory.activation_bytes(shape, plain, "cuda", False)
     assert extra == 28 * s * b * 4 * h * (2 + 1)  # 28 layers x 4 projections of input width h, bf16 copy + mask
 
 
 def test_overlap_kl_and_engine_add_the_parts_they_hold():
     shape = _qwen_1p5b_shape()
     base = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
-    on_policy = P.make_plan(base, shape, None, _hw())
-    overlapped = P.make_plan(TrainConfig(**{**GPU_RUN, "max_staleness": 1}, algorithm="grpo", group_size=4),
+    on_policy = memory_plan.make_plan(base, shape, None, _hw())
+    overlapped = memory_plan.make_plan(TrainConfig(**{**GPU_RUN, "max_staleness": 1}, algorithm="grpo", group_size=4),
                              shape, None, _hw())
-    assert overlapped.parts["sampling_policy_copy"] == pytest.approx(shape.total_params * 2 / P.GIB, abs=0.01)
+    assert overlapped.parts["sampling_policy_copy"] == pytest.approx(shape.total_params * 2 / memory_plan.GIB, abs=0.01)
     t = on_policy.extra["transients"]
     phases = max(t["activations"], t["optimizer_step_temp"], t["sampling_prefill"] + t["sampling_logits"])
     assert on_policy.parts["transient_peak"] == pytest.approx(phases, abs=0.02)
     # overlapped: sampling (twice the rows) runs during the update, so the phases add up
     assert overlapped.parts["transient_peak"] > on_policy.parts["transient_peak"] + t["sampling_prefill"]
-    with_kl = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, kl_coef=0.1), shape, None, _hw())
+    with_kl = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, kl_coef=0.1), shape, None, _hw())
     assert with_kl.parts["reference_weights"] == overlapped.parts["sampling_policy_copy"]
-    on_cpu = P.make_plan(TrainConfig(**{**GPU_RUN, "device": "cpu"}, algorithm="grpo", group_size=4), shape, None,
+    on_cpu = memory_plan.make_plan(TrainConfig(**{**GPU_RUN, "device": "cpu"}, algorithm="grpo", group_size=4), shape, None,
                          _hw("cpu", 24))
     assert "sampling_kv_cache" not in on_cpu.parts and "sampling_kv_cache" in on_cpu.extra["transients"]
-    zero2 = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, deepspeed="zero2"), shape, None, _hw())
+    zero2 = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, deepspeed="zero2"), shape, None, _hw())
     assert zero2.extra["transients"]["optimizer_step_temp"] == 0  # DeepSpeed steps in place
 
 
 def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
     shape = _qwen_1p5b_shape()
-    full = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
-    light = P.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, gradient_checkpointing=True),
+    full = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
+    light = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, gradient_checkpointing=True),
                         _shape(QWEN_1P5B, 16, ("q_proj", "k_proj", "v_proj", "o_proj")),
                         None, _hw())
     assert light.extra["transients"]["activations"] < full.extra["transients"]["activations"] / 5
@@ -145,7 +145,7 @@ def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
 def test_static_cache_bucket_matches_the_engine():
     from trainer.policies.static_decode import CACHE_BUCKET
 
-    assert M.STATIC_CACHE_BUCKET == CACHE_BUCKET
+    assert plan_memory.STATIC_CACHE_BUCKET == CACHE_BUCKET
 
 
 def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
@@ -154,7 +154,7 @@ def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).train()
-    shape = P.model_shape(str(tiny_model_dir))
+    shape = memory_plan.model_shape(str(tiny_model_dir))
     s, b = 256, 2
     ids = torch.randint(3, shape.vocab, (b, s), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
@@ -171,7 +171,7 @@ def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     measured = sum(n for ptr, n in storages.items() if ptr not in params)
     config = TrainConfig(max_dialogue_tokens=s, micro_batch_size=b, max_turns=1, max_new_tokens=s, dtype="float32")
-    bound = M.activation_bytes(shape, config, "cpu", checkpointing=False)
+    bound = plan_memory.activation_bytes(shape, config, "cpu", checkpointing=False)
     assert measured <= bound <= 3 * measured, (measured, bound)
 
 
@@ -185,7 +185,7 @@ def test_cpu_probe_measures_no_more_than_the_plan_per_process(tiny_model_dir, tm
 
     config = TrainConfig.from_yaml(tiny_train_config(tmp_path, tiny_model_dir, dialogues_per_step=8, minibatch_size=4,
                                                      simulator="python:docs/examples/rule_user.py:make_user"))
-    formula = P.plan_config(config, memory_gib=16, probe=False)
-    measured = measure_seconds_per_step(config).step_memory_bytes / P.GIB
+    formula = memory_plan.plan_config(config, memory_gib=16, probe=False)
+    measured = measure_seconds_per_step(config).step_memory_bytes / memory_plan.GIB
     assert formula.extra["device"] == "cpu"
     assert measured <= formula.per_gpu_gib, (measured, formula.parts)

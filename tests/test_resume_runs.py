@@ -290,21 +290,21 @@ def test_the_benchmark_views_resume_button_finishes_a_killed_run_as_if_never_sto
     from app.services import benchmark_form
 
     p = start_cli(*bench_args(tiny_model_dir, user_spec, db_url))
-    engine = make_engine(db_url)
+    store = make_store(db_url)
     try:
         wait_for(lambda: finished(db_url) >= 1, timeout=300, every=0.02)
-        refused = benchmark_form.resume_job(engine, db_url, 1)
+        refused = benchmark_form.resume_job(store, db_url, 1)
         assert refused == f"Job #1 is running (process {p.pid}): only an interrupted, failed, cancelled or dead job " \
                           "resumes.", refused
         kill(p)
-        said = benchmark_form.resume_job(engine, db_url, 1)
+        said = benchmark_form.resume_job(store, db_url, 1)
         assert said.startswith("Resumed job #1"), said
-        done = wait_for(lambda: (d := jobs.job_detail(engine, 1)) and d["status"] in
+        done = wait_for(lambda: (d := job_queue.job_detail(store, 1)) and d["status"] in
                         ("succeeded", "failed", "dead", "cancelled") and d, timeout=600, every=0.5)
         assert done["status"] == "succeeded", done["log_tail"][-2000:]
         assert results(db_url, 1) == reference["results"]
-        assert "only an interrupted, failed, cancelled or dead job" in benchmark_form.resume_job(engine, db_url, 1)
+        assert "only an interrupted, failed, cancelled or dead job" in benchmark_form.resume_job(store, db_url, 1)
     finally:
         if p.poll() is None:
             kill(p)
-        engine.dispose()
+        store.dispose()

@@ -167,20 +167,20 @@ def resume_job(store: Any, store_url: str, job_id: Optional[int]) -> str:
     """Resume a stopped benchmark job (interrupted, failed, cancelled or dead) under its id: it plays only the
     dialogues its eval run still lacks, each with the seed of its identity, so the result equals an uninterrupted
     run. A job whose owner process still lives is refused, naming it."""
-    from trainer.jobs import queue as jobs
+    from trainer.jobs import queue as job_queue
 
     if job_id is None:
         return "Click a benchmark job in the table first."
-    detail = jobs.job_detail(store, int(job_id))
+    detail = job_queue.job_detail(store, int(job_id))
     if detail is None or detail.get("kind") != "benchmark":
         return f"Job #{job_id} is not a benchmark job."
-    if detail["status"] not in jobs.RESUMABLE:
+    if detail["status"] not in job_queue.RESUMABLE:
         owner = f" (process {detail['pid']})" if detail.get("pid") and detail["status"] in ("running", "stalled") else ""
         return (f"Job #{job_id} is {detail['status']}{owner}: only an interrupted, failed, cancelled or dead job "
                 "resumes.")
     try:
-        jobs.resume(store, store_url, int(job_id))
-    except (jobs.JobError, OSError) as exc:
+        job_queue.resume(store, store_url, int(job_id))
+    except (job_queue.JobError, OSError) as exc:
         return md(f"Job #{job_id} was not resumed: {exc}")
     return f"Resumed job #{job_id}: it plays only the dialogues still missing."
 
