@@ -165,3 +165,13 @@ def test_ctrl_c_stops_a_forced_judge_run_and_its_resume_keeps_what_it_judged_aga
     assert all(after[d][0] != first[d][0] for d in after)  # every dialogue judged again by the forced run ...
     assert {d: r[2:] for d, r in after.items()} == {d: r[2:] for d, r in first.items()}  # ... to the same scores
     assert jobs.get_job(engine, job_id)["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--collection", "x"], "--model: required"),
+    (["--resume", "99"], "--resume: job 99 does not exist"),
+    (["--resume", "1", "--eval-run", "3", "--model", "m"], "leave out --eval-run, --model"),
+])
+def test_judge_command_names_what_is_wrong_and_records_nothing(engine, db_url, capsys, args, message):
+    assert main(["judge", *args, "--db", db_url]) == 2
+    assert message in capsys.readouterr().err and jobs.list_jobs(engine) == []
