@@ -116,7 +116,7 @@ def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str)
     assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out
     proc = trainer_cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
     out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 2 and "not a training job" in out
+    assert proc.returncode == 2 and "job 999 is not a job in this store" in out
     store.dispose()
 
 

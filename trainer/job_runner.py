@@ -7,7 +7,7 @@ it starts by the job's kind
 
 The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
 "compare" a paired comparison (trainer.evaluation.compare_runs), "personas" a persona generation:
-simulator.personas.generation_store.run_generation_job).
+simulator.personas.generation_store.run_generation_job, "judge" a judge run: trainer.evaluation.judge_jobs).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -61,6 +61,12 @@ def _run_compare(store: Store, job: Any) -> dict[str, Any]:
     return run_comparison_job(store, job)
 
 
+def _run_judge(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.evaluation.judge_jobs import run_judge_job
+
+    return run_judge_job(store, job)
+
+
 def _run_personas(store: Store, job: Any) -> dict[str, Any]:
     from simulator.personas.generation_store import run_generation_job
 
@@ -70,7 +76,8 @@ def _run_personas(store: Store, job: Any) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
-                                                              "personas": _run_personas, "compare": _run_compare}
+                                                              "personas": _run_personas, "compare": _run_compare,
+                                                              "judge": _run_judge}
 DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
 
 

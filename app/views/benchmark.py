@@ -297,7 +297,7 @@ def build(ctx: LabContext) -> None:
     bench_jobs.select(on_pick_job, None, picked_job).then(
         benchmark_form.job_details_for(store), picked_job, job_md)
     cancel.click(on_cancel, picked_job, start_msg).then(refresh, [board_sig, picked_job], outputs)
-    resume.click(lambda job: bf.resume_job(store, url, job), picked_job, start_msg).then(
+    resume.click(lambda job: benchmark_form.resume_job(store, url, job), picked_job, start_msg).then(
         refresh, [board_sig, picked_job], outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])

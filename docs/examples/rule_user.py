@@ -3,8 +3,8 @@
 Train against it with `simulator: python:docs/examples/rule_user.py:make_user` (see docs/bring-your-own.md).
 It follows the lab's SimulatedUser contract (simulator.user.agent): async opening(), async respond(), fingerprint().
 """
-from simulator.user.agent import UserTurn
 from simulator.personas.profile import Profile
+from simulator.user.agent import UserTurn
 
 WARM = ("sorry", "understand", "sounds", "must be", "feel", "hear you", "makes sense")
 COLD = ("you should", "just ", "calm down", "get over", "whatever")

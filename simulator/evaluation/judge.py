@@ -32,6 +32,7 @@ DIMENSION_LABELS = {"empathic_depth": "empathic depth", "core_insight": "core in
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts" / "judge"
 DEFAULT_PROMPT_VERSION = "v1"
 ERROR_KINDS = ("parse", "refusal", "timeout", "empty", "backend")
+STOP_POLL_S = 0.2  # how often judge_many asks its `stop` whether to abandon what is left
 _REFUSAL = re.compile(r"\b(?:sorry|i can(?:no|'|’)t|i cannot|i am unable|i'm unable|i won't|i will not|"
                       r"not able to (?:help|assist|rate|evaluate))\b", re.I)
 
@@ -195,9 +196,12 @@ class Judge:
         return result
 
     async def judge_many(self, items: Sequence[JudgeInput],
-                         on_result: Optional[Callable[[JudgeResult], None]] = None) -> list[JudgeResult]:
+                         on_result: Optional[Callable[[JudgeResult], None]] = None,
+                         stop: Optional[Callable[[], bool]] = None) -> list[JudgeResult]:
         """Every dialogue concurrently (the backend bounds the calls in flight); `on_result` sees each result
-        as it arrives (to store it at once). Results in the order of `items`."""
+        as it arrives (to store it at once). Results in the order of `items`. Once `stop()` is true (checked
+        every STOP_POLL_S) the dialogues not yet judged are abandoned, calls in flight included, and only
+        the results that arrived are returned (on_result never saw the others)."""
         async def one(item: JudgeInput) -> JudgeResult:
             try:
                 r = await self.judge(item)
@@ -208,4 +212,15 @@ class Judge:
                 on_result(r)
             return r
 
-        return list(await asyncio.gather(*(one(i) for i in items)))
+        if stop is None:
+            return list(await asyncio.gather(*(one(i) for i in items)))
+        tasks = [asyncio.ensure_future(one(i)) for i in items]
+        pending = set(tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=STOP_POLL_S)
+            if pending and stop():
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+        return [t.result() for t in tasks if t.done() and not t.cancelled()]

@@ -4,7 +4,8 @@ judge fingerprint; judging again replaces it), and a run's means per dimension f
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Sequence
+from datetime import datetime
+from typing import Any, Callable, Optional, Sequence
 
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import selectinload
@@ -50,12 +51,15 @@ def select_dialogues(store: Engine, eval_run_id: Optional[int] = None, job_id: O
     return items
 
 
-def judged_ids(store: Engine, judge_hash: str, dialogue_ids: Sequence[int]) -> set[int]:
-    """Dialogues already judged without error under this judge fingerprint."""
+def judged_ids(store: Engine, judge_hash: str, dialogue_ids: Sequence[int],
+               since: Optional[datetime] = None) -> set[int]:
+    """Dialogues already judged without error under this judge fingerprint (at or after `since`, if given)."""
+    where = [JudgeScore.judge_hash == judge_hash, JudgeScore.status == "ok",
+             JudgeScore.dialogue_id.in_(list(dialogue_ids))]
+    if since is not None:
+        where.append(JudgeScore.created_at >= since)
     with read_scope(store) as s:
-        return set(s.scalars(select(JudgeScore.dialogue_id).where(
-            JudgeScore.judge_hash == judge_hash, JudgeScore.status == "ok",
-            JudgeScore.dialogue_id.in_(list(dialogue_ids)))))
+        return set(s.scalars(select(JudgeScore.dialogue_id).where(*where)))
 
 
 def save_result(store: Engine, result: JudgeResult, fingerprint: dict[str, Any]) -> None:
@@ -72,20 +76,40 @@ def save_result(store: Engine, result: JudgeResult, fingerprint: dict[str, Any])
                          latency_s=result.latency_s, n_tokens=result.n_tokens, code_version=code_version()))
 
 
-def judge_and_store(store: Engine, judge: Judge, items: Sequence[JudgeInput], force: bool = False) -> dict[str, Any]:
-    """Judge the dialogues not yet judged by this fingerprint (all with `force`), storing each result as it
-    arrives. Returns {judge_hash, fingerprint, judged, skipped, ok, errors: {kind: n}, results}."""
+def judge_and_store(store: Engine, judge: Judge, items: Sequence[JudgeInput], force: bool = False,
+                    since: Optional[datetime] = None, progress: Optional[Callable[[int, int], None]] = None,
+                    stop: Optional[Callable[[], bool]] = None) -> dict[str, Any]:
+    """Judge the dialogues not yet judged by this fingerprint, storing each result as it arrives. With
+    `force` those judged before are judged again, except any judged at or after `since` (a forced run that
+    resumes keeps what it already did). `progress(done, total)` follows each result; once `stop()` is true
+    the rest is left (Judge.judge_many) and counted in `left`. Returns {judge_hash, fingerprint, judged,
+    skipped, left, ok, errors: {kind: n}, results}."""
     fingerprint = judge.fingerprint()
     fp_hash = fingerprint_hash(fingerprint)
-    done = set() if force else judged_ids(store, fp_hash, [i.dialogue_id for i in items])
+    ids = [i.dialogue_id for i in items]
+    if not force:
+        done = judged_ids(store, fp_hash, ids)
+    else:
+        done = judged_ids(store, fp_hash, ids, since) if since is not None else set()
     todo = [i for i in items if i.dialogue_id not in done]
-    results = asyncio.run(judge.judge_many(todo, on_result=lambda r: save_result(store, r, fingerprint)))
+    counted = [len(done)]
+
+    def save(result: JudgeResult) -> None:
+        save_result(store, result, fingerprint)
+        counted[0] += 1
+        if progress is not None:
+            progress(counted[0], len(items))
+
+    if progress is not None:
+        progress(len(done), len(items))
+    results = asyncio.run(judge.judge_many(todo, on_result=save, stop=stop))
     errors: dict[str, int] = {}
     for r in results:
         if r.status != "ok":
             errors[r.error_kind] = errors.get(r.error_kind, 0) + 1
-    return {"judge_hash": fp_hash, "fingerprint": fingerprint, "judged": len(todo), "skipped": len(done),
-            "ok": sum(r.status == "ok" for r in results), "errors": errors, "results": results}
+    return {"judge_hash": fp_hash, "fingerprint": fingerprint, "judged": len(results), "skipped": len(done),
+            "left": len(todo) - len(results), "ok": sum(r.status == "ok" for r in results), "errors": errors,
+            "results": results}
 
 
 def _row(r: JudgeScore) -> dict[str, Any]:

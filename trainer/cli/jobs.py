@@ -3,7 +3,7 @@
 
 The job runs through trainer.job_runner.run_job, as every job does; its kind picks the work: "train" runs
 the RL trainer, "benchmark" the Sentient benchmark runner, "compare" a paired comparison, "personas" a
-persona generation. Exit status of `job`: 0 succeeded, 1 failed,
+persona generation, "judge" a judge run. Exit status of `job`: 0 succeeded, 1 failed,
 2 the job cannot run (unknown id, wrong state, owned by another live process), 143 cancelled. Listing
 writes nothing: a job whose owner is gone shows as "dead" and one whose heartbeat is late while its
 process lives as "stalled", the reason in its error (trainer.jobs.liveness), so the CLI alone shows the

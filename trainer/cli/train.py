@@ -3,6 +3,8 @@
 `--preset` names one of trainer.presets (cpu-demo, paper-ppo-7b, ...); with `--config` too, the preset comes
 first and the file's settings override it; `--set KEY=VALUE` overrides both.
 
+`resume` takes any job the runner knows (trainer.job_runner.RUNNERS: a benchmark, comparison, persona
+generation or judge run too) and continues it in this process, as `python -m trainer job` would.
 Both run a training job recorded in the store, in this process: the job row carries status, pid,
 heartbeat, progress, metrics, checkpoints and the log file (stdout is also written to the job's log).
 `--json` ends the output with one JSON line: job_id, status, steps, metrics, checkpoint, policy_path (the
@@ -117,7 +119,8 @@ def job_name(args: argparse.Namespace) -> str:
 
 # ---------------------------------------------------------------------------------------------- resume
 def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job_id", type=int, help="an interrupted, failed or cancelled training job")
+    parser.add_argument("job_id", type=int, help="an interrupted, failed, cancelled or dead job (training, benchmark, "
+                                                 "comparison, persona generation or judge run)")
     parser.add_argument("--detach", action="store_true",
                         help="start the job in the background (python -m trainer job) and return")
     parser.add_argument("--stop-owner", action="store_true",
@@ -129,18 +132,19 @@ def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
 def run_resume(args: argparse.Namespace) -> int:
     from storage import default_url, make_store
     from trainer.config import TrainConfig
-    from trainer.job_runner import EXIT_CANNOT_RUN, run_job
+    from trainer.job_runner import EXIT_CANNOT_RUN, RUNNERS, run_job
     from trainer.jobs import queue as job_queue
     from trainer.learning.distributed import broadcast_object, init_distributed
 
     store = make_store(args.db)
     try:
-        detail = job_queue.job_detail(store, args.job_id, log_lines=0)
-        if detail is None or detail["kind"] != "train":
-            print(f"error: job {args.job_id} is not a training job in this store", file=sys.stderr)
+        detail = job_queue.get_job(store, args.job_id)
+        if detail is None or detail["kind"] not in RUNNERS:
+            print(f"error: job {args.job_id} is not a job in this store that can be resumed", file=sys.stderr)
             return EXIT_CANNOT_RUN
-        config = TrainConfig.from_dict(detail["config"])
-        rank, _ = init_distributed(config.zero_stage)
+        rank = 0
+        if detail["kind"] == "train":  # only training spans ranks (the deepspeed launcher)
+            rank, _ = init_distributed(TrainConfig.from_dict(detail["config"]).zero_stage)
         problem = ""
         if rank == 0:
             try:

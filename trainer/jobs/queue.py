@@ -1,5 +1,5 @@
-"""Background jobs: training, benchmark and persona-generation runs as separate OS processes that write to
-the store.
+"""Background jobs: training, benchmark, comparison, persona-generation and judge runs as OS processes that
+write to the store.
 
 The app (or a shell) creates a Job row and `launch`es `python -m trainer job JOB_ID` in a new process
 group, so the job outlives a closed browser and a restarted app. Every entry point runs a job through
@@ -49,9 +49,9 @@ HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
 RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
-JOB_KINDS = ("train", "benchmark", "personas", "compare")
+JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge")
 # kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
-# start at once (a persona generation never waits behind a training job)
+# start at once (a persona generation or a judge run never waits behind a training job)
 QUEUED_KINDS = ("train", "benchmark", "compare")
 RESUMABLE = ("interrupted", "failed", "cancelled", "dead")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
