@@ -31,8 +31,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _packaged_models_need_the_model_mark(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a test not marked `model`, the loaders of the packaged models raise instead of loading (in this
-    process; a job or command the test starts is not watched), whatever earlier tests cached."""
-    if request.node.get_closest_marker("model"):
+    process; a job or command the test starts is not watched), whatever earlier tests cached. Browser tests are
+    left alone: `make test-fast` leaves them all out, and the lab server they share serves other tests'
+    requests too."""
+    if request.node.get_closest_marker("model") or request.node.get_closest_marker("browser"):
         return
     from simulator.llm import embedding, models
     from simulator.user.backends import coherence

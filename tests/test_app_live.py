@@ -64,6 +64,7 @@ def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
 
 @pytest.mark.process
 @pytest.mark.browser
+@pytest.mark.model  # the offline simulated user
 def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_dir, screenshot):
     page = browser_page
     page.get_by_role("tab", name="Live rollout").click()

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from simulator.personas import store as persona_store
 
-pytestmark = [pytest.mark.browser, pytest.mark.process]
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process]  # the lint embeds with MiniLM
 LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
 
 

@@ -14,7 +14,7 @@ from simulator.personas import store as persona_store
 from testkit.scripted_server import start_server
 from trainer.jobs import queue as job_queue
 
-pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process, pytest.mark.slow]
 WAIT_MS = 180_000  # the first lint and the preview load sentence and language models on a busy CPU
 SET = "studio-24"
 
