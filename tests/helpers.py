@@ -165,3 +165,23 @@ def store_judged_dialogues(store, replies_by_name: dict[str, list[str]], eval_ru
             s.add_all(Turn(dialogue_id=d.id, index=i, role=role, text=t) for i, (role, t) in enumerate(texts))
             ids[name] = d.id
     return ids
+
+
+def start_comparison_in_view(page: Any, store: Any, a: Any, b: Any, limit: int, max_new_tokens: int = 8) -> int:
+    """Fill the Compare view's A, B, limit and reply cap, press Start and wait for the job to say so; returns
+    the comparison's id (the newest)."""
+    from playwright.sync_api import expect
+
+    from trainer.evaluation import compare
+
+    page.get_by_role("tab", name="Compare").click()
+    for side, policy in (("a", a), ("b", b)):
+        box = page.locator(f"#cmp-{side} input")
+        box.fill(str(policy))
+        box.press("Enter")
+    page.locator("#cmp-limit input").fill(str(limit))
+    page.locator("#cmp-max-new input").fill(str(max_new_tokens))
+    page.locator("#cmp-max-new input").press("Tab")
+    page.locator("#cmp-start").click()
+    expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
+    return wait_for(lambda: (compare.list_comparisons(store) or [{}])[0].get("id"), timeout=60)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import start_comparison_in_view, wait_for
 from trainer.jobs import queue as job_queue
 
 # about 11 minutes on the 2-core machine at a load of ~10; 15 at ~16: longer than the suite's default limit
@@ -122,17 +122,7 @@ def tour_step_compare(page, store, untrained: Path, checkpoint: str, grid_rows) 
 
     from trainer.evaluation import compare
 
-    page.get_by_role("tab", name="Compare").click()
-    for side, policy in (("a", untrained), ("b", checkpoint)):
-        box = page.locator(f"#cmp-{side} input")
-        box.fill(str(policy))
-        box.press("Enter")
-    page.locator("#cmp-limit input").fill("1")
-    page.locator("#cmp-max-new input").fill("8")
-    page.locator("#cmp-max-new input").press("Tab")
-    page.locator("#cmp-start").click()
-    expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
-    comparison_id = wait_for(lambda: (compare.list_comparisons(store) or [{}])[0].get("id"), timeout=60)
+    comparison_id = start_comparison_in_view(page, store, untrained, checkpoint, limit=1)
     expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=JOB_WAIT_S * 1000)
     assert compare.get_comparison(store, comparison_id)["status"] == "succeeded"
     assert len(wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)) == 1

@@ -165,21 +165,11 @@ def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, bro
                                                                   tiny_model_dir):
     """Start in the browser: the comparison runs as a background job (its own process), the view shows its
     progress, and when it finishes the result opens in the view."""
-    from helpers import wait_for
+    from helpers import start_comparison_in_view, wait_for
     from playwright.sync_api import expect
 
     page = browser_page
-    page.get_by_role("tab", name="Compare").click()
-    for side in ("a", "b"):
-        box = page.locator(f"#cmp-{side} input")
-        box.fill(str(tiny_model_dir))
-        box.press("Enter")
-    page.locator("#cmp-limit input").fill("2")
-    page.locator("#cmp-max-new input").fill("8")
-    page.locator("#cmp-max-new input").press("Tab")
-    page.locator("#cmp-start").click()
-    expect(page.locator("#cmp-job")).to_contain_text("started", timeout=60_000)
-    cid = wait_for(lambda: (compare.list_comparisons(lab_server.store) or [{}])[0].get("id"), timeout=60)
+    cid = start_comparison_in_view(page, lab_server.store, tiny_model_dir, tiny_model_dir, limit=2)
     stored = compare.get_comparison(lab_server.store, cid)
     assert stored["config"]["a"] == stored["config"]["b"] == str(tiny_model_dir) and stored["config"]["limit"] == 2
     expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=400_000)  # finished: the result opens
