@@ -249,3 +249,55 @@ def test_a_planted_short_alias_is_caught(tmp_path):
     (pkg / "fine.py").write_text("from pkg import store as depot\nimport pkg.store as persona_store\n")
     assert short_module_aliases(tmp_path, ("pkg",), ("pkg",)) == ["pkg/user.py:1: pkg.store as ps",
                                                                   "pkg/user.py:5: pkg.store as st"]
+
+
+def missing_imported_names(root: Path, packages: tuple[str, ...], folders: tuple[str, ...]) -> list[str]:
+    """`from pkg.module import name` (anywhere, inside functions too) where pkg.module is the project's and has
+    no top-level `name` (defined, assigned or imported) and no sub-module of that name: what a move leaves
+    behind and only an import at run time would find."""
+    modules = module_files(root, packages)
+    names_of: dict[str, set[str]] = {}
+
+    def top_level(module: str) -> set[str]:
+        if module not in names_of:
+            found: set[str] = set()
+            for node in ast.parse(modules[module].read_text(encoding="utf-8")).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    found.add(node.name)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    found |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                elif isinstance(node, (ast.If, ast.Try)):  # names bound under a guard count too
+                    found |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                    found |= {(a.asname or a.name).split(".")[0] for n in ast.walk(node)
+                              if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            names_of[module] = found
+        return names_of[module]
+
+    bad = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules):
+                    continue
+                for alias in node.names:
+                    if alias.name != "*" and alias.name not in top_level(node.module) and \
+                            f"{node.module}.{alias.name}" not in modules:
+                        bad.append(f"{path.relative_to(root)}:{node.lineno}: {alias.name} from {node.module}")
+    return bad
+
+
+def test_every_name_imported_from_the_project_exists_there():
+    assert missing_imported_names(ROOT, CHECKED, CHECKED + ("tests",)) == []
+
+
+def test_a_planted_import_of_a_moved_name_is_caught(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "queue.py").write_text("from pkg.layout import STATE\n\ndef launch():\n    return STATE\n")
+    (pkg / "layout.py").write_text("STATE = 'state'\n")
+    (pkg / "runner.py").write_text("def f():\n    from pkg.queue import launch, policy_path\n    return launch\n")
+    assert missing_imported_names(tmp_path, ("pkg",), ("pkg",)) == ["pkg/runner.py:2: policy_path from pkg.queue"]

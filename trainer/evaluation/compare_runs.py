@@ -214,7 +214,7 @@ def stored_policies(store: Engine, limit: int = 50) -> list[tuple[str, str]]:
     """(label, policy path) of the newest stored training checkpoints whose policy folder is on disk, for
     picking A or B: the path is what --a / --b take."""
     from storage import Checkpoint, Job
-    from trainer.jobs.queue import policy_path
+    from trainer.checkpoint_layout import policy_path
 
     with read_scope(store) as s:
         rows = s.execute(select(Checkpoint.job_id, Checkpoint.step, Checkpoint.path, Job.name)
