@@ -10,6 +10,13 @@ from simulator.personas import generation_store
 from simulator.personas import store as persona_store
 from testkit.scripted_server import start_server
 
+
+@pytest.fixture
+def browser_page(browser_page):
+    """The lab opens on Live rollout; these tests begin on the Personas view."""
+    browser_page.get_by_role("tab", name="Personas").click()
+    return browser_page
+
 FORM = {"count": 4.0, "needs": ["just_listen"], "personalities": [], "languages": ["en"], "topics": "work\n\nmoney",
         "seed": 2.0, "base_url": "http://127.0.0.1:8000/v1", "model": "m", "threshold": 0.9, "api_key_env": ""}
 

@@ -8,6 +8,13 @@ from playwright.sync_api import expect
 from simulator.personas import store as persona_store
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process]  # the lint embeds with MiniLM
+
+
+@pytest.fixture
+def browser_page(browser_page):
+    """The lab opens on Live rollout; these tests begin on the Personas view."""
+    browser_page.get_by_role("tab", name="Personas").click()
+    return browser_page
 LINT_WAIT = 120_000  # ms: the first lint loads the sentence model on CPU
 
 

@@ -15,6 +15,13 @@ from testkit.scripted_server import start_server
 from trainer.jobs import queue as job_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process, pytest.mark.slow]
+
+
+@pytest.fixture
+def browser_page(browser_page):
+    """The lab opens on Live rollout; these tests begin on the Personas view."""
+    browser_page.get_by_role("tab", name="Personas").click()
+    return browser_page
 WAIT_MS = 180_000  # the first lint and the preview load sentence and language models on a busy CPU
 SET = "studio-24"
 

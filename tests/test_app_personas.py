@@ -12,6 +12,13 @@ from simulator.personas import store as persona_store
 pytestmark = [pytest.mark.browser, pytest.mark.process]
 
 
+@pytest.fixture
+def browser_page(browser_page):
+    """The lab opens on Live rollout; these tests begin on the Personas view."""
+    browser_page.get_by_role("tab", name="Personas").click()
+    return browser_page
+
+
 def test_create_persona_through_the_form(browser_page, lab_server, screenshot):
     page = browser_page
     new_form(page)
@@ -74,7 +81,8 @@ def test_user_text_is_shown_as_text_and_runs_nothing(browser_page, lab_server):
     page.click("#persona-save")
     expect(page.locator("#persona-status")).to_contain_text("Saved ui-xss")
     expect(page.locator("#persona-status")).to_contain_text(script)
-    page.reload()
+    page.reload()  # the lab opens on Live rollout again
+    page.get_by_role("tab", name="Personas").click()
     page.locator("#persona-search textarea").fill("ui-xss")
     page.locator("#persona-search textarea").press("Enter")
     expect(page.locator("#persona-table")).to_contain_text(img)
