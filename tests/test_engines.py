@@ -176,3 +176,26 @@ def test_default_model_is_converted_once_and_generates():
     assert g.text.strip() and len(g.token_ids) <= 8
     expected = _recompute(engine, g.prompt_ids, g.token_ids)
     assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-3)
+
+
+def test_models_load_side_by_side_in_threads(tiny_model_dir):
+    """transformers' loading is not thread-safe (meta tensors left behind); the lab's loads share one lock, as
+    the app loads a policy while the simulated user's scorer loads."""
+    import threading
+
+    from simulator.llm.models import load_causal_lm
+
+    errors: list[str] = []
+
+    def load() -> None:
+        try:
+            load_causal_lm(tiny_model_dir).to("cpu").eval()
+        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

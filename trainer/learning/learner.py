@@ -27,6 +27,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
+from simulator.llm.models import MODEL_LOAD_LOCK, load_causal_lm
 from trainer.config import TrainConfig
 from trainer.learning import algorithms
 from trainer.learning.batch import Batch, make_batch  # noqa: F401 (callers import make_batch from here)
@@ -67,7 +68,8 @@ class ValueModel(nn.Module):
         super().__init__()
         from transformers import AutoModel
 
-        self.backbone = AutoModel.from_pretrained(path, dtype=dtype)
+        with MODEL_LOAD_LOCK:
+            self.backbone = AutoModel.from_pretrained(path, dtype=dtype)
         hidden = self.backbone.config.hidden_size
         self.v_head = nn.Linear(hidden, 1, dtype=dtype)
         head = Path(path) / "value_head.pt"
@@ -110,7 +112,7 @@ class Learner:
 
     def __init__(self, config: TrainConfig, policy_path: str | Path, critic_path: Optional[str | Path] = None,
                  reference_path: Optional[str | Path] = None, device: str = "cpu"):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         self.config, self.device = config, torch.device(device)
         self.rank, self.world_size = world()
@@ -118,7 +120,7 @@ class Learner:
         self.tokenizer = AutoTokenizer.from_pretrained(policy_path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        policy = AutoModelForCausalLM.from_pretrained(policy_path, dtype=dtype).to(self.device)
+        policy = load_causal_lm(policy_path, dtype=dtype).to(self.device)
         if config.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
         if config.lora:
@@ -129,7 +131,7 @@ class Learner:
                 target_modules=list(config.lora_target_modules), task_type="CAUSAL_LM"))
         self.reference = None
         if config.kl_coef > 0:
-            self.reference = AutoModelForCausalLM.from_pretrained(reference_path or policy_path, dtype=dtype)
+            self.reference = load_causal_lm(reference_path or policy_path, dtype=dtype)
             self.reference.to(self.device).eval().requires_grad_(False)
 
         if config.minibatch_size % self.world_size:

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
+from simulator.llm.models import load_causal_lm
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
 from trainer.policies.repetition import RepetitionStop
 
@@ -34,7 +35,7 @@ class HFEngine(PolicyEngine):
         import os
 
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
 
         from trainer.policies.model import resolve_policy
 
@@ -47,7 +48,7 @@ class HFEngine(PolicyEngine):
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if model is None:  # a model passed in belongs to its owner (training): its mode is left alone
-            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device).eval()
+            model = load_causal_lm(self.path, dtype=dtype).to(self.device).eval()
         self.model = model
         self._stop_ids = _stop_ids(self.tokenizer, self.model)
         if decode == "auto":

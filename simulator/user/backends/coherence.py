@@ -48,13 +48,13 @@ def get_scorer() -> tuple[Any, Any]:
     with _LOCK:
         if not _MODEL:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoTokenizer
 
-            from simulator.llm.models import default_model_dir
+            from simulator.llm.models import default_model_dir, load_causal_lm
 
             path = default_model_dir()
             _MODEL["tok"] = AutoTokenizer.from_pretrained(path)
-            _MODEL["model"] = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+            _MODEL["model"] = load_causal_lm(path, dtype=torch.float32).eval()
         return _MODEL["tok"], _MODEL["model"]
 
 
