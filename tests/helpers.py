@@ -5,13 +5,15 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from storage import Dialogue, EvalRun, Job, Metric, Turn, read_scope, session_scope
+from simulator.personas.builtin import get_builtin
+from storage import Dialogue, EvalRun, Job, Metric, Turn, dialogues, read_scope, session_scope
 
 # `@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)`: the test (and the `store` fixture) on a SQLite
 # file, then on a new database of the session's PostgreSQL server (tests/conftest.py)
@@ -184,7 +186,40 @@ def start_comparison_in_view(page: Any, store: Any, a: Any, b: Any, limit: int, 
     page.locator("#cmp-limit input").fill(str(limit))
     page.locator("#cmp-max-new input").fill(str(max_new_tokens))
     page.locator("#cmp-max-new input").press("Tab")
+
+    def newest() -> int:
+        return (compare.list_comparisons(store) or [{}])[0].get("id") or 0
+
+    before = newest()
     page.locator("#cmp-start").click()
-    # "started", or already the job's line when a small comparison ends before the page polls
-    expect(page.locator("#cmp-job")).to_contain_text(re.compile(r"started|Comparison #\d+"), timeout=60_000)
-    return wait_for(lambda: (compare.list_comparisons(store) or [{}])[0].get("id"), timeout=60)
+    cid = wait_for(lambda: newest() if newest() > before else None, timeout=60)
+    # "Comparison #N started", or already its status line when a small comparison ends before the page polls
+    # (the page is shared by a module's tests: an earlier comparison's line must not count)
+    expect(page.locator("#cmp-job")).to_contain_text(re.compile(rf"Comparison #{cid}\b"), timeout=60_000)
+    return cid
+
+
+def run_module(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m ARGS` from the repository root, output captured."""
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, input=stdin, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+CHANGES = [4.0, -6.0, 2.0, -10.0]
+
+
+def make_dialogue(store, persona_id="en-01-maya-chen", fp="fp-offline", changes=CHANGES, source="rollout",
+                  eval_run_id=None) -> int:
+    """A stored dialogue: the opening, then policy replies each answered with a simulator change."""
+    persona = get_builtin(persona_id)
+    did = dialogues.start_dialogue(store, persona_id=persona_id, persona_snapshot=persona.to_dict(), source=source,
+                                   fingerprint_hash=fp, eval_run_id=eval_run_id)
+    emotion = 40.0
+    dialogues.add_turn(store, did, 0, "user", "opening", emotion=emotion, delta=0.0)
+    for k, change in enumerate(changes):
+        emotion += change
+        dialogues.add_turn(store, did, 2 * k + 1, "assistant", f"reply {k + 1}")
+        dialogues.add_turn(store, did, 2 * k + 2, "user", f"answer {k + 1}", emotion=emotion, delta=change,
+                           inner={"analyse": f"felt {change:+g}"})
+    dialogues.finish_dialogue(store, did, "finished", emotion, outcome="max_turns")
+    return did

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import make_dialogue
 from playwright.sync_api import expect
-from test_ratings import make_dialogue
 
 from storage.ratings import list_ratings
 

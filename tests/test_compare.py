@@ -172,7 +172,9 @@ def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, bro
     cid = start_comparison_in_view(page, lab_server.store, tiny_model_dir, tiny_model_dir, limit=2)
     stored = compare.get_comparison(lab_server.store, cid)
     assert stored["config"]["a"] == stored["config"]["b"] == str(tiny_model_dir) and stored["config"]["limit"] == 2
-    expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=400_000)  # finished: the result opens
+    summary = page.locator("#cmp-summary")
+    expect(summary).to_contain_text(f"#{cid}", timeout=60_000)  # the picker holds the new comparison
+    expect(summary).to_contain_text("wins", timeout=400_000)  # finished: the result opens
     assert compare.get_comparison(lab_server.store, cid)["status"] == "succeeded"
     rows = wait_for(lambda: grid_rows(page, "cmp-pairs"), timeout=60)
     assert len(rows) == 2

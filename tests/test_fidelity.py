@@ -13,7 +13,7 @@ import asyncio
 import json
 
 import pytest
-from test_sage_parity import run_module
+from helpers import run_module
 
 from simulator.evaluation import fidelity, transcripts
 from simulator.evaluation.published import PUBLISHED_CHANGES

@@ -157,6 +157,7 @@ def test_cli_table_sets_and_bad_input(tmp_path: Path, capsys):
     assert "1 problem(s); only the valid lines were linted" in err and "line 2: json" in err
 
 
+@pytest.mark.model
 def test_released_rlver_profiles_lint(shared_data: Path, capsys):
     """The released test set runs through the CLI; its warnings are few (the count is in the README)."""
     assert simulator_cli.main(["personas", "lint", str(shared_data / "rlver" / "test_profile.jsonl"), "--json"]) == 0

@@ -7,31 +7,13 @@ import subprocess
 import sys
 
 import pytest
+from helpers import make_dialogue
 
 from simulator.evaluation import ratings
 from simulator.personas.builtin import get_builtin
 from storage import dialogues
 from storage.ratings import DuplicateRating, list_ratings, shadows_of
 from testkit.scripted_rater import ScriptedRater
-
-CHANGES = [4.0, -6.0, 2.0, -10.0]
-
-
-def make_dialogue(store, persona_id="en-01-maya-chen", fp="fp-offline", changes=CHANGES, source="rollout",
-                  eval_run_id=None) -> int:
-    """A stored dialogue: the opening, then policy replies each answered with a simulator change."""
-    persona = get_builtin(persona_id)
-    did = dialogues.start_dialogue(store, persona_id=persona_id, persona_snapshot=persona.to_dict(), source=source,
-                                   fingerprint_hash=fp, eval_run_id=eval_run_id)
-    emotion = 40.0
-    dialogues.add_turn(store, did, 0, "user", "opening", emotion=emotion, delta=0.0)
-    for k, change in enumerate(changes):
-        emotion += change
-        dialogues.add_turn(store, did, 2 * k + 1, "assistant", f"reply {k + 1}")
-        dialogues.add_turn(store, did, 2 * k + 2, "user", f"answer {k + 1}", emotion=emotion, delta=change,
-                           inner={"analyse": f"felt {change:+g}"})
-    dialogues.finish_dialogue(store, did, "finished", emotion, outcome="max_turns")
-    return did
 
 
 def test_rating_sets_name_dialogues_and_bad_sets_say_why(store):

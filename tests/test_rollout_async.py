@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_rollout import RecordingEngine, ScriptedAgent, profile, recompute
+from scripted_rollout import RecordingEngine, ScriptedAgent, profile, recompute
 
 from simulator.personas.profile import Profile
 from trainer.rollout.engine import RolloutConfig, RolloutEngine

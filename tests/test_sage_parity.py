@@ -7,12 +7,10 @@ import copy
 import dataclasses
 import importlib
 import json
-import os
-import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from helpers import run_module
 
 from simulator.user import rules as rules_mod
 from simulator.user.packs import PackError
@@ -20,11 +18,6 @@ from simulator.user.reference_packs import SagePack
 from trainer.evaluation import benchmark, protocol
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
-
-
-def run_module(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, input=stdin, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
 def finals(path) -> dict[str, float]:

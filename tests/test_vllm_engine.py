@@ -34,7 +34,7 @@ def gap(gen, model):
 
 def main(tiny, other_dir):
     from transformers import AutoModelForCausalLM
-    from tests.test_rollout import Factory, profile
+    from tests.scripted_rollout import Factory, profile
     from trainer.policies import SamplingConfig, make_policy_engine
     from trainer.rollout.engine import RolloutConfig, RolloutEngine
     from testkit.tiny_model import build_tiny_model

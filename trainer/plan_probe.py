@@ -9,7 +9,8 @@ is bigger, one step of the config itself follows and gives the time: scaling the
 high (batched generation is sublinear; cpu-demo was planned at 3.06 h for 46 steps measured in 61 minutes).
 It also reports the memory the steps added to the process (its peak resident size during the steps less
 its size once the models were loaded): activations, optimizer states, rollout caches. The micro-batch is
-the config's, so this is what a full step adds too (in a process that ran nothing bigger before).
+the config's, so this is what a full step adds too. The peak is reset before the steps where Linux allows
+(/proc/self/clear_refs), so an earlier, bigger piece of work in the same process does not count.
 """
 from __future__ import annotations
 
@@ -40,6 +41,28 @@ def _rss_bytes() -> int:
         return int(fh.read().split()[1]) * resource.getpagesize()
 
 
+def _reset_peak_rss() -> bool:
+    """Start this process's peak resident size afresh (Linux: writing 5 to /proc/self/clear_refs), so the peak
+    read after the steps is theirs and not an earlier, bigger piece of work's; False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_bytes(reset: bool) -> int:
+    """The peak resident size since `_reset_peak_rss` (VmHWM) when it was reset, else the process's
+    lifetime peak (ru_maxrss), which overstates the steps in a process that ran something bigger before."""
+    if reset:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def probe_config(config: TrainConfig) -> TrainConfig:
     """The config with a smaller batch (see the module docstring); the config itself when it is small."""
     base = math.lcm(config.effective_group_size, config.micro_batch_size)
@@ -60,12 +83,13 @@ def _timed_step(config: TrainConfig, warm_up: bool) -> tuple[float, int, int]:
         trainer = RLTrainer(replace(config, output_dir=out))
         try:
             before = _rss_bytes()
+            reset = _reset_peak_rss()
             if warm_up:
                 trainer.train_step(1)  # lazy loading, first-call costs
             t0 = time.monotonic()
             trainer.train_step(2 if warm_up else 1)
             seconds = time.monotonic() - t0
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+            peak = _peak_rss_bytes(reset)
         finally:
             close = getattr(trainer.policy_engine, "close", None)
             if close:
