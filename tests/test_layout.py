@@ -46,6 +46,22 @@ def test_no_product_module_imports_the_test_fixtures():
     assert offenders(files, lambda m: m.split(".")[0] in ("testkit", "tests")) == []
 
 
+def is_test_file(module: str) -> bool:
+    return module.split(".")[-1].startswith("test_")
+
+
+def test_no_test_file_imports_another():
+    """Shared test pieces live in helpers.py, scripted_rollout.py or conftest.py, not in a test file."""
+    assert offenders(sorted((ROOT / "tests").glob("*.py")), is_test_file) == []
+
+
+def test_a_planted_import_of_a_test_file_is_caught(tmp_path):
+    planted = tmp_path / "test_planted.py"
+    planted.write_text("from test_rollout import Factory\nimport tests.test_compare\nfrom helpers import wait_for\n",
+                       encoding="utf-8")
+    assert [m for m in imported_modules(planted) if is_test_file(m)] == ["test_rollout", "tests.test_compare"]
+
+
 def test_views_reach_the_store_only_through_services():
     """No module under app/views imports sqlalchemy (queries live in storage/ and the service modules)."""
     views = sorted((ROOT / "app" / "views").glob("*.py"))
