@@ -31,8 +31,10 @@ from storage.models import (
                         Turn,
 )
 from storage.ratings import HumanRating, ShadowJudgement  # registers the people-in-the-loop tables with Base
+from storage.rows import as_dict, column_names, get_or_raise
 
 __all__ = ["Base", "Checkpoint", "Comparison", "ComparisonPair", "Dialogue", "EvalRun", "Experiment",
            "ExperimentCell", "HumanRating", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate",
-           "PersonaGeneration", "ShadowJudgement", "Store", "StoreError", "Turn", "code_version", "default_url",
-           "lab_home", "make_store", "masked", "read_scope", "session_scope", "store_id"]
+           "PersonaGeneration", "ShadowJudgement", "Store", "StoreError", "Turn", "as_dict", "code_version",
+           "column_names", "default_url", "get_or_raise", "lab_home", "make_store", "masked", "read_scope",
+           "session_scope", "store_id"]

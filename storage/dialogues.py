@@ -11,10 +11,11 @@ from sqlalchemy import Engine, func, select
 
 from storage.db import code_version, read_scope, session_scope
 from storage.models import Dialogue, Turn, utcnow
+from storage.rows import as_dict, column_names, get_or_raise
 
 # Dialogue columns a caller may set when starting or finishing a dialogue.
-_DIALOGUE_FIELDS = {c for c in Dialogue.__table__.columns.keys() if c not in ("id", "created_at")}
-_TURN_FIELDS = {c for c in Turn.__table__.columns.keys() if c not in ("id", "dialogue_id", "created_at")}
+_DIALOGUE_FIELDS = set(column_names(Dialogue, exclude=("id", "created_at")))
+_TURN_FIELDS = set(column_names(Turn, exclude=("id", "dialogue_id", "created_at")))
 
 
 def start_dialogue(store: Engine, **fields: Any) -> int:
@@ -49,9 +50,7 @@ def finish_dialogue(store: Engine, dialogue_id: int, status: str, final_emotion:
     if unknown:
         raise TypeError(f"unknown dialogue field(s): {', '.join(sorted(unknown))}")
     with session_scope(store) as s:
-        d = s.get(Dialogue, dialogue_id)
-        if d is None:
-            raise KeyError(f"dialogue {dialogue_id} does not exist")
+        d = get_or_raise(s, Dialogue, dialogue_id, KeyError)
         d.status, d.final_emotion, d.outcome, d.error = status, final_emotion, outcome, error
         d.n_turns = s.scalar(select(func.count(Turn.id)).where(Turn.dialogue_id == dialogue_id,
                                                               Turn.role == "assistant")) or 0
@@ -66,6 +65,4 @@ def load_dialogue(store: Engine, dialogue_id: int) -> Optional[dict[str, Any]]:
         d = s.get(Dialogue, dialogue_id)
         if d is None:
             return None
-        out = {c: getattr(d, c) for c in Dialogue.__table__.columns.keys()}
-        out["turns"] = [{c: getattr(t, c) for c in Turn.__table__.columns.keys()} for t in d.turns]
-        return out
+        return {**as_dict(d), "turns": [as_dict(t) for t in d.turns]}

@@ -21,6 +21,36 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+# Columns several tables share, as mixins. A mixin's columns follow the table's own ones; their sort_order keeps
+# them in the order of the migrated tables: code_version, created_at, then finished_at or updated_at. Only tables
+# that end with exactly these columns take a mixin (Job, whose started_at sits between, spells its own).
+CODE_VERSION_ORDER, CREATED_ORDER, LAST_ORDER = 1, 2, 3
+
+
+class Created:
+    """When the row was written."""
+
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, sort_order=CREATED_ORDER)
+
+
+class Recorded(Created):
+    """A result row: the code version that wrote it, and when."""
+
+    code_version: Mapped[str] = mapped_column(String(64), default="", sort_order=CODE_VERSION_ORDER)
+
+
+class RecordedRun(Recorded):
+    """A result that runs for a while: when it ended (NULL while it runs)."""
+
+    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True, sort_order=LAST_ORDER)
+
+
+class Edited(Created):
+    """A row people edit: when it last changed."""
+
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow, sort_order=LAST_ORDER)
+
+
 class StoreMeta(Base):
     """Facts about the store itself, e.g. its id ("store_id"), which keys job folders on disk."""
 
@@ -29,7 +59,7 @@ class StoreMeta(Base):
     value: Mapped[str] = mapped_column(Text, default="")
 
 
-class Persona(Base):
+class Persona(Base, Edited):
     """A simulated-user profile (see simulator.personas.profile.Profile for the validated form)."""
 
     __tablename__ = "persona"
@@ -47,8 +77,6 @@ class Persona(Base):
     difficulty: Mapped[str] = mapped_column(String(16), default="standard")
     source: Mapped[str] = mapped_column(String(32), default="user")  # builtin | rlver | sage | user
     extra: Mapped[dict[str, Any]] = mapped_column(default=dict)  # unknown keys kept from imports
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
 
 
 class Job(Base):
@@ -80,7 +108,7 @@ class Job(Base):
     checkpoints: Mapped[list["Checkpoint"]] = relationship(back_populates="job", cascade="all, delete-orphan")
 
 
-class EvalRun(Base):
+class EvalRun(Base, RecordedRun):
     """One Sentient-benchmark run: a policy scored against a pinned simulator on a profile set."""
 
     __tablename__ = "eval_run"
@@ -102,12 +130,9 @@ class EvalRun(Base):
     ci_low: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     ci_high: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     seed: Mapped[int] = mapped_column(Integer, default=0)
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
 
 
-class Dialogue(Base):
+class Dialogue(Base, RecordedRun):
     """One conversation between a policy and the simulated user (or an imported transcript)."""
 
     __tablename__ = "dialogue"
@@ -134,16 +159,13 @@ class Dialogue(Base):
     n_turns: Mapped[int] = mapped_column(Integer, default=0)  # policy turns
     seed: Mapped[int] = mapped_column(Integer, default=0)
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
 
     turns: Mapped[list["Turn"]] = relationship(
         back_populates="dialogue", cascade="all, delete-orphan", order_by="Turn.index"
     )
 
 
-class Turn(Base):
+class Turn(Base, Created):
     """One message. User turns carry the emotion, its change and the simulator's inner thoughts."""
 
     __tablename__ = "turn"
@@ -163,12 +185,11 @@ class Turn(Base):
     # policy turns of training: updates the sampling weights had seen (overlapped training samples with
     # weights up to max_staleness updates behind the learner); NULL for user turns and untracked engines
     policy_version: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     dialogue: Mapped[Dialogue] = relationship(back_populates="turns")
 
 
-class Metric(Base):
+class Metric(Base, Created):
     __tablename__ = "metric"
     __table_args__ = (UniqueConstraint("job_id", "step", "name"), Index("ix_metric_job_name", "job_id", "name"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -176,24 +197,22 @@ class Metric(Base):
     step: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(64))
     value: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     job: Mapped[Job] = relationship(back_populates="metrics")
 
 
-class Checkpoint(Base):
+class Checkpoint(Base, Created):
     __tablename__ = "checkpoint"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     job: Mapped[Job] = relationship(back_populates="checkpoints")
 
 
-class JudgeScore(Base):
+class JudgeScore(Base, Recorded):
     """One dialogue's ratings by the social-cognition judge (simulator/evaluation/judge.py): a 1-5 score and a reason
     per dimension, or the error that kept it from being judged. One row per dialogue and judge fingerprint."""
 
@@ -215,11 +234,9 @@ class JudgeScore(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class PersonaSet(Base):
+class PersonaSet(Base, Recorded):
     """A named, ordered set of stored personas (simulator.personas.sets). `content_hash` is the hash of
     its members' profile fingerprints in order when it was made; a member edited since gives another hash
     when the set is resolved, so runs made before and after never look alike."""
@@ -230,8 +247,6 @@ class PersonaSet(Base):
     content_hash: Mapped[str] = mapped_column(String(64), default="")
     source_kind: Mapped[str] = mapped_column(String(16), default="manual")  # filter|generation|import|split|manual
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # what made it: filters, generation id, file ...
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     members: Mapped[list["PersonaSetMember"]] = relationship(
         back_populates="persona_set", cascade="all, delete-orphan", order_by="PersonaSetMember.position")
@@ -250,7 +265,7 @@ class PersonaSetMember(Base):
     persona_set: Mapped[PersonaSet] = relationship(back_populates="members")
 
 
-class PersonaGeneration(Base):
+class PersonaGeneration(Base, RecordedRun):
     """One batch of LLM-written persona candidates (simulator/personas/generation.py): the endpoint and model
     asked, the prompt version and hash, the spec, and how far it got."""
 
@@ -268,12 +283,9 @@ class PersonaGeneration(Base):
     n_done: Mapped[int] = mapped_column(Integer, default=0)  # slots answered (any status)
     error: Mapped[str] = mapped_column(Text, default="")
     seed: Mapped[int] = mapped_column(Integer, default=0)
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
 
 
-class PersonaCandidate(Base):
+class PersonaCandidate(Base, Edited):
     """One generated profile waiting for review; accepted ones become a Persona (`persona_id`)."""
 
     __tablename__ = "persona_candidate"
@@ -296,11 +308,9 @@ class PersonaCandidate(Base):
     regenerated: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
 
 
-class Experiment(Base):
+class Experiment(Base, RecordedRun):
     """A grid of training configs run as ordinary jobs, each cell's final checkpoint benchmarked on a held-out
     set (trainer/experiments/grid.py). The runner's state lives here, so a killed runner resumes from the store."""
 
@@ -317,9 +327,6 @@ class Experiment(Base):
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     runner_pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     error: Mapped[str] = mapped_column(Text, default="")
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
 
     cells: Mapped[list["ExperimentCell"]] = relationship(back_populates="experiment", cascade="all, delete-orphan",
                                                          order_by="ExperimentCell.index")
@@ -345,7 +352,7 @@ class ExperimentCell(Base):
     experiment: Mapped[Experiment] = relationship(back_populates="cells")
 
 
-class Comparison(Base):
+class Comparison(Base, RecordedRun):
     """Two policies played against the same personas, simulated user, seeds and rules (trainer/evaluation/
     compare.py): one eval run per policy and seed, and their dialogues paired persona by persona."""
 
@@ -359,9 +366,6 @@ class Comparison(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(default=dict)  # paired_summary(...) of the finished pairs
     status: Mapped[str] = mapped_column(String(16), default="running")  # running | succeeded | failed
     error: Mapped[str] = mapped_column(Text, default="")
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
 
 
 class ComparisonPair(Base):

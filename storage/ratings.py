@@ -11,18 +11,18 @@ Two tables beside the dialogue tables (nothing is added to them):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy import Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from storage.db import read_scope, session_scope
-from storage.models import Base, Dialogue, utcnow
+from storage.models import Base, Created, Dialogue, Recorded
+from storage.rows import as_dict
 
 
-class HumanRating(Base):
+class HumanRating(Base, Created):
     """One rater's emotion change for one judged user turn (the turn answering a policy reply)."""
 
     __tablename__ = "human_rating"
@@ -36,10 +36,9 @@ class HumanRating(Base):
     fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)  # whose change that was
     rating_set: Mapped[str] = mapped_column(String(200), default="")  # how the turn was chosen (e.g. eval:3)
     note: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class ShadowJudgement(Base):
+class ShadowJudgement(Base, Recorded):
     """What a simulated user would have felt at a turn a person played (never shown before they answered)."""
 
     __tablename__ = "shadow_judgement"
@@ -55,8 +54,6 @@ class ShadowJudgement(Base):
     inner: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the simulator's analysis and plan
     reply_text: Mapped[str] = mapped_column(Text, default="")  # what the simulator would have said
     error: Mapped[str] = mapped_column(Text, default="")
-    code_version: Mapped[str] = mapped_column(String(64), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 RATING_FIELDS = ("dialogue_id", "turn_index", "rater", "delta", "simulator_delta", "fingerprint_hash", "rating_set",
@@ -129,11 +126,10 @@ def add_shadow(store: Any, **fields: Any) -> int:
 
 def shadows_of(store: Any, dialogue_id: int) -> list[dict[str, Any]]:
     """A dialogue's shadow judgements, by turn."""
-    cols = [c for c in ShadowJudgement.__table__.columns.keys() if c != "created_at"]
     with read_scope(store) as s:
         rows = s.scalars(select(ShadowJudgement).where(ShadowJudgement.dialogue_id == dialogue_id)
                          .order_by(ShadowJudgement.turn_index)).all()
-        return [{c: getattr(r, c) for c in cols} for r in rows]
+        return [as_dict(r, exclude=("created_at",)) for r in rows]
 
 
 def human_turn_pairs(store: Any) -> list[dict[str, Any]]:

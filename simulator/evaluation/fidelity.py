@@ -200,11 +200,10 @@ def store_report(store: Any, where: Sequence[Any], source: str) -> FidelityRepor
 
 def eval_run_report(store: Any, eval_run_id: int) -> FidelityReport:
     """The report of an eval run's ended dialogues; a KeyError when the run does not exist."""
-    from storage import Dialogue, EvalRun, read_scope
+    from storage import Dialogue, EvalRun, get_or_raise, read_scope
 
     with read_scope(store) as s:
-        if s.get(EvalRun, eval_run_id) is None:
-            raise KeyError(f"eval run {eval_run_id} does not exist")
+        get_or_raise(s, EvalRun, eval_run_id, KeyError)
     return store_report(store, (Dialogue.eval_run_id == eval_run_id, Dialogue.status.in_(SCORED)),
                         f"eval run {eval_run_id}")
 

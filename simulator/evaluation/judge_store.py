@@ -12,7 +12,7 @@ from sqlalchemy.orm import selectinload
 
 from simulator.evaluation.judge import DIMENSIONS, Judge, JudgeInput, JudgeResult
 from simulator.llm.hashing import fingerprint_hash
-from storage import Dialogue, JudgeScore, code_version, read_scope, session_scope
+from storage import Dialogue, JudgeScore, as_dict, code_version, read_scope, session_scope
 
 DONE_STATUSES = ("finished", "failed")  # dialogues still running or cancelled are not judged
 
@@ -112,16 +112,12 @@ def judge_and_store(store: Engine, judge: Judge, items: Sequence[JudgeInput], fo
             "results": results}
 
 
-def _row(r: JudgeScore) -> dict[str, Any]:
-    return {c: getattr(r, c) for c in JudgeScore.__table__.columns.keys()}
-
-
 def dialogue_scores(store: Engine, dialogue_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Every stored judge row of these dialogues (id order), as dicts."""
     with read_scope(store) as s:
         rows = s.scalars(select(JudgeScore).where(JudgeScore.dialogue_id.in_(list(dialogue_ids)))
                          .order_by(JudgeScore.dialogue_id, JudgeScore.id)).all()
-        return [_row(r) for r in rows]
+        return [as_dict(r) for r in rows]
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -150,5 +146,5 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def eval_run_summary(store: Engine, eval_run_id: int) -> list[dict[str, Any]]:
     """summarize() over the judge rows of an eval run's dialogues."""
     with read_scope(store) as s:
-        rows = [_row(r) for r in s.scalars(select(JudgeScore).where(JudgeScore.eval_run_id == eval_run_id))]
+        rows = [as_dict(r) for r in s.scalars(select(JudgeScore).where(JudgeScore.eval_run_id == eval_run_id))]
     return summarize(rows)

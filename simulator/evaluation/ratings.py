@@ -31,6 +31,7 @@ from storage.ratings import (
     rated_keys,
     shadows_of,
 )
+from storage.rows import get_or_raise
 
 SET_KINDS = ("persona", "fingerprint", "eval", "comparison", "dialogue")
 MAX_CHANGE = 100.0  # a rated change lies in [-100, 100]: the whole emotion range
@@ -75,9 +76,7 @@ def judged_turns(store: Any, dialogue_id: int) -> list[dict[str, Any]]:
     """The dialogue's items: user turns answering a policy reply, each with the simulator's change (the stored
     one, or the shadow judgement's for a dialogue a person played) and its fingerprint hash."""
     with read_scope(store) as s:
-        d = s.get(Dialogue, dialogue_id)
-        if d is None:
-            raise ValueError(f"dialogue: {dialogue_id} does not exist")
+        d = get_or_raise(s, Dialogue, dialogue_id, ValueError, what="dialogue:")
         turns = [(t.index, t.role, t.delta, t.inner or {}) for t in d.turns]
         source, fp_hash = d.source, d.fingerprint_hash
     shadows = {sh["turn_index"]: sh for sh in shadows_of(store, dialogue_id)} if source == "human" else {}
@@ -112,9 +111,7 @@ def blind_view(store: Any, dialogue_id: int, turn_index: int) -> dict[str, Any]:
     """What a rater sees for an item: the persona, the messages before the turn without any emotion, and the
     policy reply being judged. Nothing of the simulator's reaction."""
     with read_scope(store) as s:
-        d = s.get(Dialogue, dialogue_id)
-        if d is None:
-            raise ValueError(f"dialogue: {dialogue_id} does not exist")
+        d = get_or_raise(s, Dialogue, dialogue_id, ValueError, what="dialogue:")
         before = [{"role": t.role, "text": t.text} for t in d.turns if t.index < turn_index]
         persona = dict(d.persona_snapshot or {})
     return {"persona": persona, "history": before[:-1], "reply": before[-1]["text"] if before else ""}
@@ -224,9 +221,9 @@ def import_jsonl(store: Any, text: str, keep_valid: bool = False) -> ImportRepor
                           f"{row['dialogue_id']}")
         else:
             taken.add(key)
-            good.append({**{k: row.get(k) for k in RATING_FIELDS if k in row}, "rating_set": row.get("rating_set") or "",
-                         "note": row.get("note") or "", "simulator_delta": item["simulator_delta"],
-                         "fingerprint_hash": item["fingerprint_hash"]})
+            good.append({**{k: row.get(k) for k in RATING_FIELDS if k in row},
+                         "rating_set": row.get("rating_set") or "", "note": row.get("note") or "",
+                         "simulator_delta": item["simulator_delta"], "fingerprint_hash": item["fingerprint_hash"]})
     errors.sort(key=lambda e: int(e.split()[1].rstrip(":")))
     if errors and not keep_valid:
         return ImportReport(0, errors)

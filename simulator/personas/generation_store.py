@@ -29,7 +29,16 @@ from simulator.personas.generation import (
     spec_from_dict,
 )
 from simulator.personas.profile import Profile, ProfileError
-from storage import Persona, PersonaCandidate, PersonaGeneration, code_version, read_scope, session_scope
+from storage import (
+    Persona,
+    PersonaCandidate,
+    PersonaGeneration,
+    as_dict,
+    code_version,
+    get_or_raise,
+    read_scope,
+    session_scope,
+)
 from storage.models import utcnow
 
 STATUSES = ("pending", "accepted", "rejected", "invalid", "duplicate")
@@ -165,10 +174,6 @@ def run_generation_job(store: Engine, generation_id: int, cancelled: Callable[[]
 
 
 # ------------------------------------------------------------------------------------------------ review
-def _as_dict(row: Any) -> dict[str, Any]:
-    return {c: getattr(row, c) for c in row.__table__.columns.keys()}
-
-
 def get_generation(store: Engine, generation_id: int) -> Optional[dict[str, Any]]:
     """The generation's row as a dict with `counts` (candidates per status) added; None when missing."""
     with read_scope(store) as s:
@@ -177,30 +182,29 @@ def get_generation(store: Engine, generation_id: int) -> Optional[dict[str, Any]
             return None
         counts = Counter(s.scalars(select(PersonaCandidate.status).where(
             PersonaCandidate.generation_id == generation_id)))
-        return {**_as_dict(row), "counts": {k: counts.get(k, 0) for k in STATUSES}}
+        return {**as_dict(row), "counts": {k: counts.get(k, 0) for k in STATUSES}}
 
 
 def list_generations(store: Engine) -> list[dict[str, Any]]:
     with read_scope(store) as s:
-        return [_as_dict(r) for r in s.scalars(select(PersonaGeneration).order_by(PersonaGeneration.id.desc()))]
+        return [as_dict(r) for r in s.scalars(select(PersonaGeneration).order_by(PersonaGeneration.id.desc()))]
 
 
 def list_candidates(store: Engine, generation_id: int) -> list[dict[str, Any]]:
     with read_scope(store) as s:
-        return [_as_dict(r) for r in s.scalars(select(PersonaCandidate).where(
+        return [as_dict(r) for r in s.scalars(select(PersonaCandidate).where(
             PersonaCandidate.generation_id == generation_id).order_by(PersonaCandidate.slot))]
 
 
 def get_candidate(store: Engine, candidate_id: int) -> Optional[dict[str, Any]]:
     with read_scope(store) as s:
         row = s.get(PersonaCandidate, candidate_id)
-        return _as_dict(row) if row is not None else None
+        return as_dict(row) if row is not None else None
 
 
 def _reviewable(s: Any, candidate_id: int) -> PersonaCandidate:
-    row = s.get(PersonaCandidate, candidate_id)
-    if row is None:
-        raise ProfileError({"candidate": f"no candidate with id {candidate_id}"})
+    row = get_or_raise(s, PersonaCandidate, candidate_id,
+                       lambda _: ProfileError({"candidate": f"no candidate with id {candidate_id}"}))
     if row.status == "accepted":
         raise ProfileError({"candidate": f"candidate {candidate_id} is already accepted as {row.persona_id!r}"})
     return row

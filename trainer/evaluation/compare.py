@@ -24,7 +24,7 @@ from typing import Any, Iterable, Optional, Sequence
 from sqlalchemy import Engine, select
 
 from simulator.evaluation.scoring import bootstrap_interval
-from storage import Comparison, ComparisonPair, Dialogue, Turn, code_version, read_scope, session_scope
+from storage import Comparison, ComparisonPair, Dialogue, Turn, as_dict, code_version, read_scope, session_scope
 from storage.models import utcnow
 from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
 
@@ -233,7 +233,7 @@ def get_comparison(store: Engine, comparison_id: int) -> Optional[dict[str, Any]
         row = s.get(Comparison, comparison_id)
         if row is None:
             return None
-        return {c.name: getattr(row, c.name) for c in Comparison.__table__.columns}
+        return as_dict(row)
 
 
 def comparison_job(store: Engine, comparison_id: int) -> Optional[dict[str, Any]]:

@@ -12,7 +12,7 @@ from simulator.evaluation.published import PUBLISHED_FINGERPRINT, published_rows
 from simulator.evaluation.scoring import BenchmarkSummary, sentient_summary
 from simulator.evaluation.transcripts import dialogues_summary
 from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
-from storage import Dialogue, EvalRun, Job, Turn, read_scope, session_scope
+from storage import Dialogue, EvalRun, Job, Turn, as_dict, read_scope, session_scope
 from storage.models import utcnow
 from storage.queries import SCORED_STATUSES
 from trainer.jobs.liveness import shown_status
@@ -21,14 +21,10 @@ LIVE_SHOWN = ("running", "queued", "stalled")  # a job's shown statuses while it
 
 
 # ---------------------------------------------------------------------------------------- eval run rows
-def _run_dict(r: EvalRun) -> dict[str, Any]:
-    return {c: getattr(r, c) for c in EvalRun.__table__.columns.keys()}
-
-
 def get_eval_run(store: Engine, eval_run_id: int) -> Optional[dict[str, Any]]:
     with read_scope(store) as s:
         r = s.get(EvalRun, eval_run_id)
-        return None if r is None else _run_dict(r)
+        return None if r is None else as_dict(r)
 
 
 def running_eval_run_ids(store: Engine) -> list[int]:
@@ -162,8 +158,8 @@ def leaderboard(store: Engine, include_published: bool = True) -> list[dict[str,
     (the fingerprint dict), published (bool), rows (rank, eval run columns), newest group first. The
     published reference rows (their own simulator, DeepSeek-V3) come last as a group of their own."""
     with read_scope(store) as s:
-        runs = [_run_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
-                                                                      EvalRun.n > 0))]
+        runs = [as_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
+                                                                    EvalRun.n > 0))]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         groups[(r["fingerprint_hash"], r["profile_set_hash"], protocol_key(r["protocol"]))].append(r)

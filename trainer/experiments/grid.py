@@ -26,7 +26,18 @@ import yaml
 from sqlalchemy import select
 
 from simulator.personas.profile import FieldErrors
-from storage import Experiment, ExperimentCell, Store, code_version, lab_home, read_scope, session_scope, store_id
+from storage import (
+    Experiment,
+    ExperimentCell,
+    Store,
+    as_dict,
+    code_version,
+    get_or_raise,
+    lab_home,
+    read_scope,
+    session_scope,
+    store_id,
+)
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.jobs.owner import owner_pid
@@ -210,10 +221,6 @@ def create_experiment(store: Store, spec: ExperimentSpec) -> int:
         return exp.id
 
 
-def _row(obj: Any) -> dict[str, Any]:
-    return {c: getattr(obj, c) for c in type(obj).__table__.columns.keys()}
-
-
 def runners_root(store: Store) -> Path:
     """Where experiment runners keep their logs and owner locks (one folder per store)."""
     return lab_home() / "experiments" / store_id(store)
@@ -240,7 +247,7 @@ def list_experiments(store: Store, limit: int = 100) -> list[dict[str, Any]]:
     root = runners_root(store)
     with read_scope(store) as s:
         rows = list(s.scalars(select(Experiment).order_by(Experiment.id.desc()).limit(limit)))
-        return [_with_runner({**_row(e), "n_cells": len(e.cells)}, root) for e in rows]
+        return [_with_runner({**as_dict(e), "n_cells": len(e.cells)}, root) for e in rows]
 
 
 def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, Any]]:
@@ -253,8 +260,8 @@ def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, An
         exp = s.get(Experiment, experiment_id)
         if exp is None:
             return None
-        out = _with_runner(_row(exp), root)
-        cells = [(_row(c), cell_label(c.params)) for c in exp.cells]
+        out = _with_runner(as_dict(exp), root)
+        cells = [(as_dict(c), cell_label(c.params)) for c in exp.cells]
     status = {j: (job_queue.get_job(store, j) or {}).get("status", "") for c, _ in cells
               for j in (c["train_job_id"], c["benchmark_job_id"]) if j}
     out["cells"] = [{**c, "label": label, "train_status": status.get(c["train_job_id"], ""),
@@ -268,9 +275,8 @@ def cancel_experiment(store: Store, experiment_id: int) -> str:
     from trainer.jobs import queue as job_queue
 
     with session_scope(store) as s:
-        exp = s.get(Experiment, experiment_id)
-        if exp is None:
-            raise ExperimentError({"experiment": f"{experiment_id} does not exist"})
+        exp = get_or_raise(s, Experiment, experiment_id, what="",
+                           error=lambda message: ExperimentError({"experiment": message}))
         if exp.status in EXPERIMENT_FINAL:
             return exp.status
         exp.status, exp.finished_at, exp.error = "cancelled", utcnow(), "cancelled"
@@ -292,9 +298,8 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
 
     runner = owner_pid(runner_folder(runners_root(store), experiment_id))
     with read_scope(store) as s:
-        exp = s.get(Experiment, experiment_id)
-        if exp is None:
-            raise ExperimentError({"experiment": f"{experiment_id} does not exist"})
+        exp = get_or_raise(s, Experiment, experiment_id, what="",
+                           error=lambda message: ExperimentError({"experiment": message}))
         if runner is not None:
             raise ExperimentError({"experiment": f"{experiment_id} is being run by live process {runner}"})
         cells = [(c.id, c.status, c.train_job_id, c.benchmark_job_id) for c in exp.cells]

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simulator.llm.traffic import write_snapshot
-from storage import Checkpoint, Job, Metric, read_scope, session_scope
+from storage import Checkpoint, Job, Metric, get_or_raise, read_scope, session_scope
 from storage.models import utcnow
 from trainer.jobs.liveness import reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid
@@ -61,9 +61,7 @@ class JobContext:
         self._signals_installed = False
         self._pid = os.getpid()
         with read_scope(store) as s:
-            job = s.get(Job, job_id)
-            if job is None:
-                raise JobError(f"job {job_id} does not exist")
+            job = get_or_raise(s, Job, job_id, JobError)
             self.kind, self.config, self.seed = job.kind, dict(job.config), job.seed
             self.output_dir = job.output_dir or str(job_dir(store, job_id))
         self._lock = JobLock(self.output_dir)

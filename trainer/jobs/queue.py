@@ -38,7 +38,19 @@ from typing import Any, Optional
 
 from sqlalchemy import Engine, select
 
-from storage import Checkpoint, Job, Metric, code_version, lab_home, make_store, read_scope, session_scope, store_id
+from storage import (
+    Checkpoint,
+    Job,
+    Metric,
+    as_dict,
+    code_version,
+    get_or_raise,
+    lab_home,
+    make_store,
+    read_scope,
+    session_scope,
+    store_id,
+)
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
@@ -111,9 +123,7 @@ def launch(store_url: str, job_id: int) -> int:
     store = make_store(store_url)
     try:
         with read_scope(store) as s:
-            job = s.get(Job, job_id)
-            if job is None:
-                raise JobError(f"job {job_id} does not exist")
+            job = get_or_raise(s, Job, job_id, JobError)
             if job.status != "queued":
                 raise JobError(f"job {job_id} is {job.status}; only a queued job can be launched")
             if pid_alive(job.pid):
@@ -158,9 +168,7 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
     up to CANCEL_WAIT_S). force=True: SIGKILL first. With no live process (never launched, dead, killed
     by force): marked cancelled here, under the job's lock. Returns the status after the call."""
     with read_scope(store) as s:
-        job = s.get(Job, job_id)
-        if job is None:
-            raise JobError(f"job {job_id} does not exist")
+        job = get_or_raise(s, Job, job_id, JobError)
         if job.status in FINAL_STATUSES:
             return job.status
         pid, folder, stored = job.pid, job.output_dir, job.status
@@ -223,13 +231,11 @@ def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False)
 
 def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
     """Put an interrupted / failed / cancelled / dead job back in the queue (for a resume in this process or
-    by `launch`), writing under the job's lock. A process still holding the job's lock (alive, perhaps stalled) is refused with JobError,
-    or with stop_owner=True killed first. The owner is checked before anything is written: a stalled owner
-    may hold the store's write lock."""
+    by `launch`), writing under the job's lock. A process still holding the job's lock (alive, perhaps
+    stalled) is refused with JobError, or with stop_owner=True killed first. The owner is checked before
+    anything is written: a stalled owner may hold the store's write lock."""
     with read_scope(store) as s:
-        job = s.get(Job, job_id)
-        if job is None:
-            raise JobError(f"job {job_id} does not exist")
+        job = get_or_raise(s, Job, job_id, JobError)
         folder = job.output_dir
     owner = owner_pid(folder) if folder else None
     deadline = time.monotonic() + RELEASE_WAIT_S
@@ -268,9 +274,7 @@ def _stop_owner(folder: str) -> None:
 def clone(store: Engine, job_id: int) -> int:
     """A new queued job with the same kind, config and seed; parent_id points at the original."""
     with read_scope(store) as s:
-        job = s.get(Job, job_id)
-        if job is None:
-            raise JobError(f"job {job_id} does not exist")
+        job = get_or_raise(s, Job, job_id, JobError)
         kind, config, name, seed = job.kind, dict(job.config), job.name, job.seed
     return create_job(store, kind, config, name=f"{name} (clone of #{job_id})", parent_id=job_id, seed=seed)
 
@@ -278,7 +282,7 @@ def clone(store: Engine, job_id: int) -> int:
 def _job_dict(job: Job, stale_after_s: float = STALE_AFTER_S) -> dict[str, Any]:
     """Every Job column; `status` is the one shown (stalled / dead derived, the reason in `error`),
     `stored_status` what the row says."""
-    out = {c: getattr(job, c) for c in Job.__table__.columns.keys()}
+    out = as_dict(job)
     shown, why = shown_status(job, stale_after_s)
     out["stored_status"], out["status"] = job.status, shown
     if why:
@@ -351,7 +355,8 @@ def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] 
     kill between writing a checkpoint and recording it)."""
     with read_scope(store) as s:
         rows = [{"step": c.step, "path": c.path, "metrics": dict(c.metrics)} for c in s.scalars(
-            select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step.desc(), Checkpoint.id.desc()))]
+            select(Checkpoint).where(Checkpoint.job_id == job_id)
+            .order_by(Checkpoint.step.desc(), Checkpoint.id.desc()))]
     if disk_root is None:
         return rows[0] if rows else None
     root = Path(disk_root)
