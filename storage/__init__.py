@@ -1,6 +1,13 @@
-"""The store: SQLAlchemy models, store/session setup and schema migrations (Alembic, docs/store.md). Queries
-are built here and in the service modules that own a domain (docs/design.md, "Data flow"); no view imports
-sqlalchemy (tests/test_layout.py)."""
+"""The store: SQLAlchemy models, store/session setup and schema migrations (Alembic, docs/store.md), and the
+row helpers every reader shares (storage.rows: as_dict, column_names, get_or_raise).
+
+Who builds queries: storage/ defines the tables and sessions, writes dialogues (storage.dialogues), reads
+dialogue collections (storage.queries) and keeps the people-in-the-loop tables (storage.ratings). The package
+that owns a stored concept builds its own queries over these models: simulator/personas (personas, sets,
+generations), simulator/evaluation (judge scores, ratings, transcripts, fidelity), trainer/jobs,
+trainer/evaluation, trainer/experiments, trainer/learning (its metrics), and app/services for what the pages
+read. Nothing else imports sqlalchemy (no view, rollout loop, policy or simulated user), and nothing outside
+storage/ reads a table's columns itself (tests/test_layout.py checks both)."""
 from storage.db import (
                         Store,
                         code_version,

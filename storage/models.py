@@ -1,8 +1,9 @@
 """SQLAlchemy 2 typed models: the whole RLVER Lab data model.
 
 Every result row carries what produced it: config, seed, model reference, simulator fingerprint and
-code version. Rows are read and written through these classes; the queries live in storage/ and in the service
-modules that own a domain (docs/design.md, "Data flow").
+code version. Rows are read and written through these classes; storage/ defines them and shares the row
+helpers (storage.rows), and the package that owns a concept builds its queries over them (storage/__init__.py
+says which; tests/test_layout.py keeps it so).
 """
 from __future__ import annotations
 

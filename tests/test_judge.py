@@ -20,7 +20,7 @@ from simulator.evaluation.judge import (
     load_prompt,
     parse_judgement,
 )
-from storage import Dialogue, JudgeScore, read_scope, session_scope
+from storage import Dialogue, JudgeScore, as_dict, read_scope, session_scope
 from testkit.scripted_server import start_server
 from trainer.__main__ import main
 
@@ -34,7 +34,7 @@ def _judge(capsys, server, *args: str) -> tuple[int, dict]:
 def _rows(store) -> dict[int, SimpleNamespace]:
     """dialogue id -> its stored judge row (attributes as in storage.JudgeScore)."""
     with read_scope(store) as s:
-        return {r.dialogue_id: SimpleNamespace(**{c: getattr(r, c) for c in JudgeScore.__table__.columns.keys()})
+        return {r.dialogue_id: SimpleNamespace(**as_dict(r))
                 for r in s.scalars(select(JudgeScore))}
 
 

@@ -1,8 +1,10 @@
 """The package layering, read from the source: app -> trainer -> simulator -> storage, never upwards;
 no import cycles (imports inside functions included) and no private name taken from another module;
 packages of about a dozen modules and modules under 400 lines; views reach the store only through
-services; the rollout loop reports to hooks and never writes the store itself; test fixtures (testkit/)
-stay out of the product packages; no module of the lab is imported under an alias shorter than its name."""
+services; the rollout loop reports to hooks and never writes the store itself; queries are built only in
+storage/ and the packages that own a stored concept, and only storage/ reads a table's columns (rows become
+dicts through storage.rows); test fixtures (testkit/) stay out of the product packages; no module of the lab
+is imported under an alias shorter than its name."""
 from __future__ import annotations
 
 import ast
@@ -67,6 +69,51 @@ def test_views_reach_the_store_only_through_services():
     views = sorted((ROOT / "app" / "views").glob("*.py"))
     assert len(views) >= 6
     assert offenders(views, lambda m: m.split(".")[0] == "sqlalchemy") == []
+
+
+# the folders outside storage/ whose modules build queries over the models (storage/__init__.py says why)
+QUERY_FOLDERS = ("app/services", "simulator/evaluation", "simulator/personas", "trainer/evaluation",
+                 "trainer/experiments", "trainer/jobs", "trainer/learning")
+STORE_URL_READERS = ("app/preflight.py",)  # import sqlalchemy to parse a store URL, never to query
+
+
+def test_only_storage_and_the_packages_owning_a_concept_import_sqlalchemy():
+    files = [p for pkg in ("app", "trainer", "simulator") for p in sorted((ROOT / pkg).rglob("*.py"))
+             if str(p.parent.relative_to(ROOT)) not in QUERY_FOLDERS
+             and str(p.relative_to(ROOT)) not in STORE_URL_READERS]
+    assert offenders(files, lambda m: m.split(".")[0] == "sqlalchemy") == []
+
+
+def table_readers(root: Path, folders: tuple[str, ...]) -> list[str]:
+    """`X.__table__` / `X.__mapper__` anywhere in these folders (inside functions too): a module reading a
+    table's columns itself, e.g. a hand-written row -> dict. storage.rows.as_dict / column_names do that."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            found += [f"{path.relative_to(root)}:{node.lineno}: {node.attr}"
+                      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, ast.Attribute) and node.attr in ("__table__", "__mapper__")]
+    return found
+
+
+def test_only_storage_reads_a_tables_columns():
+    assert table_readers(ROOT, ("app", "trainer", "simulator", "benchmarks", "testkit", "tests")) == []
+    assert table_readers(ROOT, ("storage",))  # the check sees storage's own (storage/rows.py)
+
+
+def test_a_planted_row_to_dict_is_caught(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "jobs.py").write_text("from storage import Job, as_dict\n\ndef job_dict(job):\n"
+                                 "    return {c: getattr(job, c) for c in Job.__table__.columns.keys()}\n\n"
+                                 "def fine(job):\n    return as_dict(job)\n", encoding="utf-8")
+    (pkg / "runs.py").write_text("def keys(row):\n    return [a.key for a in type(row).__mapper__.column_attrs]\n",
+                                 encoding="utf-8")
+    assert table_readers(tmp_path, ("pkg",)) == ["pkg/jobs.py:4: __table__", "pkg/runs.py:2: __mapper__"]
+    (pkg / "jobs.py").write_text("from storage import as_dict\n\ndef job_dict(job):\n    return as_dict(job)\n",
+                                 encoding="utf-8")
+    (pkg / "runs.py").unlink()
+    assert table_readers(tmp_path, ("pkg",)) == []
 
 
 def test_the_rollout_loop_does_not_touch_the_store():
