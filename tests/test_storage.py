@@ -13,7 +13,18 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from storage import Job, Metric, Turn, default_url, make_store, read_scope, session_scope
+from storage import (
+    EvalRun,
+    Job,
+    Metric,
+    Turn,
+    as_dict,
+    default_url,
+    get_or_raise,
+    make_store,
+    read_scope,
+    session_scope,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,6 +102,30 @@ def test_foreign_keys_are_enforced(store):
             s.add(Turn(dialogue_id=12345, index=0, role="user", text="orphan"))
     with read_scope(store) as s:
         assert s.query(Turn).count() == 0
+
+
+def test_rows_become_dicts_and_a_missing_id_a_named_error(store):
+    """storage.rows: every column of a row in table order (the defaults as stored), less what is excluded; the
+    row of an id, or the error the caller names with a message naming the thing and the id."""
+    with session_scope(store) as s:
+        s.add(EvalRun(name="probe", seed=7))
+    with read_scope(store) as s:
+        run = get_or_raise(s, EvalRun, 1)
+        row = as_dict(run)
+        assert len(row) == 21 and list(row)[:3] == ["id", "job_id", "name"]
+        assert list(row)[-4:] == ["seed", "code_version", "created_at", "finished_at"]  # the mixin's columns last
+        assert (row["id"], row["name"], row["seed"], row["status"], row["code_version"], row["finished_at"]) == \
+            (1, "probe", 7, "running", "", None)
+        assert row["created_at"] is not None
+        assert list(as_dict(run, exclude=("created_at", "finished_at"))) == list(row)[:-2]
+        with pytest.raises(LookupError, match="^eval run 999 does not exist$"):
+            get_or_raise(s, EvalRun, 999)
+        with pytest.raises(KeyError, match="job 5 does not exist"):
+            get_or_raise(s, Job, 5, KeyError)
+        with pytest.raises(ValueError, match="^run: 5 does not exist$"):
+            get_or_raise(s, EvalRun, 5, ValueError, what="run:")
+        with pytest.raises(ValueError, match="^5 does not exist$"):
+            get_or_raise(s, EvalRun, 5, ValueError, what="")
 
 
 def test_rlver_lab_db_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
