@@ -33,6 +33,8 @@ PLUGINS = {"probe": ("simulator.evaluation.probes", "probe the simulated user wi
            "prompt": ("simulator.cli.prompt", "render the exact messages of a simulator step (prompt packs)"),
            "fidelity": ("simulator.evaluation.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones"),
            "agreement": ("simulator.cli.agreement", "the simulated user's emotion changes against human ratings")}
+# every command of `python -m simulator` (rlver-lab routes these names here)
+COMMANDS = ("score", "personas", "transcripts", *PLUGINS)
 
 
 def _fail(lines: Sequence[str], code: int = 1) -> int:
