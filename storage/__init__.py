@@ -12,7 +12,7 @@ from storage.db import (
                         session_scope,
                         store_id,
 )
-from storage.migrate import StoreError
+from storage.migrate import StoreError, exit_code
 from storage.models import (
                         Base,
                         Checkpoint,
@@ -35,4 +35,4 @@ from storage.ratings import HumanRating, ShadowJudgement  # registers the people
 __all__ = ["Base", "Checkpoint", "Comparison", "ComparisonPair", "Dialogue", "EvalRun", "Experiment",
            "ExperimentCell", "HumanRating", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate",
            "PersonaGeneration", "ShadowJudgement", "Store", "StoreError", "Turn", "code_version", "default_url",
-           "lab_home", "make_store", "masked", "read_scope", "session_scope", "store_id"]
+           "exit_code", "lab_home", "make_store", "masked", "read_scope", "session_scope", "store_id"]
