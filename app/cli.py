@@ -2,7 +2,7 @@
 
     rlver-lab app [--host H] [--port P] [--db URL] ...        the web app (python -m app)
     rlver-lab train|resume|plan|rollout|benchmark|compare|experiment|judge|job|jobs ...   (python -m trainer)
-    rlver-lab personas|score|transcripts|probe|chat|prompt|fidelity ...                  (python -m simulator)
+    rlver-lab personas|score|transcripts|probe|chat|prompt|fidelity|agreement ...        (python -m simulator)
 
 Each subcommand hands its arguments to the module's own command line, so `rlver-lab train --help` is
 `python -m trainer train --help`; the `python -m` forms stay as aliases.
@@ -13,8 +13,12 @@ import importlib
 import sys
 from typing import Optional
 
-TRAINER = ("train", "resume", "plan", "rollout", "benchmark", "compare", "experiment", "judge", "job", "jobs")
-SIMULATOR = ("personas", "score", "transcripts", "probe", "chat", "prompt", "fidelity")
+from simulator.__main__ import COMMANDS as SIMULATOR_COMMANDS
+from trainer.__main__ import COMMANDS as TRAINER_COMMANDS
+
+# the commands as their own modules list them (importing those lists loads no command's module)
+TRAINER = tuple(TRAINER_COMMANDS)
+SIMULATOR = tuple(SIMULATOR_COMMANDS)
 
 
 def usage() -> str:

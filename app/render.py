@@ -84,7 +84,7 @@ def turn_html(turn: dict) -> str:
     return "".join(parts)
 
 
-CUT_PREFIX = "reply cut at "  # trainer.rollout.engine's words for a reply ended by the per-reply token cap
+CUT_PREFIX = "reply cut at "  # trainer.rollout.dialogue_rollout's words for a reply ended by the per-reply token cap
 
 
 def split_turn_problems(error: str) -> tuple[list[str], list[str]]:
@@ -141,7 +141,7 @@ dl.inner dt {font-weight:600;} dl.inner dd {margin:0 0 4px 12px; white-space:pre
 """
 
 
-# How a dialogue ended, in words a researcher reads (outcomes of simulator.user.rules and the rollout engine)
+# How a dialogue ended, in words a researcher reads (outcomes of simulator.user.rules and the dialogue rollout)
 OUTCOME_WORDS = {"success": "ended in success (the user's emotion reached the top)",
                  "failure": "ended in failure (the user's emotion fell to the floor)",
                  "goodbye": "ended with the user saying goodbye", "max_turns": "ended at the turn limit",

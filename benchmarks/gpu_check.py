@@ -243,7 +243,7 @@ def cases(model_dir: Path, tiny: bool, device: str) -> list[tuple[str, str, dict
     common = (f"model: {model_dir}\npersona_set: builtin:train\n"
               "simulator: python:docs/examples/rule_user.py:make_user\n"
               f"max_turns: 3\nmax_new_tokens: {16 if tiny else 96}\nmax_dialogue_tokens: {256 if tiny else 1024}\n"
-              f"temperature: 1.0\nsave_every: 100\nkeep_checkpoints: 1\nseed: 0\nengine: transformers\n"
+              f"temperature: 1.0\nsave_every: 100\nkeep_checkpoints: 1\nseed: 0\nrollout_backend: transformers\n"
               f"dtype: {'float32' if tiny else 'bfloat16'}\ndevice: {device}\nsteps: 2\ndialogues_per_step: 16\n"
               f"minibatch_size: 8\nmicro_batch_size: 4\n")
     return [

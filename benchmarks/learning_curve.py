@@ -93,7 +93,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
     policy turns (default args.eval_turns)."""
     turns = turns or args.eval_turns
     from simulator.user.spec import SimulatorSpec
-    from trainer.rollout.engine import RolloutConfig, RolloutEngine
+    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
 
     t0 = time.monotonic()
     points: dict[str, list[float]] = {}  # offline-scorer component -> its points on every held-out reply
@@ -106,7 +106,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
         if comps:
             fired.append(set(comps))
 
-    rollout = RolloutEngine(trainer.policy_engine, SimulatorSpec(args.simulator, rules=args.eval_preset).factory(),
+    rollout = DialogueRollout(trainer.policy_engine, SimulatorSpec(args.simulator, rules=args.eval_preset).factory(),
                             config=RolloutConfig(mode=args.mode, max_turns=turns,
                                                  max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                                                  temperature=args.eval_temperature, seed=12345,

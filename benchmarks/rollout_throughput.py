@@ -97,7 +97,7 @@ def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_samp
     from simulator.user.spec import SimulatorSpec
     from testkit.tiny_model import build_tiny_model
     from trainer.policies import SamplingConfig, make_policy_engine
-    from trainer.rollout.engine import RolloutConfig, RolloutEngine
+    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
 
     policy = make_policy_engine(str(build_tiny_model(tiny_dir)))
     policy.generate([[{"role": "user", "content": "hi"}]], SamplingConfig(max_new_tokens=2), seeds=[0])  # warm-up
@@ -120,7 +120,7 @@ def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_samp
             events: list = []
             stats.update(seconds=0.0, calls=0, batch_s={})
             t0 = time.perf_counter()
-            samples = RolloutEngine(policy, factory, config=config, on_event=events.append).run(profiles, group)
+            samples = DialogueRollout(policy, factory, config=config, on_event=events.append).run(profiles, group)
             wall = time.perf_counter() - t0
             bad = [s.error for s in samples if s.status != "finished" or s.n_turns != turns]
             if bad:
@@ -135,7 +135,7 @@ def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_samp
             config = RolloutConfig(max_turns=turns, max_new_tokens=8, seed=0)
             t0 = time.perf_counter()
             for p in profiles[:sequential_sample]:  # one dialogue at a time; inside it one call at a time
-                RolloutEngine(policy, factory, config=config).run([p], group_size=1)
+                DialogueRollout(policy, factory, config=config).run([p], group_size=1)
             result["sequential_s"] = (time.perf_counter() - t0) * result["dialogues"] / sequential_sample
     finally:
         server.stdin.close()

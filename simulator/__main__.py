@@ -33,6 +33,8 @@ PLUGINS = {"probe": ("simulator.evaluation.probes", "probe the simulated user wi
            "prompt": ("simulator.cli.prompt", "render the exact messages of a simulator step (prompt packs)"),
            "fidelity": ("simulator.evaluation.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones"),
            "agreement": ("simulator.cli.agreement", "the simulated user's emotion changes against human ratings")}
+# every command of `python -m simulator` (rlver-lab routes these names here)
+COMMANDS = ("score", "personas", "transcripts", *PLUGINS)
 
 
 def _fail(lines: Sequence[str], code: int = 1) -> int:
@@ -216,16 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from storage import StoreError
+    from storage import exit_code
 
-    try:
-        if argv and argv[0] in PLUGINS:
-            return _run_plugin(argv[0], argv[1:])
-        args = build_parser().parse_args(argv)
-        return args.func(args)
-    except StoreError as exc:  # unreachable, refused, or waiting for its owner: one line, nothing started
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if argv and argv[0] in PLUGINS:
+        return exit_code(lambda: _run_plugin(argv[0], argv[1:]))
+    args = build_parser().parse_args(argv)
+    return exit_code(lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from storage.db import (
                         session_scope,
                         store_id,
 )
-from storage.migrate import StoreError
+from storage.migrate import StoreError, exit_code
 from storage.models import (
                         Base,
                         Checkpoint,
@@ -43,5 +43,5 @@ from storage.rows import as_dict, column_names, get_or_raise
 __all__ = ["Base", "Checkpoint", "Comparison", "ComparisonPair", "Dialogue", "EvalRun", "Experiment",
            "ExperimentCell", "HumanRating", "Job", "JudgeScore", "Metric", "Persona", "PersonaCandidate",
            "PersonaGeneration", "ShadowJudgement", "Store", "StoreError", "Turn", "as_dict", "code_version",
-           "column_names", "default_url", "get_or_raise", "lab_home", "make_store", "masked", "read_scope",
-           "session_scope", "store_id"]
+           "column_names", "default_url", "exit_code", "get_or_raise", "lab_home", "make_store", "masked",
+           "read_scope", "session_scope", "store_id"]

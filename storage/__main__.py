@@ -14,9 +14,9 @@ from typing import Optional, Sequence
 from storage.db import check_reachable, default_url, make_store, masked
 from storage.migrate import (
     MIGRATIONS,
-    StoreError,
     alembic_config,
     current_revision,
+    exit_code,
     head_revision,
     is_legacy,
     owner_decisions,
@@ -82,15 +82,11 @@ def revision(url: str, message: str, empty: bool) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     url = args.db or default_url()
-    try:
-        if args.command == "status":
-            return status(url)
-        if args.command == "upgrade":
-            return upgrade(url)
-        return revision(url, args.message, args.empty)
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.command == "status":
+        return exit_code(lambda: status(url))
+    if args.command == "upgrade":
+        return exit_code(lambda: upgrade(url))
+    return exit_code(lambda: revision(url, args.message, args.empty))
 
 
 if __name__ == "__main__":

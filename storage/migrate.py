@@ -12,6 +12,8 @@ a revision this code does not know (made by a newer version of the lab) is refus
 """
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +31,16 @@ MIGRATIONS = Path(__file__).resolve().with_name("migrations")
 class StoreError(RuntimeError):
     """The store cannot be used as it is: unreachable, refused, or in need of its owner's decision.
     The message is one line and never holds a password."""
+
+
+def exit_code(work: Callable[[], Optional[int]]) -> int:
+    """Run a command line's work: its exit code, or 2 with the StoreError's one line on stderr (nothing started)
+    when the store cannot be used; the lab's command lines end with this."""
+    try:
+        return int(work() or 0)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """DialogueRecorder: writes a rollout's dialogues and turns to the store as they happen.
 
-The rollout engine (trainer.rollout.engine) knows nothing of the store; it tells its recorder (the
+The dialogue rollout (trainer.rollout.dialogue_rollout) knows nothing of the store; it tells its recorder (the
 trainer.rollout.types.RolloutRecorder contract) when a dialogue starts, each turn and when it ends, and
 this class turns that into Dialogue and Turn rows through storage.dialogues.
 """

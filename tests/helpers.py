@@ -33,7 +33,7 @@ def wait_for(cond: Callable[[], Any], timeout: float = 60.0, every: float = 0.1)
 
 def off_loop(fn: Callable[[], Any]) -> Any:
     """Run `fn` in a worker thread: a module's browser tests (sync Playwright) keep an event loop running in
-    the main thread, where RolloutEngine.run() refuses to block."""
+    the main thread, where DialogueRollout.run() refuses to block."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:

@@ -80,13 +80,21 @@ def test_rlver_lab_dispatches_to_each_modules_command_line(db_url, capsys):
 
     assert cli.main(["--help"]) == 0
     usage = capsys.readouterr().out
-    assert all(c in usage for c in ("app", "train", "benchmark", "compare", "personas", "chat"))
+    assert all(c in usage for c in ("app", "train", "benchmark", "compare", "personas", "chat", "agreement"))
     assert cli.main([]) == 2 and "usage: rlver-lab" in capsys.readouterr().err
     assert cli.main(["no-such-command"]) == 2 and "unknown command 'no-such-command'" in capsys.readouterr().err
     assert cli.main(["personas", "list", "--db", db_url, "--json"]) == 0
     listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert len(listed) == 32  # the built-in library, seeded on first use as the app does
     assert cli.main(["jobs", "--db", db_url]) == 0
+    # every command of both modules is routed: `--help` of each exits 0 (argparse's own exit)
+    for command in (*cli.TRAINER, *cli.SIMULATOR):
+        try:
+            code = cli.main([command, "--help"])
+        except SystemExit as done:
+            code = done.code
+        assert code == 0, command
+    capsys.readouterr()
     assert cli.main(["rollout", "--persona", "nobody", "--db", db_url]) == 2
     assert "nobody" in capsys.readouterr().err
 

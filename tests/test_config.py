@@ -114,7 +114,7 @@ def test_paper_configs_carry_the_paper_settings():
     assert (ppo.algorithm, grpo.algorithm) == ("ppo", "grpo")
     for c in (ppo, grpo):
         assert (c.actor_lr, c.clip_eps, c.entropy_coef, c.kl_coef, c.profiles_per_step) == (1e-6, 0.2, 0.001, 0.0, 32)
-        assert c.steps == 1000 and c.zero_stage in (2, 3) and c.engine == "vllm"
+        assert c.steps == 1000 and c.zero_stage in (2, 3) and c.rollout_backend == "vllm"
         # RLVER: warmup 0.02 of the updates, 5000 tokens per turn, 9 judged replies (rlver-hard's cap)
         assert (c.actor_warmup_ratio, c.max_new_tokens, c.simulator_preset) == (0.02, 5000, "rlver-hard")
         assert c.max_turns == get_preset("rlver-hard").max_turns == 9
@@ -150,6 +150,22 @@ def test_training_preset_is_the_old_name_of_rlver_hard(tmp_path: Path, caplog):
     assert TrainConfig(simulator_preset="training").simulator_preset == "rlver-hard"
     assert TrainConfig(simulator_preset="rlver-moderate").errors(check_paths=False) == {}
     assert "simulator_preset" in TrainConfig(simulator_preset="easy").errors(check_paths=False)
+
+
+def test_engine_is_the_old_name_of_rollout_backend(tmp_path: Path, caplog):
+    """A stored run or an old YAML file that says `engine:` still loads, as rollout_backend, with a warning;
+    both names at once is an error naming the old one."""
+    path = tmp_path / "old.yaml"
+    path.write_text("engine: vllm\n")
+    with caplog.at_level("WARNING", logger="trainer.config"):
+        c = TrainConfig.from_yaml(path)
+    assert c.rollout_backend == "vllm" and "'engine' is the old name of 'rollout_backend'" in caplog.text
+    assert "engine" not in c.to_dict()
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_dict({"engine": "vllm", "rollout_backend": "transformers"})
+    assert info.value.errors == {"engine": "the old name of rollout_backend; give only rollout_backend"}
+    assert TrainConfig(rollout_backend="sglang").errors(check_paths=False)["rollout_backend"].startswith(
+        "unknown value 'sglang'; one of transformers, vllm")
 
 
 def test_warmup_ratios_are_validated_and_exclusive_with_warmup_steps():

@@ -36,7 +36,7 @@ def _config_text(model: Path, **changes) -> str:
     base = {"model": str(model), "persona_set": "builtin:train",
             "simulator": "python:docs/examples/rule_user.py:make_user",
             "max_turns": 2, "max_new_tokens": 32, "max_dialogue_tokens": 512, "temperature": 1.0, "save_every": 100,
-            "keep_checkpoints": 1, "seed": 0, "engine": "transformers", "dtype": "bfloat16", "device": "cuda",
+            "keep_checkpoints": 1, "seed": 0, "rollout_backend": "transformers", "dtype": "bfloat16", "device": "cuda",
             "steps": 2, "dialogues_per_step": 8, "minibatch_size": 4, "micro_batch_size": 2, "algorithm": "grpo",
             "group_size": 4}
     base.update(changes)

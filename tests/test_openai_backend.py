@@ -22,7 +22,7 @@ def backend_for(server, **kw):
 
 
 async def run_dialogue(store, profile, backend, seed, max_turns=6):
-    """Play and store one dialogue the way the rollout engine does; never raises."""
+    """Play and store one dialogue the way the dialogue rollout does; never raises."""
     agent = SentientAgent(profile, backend, seed=seed)
     fp = agent.fingerprint()
     did = start_dialogue(store, persona_id=profile.id, source="rollout", simulator_fingerprint=fp,

@@ -100,10 +100,10 @@ def test_config_names_the_overlap_fields_and_their_problems(tiny_model_dir: Path
 def _rollout_at(engine, version: int, profiles, step: int) -> list:
     """Real dialogues sampled by the versioned engine with its weights named `version`."""
     from simulator.user.spec import SimulatorSpec
-    from trainer.rollout.engine import RolloutConfig, RolloutEngine
+    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
 
     engine.set_version(version)
-    rollout = RolloutEngine(engine, SimulatorSpec("offline").factory(),
+    rollout = DialogueRollout(engine, SimulatorSpec("offline").factory(),
                             RolloutConfig(max_turns=2, max_new_tokens=6, max_tokens=1024, seed=step))
     return rollout.run(profiles, group_size=2)
 
@@ -310,7 +310,7 @@ import json, sys
 from trainer.config import TrainConfig
 from trainer.learning.rl_trainer import RLTrainer
 
-cfg = TrainConfig(model=sys.argv[1], engine="vllm", algorithm="grpo", group_size=2, dialogues_per_step=4,
+cfg = TrainConfig(model=sys.argv[1], rollout_backend="vllm", algorithm="grpo", group_size=2, dialogues_per_step=4,
                   minibatch_size=4, micro_batch_size=2, steps=3, max_turns=2, max_new_tokens=6,
                   max_dialogue_tokens=1024, actor_lr=1e-2, max_staleness=1, save_every=0, store_dialogues=False,
                   report_to=["none"], output_dir=sys.argv[2])

@@ -16,9 +16,9 @@ from trainer import plan_memory
 from trainer.config import TrainConfig
 
 GPU_RUN = dict(max_turns=3, max_new_tokens=96, max_dialogue_tokens=1024, dialogues_per_step=16, minibatch_size=8,
-               micro_batch_size=4, dtype="bfloat16", device="cuda", engine="transformers")
+               micro_batch_size=4, dtype="bfloat16", device="cuda", rollout_backend="transformers")
 SMALL_RUN = dict(max_turns=2, max_new_tokens=32, max_dialogue_tokens=512, dialogues_per_step=8, minibatch_size=4,
-                 micro_batch_size=2, dtype="bfloat16", device="cuda", engine="transformers", group_size=4)
+                 micro_batch_size=2, dtype="bfloat16", device="cuda", rollout_backend="transformers", group_size=4)
 QWEN_1P5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2)  # benchmarks/gpu_check.FULL_SHAPE
 SMALL = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=8, num_attention_heads=8,
@@ -82,8 +82,8 @@ def test_cublas_workspaces_follow_torch_defaults_and_the_environment(monkeypatch
     none = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
     assert none.parts["cuda_workspaces"] == 0
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    vllm = memory_plan.make_plan(TrainConfig(**{**GPU_RUN, "engine": "vllm"}, algorithm="grpo", group_size=4), shape, None,
-                       _hw())
+    vllm = memory_plan.make_plan(TrainConfig(**{**GPU_RUN, "rollout_backend": "vllm"}, algorithm="grpo", group_size=4),
+                                 shape, None, _hw())
     static = memory_plan.make_plan(TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4), shape, None, _hw())
     pair = 32 * 2 ** 20 / memory_plan.GIB
     assert vllm.parts["cuda_workspaces"] == pytest.approx(plan_memory.LEARNER_BLAS_PAIRS * pair, abs=0.01)

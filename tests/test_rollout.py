@@ -1,4 +1,4 @@
-"""RolloutEngine on the tiny model: batching, dialogues ending at different turns, exact token layout,
+"""DialogueRollout on the tiny model: batching, dialogues ending at different turns, exact token layout,
 think stripping, the store, events, Stop, and bad input."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from storage.dialogues import load_dialogue
 from storage.recorder import DialogueRecorder
 from trainer.learning.algorithms import rlver_reward
 from trainer.policies.hf_engine import HFEngine
-from trainer.rollout.engine import RolloutConfig, RolloutEngine
+from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def policy(tiny_model_dir):
 def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, store):
     policy.batches.clear()
     factory = Factory({"ann": 1, "bob": 2, "cat": 3})
-    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(store),
+    rollout = DialogueRollout(policy, factory, recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_turns=8, max_new_tokens=6, seed=1, schedule="rounds"))
     samples = rollout.run([profile("ann"), profile("bob"), profile("cat")], group_size=2)
     assert policy.batches == [6, 4, 2]  # every round: all active dialogues in one batch
@@ -54,7 +54,7 @@ def test_one_batch_per_round_and_dialogues_ending_at_different_turns(policy, sto
 
 def test_direct_mode_tokens_are_exact(policy):
     factory = Factory({"ann": 3, "bob": 2})
-    rollout = RolloutEngine(policy, factory, config=RolloutConfig(max_new_tokens=8, seed=2))
+    rollout = DialogueRollout(policy, factory, config=RolloutConfig(max_new_tokens=8, seed=2))
     for s in rollout.run([profile("ann"), profile("bob")], group_size=1):
         assert len(s.segments) == 1  # direct mode: the dialogue is one causal sequence
         assert len(s.input_ids) == len(s.action_mask) == len(s.old_logprobs)
@@ -80,7 +80,7 @@ def test_think_mode_strips_earlier_thoughts_with_exact_segments(tiny_model_dir):
              2: "<think>Ask gently.</think>What hurt the most?",
              3: "no think block here"}
     pol = ScriptedPolicy(tiny_model_dir, lambda n: texts[min(n, 3)])
-    rollout = RolloutEngine(pol, Factory({"ann": 3}), config=RolloutConfig(mode="think", max_new_tokens=64))
+    rollout = DialogueRollout(pol, Factory({"ann": 3}), config=RolloutConfig(mode="think", max_new_tokens=64))
     [s] = rollout.run([profile("ann")])
     assert [m["content"] for m in s.messages if m["role"] == "assistant"] == \
         ["That sounds exhausting.", "What hurt the most?", "no think block here"]
@@ -102,24 +102,24 @@ def test_think_mode_strips_earlier_thoughts_with_exact_segments(tiny_model_dir):
 
 def test_bad_think_fail_policy_and_empty_reply(tiny_model_dir, store):
     pol = ScriptedPolicy(tiny_model_dir, lambda n: "just words")
-    rollout = RolloutEngine(pol, Factory({"ann": 3}), recorder=DialogueRecorder(store),
+    rollout = DialogueRollout(pol, Factory({"ann": 3}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(mode="think", bad_think="fail"))
     [s] = rollout.run([profile("ann")])
     assert s.status == "failed" and s.outcome == "error" and "policy turn 1" in s.error and "<think>" in s.error
     assert load_dialogue(store, s.dialogue_id)["error"] == s.error
     empty = ScriptedPolicy(tiny_model_dir, lambda n: "   ")
-    [s] = RolloutEngine(empty, Factory({"ann": 3}), recorder=DialogueRecorder(store)).run([profile("ann")])
+    [s] = DialogueRollout(empty, Factory({"ann": 3}), recorder=DialogueRecorder(store)).run([profile("ann")])
     assert s.status == "failed" and "empty reply" in s.error
     assert load_dialogue(store, s.dialogue_id)["status"] == "failed"
 
 
 def test_endless_reply_and_token_budget(policy, store):
-    rollout = RolloutEngine(policy, Factory({"ann": 5}), recorder=DialogueRecorder(store),
+    rollout = DialogueRollout(policy, Factory({"ann": 5}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=3, truncated="fail"))
     [s] = rollout.run([profile("ann")])
     if s.status == "failed":  # the random model may still sample the end-of-turn id within 3 tokens
         assert "endless reply" in s.error and load_dialogue(store, s.dialogue_id)["error"] == s.error
-    budget = RolloutEngine(policy, Factory({"ann": 20}), config=RolloutConfig(max_new_tokens=16, max_tokens=120,
+    budget = DialogueRollout(policy, Factory({"ann": 20}), config=RolloutConfig(max_new_tokens=16, max_tokens=120,
                                                                                max_turns=20))
     [s] = budget.run([profile("ann")])
     assert s.outcome == "max_tokens" and s.status == "finished"
@@ -128,7 +128,7 @@ def test_endless_reply_and_token_budget(policy, store):
 
 def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, store):
     factory = Factory({"ann": 3, "bob": 3}, fail={"bob": 2})
-    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(store),
+    samples = DialogueRollout(policy, factory, recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4)).run(
         [profile("ann"), profile("bob")])
     ann, bob = samples
@@ -142,7 +142,7 @@ def test_simulator_failure_mid_dialogue_leaves_others_unaffected(policy, store):
 @pytest.mark.parametrize("schedule", ["rounds", "async"])
 def test_events_stream_and_stop_cancels_cleanly(policy, store, schedule):
     events = []
-    rollout = RolloutEngine(policy, Factory({"ann": 10, "bob": 10}), recorder=DialogueRecorder(store),
+    rollout = DialogueRollout(policy, Factory({"ann": 10, "bob": 10}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4, max_turns=10, schedule=schedule))
 
     def on_event(ev):
@@ -182,7 +182,7 @@ def test_bad_config_and_profiles_are_named(policy):
         RolloutConfig(max_batch=0).validate()
     with pytest.raises(ValueError, match="gather_ms must be a number >= 0"):
         RolloutConfig(gather_ms=-1).validate()
-    rollout = RolloutEngine(policy, Factory({}))
+    rollout = DialogueRollout(policy, Factory({}))
     with pytest.raises(ValueError, match="no profiles"):
         rollout.run([])
     with pytest.raises(ValueError, match="group_size"):
@@ -199,7 +199,7 @@ def test_real_offline_simulator(policy, store):
 
     factory = SimulatorSpec("offline", rules="training").factory()
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
-    samples = RolloutEngine(policy, factory, recorder=DialogueRecorder(store),
+    samples = DialogueRollout(policy, factory, recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=8, max_turns=3)
                             ).run([prof], group_size=2)
     for s in samples:
@@ -220,19 +220,19 @@ def test_only_the_reply_at_the_rules_cap_goes_unjudged(policy):
     prof = profile("ann", first_line="My manager took credit for my project and I can't stop thinking about it.")
     for cap, rules, judged in ((3, STANDARD, 3), (2, replace(STANDARD, max_turns=2), 1)):
         factory = SimulatorSpec("offline:v2", rules=rules).factory()
-        (s,) = RolloutEngine(policy, factory, config=RolloutConfig(max_new_tokens=6, max_turns=cap)).run([prof], 1)
+        (s,) = DialogueRollout(policy, factory, config=RolloutConfig(max_new_tokens=6, max_turns=cap)).run([prof], 1)
         assert s.status == "finished" and s.n_turns == cap, s.error
         assert len(s.emotions) == judged + 1, (cap, s.emotions)
 
 
 def test_stream_yields_turns_as_they_happen_and_closing_cancels(policy, store):
-    rollout = RolloutEngine(policy, Factory({"ann": 2, "bob": 2}), recorder=DialogueRecorder(store),
+    rollout = DialogueRollout(policy, Factory({"ann": 2, "bob": 2}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4))
     events = list(rollout.stream([profile("ann"), profile("bob")]))
     assert [e.kind for e in events].count("finished") == 2 and events[-1].kind == "finished"
     assert sum(1 for e in events if e.kind == "turn" and e.turn["role"] == "assistant") == 4
     assert all(e.sample.status == "finished" for e in events if e.kind == "finished")
-    stopper = RolloutEngine(policy, Factory({"ann": 50}), recorder=DialogueRecorder(store),
+    stopper = DialogueRollout(policy, Factory({"ann": 50}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4, max_turns=50))
     gen = stopper.stream([profile("ann")])
     first = next(gen)
@@ -252,7 +252,7 @@ def test_api_policy_and_api_simulator_over_http(store):
         pol = make_policy_engine("openai:scripted", base_url=server.base_url, api_key="unused")
         factory = SimulatorSpec("openai:scripted", rules="standard", base_url=server.base_url, api_key="unused",
                                 traffic=TrafficLimits(max_retries=0)).factory()
-        samples = RolloutEngine(pol, factory, recorder=DialogueRecorder(store),
+        samples = DialogueRollout(pol, factory, recorder=DialogueRecorder(store),
                                 config=RolloutConfig(mode="think", max_turns=3)).run(
             [profile("ann", first_line="My manager took credit for my work.")], group_size=2)
     finally:
@@ -272,7 +272,7 @@ def test_api_policy_and_api_simulator_over_http(store):
 def test_smollm2_rollout_is_one_exact_sequence_per_dialogue():
     """With a real chat tokenizer the context of turn t+1 extends turn t's context plus its sampled ids."""
     pol = HFEngine("default")
-    samples = RolloutEngine(pol, Factory({"ann": 3}), config=RolloutConfig(max_new_tokens=24, seed=3)).run(
+    samples = DialogueRollout(pol, Factory({"ann": 3}), config=RolloutConfig(max_new_tokens=24, seed=3)).run(
         [profile("ann")], group_size=2)
     for s in samples:
         assert s.n_turns == 3 and len(s.segments) == 1
@@ -293,7 +293,7 @@ def test_stop_during_generation_ends_the_batch_early(tiny_model_dir, store):
             return out
 
     pol = StopMidway(tiny_model_dir)
-    rollout = RolloutEngine(pol, Factory({"ann": 5}), recorder=DialogueRecorder(store),
+    rollout = DialogueRollout(pol, Factory({"ann": 5}), recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=200))
     [s] = rollout.run([profile("ann")])
     assert max(pol.lengths) == 1  # generation stopped after one step instead of 200
@@ -317,7 +317,7 @@ class OpeningAgent(ScriptedAgent):
 @pytest.mark.parametrize("shared", [True, False])
 def test_shared_opening_gives_a_group_one_generated_first_message(policy, store, shared):
     OpeningAgent.calls = 0
-    rollout = RolloutEngine(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1),
+    rollout = DialogueRollout(policy, lambda prof, seed: OpeningAgent(prof, seed, ends_after=1),
                             recorder=DialogueRecorder(store),
                             config=RolloutConfig(max_new_tokens=4, shared_opening=shared))
     samples = rollout.run([profile("ann"), profile("bob")], group_size=3)
@@ -342,7 +342,7 @@ def test_a_failed_shared_opening_fails_the_whole_group(policy):
         async def opening(self) -> UserTurn:
             raise ConnectionError("simulator service went away")
 
-    samples = RolloutEngine(policy, lambda prof, seed: Broken(prof, seed),
+    samples = DialogueRollout(policy, lambda prof, seed: Broken(prof, seed),
                             config=RolloutConfig(max_new_tokens=4, shared_opening=True)).run([profile("ann")], 2)
     assert [s.status for s in samples] == ["failed", "failed"]
     assert "simulator failed on the opening" in samples[0].error

@@ -8,7 +8,7 @@ import torch
 from scripted_rollout import RecordingEngine, ScriptedAgent, profile, recompute
 
 from simulator.personas.profile import Profile
-from trainer.rollout.engine import RolloutConfig, RolloutEngine
+from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
 
 
 class SlowAndFastFactory:
@@ -45,7 +45,7 @@ def test_out_of_order_turns_keep_exact_token_bookkeeping(policy):
     policy.batches.clear()
     factory = SlowAndFastFactory({"ann": (4, 0.0), "bob": (2, 2.0), "cat": (3, 0.1)})
     events = []
-    rollout = RolloutEngine(policy, factory, on_event=events.append,
+    rollout = DialogueRollout(policy, factory, on_event=events.append,
                             config=RolloutConfig(max_new_tokens=6, seed=4, gather_ms=2))
     samples = rollout.run([profile("ann"), profile("bob"), profile("cat")])
     assert [(s.profile_id, s.n_turns, s.status) for s in samples] == \
@@ -71,7 +71,7 @@ def test_async_and_rounds_sample_the_same_dialogues(policy):
     for schedule in ("rounds", "async"):
         policy.batches.clear()
         config = RolloutConfig(max_new_tokens=6, seed=9, schedule=schedule, max_batch=2, temperature=1.0)
-        runs[schedule] = RolloutEngine(policy, SlowAndFastFactory(users), config=config).run(
+        runs[schedule] = DialogueRollout(policy, SlowAndFastFactory(users), config=config).run(
             [profile(pid) for pid in users], group_size=1)
         if schedule == "rounds":
             assert policy.batches == [4, 3, 2]  # every active dialogue in one batch, whatever max_batch
@@ -91,7 +91,7 @@ def test_a_failing_policy_batch_fails_its_dialogues_with_the_reason(tiny_model_d
         def generate_ids(self, prompt_ids, params, seeds=None):
             raise RuntimeError("out of memory")
 
-    samples = RolloutEngine(Broken(tiny_model_dir), SlowAndFastFactory({"ann": (3, 0.0), "bob": (3, 0.05)}),
+    samples = DialogueRollout(Broken(tiny_model_dir), SlowAndFastFactory({"ann": (3, 0.0), "bob": (3, 0.05)}),
                             config=RolloutConfig(max_new_tokens=4, schedule=schedule)).run(
         [profile("ann"), profile("bob")])
     assert [(s.status, s.n_turns) for s in samples] == [("failed", 0), ("failed", 0)]

@@ -11,7 +11,7 @@ from app.render import EMPTY_MESSAGE, dialogue_html
 from simulator.personas.io import BadFileError
 from trainer.evaluation import benchmark
 from trainer.evaluation.eval_runs import scored_dialogues
-from trainer.rollout.engine import RolloutConfig
+from trainer.rollout.dialogue_rollout import RolloutConfig
 
 PERSONA = {"player": "林晓，29岁，女，会计，喜欢烘焙，说话简短。", "task": "你希望对方用心倾听你的情绪宣泄",
            "scene": "连续加班一个月，项目还是被领导否定了。", "character": "被动型", "target": "eq"}

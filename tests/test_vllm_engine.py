@@ -36,7 +36,7 @@ def main(tiny, other_dir):
     from transformers import AutoModelForCausalLM
     from tests.scripted_rollout import Factory, profile
     from trainer.policies import SamplingConfig, make_policy_engine
-    from trainer.rollout.engine import RolloutConfig, RolloutEngine
+    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
     from testkit.tiny_model import build_tiny_model
 
     out = {}
@@ -64,7 +64,7 @@ def main(tiny, other_dir):
     out["stream_gap_back"], out["stream_gap_to_other"] = gap(g, hf), gap(g, other)
     engine.load_weights(bucketed(other.state_dict().items(), bucket_bytes=1))
 
-    samples = RolloutEngine(engine, Factory({"ann": 2, "bob": 3}), config=RolloutConfig(max_new_tokens=6)).run(
+    samples = DialogueRollout(engine, Factory({"ann": 2, "bob": 3}), config=RolloutConfig(max_new_tokens=6)).run(
         [profile("ann"), profile("bob")])
     out["turns"] = [s.n_turns for s in samples]
     out["segments"] = [len(s.segments) for s in samples]

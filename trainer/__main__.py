@@ -60,13 +60,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
-    from storage import StoreError
+    from storage import exit_code
 
-    try:
-        return int(args._run(args) or 0)
-    except StoreError as exc:  # unreachable, refused, or waiting for its owner: one line, nothing started
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return exit_code(lambda: args._run(args))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ warmup (actor 0.02, critic 0.05 of the updates) is in its configs (configs/paper
 Settings that depart from the paper (reward shaping, LoRA) are off by default and say so.
 
 Simulator presets: "training" is the old name of "rlver-hard"; a config that says "training" is loaded as
-"rlver-hard" with a warning (simulator.user.rules.PRESET_ALIASES).
+"rlver-hard" with a warning (simulator.user.rules.PRESET_ALIASES). Settings renamed since (RENAMED_SETTINGS:
+`engine` is now `rollout_backend`) are read under their new name with a warning, so stored runs and old YAML
+files still load.
 
 YAML in and out: `TrainConfig.from_yaml(path)`, `cfg.to_yaml(path)`. `validate()` raises ConfigError
 whose `errors` maps each bad field to its problem.
@@ -36,7 +38,9 @@ ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
 GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
 MODES = ("think", "direct")
 RECORDED_KEYS = ("personas",)  # written on a job's config by its run (what it resolved), never settings
-ENGINES = ("transformers", "vllm")
+ROLLOUT_BACKENDS = ("transformers", "vllm")  # the policy engine that samples the rollouts: HFEngine | VLLMEngine
+# settings given under an old name: read under the new one, with a warning (both given: an error)
+RENAMED_SETTINGS = {"engine": "rollout_backend"}
 DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
@@ -73,7 +77,7 @@ class TrainConfig:
     # simulator trained the paper's best model is not settled (rlver-moderate: the benchmark's start and clamp)
     algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
     mode: str = "direct"  # think (think-then-say) | direct
-    engine: str = "transformers"  # rollout engine: transformers | vllm
+    rollout_backend: str = "transformers"  # what samples the rollouts: transformers (HFEngine) | vllm (VLLMEngine)
     rollout_schedule: str = "async"  # async (each dialogue at its own pace) | rounds (every round waits for all)
     # --- schedule
     steps: int = 1000
@@ -188,7 +192,15 @@ class TrainConfig:
             raise ConfigError({"config": f"must be a mapping, got {type(data).__name__}"})
         names = {f.name: f for f in fields(cls)}
         data = {k: v for k, v in data.items() if k not in RECORDED_KEYS}
-        errors = {k: "unknown setting" for k in data if k not in names}
+        errors: dict[str, str] = {}
+        for old, new in RENAMED_SETTINGS.items():
+            if old in data:
+                if new in data:
+                    errors[old] = f"the old name of {new}; give only {new}"
+                else:
+                    log.warning("setting %r is the old name of %r; read as %r", old, new, new)
+                    data = {(new if k == old else k): v for k, v in data.items()}
+        errors.update({k: "unknown setting" for k in data if k not in names and k not in errors})
         if "deepspeed" in data and isinstance(data["deepspeed"], (int, type(None))) and \
                 not isinstance(data["deepspeed"], bool):
             data = dict(data, deepspeed="none" if not data["deepspeed"] else f"zero{data['deepspeed']}")
@@ -256,7 +268,7 @@ class TrainConfig:
 
         choice("algorithm", ALGORITHMS)
         choice("mode", MODES)
-        choice("engine", ENGINES)
+        choice("rollout_backend", ROLLOUT_BACKENDS)
         choice("rollout_schedule", SCHEDULES)
         choice("deepspeed", DEEPSPEED)
         choice("dtype", DTYPES)

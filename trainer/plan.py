@@ -248,9 +248,9 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
     if config.kl_coef > 0:
         parts["reference_weights"] = policy.total_params * dtype_bytes
     overlapped = config.max_staleness > 0
-    if overlapped and config.engine == "transformers":
+    if overlapped and config.rollout_backend == "transformers":
         parts["sampling_policy_copy"] = policy.total_params * dtype_bytes
-    if config.engine == "vllm":
+    if config.rollout_backend == "vllm":
         parts["vllm_weights"], parts["vllm_kv_cache"] = vllm_bytes(policy, config, hw, memory_known)
     act = {ck: activation_bytes(policy, config, hw.device, ck) for ck in (True, False)}
     if critic is not None and critic is not policy and config.algorithm == "ppo":  # another critic model
@@ -259,19 +259,19 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
     transients = {"activations": act[config.gradient_checkpointing],
                   "optimizer_step_temp": optimizer_step_bytes(policy, max(trainable, critic_trainable), config,
                                                               hw.device)}
-    if config.engine == "transformers":
+    if config.rollout_backend == "transformers":
         transients.update(sampling_bytes(policy, config, hw.device, hw.total_gpus))
         if hw.device == "cuda":  # the static path keeps its cache (and graph) between calls
             parts["sampling_kv_cache"] = transients.pop("sampling_kv_cache")
             parts["sampling_decode_graph"] = decode_graph_bytes(policy, config, hw.total_gpus)
     if hw.device == "cuda":
-        parts["cuda_workspaces"] = cuda_workspace_bytes(config.engine == "transformers")
+        parts["cuda_workspaces"] = cuda_workspace_bytes(config.rollout_backend == "transformers")
     parts["transient_peak"] = transient_peak(transients, overlapped)
     total = sum(parts.values())
     fits = total <= hw.memory_gib * GIB
     notes = _notes(config, policy, hw, memory_known, stage, offload_opt, offload_params, trainable, parts)
     notes += transient_notes(config, overlapped)
-    if config.engine == "vllm":
+    if config.rollout_backend == "vllm":
         need = kv_bytes_per_token(policy) * config.max_dialogue_tokens
         if parts["vllm_kv_cache"] < need:
             fits = False
@@ -313,7 +313,7 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
              "plus the loss's logits at the policy's tokens"]
     if config.algorithm == "ppo":
         notes.append("the critic's activations come after the policy's backward and are not added")
-    if config.engine == "vllm":
+    if config.rollout_backend == "vllm":
         notes.append(f"vLLM KV cache: {VLLM_GPU_MEMORY_UTILIZATION:g} of the GPU (gpu_memory_utilization) less "
                      "its weights" if hw.device == "cuda" and memory_known else
                      f"vLLM KV cache: {-(-config.dialogues_per_step // hw.total_gpus)} dialogue(s) per rank x "

@@ -162,7 +162,7 @@ FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("prompt_pack", "simulator prompt pack (own, own:json, sage:DIR, rlver:DIR)", "text", ()),
     ("algorithm", "algorithm", "choice", ()),
     ("mode", "mode", "radio", ()),
-    ("engine", "rollout engine", "choice", ()),
+    ("rollout_backend", "rollout backend (what samples the replies)", "choice", ()),
     ("steps", "steps", "int", ()),
     ("actor_lr", "learning rate (policy)", "float", ()),
     ("critic_lr", "critic learning rate (PPO)", "float", ()),
@@ -189,7 +189,7 @@ def field_choices(name: str) -> tuple[str, ...]:
     from trainer import config
 
     return {"persona_set": PERSONA_SETS, "simulator_preset": config.SIMULATOR_PRESETS, "algorithm": config.ALGORITHMS,
-            "mode": config.MODES, "engine": config.ENGINES}.get(name, ())
+            "mode": config.MODES, "rollout_backend": config.ROLLOUT_BACKENDS}.get(name, ())
 
 
 def persona_set_choices(store: Store) -> list[str]:

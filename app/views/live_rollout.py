@@ -1,7 +1,7 @@
 """Live rollout view: watch a policy talk with simulated users turn by turn.
 
-Start runs trainer.rollout.engine.RolloutEngine.stream() (profiles x group size dialogues, written to the store as
-they happen) and streams each event into the page: the dialogues side by side, their emotion curves
+Start runs trainer.rollout.dialogue_rollout.DialogueRollout.stream() (profiles x group size dialogues,
+written to the store as they happen) and streams each event into the page: the dialogues side by side, their emotion curves
 overlaid, every user turn's inner thoughts and every policy turn's think block (collapsible). Stop cancels
 the run: running dialogues end as "cancelled" with the reason stored; pressing it again does nothing.
 A finished dialogue opens in the Transcripts view.

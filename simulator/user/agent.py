@@ -47,7 +47,7 @@ class UserTurn:
 
 
 class SimulatedUser(Protocol):
-    """The simulated user of one dialogue, as the rollout engine drives it (SentientAgent is the lab's).
+    """The simulated user of one dialogue, as the dialogue rollout drives it (SentientAgent is the lab's).
 
     Optional extras the rollout uses when present: `rules` (an EmotionRules; `rules.judges(n)` says whether
     the n-th reply gets a reaction) and `adopt_opening(other)` (continue from a group leader's opening)."""

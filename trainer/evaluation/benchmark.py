@@ -6,7 +6,7 @@ dialogue ends when the user's message holds an end word (再见 / 拜拜; Englis
 or < 10, or after 10 policy replies, the 10th of which is not judged (simulator.user.rules.PRESETS["standard"]).
 The policy gets the prompt pack's system prompt (SAGE's own with `sage:DIR`) and no token cap: local
 engines stop only at the model's context, and every cut reply is counted on the run. Dialogues run
-concurrently through the rollout engine, each written to the store as it happens (source "benchmark",
+concurrently through the dialogue rollout, each written to the store as it happens (source "benchmark",
 eval_run_id). An EvalRun row records the policy, the simulator fingerprint and its hash, the profile-set
 hash, the protocol, the seed and the code version, and at the end the score (simulator.evaluation.scoring).
 
@@ -241,7 +241,7 @@ def run_benchmark(store: Engine, config: Optional[BenchmarkConfig], eval_run_id:
     `job` is a trainer.jobs.context.JobContext when running as a background job: progress goes to it and its
     Cancel stops the dialogues in flight (they are marked cancelled and played again on resume)."""
     from storage.recorder import DialogueRecorder
-    from trainer.rollout.engine import RolloutConfig, RolloutEngine
+    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
 
     if eval_run_id is not None:
         stored = get_eval_run(store, eval_run_id)
@@ -292,13 +292,15 @@ def run_benchmark(store: Engine, config: Optional[BenchmarkConfig], eval_run_id:
         if job is not None:
             job.progress(n_done, total)
 
-    rollout = RolloutEngine(policy, factory, recorder=DialogueRecorder(store), on_event=on_event, config=RolloutConfig(
+    rollout_config = RolloutConfig(
         mode=config.mode, max_turns=rules.max_turns, max_new_tokens=protocol["max_new_tokens"],
         stop_on_repetition="stop_on_repetition" in protocol,
         max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
         seed=config.seed, system_prompts=protocol["policy_system_prompts"], empty_reply="judge",
         empty_user_message="judge", source="benchmark", schedule=config.schedule,
-        eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None)))
+        eval_run_id=eval_run_id, job_id=getattr(job, "job_id", None))
+    rollout = DialogueRollout(policy, factory, recorder=DialogueRecorder(store), on_event=on_event,
+                              config=rollout_config)
     if job is not None:
         job.progress(n_done, total)
     end_watch = watch_cancel(job, rollout.cancel)  # Cancel of the job -> stop the dialogues in flight

@@ -25,7 +25,7 @@ class Batch:
     scores: Tensor  # [R] the row's dialogue reward
     group_ids: list[Any]  # [R] the row's group (GRPO / RLOO baselines are per group of dialogues)
     sample_index: list[int]  # [R] which dialogue the row came from
-    sampled_logprobs: Tensor  # [R, T-1] log-probs reported by the rollout engine (0 where unknown)
+    sampled_logprobs: Tensor  # [R, T-1] log-probs reported by the dialogue rollout (0 where unknown)
     versions: Optional[Tensor] = None  # [R, T-1] policy version that sampled input_ids[:, t+1] (-1: unknown)
     # [R, T-1] per-token rewards when the reward credits each turn (trainer.learning.algorithms.emotion_delta_rewards);
     # None: each row's score on its last policy token (the paper)

@@ -173,10 +173,10 @@ def _write(learner: Any, tmp: Path, step: int, extra: dict[str, Any], rank: int,
     policy, critic = learner.policy, learner.critic
     policy_sd = _full_state_dict(policy)
     critic_sd = _full_state_dict(critic) if critic is not None else None
-    if policy.engine is not None:  # every rank writes its optimizer shard
-        policy.engine.save_checkpoint(str(tmp / "deepspeed" / "policy"), tag="state")
+    if policy.deepspeed is not None:  # every rank writes its optimizer shard
+        policy.deepspeed.save_checkpoint(str(tmp / "deepspeed" / "policy"), tag="state")
         if critic is not None:
-            critic.engine.save_checkpoint(str(tmp / "deepspeed" / "critic"), tag="state")
+            critic.deepspeed.save_checkpoint(str(tmp / "deepspeed" / "critic"), tag="state")
     if rank != 0:
         torch.save(rng_state(), tmp / f"rng_rank{rank}.pt")
         return
@@ -191,10 +191,10 @@ def _write(learner: Any, tmp: Path, step: int, extra: dict[str, Any], rank: int,
         critic.module.save(tmp / "critic", critic_sd)
     state = {
         "step": step, "world_size": size, "config": learner.config.to_dict(), "rng": rng_state(),
-        "policy_optimizer": None if policy.engine else policy.optimizer.state_dict(),
-        "policy_scheduler": None if policy.engine else policy.scheduler.state_dict(),
-        "critic_optimizer": None if critic is None or critic.engine else critic.optimizer.state_dict(),
-        "critic_scheduler": None if critic is None or critic.engine else critic.scheduler.state_dict(),
+        "policy_optimizer": None if policy.deepspeed else policy.optimizer.state_dict(),
+        "policy_scheduler": None if policy.deepspeed else policy.scheduler.state_dict(),
+        "critic_optimizer": None if critic is None or critic.deepspeed else critic.optimizer.state_dict(),
+        "critic_scheduler": None if critic is None or critic.deepspeed else critic.scheduler.state_dict(),
         "policy_trainable": _trainable(policy.module) if learner.config.lora else None,
         **extra,
     }
@@ -207,8 +207,8 @@ def _trainable(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def _full_state_dict(opt: Any) -> Optional[dict[str, torch.Tensor]]:
     """The module's full weights (ZeRO-3 gathers its partitions; other stages hold full weights)."""
-    if opt.engine is not None and opt.engine.zero_optimization_stage() == 3:
-        return opt.engine._zero3_consolidated_16bit_state_dict()
+    if opt.deepspeed is not None and opt.deepspeed.zero_optimization_stage() == 3:
+        return opt.deepspeed._zero3_consolidated_16bit_state_dict()
     return None
 
 
@@ -221,15 +221,15 @@ def load_checkpoint(learner: Any, path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path} is not a complete checkpoint (no {STATE_FILE})")
     state = safe_load(state_file)
     rank, size = world()
-    if state.get("world_size", 1) != size and learner.policy.engine is not None:
+    if state.get("world_size", 1) != size and learner.policy.deepspeed is not None:
         raise CheckpointError(f"{path} was written by {state['world_size']} ranks; resume with the same number "
                               f"(now {size})")
     policy, critic = learner.policy, learner.critic
-    if policy.engine is not None:
+    if policy.deepspeed is not None:
         check_deepspeed_files(path / "deepspeed", rank)
-        policy.engine.load_checkpoint(str(path / "deepspeed" / "policy"), tag="state")
+        policy.deepspeed.load_checkpoint(str(path / "deepspeed" / "policy"), tag="state")
         if critic is not None:
-            critic.engine.load_checkpoint(str(path / "deepspeed" / "critic"), tag="state")
+            critic.deepspeed.load_checkpoint(str(path / "deepspeed" / "critic"), tag="state")
     else:
         if state.get("policy_trainable"):
             named = dict(policy.module.named_parameters())

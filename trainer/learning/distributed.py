@@ -134,34 +134,34 @@ class Optimized:
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                  max_grad_norm: float, ds_config: Optional[dict[str, Any]] = None):
         self.max_grad_norm = max_grad_norm
-        self.engine = None
+        self.deepspeed = None  # DeepSpeed's engine (deepspeed.initialize) when ds_config is given
         if ds_config is not None:
             import deepspeed
 
-            self.engine, optimizer, _, scheduler = deepspeed.initialize(
+            self.deepspeed, optimizer, _, scheduler = deepspeed.initialize(
                 model=module, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
             self.loss_scale = float(world()[1])
-            module = self.engine.module
+            module = self.deepspeed.module
         else:
             self.loss_scale = 1.0
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return (self.engine or self.module)(*args, **kwargs)
+        return (self.deepspeed or self.module)(*args, **kwargs)
 
     def backward(self, loss: torch.Tensor, boundary: bool = True) -> None:
         """Accumulate the gradient of `loss`; `boundary` marks the last micro-batch before step()."""
-        if self.engine is not None:
-            self.engine.set_gradient_accumulation_boundary(boundary)
-            self.engine.backward(loss * self.loss_scale)
+        if self.deepspeed is not None:
+            self.deepspeed.set_gradient_accumulation_boundary(boundary)
+            self.deepspeed.backward(loss * self.loss_scale)
         else:
             loss.backward()
 
     def step(self) -> float:
         """Apply the accumulated gradient (clipped); return the gradient norm before clipping."""
-        if self.engine is not None:
-            self.engine.step()
-            norm = self.engine.get_global_grad_norm()
+        if self.deepspeed is not None:
+            self.deepspeed.step()
+            norm = self.deepspeed.get_global_grad_norm()
             return float(norm) if norm is not None else float("nan")
         params = [p for p in self.module.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm if self.max_grad_norm > 0 else 1e12)

@@ -13,7 +13,7 @@
 
 Token positions: logits at t predict token t+1, so every per-token tensor is [B, T-1] and
 `action_mask[:, t]` says whether input_ids[:, t+1] was sampled by the policy. Log-probs use
-log_softmax(logits / temperature), the convention of the rollout engines (trainer/policies/base.py).
+log_softmax(logits / temperature), the convention of the policy engines (trainer/policies/base.py).
 The batch itself (padded rows, make_batch) is built in trainer/learning/batch.py.
 """
 from __future__ import annotations

@@ -63,7 +63,7 @@ def version_lag(samples: Sequence[RolloutSample], learner_version: int) -> dict[
 class OverlappedRollouts:
     """Runs each step's rollout in a background event loop as soon as admission allows; the training loop
     collects a step's samples when it needs them. `start(step)` returns the coroutine that runs the step's
-    dialogues (RolloutEngine.arun with the step's profiles and seed)."""
+    dialogues (DialogueRollout.arun with the step's profiles and seed)."""
 
     def __init__(self, start: Callable[[int], Coroutine[Any, Any, list[RolloutSample]]], max_staleness: int,
                  last_step: int, version: int, cancel: Callable[[], None]):

@@ -116,7 +116,7 @@ class RLTrainer:
         torch.manual_seed(seed)
 
     def _make_policy_engine(self, policy_path: Path) -> Any:
-        if self.config.engine == "vllm":
+        if self.config.rollout_backend == "vllm":
             engine = PolicySpec(f"vllm:{self.base_model}", access=LAB_ITSELF).build(
                 max_model_len=self.config.max_dialogue_tokens, seed=self.config.seed)
             engine.load_weights(self.learner.stream_policy_weights(self.config.weight_bucket_mb << 20))
@@ -210,7 +210,7 @@ class RLTrainer:
         """Give the sampling engine the weights after update `version`; returns (seconds the copy took,
         seconds waited for the dialogues in flight first: partial_rollouts off)."""
         engine = self.policy_engine
-        if self.config.engine != "vllm" and not self.config.max_staleness:
+        if self.config.rollout_backend != "vllm" and not self.config.max_staleness:
             engine.set_version(version)  # shared weights: nothing to copy
             return 0.0, 0.0
         t0 = time.monotonic()

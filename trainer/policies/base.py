@@ -1,7 +1,7 @@
 """The policy-engine interface shared by the transformers, vLLM and OpenAI engines.
 
 An engine turns a batch of chat histories into replies. Local engines also take token ids directly
-(`generate_ids`), which the rollout engine uses so that every turn's prompt is built from the ids the
+(`generate_ids`), which the dialogue rollout uses so that every turn's prompt is built from the ids the
 policy actually sampled earlier, never from re-tokenised text.
 
 Log-probabilities: `Generation.logprobs[i]` is log p(token_ids[i]) under the distribution the token was
@@ -70,9 +70,9 @@ class PolicyEngine(abc.ABC):
     model_ref: str = ""
     supports_token_ids: bool = True
     tokenizer: Any = None
-    # Set by the rollout engine to its Stop flag (a threading.Event): engines that can, end a batch early.
+    # Set by the dialogue rollout to its Stop flag (a threading.Event): engines that can, end a batch early.
     stop_event: Any = None
-    # Set by the rollout engine when its config stops replies on degenerate repetition (a RepetitionRule):
+    # Set by the dialogue rollout when its config stops replies on degenerate repetition (a RepetitionRule):
     # local engines end (transformers) or flag (vLLM) a reply that loops
     repetition_rule: Any = None
 

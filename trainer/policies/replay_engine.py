@@ -28,7 +28,7 @@ class ReplayEngine(PolicyEngine):
 
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
                      seeds: Optional[list[int]] = None) -> list[Generation]:
-        raise NotImplementedError("a replay policy has no tokens; the rollout engine uses generate()")
+        raise NotImplementedError("a replay policy has no tokens; the dialogue rollout uses generate()")
 
     def generate(self, prompts: list[list[dict]], params: SamplingConfig,
                  seeds: Optional[list[int]] = None) -> list[Generation]:

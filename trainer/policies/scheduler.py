@@ -72,7 +72,7 @@ class BatchScheduler:
 
     def __init__(self, engine: PolicyEngine, temperature: float, top_p: float, max_batch: int = 32,
                  gather_s: float = 0.005):
-        self.engine, self.temperature, self.top_p = engine, temperature, top_p
+        self.policy_engine, self.temperature, self.top_p = engine, temperature, top_p
         self.max_batch, self.gather_s = max_batch, gather_s
         self._waiting: list[tuple[PolicyRequest, asyncio.Future, float]] = []
         self._arrived = asyncio.Event()
@@ -119,7 +119,7 @@ class BatchScheduler:
             if not batch:
                 continue
             try:
-                results = await asyncio.to_thread(sample_batch, self.engine, [r for r, _, _ in batch],
+                results = await asyncio.to_thread(sample_batch, self.policy_engine, [r for r, _, _ in batch],
                                                   self.temperature, self.top_p)
             except Exception as exc:  # the engine failed for the whole batch: each request gets the error
                 for _, future, _ in batch:
@@ -135,12 +135,12 @@ class ConcurrentRequests:
     """One call per request for a chat engine (no token ids), `max_batch` at most at once."""
 
     def __init__(self, engine: PolicyEngine, temperature: float, top_p: float, max_batch: int = 32):
-        self.engine, self.temperature, self.top_p = engine, temperature, top_p
+        self.policy_engine, self.temperature, self.top_p = engine, temperature, top_p
         self._pool = ThreadPoolExecutor(max_workers=max_batch, thread_name_prefix="policy")
 
     async def generate(self, request: PolicyRequest) -> PolicyResult:
         loop = asyncio.get_running_loop()
-        [result] = await loop.run_in_executor(self._pool, sample_batch, self.engine, [request],
+        [result] = await loop.run_in_executor(self._pool, sample_batch, self.policy_engine, [request],
                                               self.temperature, self.top_p)
         return result
 

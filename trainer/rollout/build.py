@@ -11,7 +11,7 @@ from simulator.user.agent import SimulatorFactory
 from simulator.user.spec import SimulatorSpec
 from trainer.policies.base import PolicyEngine
 from trainer.policies.spec import PolicySpec
-from trainer.rollout.engine import RolloutEngine
+from trainer.rollout.dialogue_rollout import DialogueRollout
 from trainer.rollout.types import RolloutConfig, RolloutRecorder
 
 
@@ -48,8 +48,8 @@ def policy_engine(policy: Union[PolicySpec, PolicyEngine]) -> PolicyEngine:
 
 def build_rollout(policy: Union[PolicySpec, PolicyEngine], simulator: Union[SimulatorSpec, SimulatorFactory],
                   config: Optional[RolloutConfig] = None, on_event: Optional[Any] = None,
-                  recorder: Optional[RolloutRecorder] = None) -> RolloutEngine:
-    """A RolloutEngine between the policy and the simulated user. The simulator is built first (cheap,
+                  recorder: Optional[RolloutRecorder] = None) -> DialogueRollout:
+    """A DialogueRollout between the policy and the simulated user. The simulator is built first (cheap,
     and its errors need no model loaded); a policy engine passed in is the caller's to close."""
     factory = simulator_factory(simulator)
-    return RolloutEngine(policy_engine(policy), factory, config=config, on_event=on_event, recorder=recorder)
+    return DialogueRollout(policy_engine(policy), factory, config=config, on_event=on_event, recorder=recorder)

@@ -1,4 +1,4 @@
-"""The multi-turn rollout engine: many policy <-> simulated-user dialogues, run to the end.
+"""The multi-turn dialogue rollout: many policy <-> simulated-user dialogues, run to the end.
 
 Schedules (RolloutConfig.schedule):
 - "async" (default): one asyncio task per dialogue plays it from its opening to its end; each policy turn
@@ -46,15 +46,15 @@ from trainer.rollout.types import DialogueStart, RolloutConfig, RolloutEvent, Ro
 log = logging.getLogger(__name__)
 
 
-class RolloutEngine:
+class DialogueRollout:
     """Runs dialogues between a policy engine and simulated users; see the module docstring."""
 
-    def __init__(self, engine: PolicyEngine, simulator_factory: SimulatorFactory,
+    def __init__(self, policy_engine: PolicyEngine, simulator_factory: SimulatorFactory,
                  config: Optional[RolloutConfig] = None, on_event: Optional[Any] = None,
                  recorder: Optional[RolloutRecorder] = None):
         """`on_event(RolloutEvent)`: called on every event (a failing listener is logged, not raised);
         `recorder`: told of every dialogue and turn first (see RolloutRecorder)."""
-        self.engine = engine
+        self.policy_engine = policy_engine
         self.simulator_factory = simulator_factory
         self.recorder = recorder
         self.config = (config or RolloutConfig()).validate()
@@ -76,7 +76,7 @@ class RolloutEngine:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.arun(profiles, group_size, **overrides))
-        raise RuntimeError("RolloutEngine.run() was called inside an event loop; await arun() instead")
+        raise RuntimeError("DialogueRollout.run() was called inside an event loop; await arun() instead")
 
     def stream(self, profiles: list[Profile], group_size: int = 1, **overrides: Any) -> Iterator[RolloutEvent]:
         """Run in a background thread and yield events as they happen (for UIs such as the live view).
@@ -123,10 +123,10 @@ class RolloutEngine:
         profiles = [p.validate() for p in profiles]
         if not profiles:
             raise ValueError("no profiles: pass at least one persona")
-        if self.engine.supports_token_ids and not (cfg.max_tokens or self.engine.context_length):
+        if self.policy_engine.supports_token_ids and not (cfg.max_tokens or self.policy_engine.context_length):
             raise ValueError("max_tokens: the policy engine does not say its context length; set max_tokens")
-        self.engine.stop_event = self._cancel
-        self.engine.repetition_rule = RepetitionRule() if cfg.stop_on_repetition else None
+        self.policy_engine.stop_event = self._cancel
+        self.policy_engine.repetition_rule = RepetitionRule() if cfg.stop_on_repetition else None
         run_tag = uuid.uuid4().hex[:8]
         dialogues: dict[str, DialogueState] = {}
         times_played: dict[str, int] = {}  # a persona listed twice plays its next repeats, not the same seeds
@@ -149,10 +149,10 @@ class RolloutEngine:
     async def _run_async(self, dialogues: dict[str, DialogueState], cfg: RolloutConfig,
                          openings: SharedOpenings) -> None:
         policy: BatchScheduler | ConcurrentRequests
-        if self.engine.supports_token_ids:
-            policy = BatchScheduler(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch, cfg.gather_ms / 1000)
+        if self.policy_engine.supports_token_ids:
+            policy = BatchScheduler(self.policy_engine, cfg.temperature, cfg.top_p, cfg.max_batch, cfg.gather_ms / 1000)
         else:
-            policy = ConcurrentRequests(self.engine, cfg.temperature, cfg.top_p, cfg.max_batch)
+            policy = ConcurrentRequests(self.policy_engine, cfg.temperature, cfg.top_p, cfg.max_batch)
         try:
             await self._concurrently(dialogues, {k: self._play(d, cfg, openings, policy)
                                                  for k, d in dialogues.items()})
@@ -193,7 +193,7 @@ class RolloutEngine:
             if not requests:
                 continue
             try:  # every active dialogue's policy turn in one batch
-                results = await asyncio.to_thread(sample_batch, self.engine, list(requests.values()),
+                results = await asyncio.to_thread(sample_batch, self.policy_engine, list(requests.values()),
                                                   cfg.temperature, cfg.top_p)
             except Exception as exc:  # the engine failed for the whole batch: every dialogue of it fails
                 for key in requests:
@@ -220,8 +220,8 @@ class RolloutEngine:
             sample.error = f"simulator could not be created: {type(exc).__name__}: {exc}"
         if self.recorder is not None:
             d.dialogue_id = self.recorder.dialogue_started(DialogueStart(
-                key, profile, group_id, seed, fp, fingerprint_hash(fp) if fp else "", self.engine.model_ref,
-                self.engine.describe(), cfg))
+                key, profile, group_id, seed, fp, fingerprint_hash(fp) if fp else "", self.policy_engine.model_ref,
+                self.policy_engine.describe(), cfg))
             sample.dialogue_id = d.dialogue_id
         self._emit("started", d)
         if sample.status == "failed":
@@ -351,15 +351,15 @@ class RolloutEngine:
         elif not (ut.text or "").strip() and cfg.empty_user_message == "fail":
             self._finish(d, "failed", "error", f"simulator returned an empty message after turn {s.n_turns}")
         else:
-            extend_prompt(self.engine, d, cfg.mode, self._system(d, cfg))
+            extend_prompt(self.policy_engine, d, cfg.mode, self._system(d, cfg))
 
     # ---- the policy side ----------------------------------------------------------------------
     def _request(self, d: DialogueState, cfg: RolloutConfig) -> Optional[PolicyRequest]:
         """The dialogue's next policy turn, with its own seed; None when its token budget is spent (it ends)."""
         seed = (d.seed * 7919 + d.sample.n_turns) % 2**31
-        if not self.engine.supports_token_ids:
+        if not self.policy_engine.supports_token_ids:
             return PolicyRequest([self._system(d, cfg), *d.messages], cfg.max_new_tokens, seed)
-        budget = (cfg.max_tokens or self.engine.context_length) - len(d.prompt_ids)
+        budget = (cfg.max_tokens or self.policy_engine.context_length) - len(d.prompt_ids)
         if budget < 1:
             self._finish(d, "finished", "max_tokens")
             return None
@@ -378,7 +378,7 @@ class RolloutEngine:
         s.thoughts.append(thought)
         s.reply_versions.append(g.policy_version)
         s.format_ok = s.format_ok and ok
-        add_tokens(self.engine, d, g)
+        add_tokens(self.policy_engine, d, g)
         problems = []
         if g.finish_reason == "length":
             problems.append(f"reply cut at {len(g.token_ids)} tokens (no end of turn)")
