@@ -176,7 +176,7 @@ def ci_text(row: dict[str, Any]) -> str:
 
 
 def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[Any]], list[list[Any]]]:
-    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.evaluation.eval_runs.breakdown."""
+    """(by hidden need, by personality) rows (BREAKDOWN_HEADERS) from trainer.benchmarking.eval_runs.breakdown."""
     def rows(items: list[dict[str, Any]]) -> list[list[Any]]:
         return [[i.get("label") or i.get("key"), number_text(i.get("score")), i.get("success"), i.get("failure"), i.get("n"),
                  i.get("n_errors", 0), ci_text(i)] for i in items]

@@ -41,7 +41,7 @@ def main() -> int:
         return r.returncode
     result = json.loads(r.stdout)
     from storage import make_store
-    from trainer.evaluation.progress import run_progress
+    from trainer.benchmarking.progress import run_progress
 
     p = run_progress(make_store(db), result["eval_run_id"])
     print("| wall s | dialogues | replies | replies cut | policy tokens | tok/s (run) | score | protocol |")

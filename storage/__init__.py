@@ -5,7 +5,7 @@ Who builds queries: storage/ defines the tables and sessions, writes dialogues (
 dialogue collections (storage.queries) and keeps the people-in-the-loop tables (storage.ratings). The package
 that owns a stored concept builds its own queries over these models: simulator/personas (personas, sets,
 generations), simulator/evaluation (judge scores, ratings, transcripts, fidelity), trainer/jobs,
-trainer/evaluation, trainer/experiments, trainer/learning (its metrics), and app/services for what the pages
+trainer/benchmarking, trainer/experiments, trainer/learning (its metrics), and app/services for what the pages
 read. Nothing else imports sqlalchemy (no view, rollout loop, policy or simulated user), and nothing outside
 storage/ reads a table's columns itself (tests/test_layout.py checks both)."""
 from storage.db import (

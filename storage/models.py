@@ -354,7 +354,7 @@ class ExperimentCell(Base):
 
 
 class Comparison(Base, RecordedRun):
-    """Two policies played against the same personas, simulated user, seeds and rules (trainer/evaluation/
+    """Two policies played against the same personas, simulated user, seeds and rules (trainer/benchmarking/
     compare.py): one eval run per policy and seed, and their dialogues paired persona by persona."""
 
     __tablename__ = "comparison"

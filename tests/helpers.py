@@ -176,7 +176,7 @@ def start_comparison_in_view(page: Any, store: Any, a: Any, b: Any, limit: int, 
 
     from playwright.sync_api import expect
 
-    from trainer.evaluation import compare
+    from trainer.benchmarking import compare
 
     page.get_by_role("tab", name="Compare").click()
     for side, policy in (("a", a), ("b", b)):

@@ -9,7 +9,7 @@ from helpers import play_dialogue
 
 from simulator.personas.builtin import ADVERSARIAL_IDS, BUILTIN_IDS, builtin_profiles, get_builtin
 from simulator.personas.specs import PERSONA_SETS, resolve_personas, spec_error
-from trainer.evaluation.compare import CompareConfig
+from trainer.benchmarking.compare import CompareConfig
 
 STYLES = {"curt", "sarcastic", "help-rejecting", "topic-switching", "testing the agent"}
 

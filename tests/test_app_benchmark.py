@@ -1,4 +1,4 @@
-"""Benchmark view helpers against a real store: eval runs scored by trainer.evaluation.benchmark, grouped by fingerprint."""
+"""Benchmark view helpers against a real store: eval runs scored by trainer.benchmarking.benchmark, grouped by fingerprint."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +10,7 @@ from simulator.evaluation.published import PUBLISHED
 from simulator.llm.hashing import fingerprint_hash
 from storage import EvalRun, session_scope
 from storage.dialogues import add_turn, finish_dialogue, start_dialogue
-from trainer.evaluation import eval_runs
+from trainer.benchmarking import eval_runs
 
 OFFLINE = {"backend": "offline", "model": "minilm-prototypes", "endpoint": "", "prompt_version": "v1",
            "rules": {"name": "standard", "start": 40.0}}
@@ -128,7 +128,7 @@ def test_leaderboard_in_browser(lab_server, browser_page, grid_rows, screenshot)
 
 
 def test_protocol_and_replay_are_shown_with_each_run(store, shared_data):
-    from trainer.evaluation import benchmark, protocol
+    from trainer.benchmarking import benchmark, protocol
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=4)
@@ -146,7 +146,7 @@ def test_protocol_and_replay_are_shown_with_each_run(store, shared_data):
 @pytest.mark.process
 @pytest.mark.browser
 def test_replay_run_in_browser_shows_its_protocol(lab_server, browser_page, grid_rows, shared_data):
-    from trainer.evaluation import benchmark, protocol
+    from trainer.benchmarking import benchmark, protocol
 
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
     cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=3)

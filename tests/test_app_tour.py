@@ -120,7 +120,7 @@ def tour_step_compare(page, store, untrained: Path, checkpoint: str, grid_rows) 
     the comparison runs as a job with its progress beside Cancel, and when it ends its pairs open in the view."""
     from playwright.sync_api import expect
 
-    from trainer.evaluation import compare
+    from trainer.benchmarking import compare
 
     comparison_id = start_comparison_in_view(page, store, untrained, checkpoint, limit=1)
     expect(page.locator("#cmp-summary")).to_contain_text("wins", timeout=JOB_WAIT_S * 1000)

@@ -8,8 +8,8 @@ import pytest
 from simulator.evaluation.published import PUBLISHED, PUBLISHED_FINGERPRINT
 from storage import EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
-from trainer.evaluation import benchmark, eval_runs, protocol
-from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
+from trainer.benchmarking import benchmark, eval_runs, protocol
+from trainer.benchmarking.benchmark import BenchmarkConfig, BenchmarkInputError
 
 
 # ------------------------------------------------------------------------------------------ profiles

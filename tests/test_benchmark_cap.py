@@ -12,8 +12,8 @@ import torch
 from conftest import REPO
 
 from storage import EvalRun, session_scope
-from trainer.evaluation import benchmark, protocol
-from trainer.evaluation.progress import eta_seconds, fraction_done, progress_text, run_progress
+from trainer.benchmarking import benchmark, protocol
+from trainer.benchmarking.progress import eta_seconds, fraction_done, progress_text, run_progress
 from trainer.policies.base import SamplingConfig
 from trainer.policies.repetition import RepetitionRule, RepetitionStop, is_degenerate
 
@@ -100,7 +100,7 @@ def test_the_cli_prints_progress_and_records_the_cap(tiny_model_dir, tmp_path):
     import json
 
     from storage import make_store
-    from trainer.evaluation.eval_runs import get_eval_run
+    from trainer.benchmarking.eval_runs import get_eval_run
 
     result = json.loads(r.stdout)
     store = make_store(f"sqlite:///{tmp_path / 'lab.db'}")

@@ -22,7 +22,7 @@ from simulator.user.packs import OwnPack
 from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from testkit.scripted_server import ScriptedServer
-from trainer.evaluation import benchmark, eval_runs, protocol
+from trainer.benchmarking import benchmark, eval_runs, protocol
 from trainer.jobs import queue as job_queue
 
 pytestmark = pytest.mark.process

@@ -1,4 +1,4 @@
-"""Paired evaluation of two policies (trainer/evaluation/compare.py, `python -m trainer compare`)."""
+"""Paired evaluation of two policies (trainer/benchmarking/compare.py, `python -m trainer compare`)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import pytest
 from conftest import REPO
 from helpers import off_loop
 
-from trainer.evaluation import compare, compare_runs
-from trainer.evaluation.benchmark import BenchmarkInputError
+from trainer.benchmarking import compare, compare_runs
+from trainer.benchmarking.benchmark import BenchmarkInputError
 
 
 def _turns(*pairs):
@@ -233,7 +233,7 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
 
 @pytest.mark.model
 def test_reproducing_a_stored_run_plays_the_same_dialogues(store, tiny_model_dir):
-    from trainer.evaluation import benchmark
+    from trainer.benchmarking import benchmark
 
     # rounds: the policy's batches do not depend on timing (async batches whatever is ready, and on a busy
     # machine another batch composition rounds the logits differently)

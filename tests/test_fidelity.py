@@ -129,7 +129,7 @@ def test_cli_reads_a_file(shared_data):
 def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url, store):
     """A replay of the first 12 published GPT-4.1 dialogues through the benchmark runner stores the
     recorded changes as turn deltas: the eval run's histogram is the file's."""
-    from trainer.evaluation import benchmark
+    from trainer.benchmarking import benchmark
     from trainer.jobs.queue import create_job
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"

@@ -178,7 +178,7 @@ def test_benchmark_view_radar_shows_the_run_means_per_judge(store, db_url, capsy
 def test_radar_in_the_benchmark_view(lab_server, browser_page, capsys, screenshot):
     from concurrent.futures import ThreadPoolExecutor
 
-    from trainer.evaluation import eval_runs
+    from trainer.benchmarking import eval_runs
 
     store, page = lab_server.store, browser_page
     ids = store_judged_dialogues(store, {"warm": WARM_REPLIES, "cold": COLD_REPLIES})

@@ -72,7 +72,7 @@ def test_views_reach_the_store_only_through_services():
 
 
 # the folders outside storage/ whose modules build queries over the models (storage/__init__.py says why)
-QUERY_FOLDERS = ("app/services", "simulator/evaluation", "simulator/personas", "trainer/evaluation",
+QUERY_FOLDERS = ("app/services", "simulator/evaluation", "simulator/personas", "trainer/benchmarking",
                  "trainer/experiments", "trainer/jobs", "trainer/learning")
 STORE_URL_READERS = ("app/preflight.py",)  # import sqlalchemy to parse a store URL, never to query
 

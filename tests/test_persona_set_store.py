@@ -233,7 +233,7 @@ def test_a_benchmark_on_a_set_records_its_name_and_hash(store, shared_data):
     """A replay of three published dialogues, their profiles named as a stored set."""
     from simulator.personas.transcript_files import profiles_from_transcripts
     from storage import EvalRun
-    from trainer.evaluation import benchmark
+    from trainer.benchmarking import benchmark
 
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
     for p in profiles_from_transcripts(f)[:3]:

@@ -20,8 +20,8 @@ from helpers import wait_for
 from sqlalchemy import select
 
 from storage import Dialogue, EvalRun, Turn, make_store, read_scope
-from trainer.evaluation import compare, compare_runs, eval_runs
-from trainer.evaluation.benchmark import BenchmarkInputError
+from trainer.benchmarking import compare, compare_runs, eval_runs
+from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.jobs import queue as job_queue
 from trainer.rollout.types import dialogue_seed
 

@@ -9,8 +9,8 @@ import pytest
 
 from app.render import EMPTY_MESSAGE, dialogue_html
 from simulator.personas.io import BadFileError
-from trainer.evaluation import benchmark
-from trainer.evaluation.eval_runs import scored_dialogues
+from trainer.benchmarking import benchmark
+from trainer.benchmarking.eval_runs import scored_dialogues
 from trainer.rollout.dialogue_rollout import RolloutConfig
 
 PERSONA = {"player": "林晓，29岁，女，会计，喜欢烘焙，说话简短。", "task": "你希望对方用心倾听你的情绪宣泄",

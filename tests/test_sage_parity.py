@@ -15,7 +15,7 @@ from helpers import run_module
 from simulator.user import rules as rules_mod
 from simulator.user.packs import PackError
 from simulator.user.reference_packs import SagePack
-from trainer.evaluation import benchmark, protocol
+from trainer.benchmarking import benchmark, protocol
 
 PUBLISHED = {"gpt-4.1": (68.2, 35, 13), "qwen2.5-72b": (19.1, 4, 70)}
 
@@ -61,7 +61,7 @@ def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, store, monkey
     result = _replay(store, f)
     assert result.summary.n_errors > 0
     assert (result.summary.score, result.summary.success, result.summary.failure) != PUBLISHED["gpt-4.1"]
-    from trainer.evaluation.eval_runs import scored_dialogues
+    from trainer.benchmarking.eval_runs import scored_dialogues
 
     errors = [d["error"] for d in scored_dialogues(store, result.eval_run_id) if d["error"]]
     assert any(expect in e for e in errors), errors[:3]
@@ -70,7 +70,7 @@ def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, store, monkey
 def test_replay_recorded_as_such_with_its_protocol(shared_data, store):
     f = shared_data / "sage" / "qwen2.5-72b_result.jsonl"
     result = _replay(store, f, limit=5)
-    from trainer.evaluation.eval_runs import get_eval_run, leaderboard
+    from trainer.benchmarking.eval_runs import get_eval_run, leaderboard
 
     run = get_eval_run(store, result.eval_run_id)
     assert run["simulator_fingerprint"]["backend"] == "replay" and len(run["simulator_fingerprint"]["file_sha256"]) == 64
@@ -86,7 +86,7 @@ def test_runs_with_different_protocols_are_not_ranked_together(shared_data, stor
 
     monkeypatch.setattr(OwnPack, "policy_system_prompt", lambda self, language="zh": "另一个系统提示")
     _replay(store, f, limit=3)
-    from trainer.evaluation.eval_runs import leaderboard
+    from trainer.benchmarking.eval_runs import leaderboard
 
     groups = [g for g in leaderboard(store) if not g["published"]]
     assert len(groups) == 2 and len({g["protocol_hash"] for g in groups}) == 2

@@ -9,7 +9,7 @@ from simulator.evaluation.scoring import sentient_summary
 from storage import Dialogue, EvalRun, session_scope
 from storage.dialogues import finish_dialogue, start_dialogue
 from storage.queries import collection_dialogues, collection_filter, collection_key, scored_finals, store_collections
-from trainer.evaluation import eval_runs
+from trainer.benchmarking import eval_runs
 from trainer.jobs import queue as job_queue
 
 

@@ -192,7 +192,7 @@ def test_bad_latency_settings_name_the_field():
 # --------------------------------------------------------------------------- configs, fingerprint, views
 def test_limits_are_validated_by_name_and_stay_out_of_the_fingerprint():
     from trainer.config import TrainConfig
-    from trainer.evaluation.benchmark import BenchmarkConfig
+    from trainer.benchmarking.benchmark import BenchmarkConfig
 
     errors = TrainConfig(simulator_requests_per_minute=-1, simulator_max_in_flight=0).errors(check_paths=False)
     assert errors["simulator_requests_per_minute"] == "must be an integer >= 0 (0 = no limit), got -1"
@@ -225,7 +225,7 @@ def test_benchmark_job_shows_traffic_while_it_runs(store, db_url):
     """A real benchmark job over the scripted server, two requests in flight at most: its row in the jobs
     table (Training and Benchmark views) shows them in flight and the rest waiting."""
     from app.services import training
-    from trainer.evaluation import benchmark
+    from trainer.benchmarking import benchmark
     from trainer.jobs import queue as job_queue
 
     with start_server(latency_s=0.2) as server:

@@ -27,7 +27,7 @@ from simulator.personas.specs import PersonaSpecError, resolve_personas
 from simulator.personas.specs import spec_error as persona_spec_error
 from simulator.user.spec import SimulatorSpec
 from trainer.config import TrainConfig
-from trainer.evaluation import benchmark
+from trainer.benchmarking import benchmark
 from trainer.jobs import queue as job_queue
 from trainer.policies.spec import PolicySpec
 

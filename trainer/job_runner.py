@@ -1,13 +1,13 @@
 """Run a recorded job in this process: the one runner behind `python -m trainer train`, `resume` and `job`. It sits
-above trainer.jobs (the queue, the owner lock, the context), trainer.learning and trainer.evaluation, whose work
+above trainer.jobs (the queue, the owner lock, the context), trainer.learning and trainer.benchmarking, whose work
 it starts by the job's kind
 (what `jobs.launch` starts, so also the app's Launch, Resume and benchmark buttons).
 
     run_job(store, job_id) -> exit status
 
 The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
-"compare" a paired comparison (trainer.evaluation.compare_runs), "personas" a persona generation:
-simulator.personas.generation_store.run_generation_job, "judge" a judge run: trainer.evaluation.judge_jobs).
+"compare" a paired comparison (trainer.benchmarking.compare_runs), "personas" a persona generation:
+simulator.personas.generation_store.run_generation_job, "judge" a judge run: trainer.benchmarking.judge_jobs).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -49,20 +49,20 @@ def _run_train(store: Store, job: Any) -> dict[str, Any]:
 
 
 def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:
-    from trainer.evaluation.benchmark import run_benchmark_job
+    from trainer.benchmarking.benchmark import run_benchmark_job
 
     run_benchmark_job(store, job)
     return {}
 
 
 def _run_compare(store: Store, job: Any) -> dict[str, Any]:
-    from trainer.evaluation.compare_runs import run_comparison_job
+    from trainer.benchmarking.compare_runs import run_comparison_job
 
     return run_comparison_job(store, job)
 
 
 def _run_judge(store: Store, job: Any) -> dict[str, Any]:
-    from trainer.evaluation.judge_jobs import run_judge_job
+    from trainer.benchmarking.judge_jobs import run_judge_job
 
     return run_judge_job(store, job)
 

@@ -60,7 +60,7 @@ def _number(name: str, value: Any, whole: bool, empty: Any, errors: dict[str, st
 def form_config(values: dict[str, Any]) -> tuple[Optional[dict[str, Any]], dict[str, str]]:
     """(BenchmarkConfig dict, {}) or (None, {field: problem}) from the form's values (NAMES keys; missing ones
     take DEFAULTS). Every problem is keyed by its form field (GENERAL for settings the form does not show)."""
-    from trainer.evaluation.benchmark import BenchmarkConfig
+    from trainer.benchmarking.benchmark import BenchmarkConfig
 
     v = {**DEFAULTS, **values}
     errors: dict[str, str] = {}
@@ -92,7 +92,7 @@ def error_texts(errors: dict[str, str]) -> tuple[list[str], str]:
 def start(store: Any, store_url: str, values: dict[str, Any]) -> tuple[Optional[int], dict[str, str], str]:
     """(job id or None, per-field problems, the message under Start) for the form's values: a job is
     launched only when every field is valid and the profiles resolve."""
-    from trainer.evaluation.benchmark import start_benchmark_job
+    from trainer.benchmarking.benchmark import start_benchmark_job
 
     config, errors = form_config(values)
     if config is None:
@@ -123,8 +123,8 @@ def eval_run_of_job(store: Any, job_id: int) -> Optional[int]:
 def job_progress_line(store: Any, job: dict[str, Any]) -> str:
     """What a benchmark job is doing now: its eval run's dialogues and replies done, tokens per second and
     time left; before the run opens, what the job's log says it is doing (loading the policy, say)."""
-    from trainer.evaluation.progress import progress_text, run_progress
-    from trainer.evaluation.protocol import protocol_rules
+    from trainer.benchmarking.progress import progress_text, run_progress
+    from trainer.benchmarking.protocol import protocol_rules
 
     run_id = eval_run_of_job(store, int(job["id"]))
     if run_id is not None:

@@ -1,4 +1,4 @@
-"""What the Compare view shows of a stored comparison (trainer/evaluation/compare.py): the pairs table, the
+"""What the Compare view shows of a stored comparison (trainer/benchmarking/compare.py): the pairs table, the
 summary, and one persona's two dialogues side by side aligned by reply, with both emotion curves."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from app.plots import emotion_figure
 from app.render import inner_html, md, text, turn_html
-from trainer.evaluation import compare
+from trainer.benchmarking import compare
 
 PAIR_HEADERS = ["persona", "seed", "need", "personality", "A", "B", "B - A", "first reply diff", "first emotion diff"]
 BREAKDOWN_HEADERS = ["group", "n", "wins", "ties", "losses", "mean B - A"]

@@ -1,14 +1,14 @@
 """The Compare view's Start, progress, Cancel and Resume: a comparison run as a background job
-(trainer.evaluation.compare_runs), its status derived from its job (a comparison whose process died shows
+(trainer.benchmarking.compare_runs), its status derived from its job (a comparison whose process died shows
 dead, never running), its progress in dialogues with the time left."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from storage import Store
-from trainer.evaluation import compare_runs
-from trainer.evaluation.benchmark import BenchmarkInputError
-from trainer.evaluation.compare import CompareConfig, comparison_job
+from trainer.benchmarking import compare_runs
+from trainer.benchmarking.benchmark import BenchmarkInputError
+from trainer.benchmarking.compare import CompareConfig, comparison_job
 from trainer.jobs import queue as job_queue
 
 DEFAULT_POLICY = "default"

@@ -20,7 +20,7 @@ from simulator.evaluation.scoring import bootstrap_interval, sentient_summary
 from simulator.user.rules import tier
 from storage import Dialogue, Store, Turn, read_scope
 from storage.db import PROJECT_ROOT
-from trainer.evaluation import eval_runs
+from trainer.benchmarking import eval_runs
 from trainer.experiments import grid
 from trainer.experiments.runner import launch_runner, runner_alive
 

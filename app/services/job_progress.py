@@ -35,7 +35,7 @@ def step_activity(store: Any, job_id: int) -> Optional[dict[str, Any]]:
 
 
 def _duration(seconds: float) -> str:
-    from trainer.evaluation.progress import duration_text
+    from trainer.benchmarking.progress import duration_text
 
     return duration_text(seconds)
 

@@ -194,7 +194,7 @@ def plan_now(config: dict[str, Any], args: list[str]) -> dict[str, Any]:
 def plan_progress(key: Optional[str], steps: int) -> Optional[str]:
     """The plan's Markdown when it is done; while it runs, how long it has run and about how long it takes
     (from the preset's last plan); None for an unknown key."""
-    from trainer.evaluation.progress import duration_text
+    from trainer.benchmarking.progress import duration_text
 
     task = _TASKS.get(key or "")
     if task is None:

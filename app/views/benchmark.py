@@ -2,7 +2,7 @@
 within each simulator fingerprint (never across), the published reference rows beside them, a bar chart,
 a run's breakdown by hidden need and personality, and its dialogues (a click opens one in Transcripts).
 
-The plain functions at the top build the tables and the chart from trainer.evaluation.eval_runs' data (tested in
+The plain functions at the top build the tables and the chart from trainer.benchmarking.eval_runs' data (tested in
 tests/test_app_benchmark.py); `build` only wires them to components.
 """
 from __future__ import annotations
@@ -171,9 +171,9 @@ def fidelity_view(store: Store, run_id: Optional[int]) -> tuple[str, Optional[go
 
 def running_progress_md(store: Any) -> str:
     """A line per eval run still running: dialogues done, replies, tokens per second and the time left."""
-    from trainer.evaluation.eval_runs import running_eval_run_ids
-    from trainer.evaluation.progress import progress_text, run_progress
-    from trainer.evaluation.protocol import protocol_rules
+    from trainer.benchmarking.eval_runs import running_eval_run_ids
+    from trainer.benchmarking.progress import progress_text, run_progress
+    from trainer.benchmarking.protocol import protocol_rules
 
     lines = [f"- eval run {run_id}: {md(progress_text(run_progress(store, run_id, protocol_rules().max_turns)))}"
              for run_id in running_eval_run_ids(store)]
@@ -182,7 +182,7 @@ def running_progress_md(store: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
-    from trainer.evaluation import benchmark, eval_runs
+    from trainer.benchmarking import benchmark, eval_runs
     from trainer.jobs import queue as job_queue
 
     store, url = ctx.store, ctx.store_url
@@ -267,8 +267,8 @@ def build(ctx: LabContext) -> None:
 
     def on_reproduce(run_id: Any):
         """The picked run's settings and seed, played again as a new benchmark job; the two runs can then be
-        compared dialogue by dialogue (trainer.evaluation.compare.link_eval_runs, the Compare view)."""
-        from trainer.evaluation.compare import reproduce_config
+        compared dialogue by dialogue (trainer.benchmarking.compare.link_eval_runs, the Compare view)."""
+        from trainer.benchmarking.compare import reproduce_config
 
         if run_id is None:
             return "Pick a lab eval run first."

@@ -14,7 +14,7 @@ from app.context import LabContext
 from app.services import compare as compare_service
 from app.services import compare_jobs
 from simulator.personas.specs import spec_choices
-from trainer.evaluation import compare
+from trainer.benchmarking import compare
 
 POLL_S = 2.0  # how often the picked comparison's progress is read
 

@@ -204,7 +204,7 @@ def build(ctx: LabContext) -> None:
         jid = _job_id(jid)
         if not path or not path.strip():
             return "Pick a checkpoint in the table first."
-        from trainer.evaluation.benchmark import start_benchmark_job
+        from trainer.benchmarking.benchmark import start_benchmark_job
 
         config = training.benchmark_config_for(job_queue.job_detail(store, jid) if jid else None, path.strip())
         try:

@@ -32,8 +32,8 @@ import sys
 from typing import Optional
 
 from simulator.personas.store import open_store
-from trainer.evaluation import benchmark_jobs, protocol
-from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
+from trainer.benchmarking import benchmark_jobs, protocol
+from trainer.benchmarking.benchmark import BenchmarkConfig, BenchmarkInputError
 from trainer.jobs.queue import JobError
 
 

@@ -6,7 +6,7 @@
 
 POLICY is what the benchmark takes (default, a model folder, a training checkpoint folder, vllm:PATH,
 openai:MODEL with --a-base-url / --b-base-url). Each side at each seed is an eval run of the benchmark
-protocol; their dialogues are paired persona by persona (trainer/evaluation/compare.py). Shown: per persona
+protocol; their dialogues are paired persona by persona (trainer/benchmarking/compare.py). Shown: per persona
 both finals and the first turn where the replies, and the user's emotion, differ; then wins / ties / losses
 of B over A with the mean difference and its paired bootstrap 95% interval and the sign test, by hidden need
 and personality. --json: one object per persona and seed, then one summary object (wins, ties, losses,
@@ -22,8 +22,8 @@ import json
 import sys
 
 from simulator.personas.store import open_store
-from trainer.evaluation import compare, compare_runs
-from trainer.evaluation.benchmark import BenchmarkInputError
+from trainer.benchmarking import compare, compare_runs
+from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.jobs.queue import JobError
 
 

@@ -8,7 +8,7 @@
 
 The key comes from OPENAI_API_KEY, the endpoint from --base-url or OPENAI_BASE_URL. Dialogues already
 judged without error by the same judge fingerprint are skipped (--force judges them again). A run is a job
-(trainer/evaluation/judge_jobs.py) owned by this process (lock, heartbeat): it is listed with the other jobs
+(trainer/benchmarking/judge_jobs.py) owned by this process (lock, heartbeat): it is listed with the other jobs
 (`python -m trainer jobs`, the Training view), a killed run shows as dead, and --resume (or
 `python -m trainer resume JOB_ID`) judges only the dialogues of its set not yet judged, with its recorded
 settings; a resume while the run's process lives is refused, naming its pid. Ctrl-C stops the run (what was
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from storage import make_store
-    from trainer.evaluation import judge_jobs
+    from trainer.benchmarking import judge_jobs
     from trainer.jobs.queue import JobError
 
     settings = {"model": args.model, "base_url": args.base_url, "temperature": args.temperature,

@@ -171,7 +171,7 @@ def _base_fields(data: dict[str, Any], folder: Path, errors: dict[str, str]) -> 
 def _benchmark_fields(block: Any, errors: dict[str, str]) -> dict[str, Any]:
     """The held-out benchmark's BenchmarkConfig fields (its policy is each cell's checkpoint)."""
     from simulator.personas.specs import spec_error
-    from trainer.evaluation.benchmark import BenchmarkConfig
+    from trainer.benchmarking.benchmark import BenchmarkConfig
 
     if block is None:
         block = {}

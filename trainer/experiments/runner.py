@@ -210,7 +210,7 @@ def _set(store: Store, cell_id: int, **values: Any) -> None:
 def _benchmark_config(exp: dict[str, Any], cell: dict[str, Any], checkpoint: str) -> dict[str, Any]:
     """The held-out benchmark of a cell: the experiment's settings with the cell's checkpoint as the policy
     (and the cell's mode unless the experiment sets one)."""
-    from trainer.evaluation.benchmark import BenchmarkConfig
+    from trainer.benchmarking.benchmark import BenchmarkConfig
 
     settings = dict(exp["benchmark"])
     settings.setdefault("mode", cell["config"].get("mode", "direct"))

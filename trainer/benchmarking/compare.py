@@ -1,5 +1,5 @@
 """Paired evaluation: two policies, A and B, play the same personas with the same simulated user, seeds and
-rules (the benchmark protocol of trainer/evaluation/benchmark.py), and their dialogues are compared persona by
+rules (the benchmark protocol of trainer/benchmarking/benchmark.py), and their dialogues are compared persona by
 persona.
 
 Each side at each seed is an ordinary eval run (so it also stands on the leaderboard); a `ComparisonPair` row
@@ -26,10 +26,10 @@ from sqlalchemy import Engine, select
 from simulator.evaluation.scoring import bootstrap_interval
 from storage import Comparison, ComparisonPair, Dialogue, Turn, as_dict, code_version, read_scope, session_scope
 from storage.models import utcnow
-from trainer.evaluation.benchmark import BenchmarkConfig, BenchmarkInputError
+from trainer.benchmarking.benchmark import BenchmarkConfig, BenchmarkInputError
 
 N_BOOT = 2000
-COMPARE_JOB_KIND = "compare"  # the job that plays a comparison (trainer.evaluation.compare_runs)
+COMPARE_JOB_KIND = "compare"  # the job that plays a comparison (trainer.benchmarking.compare_runs)
 
 
 @dataclass
@@ -150,8 +150,8 @@ def dialogues_by_persona(store: Engine, eval_run_id: int) -> dict[str, int]:
 
 def reproduce_config(store: Engine, eval_run_id: int) -> BenchmarkConfig:
     """The settings of a stored eval run, seed included, for playing it again ("reproduce this run")."""
-    from trainer.evaluation.benchmark import RECORDED_KEYS
-    from trainer.evaluation.eval_runs import get_eval_run
+    from trainer.benchmarking.benchmark import RECORDED_KEYS
+    from trainer.benchmarking.eval_runs import get_eval_run
 
     run = get_eval_run(store, eval_run_id)
     if run is None:

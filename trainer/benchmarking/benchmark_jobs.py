@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 from sqlalchemy import Engine
 
 from storage import EvalRun, session_scope
-from trainer.evaluation.benchmark import (
+from trainer.benchmarking.benchmark import (
     RECORDED_KEYS,
     BenchmarkConfig,
     BenchmarkInputError,
@@ -18,7 +18,7 @@ from trainer.evaluation.benchmark import (
     check_config,
     run_benchmark,
 )
-from trainer.evaluation.eval_runs import get_eval_run
+from trainer.benchmarking.eval_runs import get_eval_run
 from trainer.jobs.foreground import resume_foreground, run_foreground
 from trainer.jobs.queue import create_job, get_job
 

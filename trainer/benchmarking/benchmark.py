@@ -32,8 +32,8 @@ from simulator.personas.profile import Profile
 from simulator.personas.specs import PersonaSpecError, spec_record
 from simulator.user.spec import SimulatorSpec
 from storage import EvalRun, code_version, read_scope, session_scope
-from trainer.evaluation.checks import benchmark_problems, first_profiles, problems_text
-from trainer.evaluation.eval_runs import (
+from trainer.benchmarking.checks import benchmark_problems, first_profiles, problems_text
+from trainer.benchmarking.eval_runs import (
     check_replay,
     close_cut_off_dialogues,
     done_profile_ids,
@@ -42,8 +42,8 @@ from trainer.evaluation.eval_runs import (
     scored_dialogues,
     truncations,
 )
-from trainer.evaluation.progress import progress_text, run_progress
-from trainer.evaluation.protocol import protocol_record, protocol_rules
+from trainer.benchmarking.progress import progress_text, run_progress
+from trainer.benchmarking.protocol import protocol_record, protocol_rules
 from trainer.policies.spec import PolicySpec
 from trainer.rollout.build import SpecError, policy_engine, simulator_factory
 from trainer.rollout.cancel_watch import watch_cancel
@@ -140,7 +140,7 @@ class BenchmarkConfig:
 
 def check_config(store: Optional[Engine], config: "BenchmarkConfig | dict[str, Any]") -> "BenchmarkConfig":
     """The config, once every input is checked (settings, profiles, pack, simulator, policy; nothing is
-    played or loaded: trainer.evaluation.checks); BenchmarkInputError naming every problem at once."""
+    played or loaded: trainer.benchmarking.checks); BenchmarkInputError naming every problem at once."""
     if isinstance(config, dict):
         unknown = sorted(set(config) - {f.name for f in fields(BenchmarkConfig)})
         if unknown:
@@ -176,7 +176,7 @@ class BenchmarkResult:
     dialogue_ids: list[int] = field(default_factory=list)  # the scored dialogues, in scoring order
     n_skipped: int = 0  # profiles finished before this call (resume)
     protocol: dict[str, Any] = field(default_factory=dict)  # as recorded on the eval run
-    truncations: dict[str, int] = field(default_factory=dict)  # trainer.evaluation.eval_runs.truncations
+    truncations: dict[str, int] = field(default_factory=dict)  # trainer.benchmarking.eval_runs.truncations
 
 
 def _simulator(config: BenchmarkConfig, profiles: list[Profile]) -> tuple[Callable[..., Any], dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Eval runs in the store: reading, resuming and closing them, and what the app shows of them (the
 breakdown by need and personality, the leaderboard grouped by simulator fingerprint and profile set).
-The runner that fills them is trainer/evaluation/benchmark.py."""
+The runner that fills them is trainer/benchmarking/benchmark.py."""
 from __future__ import annotations
 
 from collections import defaultdict

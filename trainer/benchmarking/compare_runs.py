@@ -1,4 +1,4 @@
-"""Running a comparison (trainer/evaluation/compare.py) as a job: every input checked first, then A and B at
+"""Running a comparison (trainer/benchmarking/compare.py) as a job: every input checked first, then A and B at
 each seed played as eval runs by one "compare" job that owns them, resumable after any interruption.
 
     cid = run_comparison(store, config)                  # the command line: a job run in this process
@@ -23,9 +23,9 @@ from sqlalchemy import Engine, select
 
 from storage import Comparison, ComparisonPair, EvalRun, code_version, read_scope, session_scope
 from storage.models import utcnow
-from trainer.evaluation.benchmark import BenchmarkInputError, load_profiles, run_benchmark
-from trainer.evaluation.checks import benchmark_problems, problems_text
-from trainer.evaluation.compare import (
+from trainer.benchmarking.benchmark import BenchmarkInputError, load_profiles, run_benchmark
+from trainer.benchmarking.checks import benchmark_problems, problems_text
+from trainer.benchmarking.compare import (
     COMPARE_JOB_KIND,
     CompareConfig,
     comparison_job,

@@ -1,6 +1,6 @@
 """The benchmark protocol (SAGE's test_npc.py as the lab runs it): its rules, the policy's system prompt, the
 per-reply cap of local engines, and the record every eval run keeps. Runs whose `protocol_hash` differ are
-never ranked together. `config` is a trainer.evaluation.benchmark.BenchmarkConfig.
+never ranked together. `config` is a trainer.benchmarking.benchmark.BenchmarkConfig.
 """
 from __future__ import annotations
 

@@ -1,1 +1,0 @@
-"""The Sentient benchmark: the protocol runner (benchmark) and its stored eval runs (eval_runs)."""
