@@ -93,7 +93,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
     policy turns (default args.eval_turns)."""
     turns = turns or args.eval_turns
     from simulator.user.spec import SimulatorSpec
-    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
+    from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
 
     t0 = time.monotonic()
     points: dict[str, list[float]] = {}  # offline-scorer component -> its points on every held-out reply

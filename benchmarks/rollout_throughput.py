@@ -97,7 +97,7 @@ def orchestration(n_dialogues: int, turns: int, server_kw: dict, sequential_samp
     from simulator.user.spec import SimulatorSpec
     from testkit.tiny_model import build_tiny_model
     from trainer.policies import SamplingConfig, make_policy_engine
-    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
+    from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
 
     policy = make_policy_engine(str(build_tiny_model(tiny_dir)))
     policy.generate([[{"role": "user", "content": "hi"}]], SamplingConfig(max_new_tokens=2), seeds=[0])  # warm-up

@@ -100,7 +100,7 @@ def test_config_names_the_overlap_fields_and_their_problems(tiny_model_dir: Path
 def _rollout_at(engine, version: int, profiles, step: int) -> list:
     """Real dialogues sampled by the versioned engine with its weights named `version`."""
     from simulator.user.spec import SimulatorSpec
-    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
+    from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
 
     engine.set_version(version)
     rollout = DialogueRollout(engine, SimulatorSpec("offline").factory(),

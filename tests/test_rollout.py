@@ -16,7 +16,7 @@ from storage.dialogues import load_dialogue
 from storage.recorder import DialogueRecorder
 from trainer.learning.algorithms import rlver_reward
 from trainer.policies.hf_engine import HFEngine
-from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
+from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import torch
 from scripted_rollout import RecordingEngine, ScriptedAgent, profile, recompute
 
 from simulator.personas.profile import Profile
-from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
+from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
 
 
 class SlowAndFastFactory:

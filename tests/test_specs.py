@@ -18,8 +18,8 @@ from simulator.user.spec import SimulatorSpec
 from storage.dialogues import load_dialogue
 from testkit.scripted_server import ScriptedServer
 from trainer import __main__ as trainer_main
-from trainer.config import TrainConfig
 from trainer.benchmarking import benchmark
+from trainer.config import TrainConfig
 from trainer.policies.spec import PolicySpec, checkpoint_model
 from trainer.rollout.build import SpecError, build_rollout
 

@@ -191,8 +191,8 @@ def test_bad_latency_settings_name_the_field():
 
 # --------------------------------------------------------------------------- configs, fingerprint, views
 def test_limits_are_validated_by_name_and_stay_out_of_the_fingerprint():
-    from trainer.config import TrainConfig
     from trainer.benchmarking.benchmark import BenchmarkConfig
+    from trainer.config import TrainConfig
 
     errors = TrainConfig(simulator_requests_per_minute=-1, simulator_max_in_flight=0).errors(check_paths=False)
     assert errors["simulator_requests_per_minute"] == "must be an integer >= 0 (0 = no limit), got -1"

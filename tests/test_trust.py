@@ -26,8 +26,8 @@ from simulator.personas.builtin import builtin_profiles
 from simulator.personas.specs import PersonaSpecError, resolve_personas
 from simulator.personas.specs import spec_error as persona_spec_error
 from simulator.user.spec import SimulatorSpec
-from trainer.config import TrainConfig
 from trainer.benchmarking import benchmark
+from trainer.config import TrainConfig
 from trainer.jobs import queue as job_queue
 from trainer.policies.spec import PolicySpec
 

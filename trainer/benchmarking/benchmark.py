@@ -241,7 +241,7 @@ def run_benchmark(store: Engine, config: Optional[BenchmarkConfig], eval_run_id:
     `job` is a trainer.jobs.context.JobContext when running as a background job: progress goes to it and its
     Cancel stops the dialogues in flight (they are marked cancelled and played again on resume)."""
     from storage.recorder import DialogueRecorder
-    from trainer.rollout.dialogue_rollout import RolloutConfig, DialogueRollout
+    from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
 
     if eval_run_id is not None:
         stored = get_eval_run(store, eval_run_id)
