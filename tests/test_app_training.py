@@ -324,7 +324,8 @@ def test_preset_dropdown_fills_the_form_and_launch_asks_to_confirm_a_job_that_wi
     expect(page.locator("#train-extra textarea")).to_have_value(re.compile("deepspeed: zero3"))
     page.locator("#train-plan-btn").click()
     # the paper's 32 GPUs: the plan (fits or not: the learner's float32 logits at 15,000 positions, issue 33)
-    page.locator("#train-plan").get_by_text("GiB per GPU", exact=False).wait_for()
+    page.locator("#train-plan").get_by_text("GiB per GPU", exact=False).wait_for(
+        timeout=300_000)  # `python -m trainer plan` in its own process: a few seconds idle, minutes on a busy machine
     expect(page.locator("#train-plan")).to_contain_text("critic_grads_optimizer")
     # a tiny job planned for a process of 0.001 GiB: Launch asks first, and launches on the second click
     page.locator("#train-preset input").click()
