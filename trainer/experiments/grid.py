@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import yaml
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from simulator.personas.profile import FieldErrors
 from storage import (
@@ -221,6 +222,12 @@ def create_experiment(store: Store, spec: ExperimentSpec) -> int:
         return exp.id
 
 
+def experiment_row(session: Session, experiment_id: int) -> Experiment:
+    """The experiment's row; ExperimentError naming the id when there is none."""
+    return get_or_raise(session, Experiment, experiment_id, what="",
+                        error=lambda message: ExperimentError({"experiment": message}))
+
+
 def runners_root(store: Store) -> Path:
     """Where experiment runners keep their logs and owner locks (one folder per store)."""
     return lab_home() / "experiments" / store_id(store)
@@ -275,8 +282,7 @@ def cancel_experiment(store: Store, experiment_id: int) -> str:
     from trainer.jobs import queue as job_queue
 
     with session_scope(store) as s:
-        exp = get_or_raise(s, Experiment, experiment_id, what="",
-                           error=lambda message: ExperimentError({"experiment": message}))
+        exp = experiment_row(s, experiment_id)
         if exp.status in EXPERIMENT_FINAL:
             return exp.status
         exp.status, exp.finished_at, exp.error = "cancelled", utcnow(), "cancelled"
@@ -298,8 +304,7 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
 
     runner = owner_pid(runner_folder(runners_root(store), experiment_id))
     with read_scope(store) as s:
-        exp = get_or_raise(s, Experiment, experiment_id, what="",
-                           error=lambda message: ExperimentError({"experiment": message}))
+        exp = experiment_row(s, experiment_id)
         if runner is not None:
             raise ExperimentError({"experiment": f"{experiment_id} is being run by live process {runner}"})
         cells = [(c.id, c.status, c.train_job_id, c.benchmark_job_id) for c in exp.cells]

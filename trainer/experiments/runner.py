@@ -21,9 +21,16 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import select
 
-from storage import EvalRun, Experiment, ExperimentCell, Store, get_or_raise, read_scope, session_scope
+from storage import EvalRun, Experiment, ExperimentCell, Store, read_scope, session_scope
 from storage.models import utcnow
-from trainer.experiments.grid import CELL_FINAL, ExperimentError, experiment_detail, runner_folder, runners_root
+from trainer.experiments.grid import (
+    CELL_FINAL,
+    ExperimentError,
+    experiment_detail,
+    experiment_row,
+    runner_folder,
+    runners_root,
+)
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from trainer.jobs import queue as job_queue
 from trainer.jobs.owner import JobLock, owner_pid
@@ -73,8 +80,7 @@ def _claim(store: Store, experiment_id: int) -> JobLock:
         raise ExperimentError({"experiment": f"{experiment_id} is already run by live process {owner_pid(folder)}"})
     try:
         with session_scope(store) as s:
-            exp = get_or_raise(s, Experiment, experiment_id, what="",
-                               error=lambda message: ExperimentError({"experiment": message}))
+            exp = experiment_row(s, experiment_id)
             if exp.status in ("succeeded", "failed", "cancelled"):
                 raise ExperimentError({"experiment": f"{experiment_id} is {exp.status}; resume it to run what did "
                                                      "not finish"})
