@@ -1,7 +1,7 @@
 """RLTrainer: the RLVER training loop.
 
     for step in 1..steps:
-        dialogues = rollout(this step's profiles x group_size)     policy vs the simulated user (rollout/engine.py)
+        dialogues = rollout(this step's profiles x group_size)  policy vs simulated user (rollout/dialogue_rollout.py)
         reward    = rlver_reward(dialogue)                         max(final emotion / 100, 0) (+ shaping, off)
         update    = Learner.update(batch)                          advantages + clipped minibatch updates
         metrics   -> the job (store) and stdout
