@@ -7,6 +7,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 7860
+# the suite runs whole test modules on this many processes (pytest-xdist); the slow modules start first
+TEST_WORKERS ?= 2
+TEST_ARGS := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export GRADIO_ANALYTICS_ENABLED := False
@@ -40,10 +43,10 @@ run: setup
 	$(PY) -m app --host $(HOST) --port $(PORT)
 
 test: setup browser postgres
-	$(PY) -m pytest -q --durations=30
+	$(PY) -m pytest -q $(TEST_ARGS) --durations=30
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not (browser or model or process or data or slow)" --durations=10
+	$(PY) -m pytest -q $(TEST_ARGS) -m "not (browser or model or process or data or slow)" --durations=10
 
 # the checks that need a CUDA GPU (tests/test_gpu.py; skipped cleanly without one)
 test-gpu: setup

@@ -68,6 +68,7 @@ def test_a_generations_accepted_personas_become_a_named_set(store):
     assert set_from_generation(store, "gen-set", gid).startswith("**No set made.** name: a set named")
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_generate_review_and_accept_in_the_browser(lab_server, browser_page, grid_rows, screenshot):
     from playwright.sync_api import expect

@@ -87,6 +87,7 @@ def test_progress_is_read_from_the_store(store, tiny_model_dir):
     assert progress_text(p).startswith("2/2 dialogues, ") and "about 0 s left" in progress_text(p)
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_the_cli_prints_progress_and_records_the_cap(tiny_model_dir, tmp_path):
     r = subprocess.run([sys.executable, "-m", "trainer", "benchmark", "--policy", str(tiny_model_dir),

@@ -120,6 +120,7 @@ def _trained_checkpoint(tiny_model_dir, tmp_path) -> str:
     return json.loads(r.stdout.strip().splitlines()[-1])["checkpoint"]
 
 
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.browser
 def test_the_compare_view_shows_the_pairs_aligned(lab_server, browser_page, grid_rows, tiny_model_dir, tmp_path):

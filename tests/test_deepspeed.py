@@ -87,6 +87,7 @@ def _launch(model: Path, out: Path, ranks: int, zero: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_zero2_two_ranks_match_one_rank(tiny_model_dir: Path, tmp_path: Path):
     one = _launch(tiny_model_dir, tmp_path / "one.json", 1, "none")
     two = _launch(tiny_model_dir, tmp_path / "two.json", 2, "zero2")

@@ -243,6 +243,7 @@ def test_an_older_store_gains_the_policy_version_column_and_keeps_its_rows(tmp_p
     upgraded.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_kill_9_during_an_overlapped_run_then_resume_loses_and_repeats_no_dialogue(tiny_model_dir: Path,
                                                                                  tmp_path: Path, db_url: str):

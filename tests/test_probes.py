@@ -18,6 +18,7 @@ def results():
     return asyncio.run(probes.run_probes(PROFILES, OfflineBackend(), turns=5))
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_tailored_beats_every_hack_on_every_persona(results):
     assert len(results) == len(PROFILES) == 8

@@ -144,6 +144,7 @@ KILL_POINTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_a_killed_benchmark_resumes_to_the_uninterrupted_result(point, reference, tiny_model_dir, user_spec,
@@ -206,6 +207,7 @@ def pair_results(db_url: str, comparison_id: int) -> list[tuple]:
         store.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_a_comparison_killed_during_b_resumes_playing_only_what_is_missing(tiny_model_dir, other_model, user_spec,
                                                                              tmp_path):

@@ -73,6 +73,7 @@ def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: 
     store.dispose()
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_continues_without_losing_or_repeating_a_step(tiny_model_dir: Path, tmp_path: Path,
                                                                          db_url: str):
     from trainer.jobs import queue as job_queue
