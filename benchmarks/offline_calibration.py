@@ -42,7 +42,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from simulator.personas.builtin import BUILTIN_PROFILES  # noqa: E402
 from simulator.user.backends.offline import OfflineBackend  # noqa: E402
-from simulator.user.rules import get_preset  # noqa: E402
+from simulator.user.rules import get_rules  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "offline_calibration.jsonl"
 
@@ -61,7 +61,7 @@ async def judge(backend: OfflineBackend, row: dict) -> dict:
     """The emotion step of `row`'s reply after its user message (a fresh one-message dialogue)."""
     profile = next(p for p in BUILTIN_PROFILES if p.id == row["persona"])
     history = [{"role": "user", "content": row["user"]}]
-    return await backend.emotion_step(profile, get_preset("standard"), 40.0, history, row["reply"], {})
+    return await backend.emotion_step(profile, get_rules("standard"), 40.0, history, row["reply"], {})
 
 
 def score_rows(backend: OfflineBackend, rows: list[dict]) -> list[dict]:

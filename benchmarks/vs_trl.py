@@ -46,9 +46,9 @@ def make_reward():
     """reward(profile, reply) = the offline simulator's emotion after the reply, / 100, clipped at 0."""
     from simulator.user.agent import SentientAgent
     from simulator.user.backends import make_backend
-    from simulator.user.rules import get_preset
+    from simulator.user.rules import get_rules
 
-    backend, rules = make_backend("offline"), get_preset("rlver-hard")
+    backend, rules = make_backend("offline"), get_rules("rlver-hard")
 
     def reward(profile, reply: str) -> float:
         agent = SentientAgent(profile, backend, rules, seed=0)

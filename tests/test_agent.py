@@ -8,7 +8,7 @@ from helpers import play_dialogue as dialogue
 from simulator.llm.hashing import fingerprint_hash
 from simulator.user.agent import MAX_REPLY_CHARS, SentientAgent, UserTurn
 from simulator.user.backends import make_backend
-from simulator.user.rules import EmotionRules, get_preset
+from simulator.user.rules import EmotionRules, get_rules
 from simulator.user.templates import load_templates, prompt_hash
 from testkit.scripted_server import classify_request, start_server
 
@@ -60,13 +60,13 @@ def test_chinese_profile_uses_chinese_prompts(server):
 
 def test_rules_reach_the_prompt(server):
     profile = make_sim_profile()
-    agent = SentientAgent(profile, chat_backend(server), rules=get_preset("challenging"), pack="v1")
+    agent = SentientAgent(profile, chat_backend(server), rules=get_rules("challenging"), pack="v1")
     start = len(server.requests)
     asyncio.run(agent.respond([], GOOD))
     system, user = (m["content"] for m in server.requests[start]["messages"])
     assert "It is 30 now" in system and "only a reply that clearly serves your hidden need" in system
     assert "-15 to +10" in user
-    agent = SentientAgent(profile, chat_backend(server), rules=get_preset("training"), pack="v1")
+    agent = SentientAgent(profile, chat_backend(server), rules=get_rules("training"), pack="v1")
     asyncio.run(agent.respond([], GOOD))
     assert "-12, -4 or +6" in server.requests[-2]["messages"][1]["content"]
 
@@ -150,7 +150,7 @@ def test_fingerprint(server):
     assert own["prompt_pack"]["pack"] == "own" and "prompt_hash" not in own
     assert fingerprint_hash(own) != fingerprint_hash(fp)
     assert a.fingerprint_hash() == fingerprint_hash(fp) and len(a.fingerprint_hash()) == 16
-    b = SentientAgent(profile, chat_backend(server), rules=get_preset("challenging"), pack="v1")
+    b = SentientAgent(profile, chat_backend(server), rules=get_rules("challenging"), pack="v1")
     assert b.fingerprint_hash() != a.fingerprint_hash()
     assert "sampling" in fp and "k" not in fp.values()
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.user.rules import get_preset
-from trainer.config import SIMULATOR_PRESETS, ConfigError, TrainConfig
+from simulator.user.rules import get_rules
+from trainer.config import SIMULATOR_RULE_SETS, ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -117,7 +117,7 @@ def test_paper_configs_carry_the_paper_settings():
         assert c.steps == 1000 and c.zero_stage in (2, 3) and c.rollout_backend == "vllm"
         # RLVER: warmup 0.02 of the updates, 5000 tokens per turn, 9 judged replies (rlver-hard's cap)
         assert (c.actor_warmup_ratio, c.max_new_tokens, c.simulator_preset) == (0.02, 5000, "rlver-hard")
-        assert c.max_turns == get_preset("rlver-hard").max_turns == 9
+        assert c.max_turns == get_rules("rlver-hard").max_turns == 9
     assert ppo.critic_lr == 5e-6 and grpo.group_size == 4 and grpo.profiles_per_step == 32
     assert (ppo.critic_warmup_ratio, ppo.value_clip_eps) == (0.05, 0.5) and grpo.shared_opening
 
@@ -140,7 +140,7 @@ def test_learning_curve_config_matches_the_benchmark_defaults(monkeypatch):
 
 
 def test_training_preset_is_the_old_name_of_rlver_hard(tmp_path: Path, caplog):
-    assert SIMULATOR_PRESETS == ("standard", "challenging", "rlver-hard", "rlver-moderate")
+    assert SIMULATOR_RULE_SETS == ("standard", "challenging", "rlver-hard", "rlver-moderate")
     path = tmp_path / "old.yaml"
     path.write_text("simulator_preset: training\n")
     with caplog.at_level("WARNING", logger="trainer.config"):

@@ -76,12 +76,12 @@ def offline_dialogues():
     from simulator.personas.builtin import BUILTIN_PROFILES
     from simulator.user.agent import SentientAgent
     from simulator.user.backends import make_backend
-    from simulator.user.rules import get_preset
+    from simulator.user.rules import get_rules
 
     backend = make_backend("offline")
 
     async def play(profile, tailored: bool):
-        agent = SentientAgent(profile, backend, get_preset("standard"), seed=0)
+        agent = SentientAgent(profile, backend, get_rules("standard"), seed=0)
         first = await agent.opening()
         history, turns = [{"role": "user", "content": first.text}], [first]
         for t in range(5):

@@ -8,7 +8,7 @@ from helpers import play_dialogue
 from simulator.user.agent import SentientAgent
 from simulator.user.backends import make_backend
 from simulator.user.backends.offline import NOTICE, OfflineBackend, garbled_ratio, parroted_share
-from simulator.user.rules import EmotionRules, get_preset
+from simulator.user.rules import EmotionRules, get_rules
 
 TAILORED = ["Covering forty extra shifts while training the person who then got promoted over you is a huge contribution.",
             "Rewriting the handover checklist the whole ward uses is real leadership; that's yours.",
@@ -84,7 +84,7 @@ def test_penalties(backend, sim_profile, reply, component):
     assert turn.inner["components"][component]["points"] < 0 and turn.delta < 0
     if component in ("empty", "garbled"):
         assert turn.delta == -10  # very negative, clamped by the benchmark rules
-        assert get_preset("training").apply(40, turn.inner["raw_change"])[1] < -10
+        assert get_rules("training").apply(40, turn.inner["raw_change"])[1] < -10
 
 
 @pytest.mark.model
@@ -158,7 +158,7 @@ def test_background_sentences_when_no_events(backend):
 def test_challenging_is_stricter(backend, sim_profile):
     mild = "That sounds like a really tough year, and it makes sense you feel hurt."
     std = run(play(SentientAgent(sim_profile, backend), [mild] * 3))
-    hard = run(play(SentientAgent(sim_profile, backend, rules=get_preset("challenging")), [mild] * 3))
+    hard = run(play(SentientAgent(sim_profile, backend, rules=get_rules("challenging")), [mild] * 3))
     assert hard[-1].emotion < std[-1].emotion
 
 

@@ -9,7 +9,7 @@ from simulator.evaluation import probes
 from simulator.personas.builtin import BUILTIN_PROFILES
 from simulator.user.backends import coherence, make_backend, spec_error
 from simulator.user.backends.offline import OfflineBackend
-from simulator.user.rules import get_preset
+from simulator.user.rules import get_rules
 
 CALIBRATION = Path(__file__).parent / "data" / "offline_calibration.jsonl"
 # one built-in persona per hidden-need category (the held-out split)
@@ -19,7 +19,7 @@ HELDOUT = [p for p in BUILTIN_PROFILES if p.extra.get("split") == "heldout"]
 def judge(backend, profile, reply: str, user: str | None = None) -> dict:
     """The emotion step of `reply` after one user message (the persona's first line by default)."""
     history = [{"role": "user", "content": user if user is not None else profile.first_line}]
-    return asyncio.run(backend.emotion_step(profile, get_preset("standard"), 40.0, history, reply, {}))
+    return asyncio.run(backend.emotion_step(profile, get_rules("standard"), 40.0, history, reply, {}))
 
 
 def raw(analysis: dict) -> float:

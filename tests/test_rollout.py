@@ -356,10 +356,10 @@ def test_a_sentient_agent_continues_from_the_shared_opening():
 
     from simulator.user.agent import SentientAgent
     from simulator.user.backends import make_backend
-    from simulator.user.rules import get_preset
+    from simulator.user.rules import get_rules
 
     prof, backend = make_sim_profile(first_line=""), make_backend("offline")
-    leader, member = (SentientAgent(prof, backend, get_preset("rlver-hard"), seed=s) for s in (1, 2))
+    leader, member = (SentientAgent(prof, backend, get_rules("rlver-hard"), seed=s) for s in (1, 2))
     opening = asyncio.run(leader.opening())
     assert prof.extra["events"][0] in opening.text
     member.adopt_opening(leader)

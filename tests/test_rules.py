@@ -1,13 +1,13 @@
 """Emotion rules: clamping, range, tiers, ends, presets."""
 import pytest
 
-from simulator.user.rules import PRESETS, EmotionRules, get_preset, says_goodbye, tier
+from simulator.user.rules import RULE_SETS, EmotionRules, get_rules, says_goodbye, tier
 
 
 def test_benchmark_defaults():
     r = EmotionRules()
     assert (r.start, r.lo, r.hi, r.max_delta, r.success_at, r.failure_below, r.max_turns) == (40, 0, 100, 10, 100, 10, 10)
-    assert r.end_on_goodbye and PRESETS["standard"] == EmotionRules(name="standard")
+    assert r.end_on_goodbye and RULE_SETS["standard"] == EmotionRules(name="standard")
 
 
 @pytest.mark.parametrize("emotion,expected", [(100, "S"), (99.9, "A"), (70, "A"), (69, "B"), (40, "B"),
@@ -27,9 +27,9 @@ def test_change_is_clamped_and_kept_in_range():
 
 
 def test_the_reply_that_reaches_the_cap_is_not_judged_by_the_benchmark():
-    std = get_preset("standard")
+    std = get_rules("standard")
     assert [std.judges(n) for n in (1, 9, 10)] == [True, True, False]  # 10 replies, 9 emotion steps
-    hard = get_preset("rlver-hard")
+    hard = get_rules("rlver-hard")
     assert hard.max_turns == 9 and hard.judges(9)  # RLVER's training: 9 replies, every one judged
 
 
@@ -53,8 +53,8 @@ def test_ends():
 
 
 def test_rlver_hard_preset_is_unclamped_fails_at_zero_and_never_ends_at_100():
-    r = get_preset("rlver-hard")
-    assert get_preset("training") == r  # the name older configs used
+    r = get_rules("rlver-hard")
+    assert get_rules("training") == r  # the name older configs used
     assert (r.start, r.max_turns) == (30, 9)
     assert r.apply(30, 45) == (75, 45)
     assert r.end_outcome(5, 1) == ""
@@ -64,13 +64,13 @@ def test_rlver_hard_preset_is_unclamped_fails_at_zero_and_never_ends_at_100():
 
 
 def test_rlver_moderate_keeps_the_benchmark_emotion_settings():
-    m, std = get_preset("rlver-moderate"), get_preset("standard")
+    m, std = get_rules("rlver-moderate"), get_rules("standard")
     assert (m.start, m.max_delta) == (std.start, std.max_delta)
     assert m.end_outcome(100, 1) == "" and m.judges(9)
 
 
 def test_challenging_preset_is_harsher():
-    std, ch = get_preset("standard"), get_preset("challenging")
+    std, ch = get_rules("standard"), get_rules("challenging")
     assert ch.start < std.start and ch.strict_need
     assert ch.apply(50, -10)[1] < std.apply(50, -10)[1]  # larger negative swings
     assert ch.apply(50, -20) == (35, -15)
@@ -82,10 +82,10 @@ def test_bad_settings_and_unknown_preset():
         EmotionRules(start=120)
     with pytest.raises(ValueError, match="max_turns"):
         EmotionRules(max_turns=0)
-    with pytest.raises(ValueError, match="unknown rules preset 'easy'"):
-        get_preset("easy")
+    with pytest.raises(ValueError, match="unknown emotion rules 'easy'"):
+        get_rules("easy")
 
 
 def test_round_trip():
-    r = get_preset("challenging")
+    r = get_rules("challenging")
     assert EmotionRules.from_dict(r.to_dict()) == r

@@ -57,7 +57,7 @@ def _replay(store, f, limit=0):
 def test_a_wrong_rule_fails_the_replay(wrong, expect, shared_data, store, monkeypatch):
     """Judging the 10th reply, stopping early or failing at 20: the replay no longer matches the record."""
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
-    monkeypatch.setitem(rules_mod.PRESETS, "standard", dataclasses.replace(rules_mod.PRESETS["standard"], **wrong))
+    monkeypatch.setitem(rules_mod.RULE_SETS, "standard", dataclasses.replace(rules_mod.RULE_SETS["standard"], **wrong))
     result = _replay(store, f)
     assert result.summary.n_errors > 0
     assert (result.summary.score, result.summary.success, result.summary.failure) != PUBLISHED["gpt-4.1"]

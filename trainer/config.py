@@ -9,7 +9,7 @@ warmup (actor 0.02, critic 0.05 of the updates) is in its configs (configs/paper
 Settings that depart from the paper (reward shaping, LoRA) are off by default and say so.
 
 Simulator presets: "training" is the old name of "rlver-hard"; a config that says "training" is loaded as
-"rlver-hard" with a warning (simulator.user.rules.PRESET_ALIASES). Settings renamed since (RENAMED_SETTINGS:
+"rlver-hard" with a warning (simulator.user.rules.RULE_SET_ALIASES). Settings renamed since (RENAMED_SETTINGS:
 `engine` is now `rollout_backend`) are read under their new name with a warning, so stored runs and old YAML
 files still load.
 
@@ -27,7 +27,7 @@ import yaml
 
 from simulator.access import current_access
 from simulator.personas.specs import spec_error as persona_spec_error
-from simulator.user.rules import PRESET_ALIASES
+from simulator.user.rules import RULE_SET_ALIASES
 from simulator.user.spec import SimulatorSpec
 from trainer.learning.tracking import report_to_error
 from trainer.rollout.types import SCHEDULES
@@ -45,7 +45,7 @@ DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
 OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.learning.algorithms.decoupled_policy_loss
-SIMULATOR_PRESETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.user.rules.PRESETS
+SIMULATOR_RULE_SETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.user.rules.RULE_SETS
 
 
 class ConfigError(ValueError):
@@ -158,8 +158,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         old = self.simulator_preset
-        if isinstance(old, str) and old in PRESET_ALIASES:
-            self.simulator_preset = PRESET_ALIASES[old]
+        if isinstance(old, str) and old in RULE_SET_ALIASES:
+            self.simulator_preset = RULE_SET_ALIASES[old]
             log.warning("simulator_preset %r is the old name of %r; using %r", old, self.simulator_preset,
                         self.simulator_preset)
 
@@ -273,7 +273,7 @@ class TrainConfig:
         choice("deepspeed", DEEPSPEED)
         choice("dtype", DTYPES)
         choice("lr_scheduler", SCHEDULERS)
-        choice("simulator_preset", SIMULATOR_PRESETS)
+        choice("simulator_preset", SIMULATOR_RULE_SETS)
         # the simulated user's spec, pack, sampling and traffic limits (its preset is checked just above)
         e.update({k: v for k, v in SimulatorSpec.from_config(self).errors().items() if k != "rules"})
         choice("kl_estimator", ("k1", "k3"))

@@ -17,7 +17,7 @@ from typing import Any
 
 from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import NEED_CATEGORIES, Profile
-from simulator.user.rules import PRESETS, says_goodbye, tier
+from simulator.user.rules import RULE_SETS, says_goodbye, tier
 from simulator.user.spec import SimulatorSpec
 from storage import code_version, dialogues
 from storage.ratings import add_shadow
@@ -104,8 +104,8 @@ def start_play(store: Any, profile: Profile, opening: str, player: str, policy: 
     SpecError) naming the field on bad input; nothing is stored then."""
     if not (opening or "").strip():
         raise ValueError("message: write your opening message first")
-    if rules not in PRESETS:
-        raise ValueError(f"rules: unknown preset {rules!r}; one of {', '.join(PRESETS)}")
+    if rules not in RULE_SETS:
+        raise ValueError(f"rules: unknown emotion rules {rules!r}; one of {', '.join(RULE_SETS)}")
     if not (policy or "").strip():
         raise ValueError("policy: required (default, a model or checkpoint folder, openai:MODEL)")
     sim = {"spec": (simulator or "offline").strip(), "base_url": (simulator_url or "").strip(),
@@ -113,7 +113,7 @@ def start_play(store: Any, profile: Profile, opening: str, player: str, policy: 
     factory = simulator_factory(SimulatorSpec(**sim))
     shadow_fp = factory(profile, int(seed)).fingerprint()
     _engine(policy, policy_url)  # load (or refuse) the policy before anything is stored
-    start = float(PRESETS[rules].start)
+    start = float(RULE_SETS[rules].start)
     fp = {"backend": "human", "player": player or "anonymous player"}
     dialogue_id = dialogues.start_dialogue(
         store, persona_id=profile.id, persona_snapshot=profile.to_dict(), source="human", policy_ref=policy.strip(),
@@ -164,7 +164,7 @@ def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: s
     state.messages.append({"role": "user", "content": (message or "").strip()})
     state.emotion = value
     shadow = shadow_judgement(store, state, index, before)
-    rules = PRESETS[state.simulator["rules"]]
+    rules = RULE_SETS[state.simulator["rules"]]
     outcome = "ended" if end else rules.end_outcome(value, state.replies) if state.replies < state.max_turns \
         else "max_turns"
     if not outcome and says_goodbye(message):

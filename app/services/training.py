@@ -188,7 +188,7 @@ def field_choices(name: str) -> tuple[str, ...]:
     from simulator.personas.specs import PERSONA_SETS
     from trainer import config
 
-    return {"persona_set": PERSONA_SETS, "simulator_preset": config.SIMULATOR_PRESETS, "algorithm": config.ALGORITHMS,
+    return {"persona_set": PERSONA_SETS, "simulator_preset": config.SIMULATOR_RULE_SETS, "algorithm": config.ALGORITHMS,
             "mode": config.MODES, "rollout_backend": config.ROLLOUT_BACKENDS}.get(name, ())
 
 
@@ -201,12 +201,12 @@ def persona_set_choices(store: Store) -> list[str]:
 
 def form_values(config: Optional[dict[str, Any]] = None) -> list[Any]:
     """The form's values (FORM_NAMES order) for a config dict; TrainConfig defaults where it has none."""
-    from simulator.user.rules import PRESET_ALIASES
+    from simulator.user.rules import RULE_SET_ALIASES
     from trainer.config import TrainConfig
 
     merged = {**TrainConfig().to_dict(), **(config or {})}
     preset = merged.get("simulator_preset")  # a job stored before a preset was renamed shows its new name
-    merged["simulator_preset"] = PRESET_ALIASES.get(preset, preset) if isinstance(preset, str) else preset
+    merged["simulator_preset"] = RULE_SET_ALIASES.get(preset, preset) if isinstance(preset, str) else preset
     out = []
     for name in FORM_NAMES:
         value = merged.get(name)

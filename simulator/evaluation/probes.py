@@ -26,7 +26,7 @@ from simulator.user.agent import SentientAgent
 from simulator.user.backends import make_backend
 from simulator.user.backends.offline_data import NEED_FIT
 from simulator.user.backends.offline_voice import sentences
-from simulator.user.rules import PRESETS, EmotionRules
+from simulator.user.rules import RULE_SETS, EmotionRules
 
 GENERIC = "I'm sorry to hear that. That must be really hard for you."
 LONG = " ".join([
@@ -180,7 +180,7 @@ async def play_probe(profile: Profile, behaviour: str, backend: Any, rules: Emot
     return {"final_emotion": last.emotion, "outcome": last.outcome, "error": last.error, "turns": agent.turns}
 
 
-async def run_probes(profiles: Sequence[Profile], backend: Any, rules: EmotionRules = PRESETS["standard"],
+async def run_probes(profiles: Sequence[Profile], backend: Any, rules: EmotionRules = RULE_SETS["standard"],
                      turns: int = 5, behaviours: Sequence[str] = tuple(BEHAVIOURS), seed: int = 0
                      ) -> dict[str, dict[str, dict[str, Any]]]:
     """persona id -> behaviour -> result; every dialogue runs concurrently."""
@@ -238,7 +238,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", default="builtin",
                         help="persona set when no --persona is given: builtin (default), builtin:train, builtin:heldout, "
                              "file:PATH or set:NAME (a stored set, read from the lab's default store)")
-    parser.add_argument("--rules", choices=sorted(PRESETS), default="standard", help="emotion rules preset")
+    parser.add_argument("--rules", choices=sorted(RULE_SETS), default="standard", help="the emotion rules")
     parser.add_argument("--backend", default="offline",
                         help="offline (default: scorer v3), offline:v2 (the previous scorer) or openai:MODEL")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for an openai backend")
@@ -263,12 +263,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"--backend: {exc}", file=sys.stderr)
         return 2
-    results = asyncio.run(run_probes(profiles, backend, PRESETS[args.rules], args.turns, seed=args.seed))
+    results = asyncio.run(run_probes(profiles, backend, RULE_SETS[args.rules], args.turns, seed=args.seed))
     if args.json:
         print(json.dumps({pid: {b: r["final_emotion"] for b, r in row.items()} for pid, row in results.items()},
                          indent=1))
     else:
-        fp = SentientAgent(profiles[0], backend, rules=PRESETS[args.rules]).fingerprint_hash() if profiles else ""
+        fp = SentientAgent(profiles[0], backend, rules=RULE_SETS[args.rules]).fingerprint_hash() if profiles else ""
         print(f"final emotion after {args.turns} turns · backend {backend.name} · rules {args.rules} · "
               f"fingerprint {fp}")
         if getattr(backend, "native_steps", False):

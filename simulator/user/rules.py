@@ -3,7 +3,7 @@
 Defaults are the Sentient benchmark's (SAGE test_npc.py): emotion starts at 40, each change is clamped
 to [-10, +10], the emotion is capped at 100 with no floor, success at >= 100, failure below 10, at most 10
 policy replies of which the 10th is not judged (the loop stops before the simulator reacts to it), and a
-user message containing an end word ends the dialogue. `PRESETS` holds the named settings objects; each
+user message containing an end word ends the dialogue. `RULE_SETS` holds the named settings objects; each
 field a preset changes is documented there.
 
 End words (`says_goodbye`): SAGE ends when the user's message contains 再见 or 拜拜. The lab's English
@@ -111,7 +111,7 @@ class EmotionRules:
 
 
 STANDARD = EmotionRules(name="standard")
-PRESETS: dict[str, EmotionRules] = {
+RULE_SETS: dict[str, EmotionRules] = {
     # The Sentient benchmark (SAGE): start 40, changes clamped to +-10, capped at 100 with no floor,
     # success >= 100, failure < 10, end words, 10 policy replies with the 10th not judged (9 emotion steps).
     "standard": STANDARD,
@@ -134,12 +134,12 @@ PRESETS: dict[str, EmotionRules] = {
                               failure_inclusive=True, max_turns=9, judge_final_reply=True),
 }
 # Names that older configs and stored runs used; they resolve to the preset they always meant.
-PRESET_ALIASES = {"training": "rlver-hard"}
+RULE_SET_ALIASES = {"training": "rlver-hard"}
 
 
-def get_preset(name: str) -> EmotionRules:
+def get_rules(name: str) -> EmotionRules:
     """The named preset (or an old alias of one), or a ValueError listing the known names."""
-    name = PRESET_ALIASES.get(name, name)
-    if name not in PRESETS:
-        raise ValueError(f"unknown rules preset {name!r}; one of {', '.join(PRESETS)}")
-    return PRESETS[name]
+    name = RULE_SET_ALIASES.get(name, name)
+    if name not in RULE_SETS:
+        raise ValueError(f"unknown emotion rules {name!r}; one of {', '.join(RULE_SETS)}")
+    return RULE_SETS[name]

@@ -20,7 +20,7 @@ from simulator.personas.profile import Profile
 from simulator.user.agent import SentientAgent, SimulatorFactory
 from simulator.user.backends import make_backend, read_spec, spec_error
 from simulator.user.packs import load_pack, pack_error
-from simulator.user.rules import EmotionRules, get_preset
+from simulator.user.rules import EmotionRules, get_rules
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class SimulatorSpec:
     spec: str = "offline"
     base_url: str = ""  # OpenAI-compatible endpoint of an openai: simulator (else OPENAI_BASE_URL)
     pack: str = "own"
-    rules: Any = "rlver-hard"  # a preset name of simulator.user.rules.PRESETS or an EmotionRules
+    rules: Any = "rlver-hard"  # a preset name of simulator.user.rules.RULE_SETS or an EmotionRules
     temperature: Optional[float] = None  # the simulator model's sampling (None: the backend's default)
     max_tokens: Optional[int] = None
     traffic: Optional[TrafficLimits] = None  # None: the backend's defaults
@@ -79,7 +79,7 @@ class SimulatorSpec:
             e[prefix + "_max_tokens"] = f"must be a positive integer or empty, got {n!r}"
         if not isinstance(self.rules, EmotionRules):
             try:
-                get_preset(self.rules)
+                get_rules(self.rules)
             except (KeyError, ValueError) as exc:
                 e["rules"] = str(exc.args[0] if exc.args else exc)
         if self.traffic is not None:
@@ -104,7 +104,7 @@ class SimulatorSpec:
             from simulator.user.outside import simulator_factory
 
             return simulator_factory(self.spec.strip(), self.access)
-        rules = self.rules if isinstance(self.rules, EmotionRules) else get_preset(self.rules)
+        rules = self.rules if isinstance(self.rules, EmotionRules) else get_rules(self.rules)
         backend = make_backend(self.spec, **self.backend_options())
         prompts = load_pack(self.pack)
 

@@ -3,7 +3,7 @@
 Protocol (SAGE's test_npc.py, version PROTOCOL_VERSION): each profile's scripted first line opens the
 dialogue at emotion 40; each change is clamped to +-10 and the emotion capped at 100 with no floor; the
 dialogue ends when the user's message holds an end word (再见 / 拜拜; English: bye / goodbye), at >= 100
-or < 10, or after 10 policy replies, the 10th of which is not judged (simulator.user.rules.PRESETS["standard"]).
+or < 10, or after 10 policy replies, the 10th of which is not judged (simulator.user.rules.RULE_SETS["standard"]).
 The policy gets the prompt pack's system prompt (SAGE's own with `sage:DIR`) and no token cap: local
 engines stop only at the model's context, and every cut reply is counted on the run. Dialogues run
 concurrently through the dialogue rollout, each written to the store as it happens (source "benchmark",

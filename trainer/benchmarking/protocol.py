@@ -9,12 +9,12 @@ from typing import Any, Optional
 
 from simulator.llm.hashing import canonical_json
 from simulator.user.packs import load_pack
-from simulator.user.rules import PRESETS, EmotionRules
+from simulator.user.rules import RULE_SETS, EmotionRules
 from trainer.policies.repetition import RepetitionRule
 from trainer.rollout.templates import system_prompt
 from trainer.rollout.types import SEED_RULE
 
-PROTOCOL_PRESET = "standard"
+PROTOCOL_RULES = "standard"  # simulator.user.rules.RULE_SETS; recorded under "preset" (the hash stays)
 PROTOCOL_VERSION = "sage-test_npc-1"
 # The safety cap on a local policy's reply: above the longest reply in the published SAGE transcripts in any
 # tokenizer at hand (2,504 characters; 3,654 SmolLM2 tokens, whose byte-level vocabulary spends ~1.5 tokens on
@@ -23,7 +23,7 @@ LOCAL_REPLY_CAP = 4096
 
 
 def protocol_rules() -> EmotionRules:
-    return PRESETS[PROTOCOL_PRESET]
+    return RULE_SETS[PROTOCOL_RULES]
 
 
 def policy_system_prompt(config: Any, language: str) -> str:
@@ -46,7 +46,7 @@ def protocol_record(config: Any, languages: list[str], context_length: Optional[
     together. The caps are as resolved for the policy (None = none); `local`: the policy is a local engine
     (its reply cap and repetition stop apply; API and replay policies have neither)."""
     prompts = {lang: policy_system_prompt(config, lang) for lang in sorted(set(languages))}
-    record = {"version": PROTOCOL_VERSION, "preset": PROTOCOL_PRESET, "first_line": "scripted",
+    record = {"version": PROTOCOL_VERSION, "preset": PROTOCOL_RULES, "first_line": "scripted",
               "rules": protocol_rules().to_dict(), "end_words": "再见 / 拜拜; bye / goodbye (whole word)",
               "policy_system_prompts": prompts,
               "policy_system_prompt_sha256": {k: hashlib.sha256(v.encode("utf-8")).hexdigest()[:16]

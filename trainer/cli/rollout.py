@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="0 = no limit")
     p.add_argument("--simulator-max-retries", type=int, default=defaults.max_retries, metavar="N")
     p.add_argument("--rules", default="rlver-hard",
-                   help="emotion rules preset: standard | challenging | rlver-hard | rlver-moderate ("
+                   help="the emotion rules: standard | challenging | rlver-hard | rlver-moderate ("
                         "'training' is the old name of rlver-hard)")
     p.add_argument("--mode", choices=("think", "direct"), default="direct")
     p.add_argument("--max-turns", type=int, default=8, metavar="N")
@@ -61,10 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def emotion_range_text(rules_name: str) -> str:
     """Why a final emotion may lie outside the charts' 0-100: 'rules rlver-hard: start 30, capped at 100, no
     floor (a drop below 0 ends the dialogue as a failure and is kept as said)'."""
-    from simulator.user.rules import get_preset
+    from simulator.user.rules import get_rules
 
     try:
-        r = get_preset(rules_name)
+        r = get_rules(rules_name)
     except (KeyError, ValueError):
         return f"rules {rules_name}"
     floor = (f"floored at {r.lo:g}" if r.floor_at_lo else
