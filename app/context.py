@@ -30,6 +30,21 @@ class LabContext:
     load_hooks: list = field(default_factory=list)  # (fn, inputs, outputs) run on every page load
     job_link: Any = None  # gr.State {"id": job_id, "at": nonce}: the Training view follows that job
     experiment_link: Any = None  # gr.State {"id": experiment_id, "at": nonce}: the Experiments view shows it
+    first_tab: Optional[str] = None  # the tab the page opens on
+    timers: list = field(default_factory=list)  # (tab id, gr.Timer) made by `poll`; app.lab switches them
+
+    def poll(self, seconds: float) -> Any:
+        """A gr.Timer for the current view that ticks only while the view's tab is open: app.lab.build_app
+        switches every view's timer on when its tab is opened (a click or a link) and off when another is.
+        A page left open on one view then does not re-read and redraw the other views' tables and plots
+        every few seconds (server queries and browser work for nothing)."""
+        import gradio as gr
+
+        tab_id = getattr(self.current_tab, "id", None)
+        timer = gr.Timer(seconds, active=self.current_tab is None or tab_id == self.first_tab)
+        if self.current_tab is not None:
+            self.timers.append((tab_id, timer))
+        return timer
 
     def refresh_on_show(self, fn: Any, inputs: Any, outputs: Any) -> None:
         """Run `fn` when the page loads and whenever the current view's tab is opened (for lists that other

@@ -10,6 +10,7 @@ Opening a dialogue from another view (Live rollout, Runs, Benchmark ...):
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -89,6 +90,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
         ctx.job_link, ctx.experiment_link = gr.State(None), gr.State(None)
         views = available_views()
         first = next((v[0] for v in views if v[0] == TOUR_START_TAB), None)  # the README's tour starts there
+        ctx.first_tab = first if first is not None else (views[0][0] if views else None)
         with gr.Tabs(selected=first) as tabs:
             ctx.tabs = tabs
             for tab_id, label, module_name in views:
@@ -98,6 +100,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             ctx.current_tab = None
         for fn, inputs, outputs in ctx.load_hooks:
             demo.load(fn, inputs, outputs)
+        _timers_follow_the_open_tab(ctx, {label: tab_id for tab_id, label, _ in views})
 
         def _from_query(request: gr.Request):
             dialogue = (request.query_params.get("dialogue") or "").strip() if request else ""
@@ -105,6 +108,25 @@ def build_app(ctx: LabContext) -> gr.Blocks:
 
         demo.load(_from_query, outputs=ctx.link_outputs)
     return demo
+
+
+def _timers_follow_the_open_tab(ctx: LabContext, tab_of_label: dict[str, str]) -> None:
+    """Switch each view's `ctx.poll` timer on while its tab is open and off otherwise: on a tab click, and
+    on the links that open a tab from another view (a dialogue, a job, an experiment)."""
+    if not ctx.timers:
+        return
+    timers = [timer for _, timer in ctx.timers]
+
+    def open_only(tab_id: Optional[str]) -> list:
+        return [gr.Timer(active=owner == tab_id) for owner, _ in ctx.timers]
+
+    def on_select(evt: gr.SelectData) -> list:
+        return open_only(tab_of_label.get(evt.value))
+
+    ctx.tabs.select(on_select, None, timers, queue=False, show_progress="hidden")
+    for link, tab_id in ((ctx.dialogue_link, TRANSCRIPTS_TAB), (ctx.job_link, "training"),
+                         (ctx.experiment_link, "experiments")):
+        link.change(functools.partial(open_only, tab_id), None, timers, queue=False, show_progress="hidden")
 
 
 class GuardedApp(App):

@@ -199,3 +199,36 @@ def test_fidelity_chart_in_browser(lab_server, browser_page):
     page.locator("#bench-fidelity-summary").get_by_text("4 judged changes in 3 dialogue(s)", exact=False).wait_for()
     page.locator("#bench-fidelity .js-plotly-plot").wait_for()
     assert page.locator("#bench-fidelity .barlayer .trace").count() == 2  # lab and published bars
+
+
+@pytest.mark.browser
+def test_views_poll_only_while_their_tab_is_open(lab_server, browser_page, monkeypatch):
+    """The Training and Benchmark views re-read the job list on a timer; on another tab (the page opens on
+    Live rollout, which has none) nothing is read, opening Benchmark starts its reads, leaving it stops them."""
+    import time
+
+    from playwright.sync_api import expect
+
+    from trainer.jobs import queue as job_queue
+
+    reads: list[float] = []
+    list_jobs = job_queue.list_jobs
+    monkeypatch.setattr(job_queue, "list_jobs", lambda *a, **kw: reads.append(time.monotonic()) or list_jobs(*a, **kw))
+    page = browser_page
+    quiet_s = 8.0  # longer than any view's timer period (2-3 s): a running timer reads at least twice
+
+    def reads_over_quiet_period() -> int:
+        time.sleep(5.0)  # a read sent before the switch may still be on its way on a busy machine
+        before = len(reads)
+        time.sleep(quiet_s)
+        return len(reads) - before
+
+    page.reload()
+    page.wait_for_selector(".gradio-container", state="attached")
+    expect(page.get_by_role("tab", name="Live rollout")).to_have_attribute("aria-selected", "true")
+    assert reads_over_quiet_period() == 0
+    before = len(reads)
+    page.get_by_role("tab", name="Benchmark").click()
+    wait_for(lambda: len(reads) >= before + 3, timeout=90)  # the tab's own read, then its timer's
+    page.get_by_role("tab", name="Live rollout").click()
+    assert reads_over_quiet_period() == 0

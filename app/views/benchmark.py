@@ -225,7 +225,7 @@ def build(ctx: LabContext) -> None:
     fidelity_plot = gr.Plot(label="emotion changes vs the published DeepSeek-V3 judgements", elem_id="bench-fidelity")
     judge_md = gr.Markdown("", elem_id="bench-judge-summary")
     judge_plot = gr.Plot(label="social-cognition judge (1-5, python -m trainer judge)", elem_id="bench-judge")
-    timer = gr.Timer(3.0)
+    timer = ctx.poll(3.0)
     board_sig = gr.State(None)
 
     def refresh(sig: Any, job: Any):

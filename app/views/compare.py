@@ -123,7 +123,7 @@ def build(ctx: LabContext) -> None:
     start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new], [job_md, pick])
     cancel.click(lambda c: on_control("cancel", c), pick, job_md)
     resume.click(lambda c: on_control("resume", c), pick, job_md)
-    gr.Timer(POLL_S).tick(on_tick, pick, [job_md, pick])
+    ctx.poll(POLL_S).tick(on_tick, pick, [job_md, pick])
     def on_show():
         policies = compare_jobs.policy_choices(store)
         return gr.update(choices=policies), gr.update(choices=policies), gr.update(choices=spec_choices(store))

@@ -52,7 +52,7 @@ def build(ctx: LabContext) -> None:
                            label="policy replies on the held-out set", elem_id="exp-replies")
     judge_md = gr.Markdown("", elem_id="exp-judge-summary")
     judge_plot = gr.Plot(label="social-cognition judge (1-5), one shape per cell", elem_id="exp-judge")
-    timer = gr.Timer(POLL_S)
+    timer = ctx.poll(POLL_S)
     sig = gr.State(None)
     outputs = [summary, status, results, metric, curve, by_need, by_personality, replies, judge_md, judge_plot, sig]
 

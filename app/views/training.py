@@ -105,7 +105,7 @@ def build(ctx: LabContext) -> None:
                 bench = gr.Button("Benchmark this checkpoint", scale=1, elem_id="train-bench")
             log = gr.Textbox(label="log (tail)", lines=10, max_lines=10, autoscroll=True, interactive=False,
                              elem_id="train-log")
-    timer = gr.Timer(POLL_S)
+    timer = ctx.poll(POLL_S)
     last_sig = gr.State(None)
     detail_outputs = [summary, reward_plot, emotion_plot, overlap_plot, checkpoints, log, cancel, resume, last_sig]
 
