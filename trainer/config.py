@@ -75,6 +75,7 @@ class TrainConfig:
     simulator_max_retries: int = 4  # retries of a call on 429, 5xx, timeouts, dropped connections
     simulator_preset: str = "rlver-hard"  # RLVER's released training simulator (start 30, unclamped); which
     # simulator trained the paper's best model is not settled (rlver-moderate: the benchmark's start and clamp)
+    # (a rule set of simulator.user.rules.RULE_SETS; the setting keeps its old name, stored in every run)
     algorithm: str = "ppo"  # ppo | grpo | rloo | reinforce_pp
     mode: str = "direct"  # think (think-then-say) | direct
     rollout_backend: str = "transformers"  # what samples the rollouts: transformers (HFEngine) | vllm (VLLMEngine)
