@@ -89,9 +89,9 @@ def build_app(ctx: LabContext) -> gr.Blocks:
         ctx.dialogue_link = gr.State(None)
         ctx.job_link, ctx.experiment_link = gr.State(None), gr.State(None)
         views = available_views()
-        first = next((v[0] for v in views if v[0] == TOUR_START_TAB), None)  # the README's tour starts there
-        ctx.first_tab = first if first is not None else (views[0][0] if views else None)
-        with gr.Tabs(selected=first) as tabs:
+        # the README's tour starts on TOUR_START_TAB; without that view, on the first tab
+        ctx.first_tab = next((v[0] for v in views if v[0] == TOUR_START_TAB), views[0][0] if views else None)
+        with gr.Tabs(selected=ctx.first_tab) as tabs:
             ctx.tabs = tabs
             for tab_id, label, module_name in views:
                 with gr.Tab(label, id=tab_id, elem_id=f"tab-{tab_id}") as tab:

@@ -27,7 +27,7 @@ import yaml
 
 from simulator.access import current_access
 from simulator.personas.specs import spec_error as persona_spec_error
-from simulator.user.rules import RULE_SET_ALIASES
+from simulator.user.rules import RULE_SET_ALIASES, RULE_SETS
 from simulator.user.spec import SimulatorSpec
 from trainer.learning.tracking import report_to_error
 from trainer.rollout.types import SCHEDULES
@@ -45,7 +45,7 @@ DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
 OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.learning.algorithms.decoupled_policy_loss
-SIMULATOR_RULE_SETS = ("standard", "challenging", "rlver-hard", "rlver-moderate")  # simulator.user.rules.RULE_SETS
+SIMULATOR_RULE_SETS = tuple(RULE_SETS)  # the names simulator_preset takes
 
 
 class ConfigError(ValueError):

@@ -4,7 +4,7 @@ Defaults are the Sentient benchmark's (SAGE test_npc.py): emotion starts at 40, 
 to [-10, +10], the emotion is capped at 100 with no floor, success at >= 100, failure below 10, at most 10
 policy replies of which the 10th is not judged (the loop stops before the simulator reacts to it), and a
 user message containing an end word ends the dialogue. `RULE_SETS` holds the named settings objects; each
-field a preset changes is documented there.
+field a rule set changes is documented there.
 
 End words (`says_goodbye`): SAGE ends when the user's message contains 再见 or 拜拜. The lab's English
 equivalent is the whole word "bye" or "goodbye" (any case; "bye-bye" included). Both lists are checked on
@@ -133,12 +133,12 @@ RULE_SETS: dict[str, EmotionRules] = {
     "rlver-moderate": replace(STANDARD, name="rlver-moderate", success_at=None, failure_below=0.0,
                               failure_inclusive=True, max_turns=9, judge_final_reply=True),
 }
-# Names that older configs and stored runs used; they resolve to the preset they always meant.
+# Names that older configs and stored runs used; they resolve to the rule set they always meant.
 RULE_SET_ALIASES = {"training": "rlver-hard"}
 
 
 def get_rules(name: str) -> EmotionRules:
-    """The named preset (or an old alias of one), or a ValueError listing the known names."""
+    """The named rule set (or an old alias of one), or a ValueError listing the known names."""
     name = RULE_SET_ALIASES.get(name, name)
     if name not in RULE_SETS:
         raise ValueError(f"unknown emotion rules {name!r}; one of {', '.join(RULE_SETS)}")
