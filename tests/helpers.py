@@ -199,6 +199,34 @@ def start_comparison_in_view(page: Any, store: Any, a: Any, b: Any, limit: int, 
     return cid
 
 
+def run_in_process(module: str, *args: str, env: dict[str, str] | None = None,
+                   stdin: str = "") -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` as its `main(ARGS)` in this process: the same code, without an interpreter start
+    and torch's import again (~10 s of CPU each). stdout and stderr are captured apart; `env` is added to the
+    environment for the call, and the environment is restored after it. Tests of what only a real process
+    shows (kill -9, signals, the launcher) start one instead."""
+    import contextlib
+    import importlib
+    import io
+
+    main = importlib.import_module(f"{module}.__main__").main
+    out, err, saved = io.StringIO(), io.StringIO(), dict(os.environ)
+    os.environ.update(env or {})
+    stdin_before = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's usage errors
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdin = stdin_before
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["python", "-m", module, *args], code, out.getvalue(), err.getvalue())
+
+
 def run_module(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m ARGS` from the repository root, output captured."""
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, input=stdin, capture_output=True, text=True,

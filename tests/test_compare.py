@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from conftest import REPO
-from helpers import off_loop
+from helpers import off_loop, run_in_process
 
 from trainer.benchmarking import compare, compare_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
@@ -86,16 +83,15 @@ def test_a_policy_compared_with_itself_ties_everywhere(store, tiny_model_dir):
     assert (stored["summary"]["wins"], stored["summary"]["ties"], stored["summary"]["losses"]) == (0, 6, 0)
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_compare_cli_json(tiny_model_dir, tmp_path):
     other = tmp_path / "other"
     from testkit.tiny_model import build_tiny_model
 
     build_tiny_model(other, seed=7)  # another policy: its replies differ from the first one's
-    r = subprocess.run([sys.executable, "-m", "trainer", "compare", "--a", str(tiny_model_dir), "--b", str(other),
-                        "--profiles", "builtin:heldout", "--limit", "2", "--max-new-tokens", "12",
-                        "--db", f"sqlite:///{tmp_path / 'lab.db'}", "--json"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    r = run_in_process("trainer", "compare", "--a", str(tiny_model_dir), "--b", str(other), "--profiles",
+                       "builtin:heldout", "--limit", "2", "--max-new-tokens", "12",
+                       "--db", f"sqlite:///{tmp_path / 'lab.db'}", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     personas, summary = lines[:-1], lines[-1]
@@ -112,10 +108,8 @@ def _trained_checkpoint(tiny_model_dir, tmp_path) -> str:
     from helpers import tiny_train_config
 
     config = tiny_train_config(tmp_path, tiny_model_dir, steps=1, actor_lr=0.05)
-    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config),
-                        "--db", f"sqlite:///{tmp_path / 'train.db'}", "--json"], cwd=REPO, capture_output=True,
-                       text=True, timeout=600,
-                       env=dict(os.environ, PYTHONPATH=str(REPO), RLVER_LAB_HOME=str(tmp_path / "home")))
+    r = run_in_process("trainer", "train", "--config", str(config), "--db", f"sqlite:///{tmp_path / 'train.db'}",
+                       "--json", env={"RLVER_LAB_HOME": str(tmp_path / "home")})
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])["checkpoint"]
 
@@ -199,7 +193,7 @@ def test_outside_specs_are_checked_without_importing():
     assert "unknown reward" in TrainConfig(reward="emotion").errors()["reward"]
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
     """The docs example end to end: its rule-based user and its reward train the tiny policy, and every
     dialogue carries the outside code's name and file hash in its simulator fingerprint."""
@@ -214,9 +208,8 @@ def test_training_against_an_outside_user_and_reward(tiny_model_dir, tmp_path):
                                reward=f"python:{RULE_USER}:emotion_gain", algorithm="grpo", group_size=2,
                                max_turns=2)
     db = f"sqlite:///{tmp_path / 'lab.db'}"
-    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--db", db, "--json"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, PYTHONPATH=str(REPO), RLVER_LAB_HOME=str(tmp_path / "home")))
+    r = run_in_process("trainer", "train", "--config", str(config), "--db", db, "--json",
+                       env={"RLVER_LAB_HOME": str(tmp_path / "home")})
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded"

@@ -56,6 +56,7 @@ from storage.models import utcnow
 from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
 from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
+from trainer.jobs.starter import WarmProcess, warm_start
 
 HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
@@ -142,12 +143,16 @@ def launch(store_url: str, job_id: int) -> int:
         store.dispose()
 
 
-def start_command(store_url: str, args: list[str], log_path: Path, name: str) -> subprocess.Popen:
-    """Start `python -m trainer ARGS` in a new process group (outliving its launcher), output appended to
-    log_path; the store URL goes in RLVER_LAB_DB, never on the command line. The child is reaped when it ends
-    so it never lingers as a zombie of the launching process."""
+def start_command(store_url: str, args: list[str], log_path: Path, name: str) -> subprocess.Popen | WarmProcess:
+    """Start `python -m trainer ARGS` in a new session (outliving its launcher), output appended to log_path;
+    the store URL goes in RLVER_LAB_DB, never on the command line. Forked from the warm starter where it can
+    (trainer.jobs.starter), else a cold interpreter, reaped when it ends so it never lingers as a zombie of
+    the launching process. Either way the result has the new process's `pid`."""
     env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    pid = warm_start(args, env, PROJECT_ROOT, log_path)
+    if pid is not None:
+        return WarmProcess(pid)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=PROJECT_ROOT, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
