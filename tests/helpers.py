@@ -125,6 +125,11 @@ def trainer_cli(*args: str, env_home: Path, **kw) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
+def trainer_run(*args: str, env_home: Path) -> subprocess.CompletedProcess:
+    """`python -m trainer ARGS` to its end in this process (run_in_process) with its own lab home."""
+    return run_in_process("trainer", *args, env={"RLVER_LAB_HOME": str(env_home), "HF_HUB_OFFLINE": "1"})
+
+
 def wait_for_step(store, proc, step: int, timeout: float = 600) -> int:
     """The id of the (only) job once its metrics of `step` are stored; the trainer must stay alive."""
     def reached():
@@ -225,12 +230,6 @@ def run_in_process(module: str, *args: str, env: dict[str, str] | None = None,
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(["python", "-m", module, *args], code, out.getvalue(), err.getvalue())
-
-
-def run_module(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m ARGS` from the repository root, output captured."""
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, input=stdin, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
 CHANGES = [4.0, -6.0, 2.0, -10.0]

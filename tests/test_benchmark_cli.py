@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import BACKENDS
+from helpers import BACKENDS, run_in_process
 from helpers import wait_for as _wait_for
 
 from simulator.personas.io import dumps_profiles
@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 JSON_KEYS = {"score", "success", "failure", "n", "ci_low", "ci_high", "eval_run_id"}
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainer", "benchmark", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO)))
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m trainer benchmark ARGS`, run in this process (the kill and Ctrl-C tests start real ones)."""
+    return run_in_process("trainer", "benchmark", *args)
 
 
 def start_cli(*args: str) -> subprocess.Popen:
@@ -109,14 +109,14 @@ def test_protocol_first_line_start_40_cap_of_10_turns(store, db_url, server, tmp
     assert run["code_version"] and run["config"]["limit"] == 3
 
     # export -> `python -m simulator score` gives the same numbers
-    s = subprocess.run([sys.executable, "-m", "simulator", "score", str(out), "--json"], cwd=REPO, text=True,
-                       capture_output=True, timeout=120)
+    s = run_in_process("simulator", "score", str(out), "--json")
     assert s.returncode == 0, s.stderr
     scored = json.loads(s.stdout)
     assert {k: scored[k] for k in ("score", "success", "failure", "n", "ci_low", "ci_high")} == \
         {k: res[k] for k in ("score", "success", "failure", "n", "ci_low", "ci_high")}
 
 
+@pytest.mark.model
 def test_offline_simulator_clamps_changes_and_round_trips(store, db_url, tiny_model_dir, tmp_path):
     """The tiny random model's garbled replies make the offline user drop fast: raw changes beyond -10 are
     clamped to -10, and the exported file scores to the same numbers (failures included)."""
@@ -144,12 +144,12 @@ def test_offline_simulator_clamps_changes_and_round_trips(store, db_url, tiny_mo
         assert d["final_emotion"] == prev
     assert any(abs(x) > 10 for x in raws), "no change beyond the clamp was produced; the test shows nothing"
     assert all(abs(x) <= 10 for x in deltas)
-    s = subprocess.run([sys.executable, "-m", "simulator", "score", str(out), "--json"], cwd=REPO, text=True,
-                       capture_output=True, timeout=120)
+    s = run_in_process("simulator", "score", str(out), "--json")
     assert json.loads(s.stdout)["score"] == res["score"] and json.loads(s.stdout)["n"] == 4
 
 
 # --------------------------------------------------------------------------------- errors and bad input
+@pytest.mark.model
 def test_failing_dialogues_are_recorded_and_counted(store, db_url, tiny_model_dir, tmp_path):
     """A Chinese profile the offline simulator cannot play fails with its reason and stays in n."""
     from tests.conftest import make_sim_profile

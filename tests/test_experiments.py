@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import wait_for
+from helpers import run_in_process, wait_for
 
 from app.services import experiments
 from trainer.experiments import grid as experiment_grid
@@ -144,10 +144,9 @@ def test_cli_trains_each_cell_benchmarks_its_checkpoint_and_judges_it(store, db_
     with start_server() as server:  # the judge's OpenAI-compatible endpoint
         grid = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo"], "mode": ["direct", "think"]},
                          judge={"model": "scripted", "base_url": server.base_url})
-        p = experiment_cli(db_url, "--grid", str(grid))
-        out, err = p.communicate(timeout=1800)
-    assert p.returncode == 0, err
-    result = json.loads(out.strip().splitlines()[-1])
+        r = run_in_process("trainer", "experiment", "--grid", str(grid), "--db", db_url, "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and len(result["cells"]) == 2
     exp = experiment_grid.experiment_detail(store, result["experiment_id"])
     for cell, row in zip(exp["cells"], result["cells"]):
@@ -201,10 +200,9 @@ def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(st
     assert done["status"] == "cancelled"
     saved = job_queue.last_checkpoint(store, train_id)["step"]
 
-    resumed = experiment_cli(db_url, "--resume", str(eid))
-    out, err = resumed.communicate(timeout=1800)
-    assert resumed.returncode == 0, err
-    result = json.loads(out.strip().splitlines()[-1])
+    resumed = run_in_process("trainer", "experiment", "--resume", str(eid), "--db", db_url, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and [c["status"] for c in result["cells"]] == ["succeeded"] * 2
     assert result["cells"][0]["train_job_id"] == train_id  # the same job, continued
     detail = job_queue.job_detail(store, train_id, log_lines=400)

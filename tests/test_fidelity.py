@@ -13,7 +13,7 @@ import asyncio
 import json
 
 import pytest
-from helpers import run_module
+from helpers import run_in_process
 
 from simulator.evaluation import fidelity, transcripts
 from simulator.evaluation.published import PUBLISHED_CHANGES
@@ -114,13 +114,13 @@ def test_offline_simulator_dialogues_are_far_from_the_published_histogram(store,
 
 def test_cli_reads_a_file(shared_data):
     f = shared_data / "sage" / "gpt-4.1_result.jsonl"
-    r = run_module("simulator", "fidelity", str(f))
+    r = run_in_process("simulator", "fidelity", str(f))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[1].split() == ["value", "count", "share", "published"]
     assert lines[2].split() == ["-10", "42", "5.0%", "13.1%"]
     assert "distance (TV) 0.203 · within sign 0.067 · exactly ±5 or ±10: 100.0% (published 99.9%)" in lines[-1]
-    out = json.loads(run_module("simulator", "fidelity", str(f), "--json").stdout)
+    out = json.loads(run_in_process("simulator", "fidelity", str(f), "--json").stdout)
     assert (out["n"], out["n_dialogues"], round(out["tv"], 3), out["published_n"]) == (848, 100, 0.203, 7936)
     assert [(row["value"], row["count"]) for row in out["rows"]] == [(-10, 42), (-5, 186), (0, 0), (2, 0), (5, 407),
                                                                     (10, 213)]
@@ -137,15 +137,15 @@ def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url
     head.write_text("".join(f.read_text(encoding="utf-8").splitlines(keepends=True)[:12]), encoding="utf-8")
     cfg = benchmark.BenchmarkConfig(policy=f"replay:{f}", simulator=f"replay:{f}", profiles=str(f), limit=12)
     run_id = benchmark.run_benchmark(store, cfg, log=lambda _m: None).eval_run_id
-    r = run_module("simulator", "fidelity", "--eval-run", str(run_id), "--db", db_url, "--json")
+    r = run_in_process("simulator", "fidelity", "--eval-run", str(run_id), "--db", db_url, "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     expected = fidelity.file_report(head)
     assert out["source"] == f"eval run {run_id}" and out["n_dialogues"] == 12 and out["n"] == expected.n > 50
     assert {row["value"]: row["count"] for row in out["rows"] if row["count"]} == expected.counts
-    missing = run_module("simulator", "fidelity", "--eval-run", "999", "--db", db_url)
+    missing = run_in_process("simulator", "fidelity", "--eval-run", "999", "--db", db_url)
     assert missing.returncode == 1 and "eval run 999 does not exist" in missing.stderr
-    assert run_module("simulator", "fidelity").returncode == 2
+    assert run_in_process("simulator", "fidelity").returncode == 2
     # a training job's dialogues, one step at a time
     job = create_job(store, "train", {})
     for step, deltas in ((1, [5, 10]), (2, [-3])):
@@ -157,5 +157,5 @@ def test_cli_reads_an_eval_run_and_a_training_step(shared_data, tmp_path, db_url
         finish_dialogue(store, d, "finished", 40.0, outcome="max_turns")
     assert fidelity.training_report(store, job, 1).counts == {5: 1, 10: 1}
     assert fidelity.training_report(store, job).counts == {-3: 1, 5: 1, 10: 1}
-    r = run_module("simulator", "fidelity", "--job", str(job), "--step", "2", "--db", db_url)
+    r = run_in_process("simulator", "fidelity", "--job", str(job), "--step", "2", "--db", db_url)
     assert r.returncode == 0 and f"training job {job} step 2" in r.stdout and "1 judged changes" in r.stdout

@@ -3,9 +3,6 @@ import and at save, and the nastiest valid records survive export, listing, rend
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -195,17 +192,17 @@ def test_web_import_reports_lines_like_the_cli_and_never_exception_text(store, t
     assert "unhashable" not in report and "/secret/path" not in report
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_nastiest_profile_plays_a_rollout(store, db_url, tiny_model_dir):
     """A stored profile at the bounds runs through `python -m trainer rollout` with the offline simulator."""
+    from helpers import run_in_process
+
     from storage.dialogues import load_dialogue
 
     persona_store.seed_builtin(store, nastiest()[:2])
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "rollout", "--persona", "nasty-deep", "--persona", "nasty-big",
-         "--policy", str(tiny_model_dir), "--simulator", "offline", "--max-turns", "2", "--max-new-tokens", "8",
-         "--db", db_url, "--json"],
-        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
+    proc = run_in_process("trainer", "rollout", "--persona", "nasty-deep", "--persona", "nasty-big", "--policy",
+                          str(tiny_model_dir), "--simulator", "offline", "--max-turns", "2", "--max-new-tokens", "8",
+                          "--db", db_url, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     assert [r["persona"] for r in rows] == ["nasty-deep", "nasty-big"]

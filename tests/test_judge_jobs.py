@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import COLD_REPLIES, WARM_REPLIES, store_judged_dialogues, wait_for
+from helpers import COLD_REPLIES, WARM_REPLIES, run_in_process, store_judged_dialogues, wait_for
 from sqlalchemy import select
 
 from storage import Dialogue, JudgeScore, read_scope, session_scope
@@ -29,13 +29,13 @@ DIALOGUES = {"warm": WARM_REPLIES, "cold": COLD_REPLIES, "warm0": WARM_REPLIES[:
 
 
 def trainer(*args: str, wait: bool = True) -> subprocess.Popen | subprocess.CompletedProcess:
-    """`python -m trainer ARGS` in its own process group, with this test's lab home and the judge's key."""
-    env = dict(os.environ, OPENAI_API_KEY=KEY, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "trainer", *args]
+    """`python -m trainer ARGS` with this test's lab home and the judge's key: run to its end in this process
+    (wait=True), or started as a real process in its own process group, to be killed."""
     if wait:
-        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            text=True, start_new_session=True)
+        return run_in_process("trainer", *args, env={"OPENAI_API_KEY": KEY})
+    env = dict(os.environ, OPENAI_API_KEY=KEY, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
 def stored(store) -> dict[int, tuple]:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import tiny_train_config
+from helpers import tiny_train_config, trainer_run
 from sqlalchemy import select
 
 from simulator.__main__ import main as simulator_main
@@ -211,14 +208,12 @@ def test_sets_cli(seeded_store, db_url, tmp_path, capsys):
     assert code == 2 and err.startswith("--generation: cannot be combined")
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_a_training_run_on_a_set_records_its_name_and_hash(seeded_store, db_url, tiny_model_dir, tmp_path):
     two = [p.id for p in persona_store.list_profiles(seeded_store)[:2]]
     s = persona_sets.create_from_filters(seeded_store, "tiny", ids=two)
     config = tiny_train_config(tmp_path, tiny_model_dir, persona_set="set:tiny", steps=1, dialogues_per_step=2)
-    env = dict(os.environ, RLVER_LAB_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config), "--db", db_url,
-                           "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    proc = trainer_run("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with read_scope(make_store(db_url)) as session:
         job_config = session.scalars(select(Job.config)).one()

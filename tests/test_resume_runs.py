@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import run_in_process, wait_for
 from sqlalchemy import select
 
 from storage import Dialogue, EvalRun, Turn, make_store, read_scope
@@ -69,9 +69,9 @@ def trainer_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainer", *args]
 
 
-def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(trainer_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m trainer ARGS` to its end, in this process; the runs to be killed are real processes."""
+    return run_in_process("trainer", *args)
 
 
 def start_cli(*args: str) -> subprocess.Popen:

@@ -1,16 +1,13 @@
-"""`python -m trainer rollout` end to end (real process, real store, tiny policy, offline simulator)."""
+"""`python -m trainer rollout` end to end (its main() in this process, real store, tiny policy, offline simulator)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from helpers import run_in_process
 
 from simulator.personas.profile import Profile
 from storage.dialogues import load_dialogue
-from tests.conftest import REPO
 from trainer import __main__ as trainer_main
 
 
@@ -29,14 +26,11 @@ def store_with_persona(store):
     return store
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_rollout_command_json(store_with_persona, db_url, tiny_model_dir):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "rollout", "--persona", "mia", "--group", "2", "--policy",
-         str(tiny_model_dir), "--simulator", "offline", "--max-turns", "2", "--max-new-tokens", "8",
-         "--db", db_url, "--json"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_in_process("trainer", "rollout", "--persona", "mia", "--group", "2", "--policy", str(tiny_model_dir),
+                          "--simulator", "offline", "--max-turns", "2", "--max-new-tokens", "8", "--db", db_url,
+                          "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 2
@@ -74,26 +68,23 @@ def test_missing_command_module_disables_only_that_command(monkeypatch, capsys):
     assert trainer_main.main([]) == 2
 
 
-@pytest.mark.process
 def test_rollout_exits_non_zero_when_every_dialogue_failed(store_with_persona, db_url, tiny_model_dir):
     """A simulator that refuses every call (wrong API key): the dialogues are stored as failed and the
     command says so with exit status 1, so a script sees the outage."""
     from testkit.scripted_server import start_server
 
     with start_server(api_key="right-key", models=["sim"]) as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "trainer", "rollout", "--persona", "mia", "--group", "2", "--policy",
-             str(tiny_model_dir), "--simulator", "openai:sim", "--simulator-base-url", server.base_url,
-             "--max-turns", "2", "--max-new-tokens", "8", "--db", db_url, "--json"],
-            cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "wrong-key"},
-            capture_output=True, text=True, timeout=300)
+        proc = run_in_process("trainer", "rollout", "--persona", "mia", "--group", "2", "--policy",
+                              str(tiny_model_dir), "--simulator", "openai:sim", "--simulator-base-url",
+                              server.base_url, "--max-turns", "2", "--max-new-tokens", "8", "--db", db_url, "--json",
+                              env={"OPENAI_API_KEY": "wrong-key"})
     assert proc.returncode == 1, proc.stderr[-2000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 2 and all(r["status"] == "failed" and r["error"] for r in rows)
     assert "all 2 dialogue(s) failed" in proc.stderr
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
     """A store no command has opened yet: the built-in personas are seeded first, as the app does, so a
     built-in id works and the dialogue's persona is in the store."""
@@ -101,11 +92,9 @@ def test_built_in_persona_on_a_fresh_store(db_url, tiny_model_dir):
     from simulator.personas.store import get_profile, list_profiles
     from storage import make_store
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "rollout", "--persona", "en-20-ahmed-yilmaz", "--policy",
-         str(tiny_model_dir), "--simulator", "offline:v2", "--max-turns", "1", "--max-new-tokens", "8",
-         "--db", db_url, "--json"],
-        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
+    proc = run_in_process("trainer", "rollout", "--persona", "en-20-ahmed-yilmaz", "--policy", str(tiny_model_dir),
+                          "--simulator", "offline:v2", "--max-turns", "1", "--max-new-tokens", "8", "--db", db_url,
+                          "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     store = make_store(db_url)

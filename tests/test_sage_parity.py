@@ -10,7 +10,7 @@ import json
 import sys
 
 import pytest
-from helpers import run_module
+from helpers import run_in_process
 
 from simulator.user import rules as rules_mod
 from simulator.user.packs import PackError
@@ -29,7 +29,7 @@ def finals(path) -> dict[str, float]:
 def test_replay_reproduces_the_published_row_and_every_final_emotion(model, shared_data, tmp_path):
     f = shared_data / "sage" / f"{model}_result.jsonl"
     out = tmp_path / "replayed_result.jsonl"
-    r = run_module("trainer", "benchmark", "--policy", f"replay:{f}", "--simulator", f"replay:{f}",
+    r = run_in_process("trainer", "benchmark", "--policy", f"replay:{f}", "--simulator", f"replay:{f}",
                    "--profiles", str(f), "--db", f"sqlite:///{tmp_path / 'lab.db'}", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
@@ -104,7 +104,7 @@ def _sage_modules(reference):
 
 
 def _render(req: dict) -> list[dict]:
-    r = run_module("simulator", "prompt", "render", stdin=json.dumps(req, ensure_ascii=False))
+    r = run_in_process("simulator", "prompt", "render", stdin=json.dumps(req, ensure_ascii=False))
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["messages"]
 
@@ -180,7 +180,7 @@ def test_unknown_or_changed_sage_files_are_named(shared_reference, tmp_path):
     (changed / "simulator_response.py").write_text(src.replace("{{simulator_scene}}", "{{scene}}"), encoding="utf-8")
     with pytest.raises(PackError, match="no {{simulator_scene}} slot"):
         SagePack(str(changed))
-    r = run_module("simulator", "prompt", "render", stdin=json.dumps({"pack": f"sage:{changed}", "profile": {},
+    r = run_in_process("simulator", "prompt", "render", stdin=json.dumps({"pack": f"sage:{changed}", "profile": {},
                                                                       "step": "emotion", "history": []}))
     assert r.returncode == 2 and "simulator_scene" in r.stderr
 

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import BACKENDS, metric_steps, tiny_train_config, trainer_cli, wait_for, wait_for_step
+from helpers import BACKENDS, metric_steps, tiny_train_config, trainer_cli, trainer_run, wait_for, wait_for_step
 from sqlalchemy import select
 
 from storage import Checkpoint, Dialogue, Job, make_store, read_scope
@@ -17,13 +17,13 @@ pytestmark = pytest.mark.process
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     config = tiny_train_config(tmp_path, tiny_model_dir)
-    proc = trainer_cli("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
-    result = json.loads(out.strip().splitlines()[-1])
+    r = trainer_run("train", "--config", str(config), "--db", db_url, "--json", env_home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == 2 and result["error"] == ""
     assert result["checkpoint"].endswith("step-000002") and "reward_mean" in result["metrics"]
     store = make_store(db_url)
@@ -51,22 +51,20 @@ def test_train_command_runs_a_job_that_fills_the_store(tiny_model_dir: Path, tmp
     assert (Path(result["checkpoint"]) / "critic" / "value_head.pt").exists()
     store.dispose()
     for args in (["jobs", str(result["job_id"])], ["jobs"]):  # the job's JSON row says the same
-        listed = trainer_cli(*args, "--db", db_url, "--json", env_home=tmp_path / "home")
-        row = json.loads(listed.communicate(timeout=120)[0].strip().splitlines()[-1])
+        listed = trainer_run(*args, "--db", db_url, "--json", env_home=tmp_path / "home")
+        row = json.loads(listed.stdout.strip().splitlines()[-1])
         assert listed.returncode == 0 and row["status"] == "succeeded"
         assert (row["checkpoint"], row["policy_path"]) == (result["checkpoint"], result["policy_path"])
 
 
 def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: str, tiny_model_dir: Path):
     config = tiny_train_config(tmp_path, tiny_model_dir, actor_lr=-1.0, algorithm="grpo", group_size=1)
-    proc = trainer_cli("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 2
-    assert "actor_lr: must be positive" in out and "group_size" in out
-    proc = trainer_cli("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
-                "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 2 and "persona_set: unknown persona set 'nobody'" in out
+    r = trainer_run("train", "--config", str(config), "--db", db_url, env_home=tmp_path / "home")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "actor_lr: must be positive" in r.stderr and "group_size" in r.stderr
+    r = trainer_run("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
+                    "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
+    assert r.returncode == 2 and "persona_set: unknown persona set 'nobody'" in r.stderr
     store = make_store(db_url)
     with read_scope(store) as s:
         assert s.scalars(select(Job)).all() == []  # nothing half-created
@@ -112,12 +110,10 @@ def test_resume_refuses_a_job_that_is_not_resumable(tmp_path: Path, db_url: str)
 
     store = make_store(db_url)
     job_id = job_queue.create_job(store, "train", {"steps": 1})
-    proc = trainer_cli("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 2 and "only an interrupted, failed or cancelled job" in out
-    proc = trainer_cli("resume", "999", "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 2 and "job 999 is not a job in this store" in out
+    r = trainer_run("resume", str(job_id), "--db", db_url, env_home=tmp_path / "home")
+    assert r.returncode == 2 and "only an interrupted, failed or cancelled job" in r.stderr
+    r = trainer_run("resume", "999", "--db", db_url, env_home=tmp_path / "home")
+    assert r.returncode == 2 and "job 999 is not a job in this store" in r.stderr
     store.dispose()
 
 
@@ -149,14 +145,14 @@ def test_stalled_trainer_keeps_its_job_resume_refuses_and_one_writer_remains(tin
     store.dispose()
 
 
+@pytest.mark.model
 def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp_path: Path, db_url: str):
     """--preset first, the file's settings over it: cpu-demo's LoRA and sampling, the tiny file's model and size."""
     config = tiny_train_config(tmp_path, tiny_model_dir)
-    proc = trainer_cli("train", "--preset", "cpu-demo", "--config", str(config), "--db", db_url, "--json",
-                env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
-    result = json.loads(out.strip().splitlines()[-1])
+    r = trainer_run("train", "--preset", "cpu-demo", "--config", str(config), "--db", db_url, "--json",
+                    env_home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and result["steps"] == 2
     store = make_store(db_url)
     with read_scope(store) as s:
@@ -167,6 +163,5 @@ def test_train_with_a_preset_and_a_config_file_over_it(tiny_model_dir: Path, tmp
         assert (job.config["lora"], job.config["temperature"], job.config["entropy_coef"]) == (True, 0.7, 0.001)
         assert "gate_proj" in job.config["lora_target_modules"]  # from the preset
     store.dispose()
-    proc = trainer_cli("train", "--preset", "no-such", "--db", db_url, env_home=tmp_path / "home")
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 2 and "invalid choice: 'no-such'" in out and "cpu-demo" in out
+    r = trainer_run("train", "--preset", "no-such", "--db", db_url, env_home=tmp_path / "home")
+    assert r.returncode == 2 and "invalid choice: 'no-such'" in r.stderr and "cpu-demo" in r.stderr

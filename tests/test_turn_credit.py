@@ -3,14 +3,10 @@ its own last token, so with gamma = lambda = 1 a token sees the emotion gained f
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import REPO
 
 from trainer.learning import algorithms
 from trainer.learning.batch import make_batch
@@ -44,15 +40,13 @@ def test_the_return_of_a_token_is_the_emotion_gained_from_its_turn_on():
     assert plain.token_rewards is None  # the paper's reward: the score on the last policy token
 
 
-@pytest.mark.process
+@pytest.mark.model
 def test_ppo_trains_with_per_turn_credit(tiny_model_dir, tmp_path):
-    from helpers import tiny_train_config
+    from helpers import tiny_train_config, trainer_run
 
     config = tiny_train_config(tmp_path, tiny_model_dir, reward="emotion_deltas", max_turns=2, steps=1)
-    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--config", str(config),
-                        "--db", f"sqlite:///{tmp_path / 'lab.db'}", "--json"], cwd=REPO, capture_output=True,
-                       text=True, timeout=600,
-                       env=dict(os.environ, PYTHONPATH=str(REPO), RLVER_LAB_HOME=str(tmp_path / "home")))
+    r = trainer_run("train", "--config", str(config), "--db", f"sqlite:///{tmp_path / 'lab.db'}", "--json",
+                    env_home=tmp_path / "home")
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["status"] == "succeeded" and "reward_mean" in result["metrics"]

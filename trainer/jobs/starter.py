@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 WARM_ENV = "RLVER_LAB_WARM_STARTS"
-# environment a starter may differ in from its forks: the keys start_command sets per process, the lab's own
-# settings (read by the project's modules, which the starter never imports) and pytest's per-test markers.
-# Any other difference means another starter.
-PER_PROCESS_KEYS = ("PYTHONUNBUFFERED", "PYTHONPATH")
+# environment a fork may differ in from its starter: the lab's own settings (RLVER_LAB_DB, _HOME, _ACCESS...,
+# read by the project's modules, which the starter never imports) and pytest's per-test markers. Any other
+# difference means another starter.
 PER_PROCESS_PREFIXES = ("RLVER_LAB_", "PYTEST_")
 PRELOAD = ("numpy", "torch", "transformers", "sentence_transformers", "sqlalchemy", "alembic", "yaml")
 
@@ -143,9 +142,7 @@ class Starter:
     def _start(self) -> None:
         from storage.db import PROJECT_ROOT
 
-        env = dict(self.env, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainer.jobs.starter"], cwd=PROJECT_ROOT, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainer.jobs.starter"], cwd=PROJECT_ROOT, env=self.env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
         hello = self.proc.stdout.readline()
@@ -160,9 +157,11 @@ class Starter:
     def start(self, args: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> Optional[int]:
         """The pid of a new process running `python -m trainer ARGS`, or None when this starter cannot fork."""
         with self.lock:
+            if self.proc is not None and self.proc.poll() is not None:  # it was killed: start another
+                self.close()
             if self.proc is None and not self.why:
                 self._start()
-            if not self.ready or self.proc is None or self.proc.poll() is not None:
+            if not self.ready or self.proc is None:
                 return None
             try:
                 self.proc.stdin.write(json.dumps({"args": list(args), "env": env, "cwd": str(cwd),
@@ -194,10 +193,11 @@ _STARTERS_LOCK = threading.Lock()
 
 def warm_start(args: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> Optional[int]:
     """Start `python -m trainer ARGS` forked from a warm starter; None when warm starts are off or refused
-    (the caller then starts it cold). The starter is chosen by the environment without its per-process keys."""
+    (the caller then starts it cold). `env` is the new process's whole environment (start_command's: the
+    launcher's, PYTHONPATH and PYTHONUNBUFFERED set); the starter runs in it less PER_PROCESS_PREFIXES."""
     if os.environ.get(WARM_ENV, "1") == "0":
         return None
-    base = {k: v for k, v in env.items() if k not in PER_PROCESS_KEYS and not k.startswith(PER_PROCESS_PREFIXES)}
+    base = {k: v for k, v in env.items() if not k.startswith(PER_PROCESS_PREFIXES)}
     key = json.dumps(base, sort_keys=True)
     with _STARTERS_LOCK:
         starter = _STARTERS.get(key)
