@@ -204,6 +204,16 @@ def start_comparison_in_view(page: Any, store: Any, a: Any, b: Any, limit: int, 
     return cid
 
 
+def _loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def run_in_process(module: str, *args: str, env: dict[str, str] | None = None,
                    stdin: str = "") -> subprocess.CompletedProcess:
     """`python -m MODULE ARGS` as its `main(ARGS)` in this process: the same code, without an interpreter start
@@ -219,12 +229,18 @@ def run_in_process(module: str, *args: str, env: dict[str, str] | None = None,
     os.environ.update(env or {})
     stdin_before = sys.stdin
     sys.stdin = io.StringIO(stdin)
+
+    def call() -> int:
+        try:
+            return main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse's usage errors
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            # a command runs its own event loops: where this thread already runs one (Playwright's sync API
+            # in a browser test), it runs in a thread of its own, as `off_loop` does
+            code = off_loop(call) if _loop_running() else call()
     finally:
         sys.stdin = stdin_before
         os.environ.clear()
