@@ -150,6 +150,7 @@ def start_command(store_url: str, args: list[str], log_path: Path, name: str) ->
     the launching process. Either way the result has the new process's `pid`."""
     env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    open(log_path, "ab").close()  # a log that cannot be written fails here, in the launcher, either way
     pid = warm_start(args, env, PROJECT_ROOT, log_path)
     if pid is not None:
         return WarmProcess(pid)

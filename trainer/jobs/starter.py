@@ -47,44 +47,39 @@ def _preload() -> str:
     return ""
 
 
-def _become(request: dict[str, Any], channels: tuple[int, ...]) -> None:
-    """In the forked child: turn into `python -m trainer ARGS` as start_command would start it. Never returns."""
-    code = 1
+def _become(request: dict[str, Any], channels: tuple[Any, ...]) -> int:
+    """In the forked child: turn into `python -m trainer ARGS` as start_command would start it and run it.
+    Returns its exit code; the caller returns it from serve(), so the process ends as a cold one does (threads
+    joined, atexit handlers run, output flushed)."""
+    for channel in channels:  # the starter's pipes stay the starter's
+        channel.close()
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [str(Path(request["cwd"]) / "trainer" / "__main__.py"), *request["args"]]
+    import numpy as np
+
+    np.random.seed()  # a fork copies the generator's state; a new process seeds it from the OS
+    from trainer.__main__ import main
+
     try:
-        for fd in channels:
-            os.close(fd)
-        os.setsid()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        null = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(null)
-        os.close(log)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.argv = [str(Path(request["cwd"]) / "trainer" / "__main__.py"), *request["args"]]
-        import numpy as np
-
-        np.random.seed()  # a fork copies the generator's state; a new process seeds it from the OS
-        from trainer.__main__ import main
-
-        code = main(list(request["args"]))
+        return main(list(request["args"]))
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
         import traceback
 
         traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code if isinstance(code, int) else 1)
+        return 1
 
 
 def serve() -> int:
@@ -96,7 +91,6 @@ def serve() -> int:
     os.dup2(null, 0)
     os.dup2(null, 1)  # a library printing on stdout must not write into the replies
     os.close(null)
-    channels = (requests.fileno(), replies.fileno())
 
     def say(obj: dict[str, Any]) -> None:
         replies.write(json.dumps(obj) + "\n")
@@ -116,8 +110,8 @@ def serve() -> int:
             say({"error": f"the starter runs {threading.active_count()} Python threads; a fork is not safe"})
             continue
         pid = os.fork()
-        if pid == 0:
-            _become(request, channels)
+        if pid == 0:  # the fork leaves the loop here and ends as `python -m trainer ARGS` would
+            return _become(request, (requests, replies))
         say({"pid": pid})
     return 0
 
