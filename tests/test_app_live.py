@@ -74,7 +74,11 @@ def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_
     page.locator("#live-max-turns input[type=number]").press("Enter")
     page.click("#live-start")
     chats = page.locator("#live-chats")
-    expect(chats.locator(".live-col")).to_have_count(2, timeout=180_000)
+    try:
+        expect(chats.locator(".live-col")).to_have_count(2, timeout=180_000)
+    except AssertionError as exc:  # say what the page says instead
+        raise AssertionError(f"no two dialogue columns; the status reads {page.locator('#live-status').inner_text()!r}"
+                             ) from exc
     # At least two policy turns streamed (turns can arrive faster than the page is polled).
     expect(chats.locator(".live-col").first.locator(".turn-assistant").nth(1)).to_be_attached(timeout=180_000)
     expect(page.locator("#live-plot .scatterlayer .trace")).to_have_count(2)
