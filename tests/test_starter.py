@@ -43,15 +43,15 @@ def test_a_launcher_whose_environment_changed_gets_a_new_starter(store, db_url, 
     job_queue.create_job(store, "benchmark", {"policy": "x"}, name="listed")
     first = job_queue.start_command(db_url, ["jobs", "--json"], tmp_path / "a.log", "reap-test")
     finished(first.pid)
-    before = set(starter._STARTERS)
+    before = starter._STARTER
     monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path / "elsewhere"))  # the lab's own settings: same starter
     same = job_queue.start_command(db_url, ["jobs", "--json"], tmp_path / "b.log", "reap-test")
     finished(same.pid)
-    assert set(starter._STARTERS) == before
+    assert starter._STARTER is before
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # a library may read it at import: a new starter
     other = job_queue.start_command(db_url, ["jobs", "--json"], tmp_path / "c.log", "reap-test")
     finished(other.pid)
-    assert isinstance(other, starter.WarmProcess) and set(starter._STARTERS) != before
+    assert isinstance(other, starter.WarmProcess) and starter._STARTER is not before
     assert json.loads((tmp_path / "c.log").read_text().strip().splitlines()[-1])["name"] == "listed"
 
 

@@ -150,11 +150,10 @@ def start_command(store_url: str, args: list[str], log_path: Path, name: str) ->
     the launching process. Either way the result has the new process's `pid`."""
     env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-    open(log_path, "ab").close()  # a log that cannot be written fails here, in the launcher, either way
-    pid = warm_start(args, env, PROJECT_ROOT, log_path)
-    if pid is not None:
-        return WarmProcess(pid)
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab") as log:  # a log that cannot be written fails here, in the launcher, either way
+        pid = warm_start(args, env, PROJECT_ROOT, log_path)
+        if pid is not None:
+            return WarmProcess(pid)
         proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=PROJECT_ROOT, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     threading.Thread(target=proc.wait, daemon=True, name=name).start()

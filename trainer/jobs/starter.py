@@ -11,7 +11,7 @@ What makes the fork safe, and where the starter says no (the launcher then start
 - the starter runs one Python thread when it forks (checked before each fork; the BLAS libraries' own
   native pools handle a fork themselves, as they do for multiprocessing and DataLoader workers);
 - it imports third-party libraries only, with the launcher's environment: a request whose environment differs
-  from the starter's in anything but the keys `start_command` sets gets a new starter;
+  from the starter's in anything but the lab's own settings (PER_PROCESS_PREFIXES) gets a new starter;
 - the fork resets what a new process would not share: SIGCHLD handling, numpy's global generator, the
   environment, the working folder, stdin / stdout / stderr.
 RLVER_LAB_WARM_STARTS=0 turns warm starts off.
@@ -181,8 +181,8 @@ class Starter:
             proc.wait()
 
 
-_STARTERS: dict[str, Starter] = {}
-_STARTERS_LOCK = threading.Lock()
+_STARTER: Optional[Starter] = None  # the launcher's one starter, for the environment it runs in
+_STARTER_LOCK = threading.Lock()
 
 
 def warm_start(args: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> Optional[int]:
@@ -191,15 +191,14 @@ def warm_start(args: list[str], env: dict[str, str], cwd: Path, log_path: Path) 
     launcher's, PYTHONPATH and PYTHONUNBUFFERED set); the starter runs in it less PER_PROCESS_PREFIXES."""
     if os.environ.get(WARM_ENV, "1") == "0":
         return None
+    global _STARTER
     base = {k: v for k, v in env.items() if not k.startswith(PER_PROCESS_PREFIXES)}
-    key = json.dumps(base, sort_keys=True)
-    with _STARTERS_LOCK:
-        starter = _STARTERS.get(key)
-        if starter is None:
-            for old in _STARTERS.values():  # the environment changed: the old starter is not used again
-                old.close()
-            _STARTERS.clear()
-            starter = _STARTERS[key] = Starter(base)
+    with _STARTER_LOCK:
+        if _STARTER is None or _STARTER.env != base:  # the environment changed: the old one is not used again
+            if _STARTER is not None:
+                _STARTER.close()
+            _STARTER = Starter(base)
+        starter = _STARTER
     return starter.start(args, env, cwd, log_path)
 
 
