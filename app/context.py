@@ -1,6 +1,9 @@
-"""LabContext: what every view needs (the store, settings) and the cross-view link to Transcripts."""
+"""LabContext: what every view needs (the store, settings) and the cross-view link to Transcripts; and
+`changed_only`, which keeps a view's poll from redrawing what the page already shows."""
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -8,6 +11,10 @@ from typing import Any, Optional
 from storage import Store
 
 TRANSCRIPTS_TAB = "transcripts"
+# A view's poll while nothing it shows is moving. Every tick costs the browser a pass over the whole page
+# (Gradio updates each component's loading state): ~0.6 s of a core in headless Chromium on the 2-core machine,
+# whatever the tick sends, so a Training tab ticking every 2 s kept a third of a core busy with no job at all.
+IDLE_POLL_S = 10.0
 
 
 @dataclass
@@ -46,6 +53,15 @@ class LabContext:
             self.timers.append((tab_id, timer))
         return timer
 
+    @staticmethod
+    def poll_pace(live: bool, seconds: float) -> Any:
+        """The update of a `poll` timer from its own tick: every `seconds` while something the view shows is
+        live (a job running, a plan being made), every IDLE_POLL_S otherwise. Put it through `changed_only`
+        with the tick's other outputs, so it is sent only when the pace changes."""
+        import gradio as gr
+
+        return gr.update(value=seconds if live else IDLE_POLL_S)
+
     def refresh_on_show(self, fn: Any, inputs: Any, outputs: Any) -> None:
         """Run `fn` when the page loads and whenever the current view's tab is opened (for lists that other
         views, jobs or the CLI change: personas, collections, ...). Call inside a view's build()."""
@@ -81,3 +97,27 @@ class LabContext:
         if item_id in (None, ""):
             return gr.update(), gr.update()
         return gr.Tabs(selected=tab), {"id": int(item_id), "at": time.time()}
+
+
+def _digest(value: Any) -> str:
+    to_json = getattr(value, "to_json", None)  # a plotly figure
+    text = to_json() if callable(to_json) else json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def changed_only(values: list[Any], sent: Optional[list[Optional[str]]]) -> tuple[list[Any], list[Optional[str]]]:
+    """A poll's updates: each value equal to the one this poll sent last time (`sent`: its digests, kept in a
+    gr.State) becomes gr.skip(), so the page redraws only what changed. Returns (updates, the digests to keep).
+    Every redraw costs the browser: a Training tab left open with no job re-sent three plots and a table every
+    2 s, about half a core of Chromium. Another handler that writes the same outputs resets the State to None,
+    so the next poll sends everything. A value that is itself gr.skip() keeps its old digest."""
+    import gradio as gr
+
+    sent = list(sent) if sent and len(sent) == len(values) else [None] * len(values)
+    skip = gr.skip()
+    updates, digests = [], []
+    for value, before in zip(values, sent):
+        digest = before if isinstance(value, dict) and value == skip else _digest(value)
+        updates.append(skip if digest == before and before is not None else value)
+        digests.append(digest)
+    return updates, digests

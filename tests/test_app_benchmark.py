@@ -209,13 +209,14 @@ def test_views_poll_only_while_their_tab_is_open(lab_server, browser_page, monke
 
     from playwright.sync_api import expect
 
+    from app.context import IDLE_POLL_S
     from trainer.jobs import queue as job_queue
 
     reads: list[float] = []
     list_jobs = job_queue.list_jobs
     monkeypatch.setattr(job_queue, "list_jobs", lambda *a, **kw: reads.append(time.monotonic()) or list_jobs(*a, **kw))
     page = browser_page
-    quiet_s = 8.0  # longer than any view's timer period (2-3 s): a running timer reads at least twice
+    quiet_s = IDLE_POLL_S + 2.0  # longer than any view's timer period (2-3 s live, IDLE_POLL_S idle)
 
     def reads_over_quiet_period() -> int:
         time.sleep(5.0)  # a read sent before the switch may still be on its way on a busy machine

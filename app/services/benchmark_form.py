@@ -183,8 +183,3 @@ def resume_job(store: Any, store_url: str, job_id: Optional[int]) -> str:
     except (job_queue.JobError, OSError) as exc:
         return md(f"Job #{job_id} was not resumed: {exc}")
     return f"Resumed job #{job_id}: it plays only the dialogues still missing."
-
-
-def job_details_for(store: Any):
-    """job_details bound to a store, for an event handler that gets only the job id."""
-    return lambda job_id: job_details(store, job_id)

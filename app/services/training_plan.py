@@ -274,6 +274,12 @@ def measured_on_text(plan: dict[str, Any]) -> str:
     return f" (measured on {on.get('cores')} cores{threads}{load}, {on.get('at', '')})"
 
 
+def plan_running(key: Optional[str]) -> bool:
+    """Whether the plan of `key` is still being made."""
+    task = _TASKS.get(key or "")
+    return task is not None and task.plan is None
+
+
 def task_steps(key: Optional[str]) -> int:
     """The steps of the config a plan was started for (its time line multiplies by them)."""
     task = _TASKS.get(key or "")

@@ -13,7 +13,7 @@ import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.context import LabContext
+from app.context import LabContext, changed_only
 from app.judge_panel import judge_view
 from app.render import BREAKDOWN_HEADERS, breakdown_tables, ci_text, md, number_text
 from app.services import benchmark_form, training
@@ -23,6 +23,7 @@ from storage import Store
 LAB_HEADERS = ["simulator", "rank", "eval run", "model", "score", "success", "failure", "n", "errors", "95% CI",
                "profiles", "finished", "protocol"]
 PUBLISHED_HEADERS = ["rank", "model", "score", "success", "failure", "n", "simulator", "source"]
+POLL_S = 3.0  # while a benchmark job is live; app.context.IDLE_POLL_S otherwise
 DIALOGUE_HEADERS = ["dialogue", "profile", "hidden need", "personality", "final emotion", "outcome", "turns",
                     "error"]
 
@@ -225,18 +226,22 @@ def build(ctx: LabContext) -> None:
     fidelity_plot = gr.Plot(label="emotion changes vs the published DeepSeek-V3 judgements", elem_id="bench-fidelity")
     judge_md = gr.Markdown("", elem_id="bench-judge-summary")
     judge_plot = gr.Plot(label="social-cognition judge (1-5, python -m trainer judge)", elem_id="bench-judge")
-    timer = ctx.poll(3.0)
+    timer = ctx.poll(POLL_S)
     board_sig = gr.State(None)
+    polled = gr.State(None)  # changed_only's digests of the jobs table, the two job texts and the pace last sent
 
-    def refresh(sig: Any, job: Any):
-        job_rows = benchmark_form.job_rows(store, job_queue.list_jobs(store, kind="benchmark", limit=20))
+    def refresh(sig: Any, sent: Any, job: Any):
+        jobs = job_queue.list_jobs(store, kind="benchmark", limit=20)
+        live = any(j["status"] in training.LIVE_STATUSES for j in jobs)
+        (job_rows, running, detail, pace), sent = changed_only(
+            [benchmark_form.job_rows(store, jobs), running_progress_md(store), benchmark_form.job_details(store, job),
+             ctx.poll_pace(live, POLL_S)], sent)
         groups = eval_runs.leaderboard(store)
         new_sig = [[r["id"] for g in groups if not g["published"] for r in g["rows"]]]
-        running, detail = running_progress_md(store), benchmark_form.job_details(store, job)
         if sig == new_sig:
-            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig, running, detail
+            return job_rows, gr.skip(), gr.skip(), gr.skip(), sig, running, detail, pace, sent
         return (job_rows, lab_rows(groups), published_table(groups), leaderboard_figure(groups), new_sig, running,
-                detail)
+                detail, pace, sent)
 
     def on_start(*values: Any):
         job_id, problems, message = benchmark_form.start(store, url, dict(zip(benchmark_form.NAMES, values)))
@@ -287,18 +292,18 @@ def build(ctx: LabContext) -> None:
     def on_dialogue(evt: gr.SelectData):
         return ctx.open_dialogue(evt.row_value[0] if evt.row_value else None)
 
-    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig, progress_md, job_md]
-    timer.tick(refresh, [board_sig, picked_job], outputs)
+    outputs = [bench_jobs, lab_table, pub_table, chart, board_sig, progress_md, job_md, timer, polled]
+    timer.tick(refresh, [board_sig, polled, picked_job], outputs)
     start.click(on_start, form, [*errors, general, start_msg, picked_job]).then(
-        refresh, [gr.State(None), picked_job], outputs)
+        refresh, [gr.State(None), gr.State(None), picked_job], outputs)
     def on_pick_job(evt: gr.SelectData):
         return evt.row_value[0] if evt.row_value else gr.skip()
 
     bench_jobs.select(on_pick_job, None, picked_job).then(
-        benchmark_form.job_details_for(store), picked_job, job_md)
-    cancel.click(on_cancel, picked_job, start_msg).then(refresh, [board_sig, picked_job], outputs)
+        lambda job: (benchmark_form.job_details(store, job), None), picked_job, [job_md, polled])
+    cancel.click(on_cancel, picked_job, start_msg).then(refresh, [board_sig, polled, picked_job], outputs)
     resume.click(lambda job: benchmark_form.resume_job(store, url, job), picked_job, start_msg).then(
-        refresh, [board_sig, picked_job], outputs)
+        refresh, [board_sig, polled, picked_job], outputs)
     lab_table.select(on_lab_row, None, [run_md, by_need, by_personality, dialogues])
     lab_table.select(on_lab_row_fidelity, None, [fidelity_md, fidelity_plot])
     lab_table.select(on_pick_run, None, picked_run)

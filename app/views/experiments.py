@@ -11,11 +11,11 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from app.context import LabContext
+from app.context import LabContext, changed_only
 from app.render import BREAKDOWN_HEADERS
 from app.services import experiments
 
-POLL_S = 3.0
+POLL_S = 3.0  # while the experiment shown is live; app.context.IDLE_POLL_S otherwise
 
 
 def _id(value: Any) -> Optional[int]:
@@ -54,24 +54,33 @@ def build(ctx: LabContext) -> None:
     judge_plot = gr.Plot(label="social-cognition judge (1-5), one shape per cell", elem_id="exp-judge")
     timer = ctx.poll(POLL_S)
     sig = gr.State(None)
-    outputs = [summary, status, results, metric, curve, by_need, by_personality, replies, judge_md, judge_plot, sig]
+    outputs = [summary, status, results, metric, curve, by_need, by_personality, replies, judge_md, judge_plot, timer,
+               sig]
 
     def show(eid: Any, chosen: Optional[str], old: Any = None):
-        """Every output for the experiment; all skipped when nothing changed since `old` (no flicker)."""
+        """Every output for the experiment. `old` is what the last call sent ({"sig", "sent"}): all is skipped,
+        nothing read, while a finished experiment's signature stays; otherwise only the outputs that changed
+        are sent (changed_only), so a running experiment's page redraws no unchanged plot."""
         eid = _id(eid)
         exp = grid.experiment_detail(store, eid) if eid else None
         metrics = experiments.metric_choices(store, exp)
-        new = None if exp is None else [exp["status"], [(c["status"], c["train_status"], c["benchmark_status"],
-                                                         c["eval_run_id"]) for c in exp["cells"]], metrics, chosen]
-        if old is not None and new == old and not (exp and exp["status"] == "running"):
+        new = ["no experiment", metrics, chosen] if exp is None else [
+            exp["status"], [(c["status"], c["train_status"], c["benchmark_status"], c["eval_run_id"])
+                            for c in exp["cells"]], metrics, chosen]
+        old = old or {}
+        if old.get("sig") == new and not (exp and exp["status"] == "running"):
             return [gr.skip()] * len(outputs)
         chosen = chosen if chosen in metrics else next(iter(metrics), None)
         need, personality = experiments.breakdown_rows(store, exp)
         counts = experiments.judge_counts(store, exp)
         judged = ("**Judged dialogues:** " + ", ".join(f"{k} {v}" for k, v in counts.items())) if counts else ""
-        return [experiments.summary_md(exp), experiments.status_rows(exp), experiments.result_rows(store, exp),
-                gr.update(choices=metrics, value=chosen), experiments.curves(store, exp, chosen), need, personality,
-                experiments.reply_rows(store, exp), judged, experiments.judge_figure(store, exp), new]
+        live = bool(exp) and exp["status"] in ("queued", "running")
+        updates, sent = changed_only(
+            [experiments.summary_md(exp), experiments.status_rows(exp), experiments.result_rows(store, exp),
+             gr.update(choices=metrics, value=chosen), experiments.curves(store, exp, chosen), need, personality,
+             experiments.reply_rows(store, exp), judged, experiments.judge_figure(store, exp),
+             ctx.poll_pace(live, POLL_S)], old.get("sent"))
+        return [*updates, {"sig": new, "sent": sent}]
 
     def refresh_choices(current: Any):
         choices = experiments.experiment_choices(store)

@@ -12,11 +12,11 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from app.context import LabContext
+from app.context import LabContext, changed_only
 from app.render import md
 from app.services import job_progress, training, training_plan
 
-POLL_S = 2.0
+POLL_S = 2.0  # while a job or a plan is live; app.context.IDLE_POLL_S otherwise
 
 
 def _widget(name: str, label: str, kind: str, value: Any) -> gr.components.Component:
@@ -105,30 +105,44 @@ def build(ctx: LabContext) -> None:
                 bench = gr.Button("Benchmark this checkpoint", scale=1, elem_id="train-bench")
             log = gr.Textbox(label="log (tail)", lines=10, max_lines=10, autoscroll=True, interactive=False,
                              elem_id="train-log")
-    timer = ctx.poll(POLL_S)
-    last_sig = gr.State(None)
-    detail_outputs = [summary, reward_plot, emotion_plot, overlap_plot, checkpoints, log, cancel, resume, last_sig]
+    timer = ctx.poll(POLL_S)  # one timer, one tick: each tick costs the browser a pass over the whole page
+    shown = gr.State(None)  # what the detail outputs last got: {"sig": the job's signature, "sent": digests}
+    table_sent = gr.State(None)  # changed_only's digests of the jobs table and the pace the poll last sent
+    detail_outputs = [summary, reward_plot, emotion_plot, overlap_plot, checkpoints, log, cancel, resume, shown]
 
-    def show(jid: Any, sig: Any = None):
-        """Detail outputs for the job; unchanged outputs are skipped so plots do not flicker."""
+    def show(jid: Any, old: Any = None):
+        """Detail outputs for the job: no figure is built while the job's signature stays as in `old`, and
+        only the outputs that changed are sent (a plot is not redrawn when only the progress line moved)."""
         jid = _job_id(jid)
         detail = job_queue.job_detail(store, jid, log_lines=60) if jid else None
         now = job_progress.step_progress_text(store, detail)
-        new_sig = None if detail is None else (
+        sig = ["no job"] if detail is None else [
             detail["status"], detail["step"], detail["progress"], str(detail["heartbeat_at"]), now,
             sum(len(m["step"]) for m in detail["metrics"].values()), len(detail["checkpoints"]),
-            len(detail["log_tail"]), detail["error"])
-        if sig is not None and new_sig == tuple(sig):
+            len(detail["log_tail"]), detail["error"]]
+        old = old or {}
+        if old.get("sig") == sig:
             return [gr.skip()] * len(detail_outputs)
         acts = training.actions_for(detail["status"] if detail else "")
         summary_text = training.job_summary_md(detail) + (f"\n\n**Now:** {md(now)}" if now else "")
-        return [summary_text, training.reward_figure(detail), training.emotion_step_figure(detail),
-                training.overlap_figure(detail), training.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
-                gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"]),
-                list(new_sig) if new_sig else None]
+        updates, sent = changed_only(
+            [summary_text, training.reward_figure(detail), training.emotion_step_figure(detail),
+             training.overlap_figure(detail), training.checkpoint_rows(detail), (detail or {}).get("log_tail", ""),
+             gr.update(interactive=acts["cancel"]), gr.update(interactive=acts["resume"])], old.get("sent"))
+        return [*updates, {"sig": sig, "sent": sent}]
 
-    def tick(jid: Any, sig: Any):  # list_jobs shows stalled / dead jobs as such (derived, nothing written)
-        return [job_progress.jobs_rows_now(store, job_queue.list_jobs(store)), *show(jid, sig)]
+    def plan_shown(key: Any):
+        shown_plan = training_plan.plan_progress(key, training_plan.task_steps(key)) if key else None
+        return gr.skip() if shown_plan is None else shown_plan
+
+    def tick(jid: Any, old: Any, sent: Any, key: Any):
+        """The jobs table (list_jobs shows stalled / dead jobs as such: derived, nothing written), the poll's
+        pace, the picked job and the plan under way."""
+        jobs = job_queue.list_jobs(store)
+        live = any(j["status"] in training.LIVE_STATUSES for j in jobs) or training_plan.plan_running(key)
+        (table_update, pace), sent = changed_only(
+            [job_progress.jobs_rows_now(store, jobs), ctx.poll_pace(live, POLL_S)], sent)
+        return [table_update, pace, sent, *show(jid, old), plan_shown(key)]
 
     def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
         """A plan needs no model folder (it may be made for other machines); a launch does."""
@@ -140,14 +154,11 @@ def build(ctx: LabContext) -> None:
         *form, extra_yaml, n_gpus, n_nodes, gib = values
         config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
-            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip()]
+            return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(), gr.skip()]
         key = training_plan.start_plan(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib),
                                        preset_name or "")
-        return [*per_field, other, "", training_plan.plan_progress(key, config.steps), key]
-
-    def on_plan_tick(key: Any):
-        shown = training_plan.plan_progress(key, training_plan.task_steps(key)) if key else None
-        return gr.skip() if shown is None else shown
+        return [*per_field, other, "", training_plan.plan_progress(key, config.steps), key, gr.Timer(value=POLL_S),
+                None]  # the poll follows the plan at once; the next tick sends its pace again
 
     def on_open(preset_name: str, key: Any):
         """The kept plan of the preset, or (none kept) a plan started now; a plan already shown stays."""
@@ -162,17 +173,17 @@ def build(ctx: LabContext) -> None:
         *form, extra_yaml, n_gpus, n_nodes, gib, confirmed = values
         config, per_field, other = checked(form, extra_yaml)
         if config is None:
-            return [*per_field, other, "Not launched: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(),
-                    gr.skip(), gr.skip()]
+            return [*per_field, other, "Not launched: fix the fields marked ⚠.", *[gr.skip()] * 7]
         plan = training_plan.plan_now(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib))
         reason = training_plan.confirmation_reason(plan, config.steps)
         if reason and not confirmed:
             return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
-                                       "to launch it all the same.", gr.skip(), gr.skip(),
+                                       "to launch it all the same.", gr.skip(), gr.skip(), gr.skip(), gr.skip(),
                     training_plan.plan_markdown(plan, config.steps), gr.update(visible=True, value=False), None]
         new_id, message = training.launch_training_job(store, url, config, job_name)
-        return [*per_field, other, message, training.jobs_rows(job_queue.list_jobs(store)), new_id,
-                training_plan.plan_markdown(plan, config.steps), gr.update(visible=False, value=False), None]
+        return [*per_field, other, message, training.jobs_rows(job_queue.list_jobs(store)), gr.Timer(value=POLL_S),
+                None, new_id, training_plan.plan_markdown(plan, config.steps), gr.update(visible=False, value=False),
+                None]
 
     def on_preset(name: str):
         if name not in training_plan.preset_choices():
@@ -229,18 +240,17 @@ def build(ctx: LabContext) -> None:
     hardware_boxes = [gpus, nodes, memory]
     preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm, plan_key])
     plan_btn.click(on_plan, [preset, *widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md,
-                                                                        plan_key])
-    timer.tick(on_plan_tick, plan_key, plan_md)
+                                                                        plan_key, timer, table_sent])
     # the kept plan on every page load; a plan started only when this tab is opened (a probe takes the cores)
     ctx.load_hooks.append((lambda name: training_plan.opening_plan(name), [preset], plan_md))
     if ctx.current_tab is not None:
         ctx.current_tab.select(on_open, [preset, plan_key], [plan_md, plan_key])
-    launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],
-                 [*errors, general, launch_msg, table, job_id, plan_md, confirm, plan_key])  # the plan shown: Launch's
+    launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],  # the plan shown: Launch's
+                 [*errors, general, launch_msg, table, timer, table_sent, job_id, plan_md, confirm, plan_key])
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
-    timer.tick(tick, [job_id, last_sig], [table, *detail_outputs])
-    ctx.refresh_on_show(lambda: training.jobs_rows(job_queue.list_jobs(store)), None, table)
+    timer.tick(tick, [job_id, shown, table_sent, plan_key], [table, timer, table_sent, *detail_outputs, plan_md])
+    ctx.refresh_on_show(lambda: (training.jobs_rows(job_queue.list_jobs(store)), None), None, [table, table_sent])
     ctx.refresh_on_show(lambda: gr.update(choices=training.persona_set_choices(store)), None,  # stored sets too
                         widgets[training.FORM_NAMES.index("persona_set")])
     for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
