@@ -40,6 +40,7 @@ def init_distributed(zero_stage: int) -> tuple[int, int]:
         return world()
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        _without_the_shm_op()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
     os.environ.setdefault("RANK", "0")
@@ -52,6 +53,18 @@ def init_distributed(zero_stage: int) -> tuple[int, int]:
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     return world()
+
+
+def _without_the_shm_op() -> None:
+    """DeepSpeed's CPU backend compiles a shared-memory C++ op (deepspeed_shm_comm) the first time it starts on
+    a machine: about two minutes of a core, in every rank's start-up on a fresh machine. The op serves only
+    `inference_all_reduce`, which falls back to the process group without it; training's all-reduce goes
+    through gloo either way. So CPU runs do not build it."""
+    import importlib
+
+    backend = importlib.import_module("deepspeed.comm.torch")  # `from deepspeed.comm import torch` is torch itself
+    if hasattr(backend, "build_shm_op"):
+        backend.build_shm_op = lambda: None
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
