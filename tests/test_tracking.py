@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,12 @@ def test_a_resumed_run_replaces_the_steps_after_its_checkpoint(tmp_path: Path):
     for step in (1, 2, 3):
         first.log_step(step, {"reward_mean": float(step)}, [sample], [0.55])
     first.close()
+    # the killed run's file made in this very second with a name that sorts late (TensorBoard reads a folder's
+    # files in name order, and a pid or counter compares as text: in a long suite the resume's counter reached
+    # 10 after the first run's 9 and sorted before it, so the purge missed the steps it replaces)
+    (made,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+    parts = made.name.split(".")
+    made.rename(made.with_name(".".join([*parts[:3], f"{int(time.time()):010d}", *parts[4:-2], "99999999", "9"])))
     resumed = make_tracking(["tensorboard"], tmp_path, "run", {}, start_step=1)
     for step in (2, 3):
         resumed.log_step(step, {"reward_mean": 10.0 * step}, [sample])

@@ -23,6 +23,7 @@ import contextlib
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional, Protocol, Sequence
 
@@ -69,6 +70,8 @@ class TensorBoardTracker:
         from torch.utils.tensorboard import SummaryWriter
 
         # purge_step hides events a killed run wrote after its last checkpoint (they are trained again)
+        if start_step:
+            _after_the_newest_event_file(log_dir)
         self.writer = SummaryWriter(str(log_dir), purge_step=start_step + 1 if start_step else None)
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
@@ -81,6 +84,17 @@ class TensorBoardTracker:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def _after_the_newest_event_file(log_dir: Path) -> None:
+    """TensorBoard reads a folder's event files in name order, and a name is the second it was made in, then
+    host, pid and a per-process counter compared as text (counter 10 sorts before 9). A resumed run's purge
+    applies only to the files read before its own, so a resume within the same second as the newest file waits
+    for the next second (at most one)."""
+    seconds = [int(part[3]) for part in (p.name.split(".") for p in log_dir.glob("events.out.tfevents.*"))
+               if len(part) > 3 and part[3].isdigit()]
+    while seconds and time.time() < max(seconds) + 1:
+        time.sleep(0.05)
 
 
 class WandbTracker:
