@@ -67,14 +67,14 @@ def build(ctx: LabContext) -> None:
         new = ["no experiment", metrics, chosen] if exp is None else [
             exp["status"], [(c["status"], c["train_status"], c["benchmark_status"], c["eval_run_id"])
                             for c in exp["cells"]], metrics, chosen]
+        live = bool(exp) and exp["status"] in ("queued", "running")
         old = old or {}
-        if old.get("sig") == new and not (exp and exp["status"] == "running"):
+        if old.get("sig") == new and not live:
             return [gr.skip()] * len(outputs)
         chosen = chosen if chosen in metrics else next(iter(metrics), None)
         need, personality = experiments.breakdown_rows(store, exp)
         counts = experiments.judge_counts(store, exp)
         judged = ("**Judged dialogues:** " + ", ".join(f"{k} {v}" for k, v in counts.items())) if counts else ""
-        live = bool(exp) and exp["status"] in ("queued", "running")
         updates, sent = changed_only(
             [experiments.summary_md(exp), experiments.status_rows(exp), experiments.result_rows(store, exp),
              gr.update(choices=metrics, value=chosen), experiments.curves(store, exp, chosen), need, personality,

@@ -93,8 +93,8 @@ def _after_the_newest_event_file(log_dir: Path) -> None:
     for the next second (at most one)."""
     seconds = [int(part[3]) for part in (p.name.split(".") for p in log_dir.glob("events.out.tfevents.*"))
                if len(part) > 3 and part[3].isdigit()]
-    while seconds and time.time() < max(seconds) + 1:
-        time.sleep(0.05)
+    if seconds:
+        time.sleep(max(0.0, max(seconds) + 1 - time.time()))
 
 
 class WandbTracker:
