@@ -15,6 +15,11 @@ TRANSCRIPTS_TAB = "transcripts"
 # (Gradio updates each component's loading state): ~0.6 s of a core in headless Chromium on the 2-core machine,
 # whatever the tick sends: a Training tab ticking every 2 s with no job cost Chromium 14 s of CPU per 30 s.
 IDLE_POLL_S = 10.0
+# The keyword arguments of an event whose outputs include `tabs` (a link that opens another view): no loading
+# status on its outputs. Gradio's front end keeps every component an event's progress ever covered and, on each
+# later event of the page (every poll tick), snapshots it with all its children: with the Tabs among them (the
+# page's load event opens ?dialogue= links) that was the whole page, 626 components, on every tick.
+LINK_EVENT: dict[str, Any] = {"show_progress_on": []}
 
 
 @dataclass
@@ -24,7 +29,7 @@ class LabContext:
     `tabs` and `dialogue_link` are set by build_app before any view is built. To open a dialogue in the
     Transcripts view from another view, make an event output `ctx.link_outputs` and return
     `ctx.open_dialogue(dialogue_id)` from its handler, e.g.
-        btn.click(lambda i: ctx.open_dialogue(i), inputs=[id_box], outputs=ctx.link_outputs)
+        btn.click(lambda i: ctx.open_dialogue(i), inputs=[id_box], outputs=ctx.link_outputs, **LINK_EVENT)
     """
 
     store: Store

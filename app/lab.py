@@ -4,7 +4,7 @@ Views are modules under app/views exposing `build(ctx: LabContext) -> None`, cal
 A view module that is not present is left out; one that fails to build shows its error in its tab.
 
 Opening a dialogue from another view (Live rollout, Runs, Benchmark ...):
-  - in Python: `outputs=ctx.link_outputs`, handler returns `ctx.open_dialogue(dialogue_id)`
+  - in Python: `outputs=ctx.link_outputs, **LINK_EVENT`, handler returns `ctx.open_dialogue(dialogue_id)`
     (switches to the Transcripts tab and selects the dialogue; see app.context.LabContext);
   - by URL: `http://HOST:PORT/?dialogue=ID` opens the lab on that dialogue.
 """
@@ -23,7 +23,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr
 from gradio.routes import App, ORJSONResponse
 
-from app.context import TRANSCRIPTS_TAB, LabContext
+from app.context import LINK_EVENT, TRANSCRIPTS_TAB, LabContext
+from app.page_script import EarlyScript
 from app.render import CSS, md
 from app.trust import HostOriginGuard, allowed_hosts
 from storage import Store
@@ -106,7 +107,7 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             dialogue = (request.query_params.get("dialogue") or "").strip() if request else ""
             return ctx.open_dialogue(int(dialogue)) if dialogue.isdigit() else (gr.update(), gr.update())
 
-        demo.load(_from_query, outputs=ctx.link_outputs)
+        demo.load(_from_query, outputs=ctx.link_outputs, **LINK_EVENT)
     return demo
 
 
@@ -131,14 +132,15 @@ def _timers_follow_the_open_tab(ctx: LabContext, tab_of_label: dict[str, str]) -
 
 class GuardedApp(App):
     """Gradio's App with app.trust.HostOriginGuard in front of its whole middleware stack: a request from
-    another site or for another host name gets 403 before any of Gradio's code (its CORS included) sees it."""
+    another site or for another host name gets 403 before any of Gradio's code (its CORS included) sees it.
+    Behind the guard, app.page_script.EarlyScript puts the frame-pacing script first in the page."""
 
     def __init__(self, hosts: Iterable[str] = (), **kwargs: Any):
         super().__init__(**kwargs)
         self.guard_hosts = frozenset(hosts)
 
     def build_middleware_stack(self) -> Any:
-        return HostOriginGuard(super().build_middleware_stack(), self.guard_hosts)
+        return HostOriginGuard(EarlyScript(super().build_middleware_stack()), self.guard_hosts)
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,

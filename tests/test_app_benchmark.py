@@ -233,3 +233,30 @@ def test_views_poll_only_while_their_tab_is_open(lab_server, browser_page, monke
     wait_for(lambda: len(reads) >= before + 3, timeout=90)  # the tab's own read, then its timer's
     page.get_by_role("tab", name="Live rollout").click()
     assert reads_over_quiet_period() == 0
+
+
+@pytest.mark.browser
+def test_an_idle_page_stops_asking_for_animation_frames(browser_page):
+    """Gradio's status trackers leave a 60-frames-a-second loop running (app.page_script): the script the lab
+    puts first in the page paces it, so once a page open on a view with nothing live has settled (its first
+    plots and transitions drawn) it asks for almost no frames."""
+    import time
+
+    from playwright.sync_api import expect
+
+    page = browser_page
+    # the page's own requests for a frame, counted under everything the page itself installs
+    page.context.add_init_script("""window.frames_asked = 0;
+        const ask = window.requestAnimationFrame.bind(window);
+        window.requestAnimationFrame = (callback) => { window.frames_asked++; return ask(callback); };""")
+    page.reload()
+    page.wait_for_selector(".gradio-container", state="attached")
+    expect(page.get_by_role("tab", name="Live rollout")).to_have_attribute("aria-selected", "true")
+
+    def frames_in(seconds: float) -> int:
+        before = page.evaluate("() => window.frames_asked")
+        time.sleep(seconds)
+        return page.evaluate("() => window.frames_asked") - before
+
+    # without the pacing a leaked loop asks for 120 frames in every 2 s, forever
+    wait_for(lambda: frames_in(2.0) < 20, timeout=90)

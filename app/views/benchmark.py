@@ -13,7 +13,7 @@ import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.context import LabContext, changed_only
+from app.context import LINK_EVENT, LabContext, changed_only
 from app.judge_panel import judge_view
 from app.render import BREAKDOWN_HEADERS, breakdown_tables, ci_text, md, number_text
 from app.services import benchmark_form, training
@@ -309,7 +309,7 @@ def build(ctx: LabContext) -> None:
     lab_table.select(on_pick_run, None, picked_run)
     reproduce.click(on_reproduce, picked_run, reproduce_msg)
     lab_table.select(on_lab_row_judge, None, [judge_md, judge_plot])
-    dialogues.select(on_dialogue, None, ctx.link_outputs)
+    dialogues.select(on_dialogue, None, ctx.link_outputs, **LINK_EVENT)
     profiles = form[benchmark_form.NAMES.index("profiles")]
     ctx.refresh_on_show(lambda: gr.update(choices=spec_choices(store)), None, profiles)  # stored sets too
 

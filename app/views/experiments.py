@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from app.context import LabContext, changed_only
+from app.context import LINK_EVENT, LabContext, changed_only
 from app.render import BREAKDOWN_HEADERS
 from app.services import experiments
 
@@ -104,7 +104,7 @@ def build(ctx: LabContext) -> None:
     timer.tick(show, [pick, metric, sig], outputs)
     ctx.refresh_on_show(refresh_choices, [pick], pick)
     ctx.experiment_link.change(on_link, ctx.experiment_link, pick)
-    status.select(on_cell, [pick], [ctx.tabs, ctx.job_link])
+    status.select(on_cell, [pick], [ctx.tabs, ctx.job_link], **LINK_EVENT)
     cancel.click(lambda e: experiments.cancel(store, _id(e)) if _id(e) else "Pick an experiment first.", [pick],
                  action_msg)
     resume.click(lambda e: experiments.resume(store, url, _id(e)) if _id(e) else "Pick an experiment first.", [pick],

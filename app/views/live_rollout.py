@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from app.context import LabContext
+from app.context import LINK_EVENT, LabContext
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, outcomes_text, user_emotions
 from simulator.llm.traffic import TrafficLimits
@@ -248,7 +248,7 @@ def build(ctx: LabContext) -> None:
         return gr.update(choices=choices, value=kept or ids[:1])
 
     ctx.refresh_on_show(fill_personas, personas, personas)
-    open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs)
+    open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs, **LINK_EVENT)
 
 
 def _stop_handler(request: gr.Request) -> str:

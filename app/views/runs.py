@@ -6,7 +6,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.context import LabContext
+from app.context import LINK_EVENT, LabContext
 from app.services import runs as runs_service
 
 
@@ -86,8 +86,8 @@ def build(ctx: LabContext) -> None:
     step_job.change(on_step_job, step_job, step)
     step.change(on_step, [step_job, step], groups).then(on_metric, [runs, metric, step], plot)
     groups.select(on_cell, None, dialogue_id).then(
-        lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id, ctx.link_outputs)
+        lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id, ctx.link_outputs, **LINK_EVENT)
     open_btn.click(lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id,
-                   ctx.link_outputs)
+                   ctx.link_outputs, **LINK_EVENT)
     ctx.refresh_on_show(on_refresh, runs, runs)
     refresh.click(on_refresh, runs, runs).then(on_runs, [runs, metric, show_all], [metric, plot, diff, step_job])

@@ -262,7 +262,7 @@ def build(ctx: LabContext) -> None:
         ctx.job_link.change(lambda link: int(link["id"]) if link else gr.skip(), ctx.job_link, job_id)
     if ctx.experiment_link is not None:
         launch_grid.click(lambda text: _launch_experiment(ctx, text), [grid],
-                          [grid_msg, ctx.tabs, ctx.experiment_link])
+                          [grid_msg, ctx.tabs, ctx.experiment_link], show_progress_on=[grid_msg])
 
 
 def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
