@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -101,33 +99,46 @@ def plan_key(config: dict[str, Any], args: list[str]) -> str:
 
 def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 1800) -> dict[str, Any]:
     """The plan of a validated config (its dict) from `python -m trainer plan --json`, cached; on failure
-    {'error': why}."""
+    {'error': why}. The command forks from the lab's warm starter where it can (trainer.jobs.commands), so a
+    plan does not spend ~10 s of CPU importing torch and transformers first."""
     import yaml
+
+    from trainer.jobs.commands import run_command
 
     key = plan_key(config, args)
     if key in _PLANS:
         return _PLANS[key]
     load_before, started = os.getloadavg()[0], time.monotonic()
     with tempfile.TemporaryDirectory(prefix="plan-") as folder:
-        path = Path(folder) / "config.yaml"
+        path, output = Path(folder) / "config.yaml", Path(folder) / "plan.out"
         path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-        try:
-            done = subprocess.run([sys.executable, "-m", "trainer", "plan", "--config", str(path), "--json", *args],
-                                  capture_output=True, text=True, timeout=timeout_s,
-                                  cwd=Path(__file__).resolve().parents[2])
-        except subprocess.TimeoutExpired:
+        if not run_command(["plan", "--config", str(path), "--json", *args], output, timeout_s):
             return {"error": f"the plan took more than {timeout_s:.0f} s"}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        text = output.read_text(errors="replace")
+    plan = _last_json_object(text)
+    if plan is None:  # a failed plan prints "error: ..." last
+        last = (text.strip().splitlines() or ["no output"])[-1]
         return {"error": f"the plan could not be made: {last}"}
-    plan = json.loads(lines[-1])
     plan["measured_on"] = {**(plan.get("measured_on") or {}), "load_before": round(load_before, 2),
                            "load_after": round(os.getloadavg()[0], 2), "cores": os.cpu_count(),
                            "plan_seconds": round(time.monotonic() - started, 1),
                            "at": time.strftime("%Y-%m-%d %H:%M", time.localtime())}
     _PLANS[key] = plan
     return plan
+
+
+def _last_json_object(text: str) -> Optional[dict[str, Any]]:
+    """The last line of `text` that is a JSON object: with --json the plan prints itself as one, last (what the
+    probe's libraries print goes to stderr, which shares the output file)."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
 
 
 def _kept_path(preset: str) -> Path:

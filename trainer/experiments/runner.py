@@ -33,6 +33,7 @@ from trainer.experiments.grid import (
 )
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from trainer.jobs import queue as job_queue
+from trainer.jobs.commands import start_command
 from trainer.jobs.owner import JobLock, owner_pid
 
 POLL_S = 1.0
@@ -250,8 +251,8 @@ def launch_runner(store: Store, store_url: str, experiment_id: int) -> int:
     its output goes to lab_home()/experiments/<store id>/<id>.log. Returns the pid."""
     folder = runners_root(store)
     folder.mkdir(parents=True, exist_ok=True)
-    proc = job_queue.start_command(store_url, ["experiment", "--resume", str(experiment_id)],
-                                   folder / f"{experiment_id}.log", f"reap-experiment-{experiment_id}")
+    proc = start_command(store_url, ["experiment", "--resume", str(experiment_id)],
+                         folder / f"{experiment_id}.log", f"reap-experiment-{experiment_id}")
     return proc.pid
 
 

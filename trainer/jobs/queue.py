@@ -29,9 +29,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -51,12 +48,11 @@ from storage import (
     session_scope,
     store_id,
 )
-from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
+from trainer.jobs.commands import start_command
 from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
-from trainer.jobs.starter import WarmProcess, warm_start
 
 HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
@@ -141,23 +137,6 @@ def launch(store_url: str, job_id: int) -> int:
         return proc.pid
     finally:
         store.dispose()
-
-
-def start_command(store_url: str, args: list[str], log_path: Path, name: str) -> subprocess.Popen | WarmProcess:
-    """Start `python -m trainer ARGS` in a new session (outliving its launcher), output appended to log_path;
-    the store URL goes in RLVER_LAB_DB, never on the command line. Forked from the warm starter where it can
-    (trainer.jobs.starter), else a cold interpreter, reaped when it ends so it never lingers as a zombie of
-    the launching process. Either way the result has the new process's `pid`."""
-    env = dict(os.environ, RLVER_LAB_DB=store_url, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-    with open(log_path, "ab") as log:  # a log that cannot be written fails here, in the launcher, either way
-        pid = warm_start(args, env, PROJECT_ROOT, log_path)
-        if pid is not None:
-            return WarmProcess(pid)
-        proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=PROJECT_ROOT, env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    threading.Thread(target=proc.wait, daemon=True, name=name).start()
-    return proc
 
 
 def set_log_path(store: Engine, job_id: int, path: str) -> None:
@@ -373,4 +352,4 @@ def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] 
 __all__ = ["HEARTBEAT_S", "QUEUED_KINDS", "RESUMABLE", "STALE_AFTER_S", "JobCancelled", "JobError",
            "JobOwnershipLost", "cancel", "clone", "create_job", "get_job", "job_detail", "job_for", "last_checkpoint",
            "launch", "list_jobs", "log_tail", "pid_alive", "reap_dead_jobs", "reopen", "resume",
-           "set_log_path", "start_command"]
+           "set_log_path"]

@@ -1,0 +1,56 @@
+"""Processes running `python -m trainer ARGS`: `start_command` starts one in the background (a job, an
+experiment runner), `run_command` runs one to its end and returns its output (the Training view's plans).
+Both fork from the warm starter where they can (trainer.jobs.starter), else start a cold interpreter."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from storage.db import PROJECT_ROOT
+from trainer.jobs.owner import pid_alive
+from trainer.jobs.starter import WarmProcess, warm_start
+
+WAIT_POLL_S = 0.1  # how often run_command looks whether a warm process has ended (the starter, not we, reaps it)
+
+
+def start_command(store_url: Optional[str], args: list[str], log_path: Path,
+                  name: str) -> subprocess.Popen | WarmProcess:
+    """Start `python -m trainer ARGS` in a new session (outliving its launcher), output appended to log_path;
+    the store URL goes in RLVER_LAB_DB (None: the launcher's, if any), never on the command line. Forked from
+    the warm starter where it can, else a cold interpreter, reaped when it ends so it never lingers as a zombie
+    of the launching process. Either way the result has the new process's `pid`."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if store_url is not None:
+        env["RLVER_LAB_DB"] = store_url
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    with open(log_path, "ab") as log:  # a log that cannot be written fails here, in the launcher, either way
+        pid = warm_start(args, env, PROJECT_ROOT, log_path)
+        if pid is not None:
+            return WarmProcess(pid)
+        proc = subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=PROJECT_ROOT, env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    threading.Thread(target=proc.wait, daemon=True, name=name).start()
+    return proc
+
+
+def run_command(args: list[str], output_path: Path, timeout_s: float) -> bool:
+    """Run `python -m trainer ARGS` to its end, its stdout and stderr written to output_path. False when it ran
+    past timeout_s (its process group is then killed). A warm process's exit code is the starter's to collect,
+    so callers judge the result by the output (a command's JSON line, its last error line)."""
+    proc = start_command(None, args, output_path, f"run-{args[0] if args else 'trainer'}")
+    deadline = time.monotonic() + timeout_s
+    while (proc.poll() is None) if isinstance(proc, subprocess.Popen) else pid_alive(proc.pid):
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group is the process and its children
+            except ProcessLookupError:
+                pass
+            return False
+        time.sleep(WAIT_POLL_S)
+    return True
