@@ -47,10 +47,20 @@ def run_command(args: list[str], output_path: Path, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while (proc.poll() is None) if isinstance(proc, subprocess.Popen) else pid_alive(proc.pid):
         if time.monotonic() > deadline:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group is the process and its children
-            except ProcessLookupError:
-                pass
+            signal_group(proc.pid, signal.SIGKILL)
             return False
         time.sleep(WAIT_POLL_S)
     return True
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Signal the process group of a command started here (its own session: the process and its children); only
+    the process while it has no session of its own yet (a fork just made); never our own group."""
+    try:
+        pgid = os.getpgid(pid)
+        if pgid == pid and pgid != os.getpgrp():
+            os.killpg(pgid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

@@ -50,7 +50,7 @@ from storage import (
 )
 from storage.models import utcnow
 from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
-from trainer.jobs.commands import start_command
+from trainer.jobs.commands import signal_group, start_command
 from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
 
@@ -162,9 +162,9 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
     if force and owner is not None:
         _stop_owner(folder)
     elif force and starting:
-        _signal_group(pid, signal.SIGKILL)
+        signal_group(pid, signal.SIGKILL)
     elif owner is not None or starting:  # (a running job nobody owns is dead: its pid may be another's now)
-        _signal_group(owner or pid, signal.SIGTERM)
+        signal_group(owner or pid, signal.SIGTERM)
         deadline = time.monotonic() + CANCEL_WAIT_S
         while owner is None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)  # starting up: SIGTERM ends it before it takes the job
@@ -192,18 +192,6 @@ def _write_unowned(store: Engine, job_id: int, folder: str, when: Any, **values:
             return True
     finally:
         lock.release()
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    """Signal the job's process group (its own session); never our own group."""
-    try:
-        pgid = os.getpgid(pid)
-        if pgid == pid and pgid != os.getpgrp():
-            os.killpg(pgid, sig)
-        else:
-            os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False) -> int:
