@@ -72,6 +72,7 @@ def test_live_view_streams_draws_and_stops(browser_page, lab_server, tiny_model_
     page.locator("#live-policy textarea").fill(str(tiny_model_dir))
     page.locator("#live-max-turns input[type=number]").fill("20")
     page.locator("#live-max-turns input[type=number]").press("Enter")
+    expect(page.locator("#live-personas .token")).to_have_count(1)  # the default persona, set as the page loads
     page.click("#live-start")
     chats = page.locator("#live-chats")
     try:

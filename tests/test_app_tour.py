@@ -51,6 +51,7 @@ def tour_step_live_rollout(page) -> None:
 
     expect(page.get_by_role("tab", name="Live rollout")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#live-policy textarea")).to_have_value("default")
+    expect(page.locator("#live-personas .token")).to_have_count(1)  # the default persona, set as the page loads
     for elem, value in (("live-group", 1), ("live-max-turns", 1)):
         page.locator(f"#{elem} input[type=number]").fill(str(value))
         page.locator(f"#{elem} input[type=number]").press("Enter")
