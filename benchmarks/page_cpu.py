@@ -28,8 +28,9 @@ const ask = window.requestAnimationFrame.bind(window);
 window.requestAnimationFrame = (callback) => { window.frames_asked++; return ask(callback); };"""
 
 
-def tree_cpu_s(root: int) -> float:
-    """User + system CPU seconds of `root`'s descendants (not `root` itself), from /proc."""
+def tree_cpu_s(root: int, leave_out: int) -> float:
+    """User + system CPU seconds of `root`'s descendants (not `root` itself) but for `leave_out` and its own
+    descendants (the lab), from /proc."""
     parent, ticks = {}, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -41,7 +42,7 @@ def tree_cpu_s(root: int) -> float:
         parent[pid], ticks[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
     below, frontier = set(), {root}
     while frontier:
-        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - below
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier and pid != leave_out} - below
         below |= frontier
     return sum(ticks[pid] for pid in below) / os.sysconf("SC_CLK_TCK")
 
@@ -52,7 +53,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def measure(url: str, tabs: list[str], seconds: float, paced: bool) -> dict[str, tuple[float, float]]:
+def measure(url: str, lab_pid: int, tabs: list[str], seconds: float, paced: bool) -> dict[str, tuple[float, float]]:
     """tab -> (browser CPU seconds, frames asked per second) over `seconds` on that tab."""
     from playwright.sync_api import sync_playwright
 
@@ -76,9 +77,9 @@ def measure(url: str, tabs: list[str], seconds: float, paced: bool) -> dict[str,
         for tab in tabs:
             page.click(f"#tab-{tab}-button")
             time.sleep(SETTLE_S)
-            cpu, frames = tree_cpu_s(os.getpid()), page.evaluate("() => window.frames_asked")
+            cpu, frames = tree_cpu_s(os.getpid(), lab_pid), page.evaluate("() => window.frames_asked")
             time.sleep(seconds)
-            out[tab] = (tree_cpu_s(os.getpid()) - cpu,
+            out[tab] = (tree_cpu_s(os.getpid(), lab_pid) - cpu,
                         (page.evaluate("() => window.frames_asked") - frames) / seconds)
         browser.close()
     return out
@@ -107,7 +108,8 @@ def main() -> int:
             except OSError:
                 time.sleep(0.5)
         tabs = [t.strip() for t in args.tabs.split(",") if t.strip()]
-        paced, unpaced = measure(url, tabs, args.seconds, True), measure(url, tabs, args.seconds, False)
+        paced = measure(url, lab.pid, tabs, args.seconds, True)
+        unpaced = measure(url, lab.pid, tabs, args.seconds, False)
     finally:
         lab.terminate()
         lab.wait(timeout=60)
