@@ -1,4 +1,4 @@
-"""A script the lab's page runs before any of Gradio's: `FramePacing`, put at the top of every HTML page's <head>
+"""A script the lab's page runs before any of Gradio's: `FRAME_PACING`, put at the top of every HTML page's <head>
 by the `EarlyScript` ASGI middleware (app.lab.GuardedApp installs it).
 
 Why: Gradio 6.31's StatusTracker refreshes its elapsed-time label from a requestAnimationFrame loop while its

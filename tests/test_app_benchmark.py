@@ -244,11 +244,10 @@ def test_an_idle_page_stops_asking_for_animation_frames(browser_page):
 
     from playwright.sync_api import expect
 
+    from benchmarks.page_cpu import COUNT_FRAMES
+
     page = browser_page
-    # the page's own requests for a frame, counted under everything the page itself installs
-    page.context.add_init_script("""window.frames_asked = 0;
-        const ask = window.requestAnimationFrame.bind(window);
-        window.requestAnimationFrame = (callback) => { window.frames_asked++; return ask(callback); };""")
+    page.context.add_init_script(COUNT_FRAMES)  # counts the page's requests, under everything the page installs
     page.reload()
     page.wait_for_selector(".gradio-container", state="attached")
     expect(page.get_by_role("tab", name="Live rollout")).to_have_attribute("aria-selected", "true")

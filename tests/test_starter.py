@@ -64,7 +64,6 @@ def test_warm_starts_off_starts_a_cold_interpreter(db_url, tmp_path, monkeypatch
     assert "error: job 999 does not exist" in (tmp_path / "cold.log").read_text()
 
 
-
 @pytest.mark.parametrize("warm", ["1", "0"])
 def test_a_command_run_to_its_end_leaves_its_output_and_one_past_its_time_is_killed(store, db_url, tmp_path,
                                                                                     monkeypatch, warm):

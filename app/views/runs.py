@@ -86,7 +86,8 @@ def build(ctx: LabContext) -> None:
     step_job.change(on_step_job, step_job, step)
     step.change(on_step, [step_job, step], groups).then(on_metric, [runs, metric, step], plot)
     groups.select(on_cell, None, dialogue_id).then(
-        lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id, ctx.link_outputs, **LINK_EVENT)
+        lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id, ctx.link_outputs,
+        **LINK_EVENT)
     open_btn.click(lambda i: ctx.open_dialogue(int(i) if i not in (None, "") else None), dialogue_id,
                    ctx.link_outputs, **LINK_EVENT)
     ctx.refresh_on_show(on_refresh, runs, runs)

@@ -16,7 +16,7 @@ from storage.db import PROJECT_ROOT
 from trainer.jobs.owner import pid_alive
 from trainer.jobs.starter import WarmProcess, warm_start
 
-WAIT_POLL_S = 0.1  # how often run_command looks whether a warm process has ended (the starter, not we, reaps it)
+WAIT_POLL_S = 0.1  # how often run_command looks whether its process has ended (a warm one is the starter's to reap)
 
 
 def start_command(store_url: Optional[str], args: list[str], log_path: Path,
@@ -45,7 +45,7 @@ def run_command(args: list[str], output_path: Path, timeout_s: float) -> bool:
     so callers judge the result by the output (a command's JSON line, its last error line)."""
     proc = start_command(None, args, output_path, f"run-{args[0] if args else 'trainer'}")
     deadline = time.monotonic() + timeout_s
-    while (proc.poll() is None) if isinstance(proc, subprocess.Popen) else pid_alive(proc.pid):
+    while pid_alive(proc.pid):  # a cold one is reaped by start_command's thread; a zombie counts as ended
         if time.monotonic() > deadline:
             signal_group(proc.pid, signal.SIGKILL)
             return False
