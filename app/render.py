@@ -145,7 +145,7 @@ dl.inner dt {font-weight:600;} dl.inner dd {margin:0 0 4px 12px; white-space:pre
 OUTCOME_WORDS = {"success": "ended in success (the user's emotion reached the top)",
                  "failure": "ended in failure (the user's emotion fell to the floor)",
                  "goodbye": "ended with the user saying goodbye", "max_turns": "ended at the turn limit",
-                 "max_tokens": "ended at the dialogue's token limit", "error": "failed with an error",
+                 "max_tokens": "ended at the dialogue's token limit", "player_ended": "ended by the person playing", "error": "failed with an error",
                  "failed": "failed with an error", "cancelled": "were stopped before the end"}
 
 

@@ -38,6 +38,10 @@ def test_play_view_stores_the_person_and_reveals_the_shadow_after(browser_page, 
     expect(page.locator("#play-shadow")).not_to_contain_text("simulator")
 
     page.locator("#play-message textarea").fill("It is quiet at home.")
+    expect(page.locator("#play-emotion input")).to_have_value("")  # no emotion until the person sets one
+    page.click("#play-send")
+    expect(page.locator("#play-status")).to_contain_text("emotion: set 'Your emotion now' (0-100) before sending")
+    assert len(load_dialogue(store, dialogue_id)["turns"]) == 2
     page.locator("#play-emotion input").fill("150")
     page.click("#play-send")
     expect(page.locator("#play-status")).to_contain_text("emotion: must lie between 0 and 100")
@@ -57,13 +61,30 @@ def test_play_view_stores_the_person_and_reveals_the_shadow_after(browser_page, 
     assert (d["turns"][2]["emotion"], d["turns"][2]["delta"], d["turns"][2]["inner"]["thoughts"]) == \
         (55.0, 15.0, "it did not push me")
 
+    expect(page.locator("#play-emotion input")).to_have_value("")  # emptied again, the last value beside it
+    expect(page.locator("#play-emotion")).to_contain_text("your last: 55")
+    page.locator("#play-message textarea").fill("I have to go.")
     page.locator("#play-emotion input").fill("20")
     page.click("#play-end")
-    expect(page.locator("#play-status")).to_contain_text("Dialogue ended (ended)")
+    expect(page.locator("#play-status")).to_contain_text("Dialogue ended: you ended it, at emotion 20.")
     assert load_dialogue(store, dialogue_id)["status"] == "finished" and len(shadows_of(store, dialogue_id)) == 2
     # Transcripts draws the person's curve and the simulator's
     _, fig, _ = dialogue_view(store, dialogue_id)
     assert [t.name for t in fig.data] == [f"#{dialogue_id} person", "simulator (shadow)"]
     assert list(fig.data[0].y) == [40.0, 55.0, 20.0] and len(fig.data[1].y) == 3
     assert page.dialogs == []
+
+    # End with nothing written ends at the last emotion and stores no empty turn
+    page.click("#play-start")
+    expect(page.locator("#play-chat .turn-assistant")).to_have_count(1)
+    page.click("#play-end")
+    expect(page.locator("#play-status")).to_contain_text("Dialogue ended: you ended it, at emotion 40.")
+    from sqlalchemy import select
+
+    from storage import Dialogue, read_scope
+
+    with read_scope(store) as s:
+        second = s.scalars(select(Dialogue.id).where(Dialogue.source == "human").order_by(Dialogue.id.desc())).first()
+    d = load_dialogue(store, second)
+    assert [t["role"] for t in d["turns"]] == ["user", "assistant"] and d["outcome"] == "player_ended"
     release_policies()

@@ -142,3 +142,31 @@ def test_play_stores_turns_and_shadow_judgements_after_each_answer(store, tiny_m
     rows = ratings.agreement_rows(store)
     assert [(r["rater"], r["delta"]) for r in rows] == [("ana", 5.0), ("ana", -15.0)]
     play.release_policies()
+
+
+def test_play_needs_an_emotion_set_and_end_stores_no_empty_turn(store, tiny_model_dir):
+    from app.render import split_turn_problems
+    from app.services import play
+
+    profile = get_builtin("adv-01-curt-rosa-ibarra")
+    state = play.start_play(store, profile, profile.first_line, "ana", str(tiny_model_dir), max_turns=4,
+                            max_new_tokens=4)
+    reply = dialogues.load_dialogue(store, state.dialogue_id)["turns"][1]
+    assert reply["error"].startswith("reply cut at 4 tokens")  # a capped reply is a note, not 'length'
+    assert split_turn_problems(reply["error"])[1] == []
+    for empty in (None, "", "  "):  # an untouched box is never read as 0
+        with pytest.raises(ValueError, match=r"emotion: set 'Your emotion now' \(0-100\) before sending; after "
+                                             r"your last turn it was 40"):
+            play.answer(store, state, "ok", empty)
+    assert len(dialogues.load_dialogue(store, state.dialogue_id)["turns"]) == 2
+    play.answer(store, state, "Fine.", 55)
+    with pytest.raises(ValueError, match=r"message: an emotion is stored with an answer.*\(55\)"):
+        play.answer(store, state, "", 20, end=True)
+    play.answer(store, state, "  ", None, end=True)
+    d = dialogues.load_dialogue(store, state.dialogue_id)
+    assert [t["text"] for t in d["turns"] if t["role"] == "user"] == [profile.first_line, "Fine."]  # no empty turn
+    assert (d["status"], d["outcome"], d["final_emotion"]) == ("finished", play.PLAYER_ENDED, 55.0)
+    assert play.ending_text(state) == "Dialogue ended: you ended it, at emotion 55."
+    with pytest.raises(ValueError, match=r"already ended \(you ended it\)"):
+        play.answer(store, state, "more", 50)
+    play.release_policies()

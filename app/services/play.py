@@ -28,6 +28,10 @@ from trainer.rollout.templates import system_prompt, visible_reply
 
 YOURSELF = "yourself"
 BANDS = "100 = fully satisfied (ends, success) · 70+ A · 40+ B (start 40) · 10+ C · below 10 ends (failure)"
+PLAYER_ENDED = "player_ended"  # the outcome when the person presses End
+ENDINGS = {PLAYER_ENDED: "you ended it", "success": "your emotion reached 100 (success)",
+           "failure": "your emotion fell below the floor (failure)", "goodbye": "you said goodbye",
+           "max_turns": "the policy used its last reply", "error": "the policy failed"}
 _ENGINES: dict[tuple[str, str], Any] = {}  # policies loaded for play, by (spec, base URL): one kept at a time
 _ENGINES_LOCK = threading.Lock()
 
@@ -61,8 +65,12 @@ def yourself_profile(player: str, about: str, need: str, need_category: str) -> 
                    personality="passive", traits=[], language="en", source="user").validate()
 
 
-def check_emotion(value: Any) -> float:
-    """The person's emotion: a number in [0, 100] (ValueError naming the field otherwise)."""
+def check_emotion(value: Any, last: float | None = None) -> float:
+    """The person's emotion: a number in [0, 100] (ValueError naming the field otherwise). An empty box is
+    refused, never read as 0: the person says how they feel after each reply (`last` is named as a reminder)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        was = f"; after your last turn it was {last:g}" if last is not None else ""
+        raise ValueError(f"emotion: set 'Your emotion now' (0-100) before sending{was}")
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -92,8 +100,11 @@ def _policy_reply(store: Any, state: PlayState) -> None:
         raise RuntimeError(f"the policy failed: {g.error}")
     _, reply, _ = visible_reply(g.text, "direct")
     state.replies += 1
+    # a reply ended by its cap is a note, worded as the rollout words it (app.render.CUT_PREFIX), not an error
+    problem = "" if g.finish_reason == "stop" else f"reply cut at {len(g.token_ids)} tokens (no end of turn)" \
+        if g.finish_reason == "length" else g.finish_reason
     dialogues.add_turn(store, state.dialogue_id, len(state.messages), "assistant", reply,
-                       n_tokens=len(g.token_ids), error="" if g.finish_reason == "stop" else g.finish_reason)
+                       n_tokens=len(g.token_ids), error=problem)
     state.messages.append({"role": "assistant", "content": reply})
 
 
@@ -147,27 +158,42 @@ def shadow_judgement(store: Any, state: PlayState, turn_index: int, before: floa
     return row
 
 
+def end_without_answer(store: Any, state: PlayState) -> None:
+    """End the dialogue here, at the person's last emotion, storing no turn."""
+    state.ended = PLAYER_ENDED
+    dialogues.finish_dialogue(store, state.dialogue_id, "finished", state.emotion, outcome=PLAYER_ENDED)
+
+
 def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: str = "", end: bool = False
            ) -> dict[str, Any]:
     """The person's answer to the last reply: stored with their emotion and thoughts, then the shadow
-    judgement, then (unless the dialogue ended) the policy's next reply. Returns the shadow judgement. A bad
-    emotion or an empty message raises ValueError before anything is stored."""
+    judgement, then (unless the dialogue ended) the policy's next reply. Returns the shadow judgement ({} when
+    End came with no answer: nothing is stored but the ending, at the last emotion). An empty or bad emotion
+    or an empty message raises ValueError before anything is stored."""
     if state.ended:
-        raise ValueError(f"dialogue: this dialogue already ended ({state.ended}); start a new one")
-    value = check_emotion(emotion)
-    if not (message or "").strip() and not end:
+        raise ValueError(f"dialogue: this dialogue already ended ({ENDINGS.get(state.ended, state.ended)}); "
+                         "start a new one")
+    said = (message or "").strip()
+    if end and not said:
+        if emotion not in (None, "") and check_emotion(emotion) != state.emotion:
+            raise ValueError(f"message: an emotion is stored with an answer; write one, or empty 'Your emotion "
+                             f"now' to end at your last emotion ({state.emotion:g})")
+        end_without_answer(store, state)
+        return {}
+    value = check_emotion(emotion, state.emotion)
+    if not said:
         raise ValueError("message: write your answer (or press End to stop here)")
     index, before = len(state.messages), state.emotion
-    dialogues.add_turn(store, state.dialogue_id, index, "user", (message or "").strip(), emotion=value,
+    dialogues.add_turn(store, state.dialogue_id, index, "user", said, emotion=value,
                        delta=value - before, inner={"tier": tier(value), "thoughts": (thoughts or "").strip(),
                                                     "human": True})
-    state.messages.append({"role": "user", "content": (message or "").strip()})
+    state.messages.append({"role": "user", "content": said})
     state.emotion = value
     shadow = shadow_judgement(store, state, index, before)
     rules = RULE_SETS[state.simulator["rules"]]
-    outcome = "ended" if end else rules.end_outcome(value, state.replies) if state.replies < state.max_turns \
-        else "max_turns"
-    if not outcome and says_goodbye(message):
+    outcome = PLAYER_ENDED if end else rules.end_outcome(value, state.replies) \
+        if state.replies < state.max_turns else "max_turns"
+    if not outcome and says_goodbye(said):
         outcome = "goodbye"
     if not outcome:
         try:
@@ -179,6 +205,14 @@ def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: s
         dialogues.finish_dialogue(store, state.dialogue_id, "failed" if outcome == "error" else "finished", value,
                                   outcome=outcome, error=shadow.get("policy_error", ""))
     return shadow
+
+
+def ending_text(state: PlayState) -> str:
+    """'Dialogue ended: you ended it, at emotion 55.' for an ended dialogue ('' while it goes on)."""
+    if not state.ended:
+        return ""
+    why = ENDINGS.get(state.ended, state.ended)
+    return f"Dialogue ended: {why}, at emotion {state.emotion:g}."
 
 
 def release_policies() -> None:

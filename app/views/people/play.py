@@ -56,6 +56,12 @@ def _outputs(store: Any, state: play.PlayState | None, status: str, shadow: str 
     return state, status, dialogue_html(d["turns"], header=head), emotion_figure(series), shadow
 
 
+def emotion_box(state: play.PlayState) -> Any:
+    """The emotion box after a reply: emptied (a Send without a value is refused, never read as 0), the
+    person's last emotion shown beside the bands."""
+    return gr.update(value=None, info=f"your last: {state.emotion:g} · {play.BANDS}")
+
+
 def shadow_md(shadow: dict[str, Any]) -> str:
     """The simulator's judgement of your last turn, shown after you answered."""
     if shadow.get("error"):
@@ -121,26 +127,27 @@ def build(ctx: LabContext) -> None:
             st = play.start_play(store, profile, opening_, who, policy_, policy_url_, sim, sim_url, rules=rules_,
                                  max_turns=int(turns or 10))
         except (ValueError, KeyError, SpecError) as exc:
-            return _outputs(store, None, f"**Cannot start:** {md(exc.args[0] if exc.args else exc)}")
-        return _outputs(store, st, "Your turn: read the reply, set your emotion and answer.")
+            return (*_outputs(store, None, f"**Cannot start:** {md(exc.args[0] if exc.args else exc)}"), gr.update())
+        return (*_outputs(store, st, "Your turn: read the reply, set your emotion and answer."),
+                emotion_box(st))
 
     outs = [state, status, chat, plot, shadow]
     start.click(on_start, [persona, about, need, need_category, player, policy, policy_url, simulator, simulator_url,
-                           rules, max_turns, opening], outs)
+                           rules, max_turns, opening], outs + [emotion])
 
     def on_answer(st, message_, emotion_, thoughts_, end_=False):
         if st is None:
-            return (*_outputs(store, None, "**Start a dialogue first.**"), gr.update(), gr.update())
+            return (*_outputs(store, None, "**Start a dialogue first.**"), gr.update(), gr.update(), gr.update())
         try:
             judged = play.answer(store, st, message_, emotion_, thoughts_, end=end_)
         except ValueError as exc:  # nothing stored; what you typed stays in the boxes
-            return (*_outputs(store, st, f"**Not sent:** {md(exc)}"), gr.update(), gr.update())
-        note = f"Dialogue ended ({st.ended})." if st.ended else "Your turn again."
-        return (*_outputs(store, st, note, shadow_md(judged)), "", "")
+            return (*_outputs(store, st, f"**Not sent:** {md(exc)}"), gr.update(), gr.update(), gr.update())
+        note = play.ending_text(st) or "Your turn again: set your emotion now and answer."
+        return (*_outputs(store, st, note, shadow_md(judged) if judged else ""), "", "", emotion_box(st))
 
-    send.click(on_answer, [state, message, emotion, thoughts], outs + [message, thoughts])
+    send.click(on_answer, [state, message, emotion, thoughts], outs + [message, thoughts, emotion])
     end.click(lambda st, m, e, t: on_answer(st, m, e, t, True), [state, message, emotion, thoughts],
-              outs + [message, thoughts])
+              outs + [message, thoughts, emotion])
 
     def fill(current, request: gr.Request):
         choices = persona_choices(store)
