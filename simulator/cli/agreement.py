@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--db", metavar="URL", help="a store (SQLAlchemy URL): its ratings and human-played turns")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-change-within", type=float, default=1e-9, metavar="X",
+                        help="a change with |change| <= X counts as no change in sign agreement (default 1e-9: "
+                             "float rounding only; 0.5 treats half-point means as no change)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -31,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
             from storage import make_store
 
             rows = agreement_rows(make_store(args.db))
-        report = agreement_report(rows, n_boot=args.n_boot, seed=args.seed)
+        if args.no_change_within < 0:
+            raise ValueError("--no-change-within: must be 0 or more")
+        report = agreement_report(rows, n_boot=args.n_boot, seed=args.seed, tol=args.no_change_within)
     except (OSError, ValueError) as exc:
         print(f"agreement: {exc}", file=sys.stderr)
         return 1

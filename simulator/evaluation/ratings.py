@@ -118,14 +118,22 @@ def blind_view(store: Any, dialogue_id: int, turn_index: int) -> dict[str, Any]:
 
 
 def check_rater(rater: Any) -> str:
-    name = (rater or "").strip() if isinstance(rater, str) else ""
+    """A rater's name: text, or a whole-number id (kept as its digits, e.g. 7 -> "7")."""
+    if isinstance(rater, int) and not isinstance(rater, bool):
+        return str(rater)
+    name = rater.strip() if isinstance(rater, str) else ""
     if not name:
-        raise ValueError("rater: a name is required (your login name, or type one)")
+        if rater is None or isinstance(rater, str):
+            raise ValueError("rater: a name is required (your login name, or type one)")
+        raise ValueError(f"rater: must be a name or a whole-number id, got {rater!r}")
     return name
 
 
-def check_change(value: Any, name: str = "change") -> float:
-    """A rated emotion change: a number in [-100, 100] (ValueError naming the field otherwise)."""
+def check_change(value: Any, name: str = "change", strict: bool = False) -> float:
+    """A rated emotion change: a number in [-100, 100] (ValueError naming the field otherwise). `strict` (files):
+    only a JSON number counts; text such as "5" or "1e1" is refused. true / false are never numbers."""
+    if isinstance(value, bool) or (strict and not isinstance(value, (int, float))):
+        raise ValueError(f"{name}: must be a number, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -165,37 +173,86 @@ class ImportReport:
     errors: list[str] = field(default_factory=list)  # "line N: field: problem"
 
 
+TEXT_FIELDS = ("fingerprint_hash", "rating_set", "note", "persona_id", "need_category", "personality", "source")
+
+
+def check_rating(row: Any) -> dict[str, Any]:
+    """One rating line's fields with strict types (ValueError naming the first bad field): integer ids, a JSON
+    number for each change, a name or whole-number id for the rater, text (or null) for the grouping fields."""
+    if not isinstance(row, dict):
+        raise ValueError("a rating must be a JSON object")
+    for key in ("dialogue_id", "turn_index"):
+        if not isinstance(row.get(key), int) or isinstance(row.get(key), bool):
+            raise ValueError(f"{key}: must be an integer, got {row.get(key)!r}")
+    row["rater"] = check_rater(row.get("rater"))
+    row["delta"] = check_change(row.get("delta"), "delta", strict=True)
+    if row.get("simulator_delta") is not None:
+        row["simulator_delta"] = check_change(row["simulator_delta"], "simulator_delta", strict=True)
+    for key in TEXT_FIELDS:
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise ValueError(f"{key}: must be text, got {row[key]!r}")
+    return row
+
+
 def read_rating_lines(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line number, rating) of each readable line and one message per bad line (shape and ranges only)."""
+    """(line number, rating) of each readable line and one message per bad line (shape, types and ranges).
+    A leading byte-order mark is ignored."""
     rows, errors = [], []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("a rating must be a JSON object")
-            for key in ("dialogue_id", "turn_index"):
-                if not isinstance(row.get(key), int) or isinstance(row.get(key), bool):
-                    raise ValueError(f"{key}: must be an integer")
-            row["rater"] = check_rater(row.get("rater"))
-            row["delta"] = check_change(row.get("delta"), "delta")
-            if row.get("simulator_delta") is not None:
-                row["simulator_delta"] = check_change(row["simulator_delta"], "simulator_delta")
+            rows.append((n, check_rating(json.loads(line))))
         except (json.JSONDecodeError, ValueError) as exc:
             errors.append(f"line {n}: {exc}")
-            continue
-        rows.append((n, row))
     return rows, errors
 
 
+def unit_conflicts(rows: list[tuple[int, dict]]) -> list[str]:
+    """The store's rules on a file's ratings: a rater rates a turn once, and a turn (under one simulator
+    fingerprint) has one simulator value. One message per offending line, naming the line it clashes with."""
+    seen: dict[tuple, int] = {}
+    simulator: dict[tuple, tuple[float, int]] = {}
+    errors = []
+    for n, row in rows:
+        turn = (row["dialogue_id"], row["turn_index"], row.get("fingerprint_hash") or "")
+        where = f"turn {row['turn_index']} of dialogue {row['dialogue_id']}"
+        if (turn, row["rater"]) in seen:
+            errors.append(f"line {n}: rater {row['rater']!r} already rated {where} (line {seen[turn, row['rater']]})")
+            continue
+        seen[turn, row["rater"]] = n
+        value = row.get("simulator_delta")
+        if value is None:
+            continue
+        if turn in simulator and simulator[turn][0] != value:
+            errors.append(f"line {n}: simulator_delta: {value:g} conflicts with {simulator[turn][0]:g} given for "
+                          f"{where} on line {simulator[turn][1]}")
+        simulator.setdefault(turn, (value, n))
+    return errors
+
+
+def decode_text(data: bytes, path: str) -> str:
+    """UTF-8 text (a byte-order mark accepted); ValueError with the file, line and byte otherwise."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ValueError(f"{path}: line {line}: not UTF-8 (byte 0x{data[exc.start]:02x} at column {column}); "
+                         "save the file as UTF-8") from None
+
+
 def read_ratings_file(path: str) -> list[dict[str, Any]]:
-    """The ratings of a JSONL file, for a report without a store. ValueError listing every bad line."""
-    with open(path, encoding="utf-8") as fh:
-        rows, errors = read_rating_lines(fh.read())
+    """The ratings of a JSONL file, for a report without a store, under the store's rules (strict types, no
+    rater rating a turn twice, one simulator value per turn). ValueError listing every bad line. Each rating
+    keeps its "line"."""
+    with open(path, "rb") as fh:
+        rows, errors = read_rating_lines(decode_text(fh.read(), path))
+    errors += unit_conflicts(rows)
     if errors:
+        errors.sort(key=lambda e: int(e.split()[1].rstrip(":")))
         raise ValueError(f"{path}: " + "; ".join(errors))
-    return [r for _, r in rows]
+    return [{**r, "line": n} for n, r in rows]
 
 
 def import_jsonl(store: Any, text: str, keep_valid: bool = False) -> ImportReport:
@@ -244,6 +301,8 @@ __all__ = [
     "agreement_rows",
     "blind_view",
     "check_change",
+    "check_rating",
+    "decode_text",
     "export_jsonl",
     "import_jsonl",
     "judged_turns",
@@ -252,4 +311,5 @@ __all__ = [
     "record_rating",
     "reveal",
     "set_dialogue_ids",
+    "unit_conflicts",
 ]

@@ -146,7 +146,11 @@ def build(ctx: LabContext) -> None:
         """The import's message; the file box is emptied so the next file can be dropped in."""
         if not file:
             return "**Choose a ratings file first.**", None
-        report = ratings.import_jsonl(store, Path(file).read_text(encoding="utf-8"), keep_valid=bool(keep))
+        try:
+            text = ratings.decode_text(Path(file).read_bytes(), Path(file).name)
+        except ValueError as exc:
+            return f"**Nothing imported:** {md(exc)}", None
+        report = ratings.import_jsonl(store, text, keep_valid=bool(keep))
         problems = "\n".join(f"- {md(e)}" for e in report.errors[:50])
         if report.errors and not keep:
             return f"**Nothing imported:** {len(report.errors)} bad line(s).\n{problems}", None
