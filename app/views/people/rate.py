@@ -39,21 +39,27 @@ def persona_md(persona: dict[str, Any]) -> str:
 
 def report_md(report: dict[str, Any]) -> str:
     """The report as a Markdown table: all ratings, then per fingerprint, need and personality."""
-    def cell(e: dict[str, Any]) -> str:
+    notes: list[str] = []
+
+    def cell(e: dict[str, Any], where: str) -> str:
+        if e.get("why"):
+            notes.append(f"- {md(where)}: {md(e['why'])}")
         if e["value"] is None:
             return "–"
         ci = f" [{e['ci_low']:.2f}, {e['ci_high']:.2f}]" if e["ci_low"] is not None else ""
-        return f"{e['value']:.2f}{ci}"
+        return f"{e['value']:.2f}{ci}" + (f" *{e['n_undefined']}" if e.get("n_undefined") else "")
 
     head = "| group | n | " + " | ".join(label for _, label in STATS) + " |\n|" + "---|" * (len(STATS) + 2)
     rows = [("all ratings", report["overall"])]
     for key in ("fingerprint_hash", "need_category", "personality"):
         rows += [(f"{key.split('_')[0]} {name}", a) for name, a in report[f"by_{key}"].items()]
-    body = "\n".join(f"| {md(name)} | {a['spearman']['n']} | " + " | ".join(cell(a[s]) for s, _ in STATS) + " |"
-                     for name, a in rows)
+    body = "\n".join(f"| {md(name)} | {a['spearman']['n']} | " + " | ".join(cell(a[s], f"{name}, {label}") for s, label in STATS)
+                     + " |" for name, a in rows)
     o = report["overall"]
     return (f"{o['n_ratings']} rating(s) of {o['n_units']} turn(s) by {o['n_raters']} rater(s); 95% bootstrap "
-            f"intervals. *sim - people* above 0: the simulator is more generous than people.\n\n{head}\n{body}")
+            f"intervals (*k: k resamples had no value and are left out). *sim - people* above 0: the simulator "
+            f"is more generous than people.\n\n{head}\n{body}" + ("\n\n**Empty cells:**\n" + "\n".join(notes)
+                                                                   if notes else ""))
 
 
 def _rater(name: str, request: gr.Request | None) -> str:
