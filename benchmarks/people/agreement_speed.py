@@ -1,6 +1,6 @@
 """Time the agreement report (simulator.evaluation.agreement.agreement_report) at 600 and 5,000 rated turns.
 
-    python benchmarks/agreement_speed.py [--turns 600 5000] [--n-boot 1000] [--before REV] [--before-boot 3]
+    python benchmarks/people/agreement_speed.py [--turns 600 5000] [--n-boot 1000] [--before REV] [--before-boot 3]
 
 The rating set is synthetic, shaped like a pooled rating round: about 2.5 ratings a turn by 8 raters with
 continuous values (scripted raters: the simulator's change plus bias and noise), two simulator fingerprints,
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 NEEDS = ("just_listen", "useful_advice", "dialectical_analysis", "validation", "distraction", "encouragement",

@@ -1,0 +1,1 @@
+"""Benchmarks of the people-in-the-loop tools (agreement with human ratings)."""
