@@ -259,3 +259,33 @@ def test_an_idle_page_stops_asking_for_animation_frames(browser_page):
 
     # without the pacing a leaked loop asks for 120 frames in every 2 s, forever
     wait_for(lambda: frames_in(2.0) < 20, timeout=90)
+
+
+@pytest.mark.process
+@pytest.mark.browser
+@pytest.mark.model
+def test_the_quick_look_on_the_default_policy_ends_in_the_browser(lab_server, browser_page):
+    """Quick look fills the form with one persona and 16-token replies and says what to expect before Start;
+    the job on the default policy ends with its one dialogue."""
+    from playwright.sync_api import expect
+
+    from app.services.benchmark_form import eval_run_of_job
+    from trainer.jobs import queue as job_queue
+
+    store, page = lab_server.store, browser_page
+    page.get_by_role("tab", name="Benchmark").click()
+    expect(page.locator("#bench-expected")).to_contain_text("8 dialogues × 10 replies × 4096 tokens")
+    page.locator("#bench-quick input").check()
+    expect(page.locator("#bench-limit input")).to_have_value("1")
+    expect(page.locator("#bench-max-new-tokens input")).to_have_value("16")
+    expect(page.locator("#bench-expected")).to_contain_text("1 dialogue × 10 replies × 16 tokens")
+    page.locator("#bench-start").click()
+    expect(page.locator("#bench-msg")).to_contain_text("Benchmark job #")
+    job_id = job_queue.list_jobs(store, kind="benchmark")[0]["id"]
+    detail = wait_for(lambda: (d := job_queue.job_detail(store, job_id)) and d["status"] not in
+                      ("queued", "running") and d, timeout=600, every=1.0)
+    assert detail["status"] == "succeeded", detail["log_tail"][-2000:]
+    expect(page.locator("#bench-job-detail")).to_contain_text("1/1 dialogues", timeout=60_000)
+    run = eval_runs.get_eval_run(store, eval_run_of_job(store, job_id))
+    assert (run["name"], run["config"]["limit"], run["config"]["max_new_tokens"]) == ("quick look", 1, 16)
+    assert page.dialogs == []

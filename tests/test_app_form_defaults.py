@@ -54,7 +54,7 @@ def test_benchmark_form_bad_values_are_named_at_their_field(name, value, words):
 
 def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, store, db_url):
     job_id, errors, message = benchmark_form.start(store, db_url, {"policy": str(tmp_path / "no-such-model")})
-    assert job_id is None and "no folder" in errors["policy"] and "Not started" in message
+    assert job_id is None and "not found" in errors["policy"] and "Not started" in message
     from trainer.jobs import queue as job_queue
 
     assert job_queue.list_jobs(store) == []  # nothing half-launched
@@ -63,6 +63,57 @@ def test_benchmark_form_refuses_a_policy_folder_that_does_not_exist(tmp_path, st
 def test_benchmark_form_unknown_profiles_are_named_at_the_profiles_field(store, db_url):
     job_id, errors, _ = benchmark_form.start(store, db_url, {"profiles": "set:nobody-made-this"})
     assert job_id is None and list(errors) == ["profiles"], errors
+
+
+def test_benchmark_form_names_every_field_error_at_once(store, db_url, tmp_path):
+    """The checks that read (profiles resolved, the policy's folder) run beside the form's own: a bad seed
+    does not hide unknown profiles, nor persona ids with spaces."""
+    for profiles in ("nonsense-set", "en-03 aisha bello"):
+        job_id, errors, message = benchmark_form.start(store, db_url, {"profiles": profiles, "seed": "x",
+                                                                        "policy": str(tmp_path / "gone")})
+        assert job_id is None and set(errors) == {"profiles", "seed", "policy"}, errors
+        assert "unknown persona set" in errors["profiles"] and "not found" in errors["policy"]
+        assert message == "Not started: fix the 3 field(s) marked ⚠."
+        per_field, _ = benchmark_form.error_texts(errors)
+        assert sum(bool(t) for t in per_field) == 3
+
+
+def test_benchmark_form_new_fields_and_the_quick_look(store):
+    config, errors = benchmark_form.form_config({"max_new_tokens": 64, "temperature": "0.2"})
+    assert errors == {} and (config["max_new_tokens"], config["temperature"]) == (64, 0.2)
+    for name, value, words in (("max_new_tokens", "-3", "integer >= 0"), ("max_new_tokens", "1.5", "whole number"),
+                               ("temperature", "hot", "must be a number"), ("temperature", "-1", ">= 0")):
+        assert words in benchmark_form.form_config({name: value})[1][name]
+    quick, errors = benchmark_form.form_config({"quick": True, "limit": 5})
+    assert errors == {} and (quick["limit"], quick["max_new_tokens"], quick["name"]) == (1, 16, "quick look")
+    assert "quick" not in quick  # not a BenchmarkConfig setting
+    assert benchmark_form.form_config({"quick": True, "max_new_tokens": 8})[0]["max_new_tokens"] == 8
+    text = benchmark_form.expected_text(store, {"quick": True})
+    assert text.startswith("Expected: about ") and "1 dialogue × 10 replies × 16 tokens at 7.8 tok/s" in text
+    assert "8 dialogues × 10 replies × 4096 tokens" in benchmark_form.expected_text(store, {})
+    assert "unknown until this policy has run here once" in benchmark_form.expected_text(
+        store, {"policy": "openai:some-model"})
+    assert benchmark_form.expected_text(store, {"seed": "x"}) == ""  # the form's own errors come first
+
+
+def test_expected_time_takes_the_pace_of_the_last_run_of_the_policy(store):
+    from storage import EvalRun, session_scope
+    from storage.dialogues import add_turn, start_dialogue
+    from trainer.benchmarking.progress import expected_seconds, last_pace
+
+    assert last_pace(store, "default") is None
+    with session_scope(store) as s:
+        run = EvalRun(model_ref="m", config={"policy": "default", "personas": {"n": 1}}, status="succeeded")
+        s.add(run)
+        s.flush()
+        run_id = run.id
+    d = start_dialogue(store, eval_run_id=run_id, persona_id="p", source="benchmark")
+    for i in range(4):
+        add_turn(store, d, 2 * i + 1, "assistant", "x", n_tokens=10)
+    pace = last_pace(store, "default")
+    assert pace["reply_tokens"] == 10 and pace["source"] == f"at the pace of eval run {run_id}"
+    assert expected_seconds(2, 10, 16, {"tokens_per_s": 5.0, "startup_s": 3.0}) == 3.0 + 2 * 10 * 16 / 5.0
+    assert expected_seconds(1, 10, 4096, {"tokens_per_s": 5.0, "reply_tokens": 40.0}) == 10 * 40 / 5.0
 
 
 def test_benchmark_job_details_before_and_without_a_job(store):

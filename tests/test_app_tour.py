@@ -91,7 +91,8 @@ def tour_step_plan_and_train(page, store, model_dir: Path) -> str:
 
 
 def tour_step_benchmark(page, store, checkpoint: str, grid_rows) -> int:
-    """3. Benchmark the checkpoint from the Benchmark form (one held-out dialogue): the job's row opens its
+    """3. Benchmark the checkpoint from the Benchmark form's quick look (one held-out dialogue, short replies,
+    the expected time shown before Start): the job's row opens its
     details, progress shows while it runs, and the run joins the leaderboard (its id in the "eval run" column).
     Returns the eval run's id."""
     from playwright.sync_api import expect
@@ -100,7 +101,9 @@ def tour_step_benchmark(page, store, checkpoint: str, grid_rows) -> int:
     expect(page.locator("#bench-simulator-temperature textarea, #bench-simulator-temperature input").first
            ).to_have_value("")  # empty: the backend's default, not 0
     _set(page, "bench-policy", checkpoint)
-    _set(page, "bench-limit", 1)
+    page.locator("#bench-quick input").check()  # the README's quick look: one persona, 16-token replies
+    expect(page.locator("#bench-limit input")).to_have_value("1")
+    expect(page.locator("#bench-expected")).to_contain_text("Expected time: unknown until this policy has run")
     page.locator("#bench-start").click()
     expect(page.locator("#bench-msg")).to_contain_text("Benchmark job #")
     job_id = job_queue.list_jobs(store, kind="benchmark")[0]["id"]

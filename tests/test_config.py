@@ -59,7 +59,7 @@ def test_deepspeed_stage_numbers_are_accepted():
     ({"persona_set": "everyone"}, "persona_set", "unknown persona set"),
     ({"persona_set": []}, "persona_set", "non-empty"),
     ({"persona_set": "file:/no/such/profiles.jsonl"}, "persona_set", "does not exist"),
-    ({"model": "/no/such/model"}, "model", "does not exist"),
+    ({"model": "/no/such/model"}, "model", "not found"),
     ({"mode": "loud"}, "mode", "unknown value"),
     ({"clip_eps": 1.5}, "clip_eps", "(0, 1)"),
     ({"steps": 0}, "steps", "at least 1"),

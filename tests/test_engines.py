@@ -84,7 +84,7 @@ def test_per_prompt_seeds_make_a_reply_independent_of_its_batch(hf, top_p):
 
 
 def test_bad_inputs_are_named(hf, tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="not found"):
         make_policy_engine(str(tmp_path / "missing"))
     (tmp_path / "enc").mkdir()
     (tmp_path / "enc" / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))

@@ -269,7 +269,7 @@ def test_every_input_is_checked_before_a_dialogue_is_played(store, tiny_model_di
     config = compare.CompareConfig(a=str(tiny_model_dir), b=str(tmp_path / "no_such_model"), profiles=str(bad))
     with pytest.raises(BenchmarkInputError) as err:
         compare_runs.run_comparison(store, config, log=lambda _m: None)
-    assert "b: model folder" in str(err.value) and "does not exist" in str(err.value)
+    assert "b: model folder" in str(err.value) and "not found" in str(err.value)
     assert "profiles:" in str(err.value) and "a:" not in str(err.value)
     assert compare.list_comparisons(store) == [] and job_queue.list_jobs(store) == []
     with read_scope(store) as s:

@@ -50,7 +50,7 @@ def test_missing_persona_and_bad_policy_are_named(store_with_persona, db_url, tm
     missing = tmp_path / "no_such_model"
     code = trainer_main.main(["rollout", "--persona", "mia", "--policy", str(missing), "--db", db_url])
     err = capsys.readouterr().err
-    assert code == 2 and "does not exist" in err and str(missing) in err
+    assert code == 2 and "not found" in err and str(missing) in err
     not_lm = tmp_path / "not_lm"
     not_lm.mkdir()
     (not_lm / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))

@@ -2,7 +2,8 @@
 one message per field, and the job details a click on a benchmark job row opens.
 
 Optional numbers (simulator temperature and max tokens) are text boxes: empty means "the backend's
-default", which a number box cannot say (it shows and sends 0).
+default", which a number box cannot say (it shows and sends 0). "Quick look" plays one persona with replies
+capped at QUICK_REPLY_CAP tokens: minutes on the default policy, its expected time shown before Start.
 """
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ FIELDS: list[tuple[str, str, Any]] = [
     ("simulator_max_tokens", "simulator max tokens (empty: backend default)", ""),
     ("profiles", "profiles (a set, set:NAME, a JSONL file path or persona ids)", "builtin:heldout"),
     ("limit", "limit (first N profiles; 0 or empty = all)", 0),
+    ("max_new_tokens", "per-reply token cap (0 = the protocol's: 4,096 for local policies)", 0),
+    ("temperature", "policy temperature", 0.7),
     ("mode", "mode", "direct"),
     ("seed", "seed (empty = 0)", 0),
     ("name", "name (optional)", ""),
+    ("quick", "quick look: one persona, replies capped at 16 tokens", False),
 ]
 NAMES = [f[0] for f in FIELDS]
 DEFAULTS = {name: default for name, _, default in FIELDS}
@@ -33,6 +37,8 @@ REQUIRED = {"policy": "required: 'default', a model or checkpoint folder, vllm:P
             "profiles": "required: 'builtin', 'builtin:heldout', set:NAME, a profiles file or persona ids",
             "mode": "required: direct or think"}
 SPEC_PREFIXES = ("default", "openai:", "replay:", "vllm:", "transformers:")
+QUICK_REPLY_CAP = 16  # tokens a reply in a quick look: the default policy's dialogue then takes well under a minute
+QUICK = {"limit": 1, "max_new_tokens": QUICK_REPLY_CAP}  # what the quick look sets in the form
 
 
 def _text(value: Any) -> str:
@@ -73,15 +79,66 @@ def form_config(values: dict[str, Any]) -> tuple[Optional[dict[str, Any]], dict[
     config["simulator_temperature"] = _number("simulator_temperature", v["simulator_temperature"], False, None, errors)
     config["simulator_max_tokens"] = _number("simulator_max_tokens", v["simulator_max_tokens"], True, None, errors)
     config["limit"] = _number("limit", v["limit"], True, 0, errors)
+    config["max_new_tokens"] = _number("max_new_tokens", v["max_new_tokens"], True, 0, errors)
+    config["temperature"] = _number("temperature", v["temperature"], False, DEFAULTS["temperature"], errors)
     config["seed"] = _number("seed", v["seed"], True, 0, errors)
+    if v["quick"]:  # one persona, short replies (a smaller cap typed in the form is kept)
+        config["limit"] = QUICK["limit"]
+        if not config["max_new_tokens"] or config["max_new_tokens"] > QUICK_REPLY_CAP:
+            config["max_new_tokens"] = QUICK_REPLY_CAP
+        config["name"] = config["name"] or "quick look"
     if config["policy"] and not config["policy"].startswith(SPEC_PREFIXES) and \
             not Path(config["policy"]).expanduser().is_dir():
-        errors["policy"] = (f"no folder {config['policy']!r} here: give a model or checkpoint folder that exists, "
-                            "'default', vllm:PATH, openai:MODEL or replay:FILE")
+        errors["policy"] = (f"model folder {config['policy']} not found: give a model or checkpoint folder that "
+                            "exists, 'default', vllm:PATH, openai:MODEL or replay:FILE")
     checked = {k: val for k, val in config.items() if k not in errors}
     for name, problem in BenchmarkConfig(**checked).errors().items():
         errors.setdefault(name if name in NAMES else GENERAL, problem if name in NAMES else f"{name}: {problem}")
     return (None, errors) if errors else (config, {})
+
+
+def form_problems(store: Any, values: dict[str, Any]) -> tuple[Optional[dict[str, Any]], dict[str, str]]:
+    """form_config, then what only reading can tell (the profiles resolved, the prompt pack, the simulated
+    user, the policy's folder) on the fields that passed: every field's problem named at once."""
+    from trainer.benchmarking.benchmark import BenchmarkConfig
+    from trainer.benchmarking.checks import benchmark_problems
+
+    config, errors = form_config(values)
+    v = {**DEFAULTS, **values}
+    read = form_config({n: (DEFAULTS[n] if n in errors else v[n]) for n in NAMES})[0]
+    if read is None:  # a default the form cannot take; nothing more to read
+        return config, errors
+    for name, problem in benchmark_problems(store, BenchmarkConfig(**read)).items():
+        if name not in errors:
+            errors.setdefault(name if name in NAMES else GENERAL, problem if name in NAMES else f"{name}: {problem}")
+    return (None, errors) if errors else (config, {})
+
+
+def expected_text(store: Any, values: dict[str, Any]) -> str:
+    """What the form's benchmark is expected to take, before Start: 'Expected: about 30 s at most (1 dialogue
+    × 10 replies × 16 tokens at 7.8 tok/s, ...)'. Erring long (trainer.benchmarking.progress.expected_seconds)."""
+    from simulator.personas.specs import PersonaSpecError
+    from trainer.benchmarking.checks import first_profiles
+    from trainer.benchmarking.progress import DEFAULT_PACE, duration_text, expected_seconds, last_pace
+    from trainer.benchmarking.protocol import LOCAL_REPLY_CAP, protocol_rules
+
+    config, _ = form_config(values)
+    if config is None:
+        return ""
+    try:
+        n = len(first_profiles(config["profiles"], config["limit"], store))
+    except (PersonaSpecError, ValueError):
+        return ""
+    pace = last_pace(store, config["policy"]) or (DEFAULT_PACE if config["policy"] == "default" else None)
+    if pace is None:
+        return ("Expected time: unknown until this policy has run here once; the job shows its time left as it "
+                "runs.")
+    cap, turns = config["max_new_tokens"] or LOCAL_REPLY_CAP, protocol_rules().max_turns
+    seconds = expected_seconds(n, turns, cap, pace)
+    tokens = min(cap, pace.get("reply_tokens") or cap)
+    return (f"Expected: about {duration_text(seconds)} at most ({n} dialogue{'s' if n != 1 else ''} × {turns} "
+            f"replies × {tokens:.0f} tokens at {pace['tokens_per_s']:.1f} tok/s, {pace['source']}; a busy machine "
+            "takes longer).")
 
 
 def error_texts(errors: dict[str, str]) -> tuple[list[str], str]:
@@ -94,7 +151,7 @@ def start(store: Any, store_url: str, values: dict[str, Any]) -> tuple[Optional[
     launched only when every field is valid and the profiles resolve."""
     from trainer.benchmarking.benchmark import start_benchmark_job
 
-    config, errors = form_config(values)
+    config, errors = form_problems(store, values)
     if config is None:
         return None, errors, f"Not started: fix the {len(errors)} field(s) marked ⚠."
     try:

@@ -189,6 +189,7 @@ def build(ctx: LabContext) -> None:
     store, url = ctx.store, ctx.store_url
     with gr.Accordion("Run a benchmark", open=True):
         form, errors = _form_fields()
+        expected = gr.Markdown(benchmark_form.expected_text(store, {}), elem_id="bench-expected")
         start = gr.Button("Start benchmark", variant="primary", elem_id="bench-start")
         start_msg = gr.Markdown("", elem_id="bench-msg")
         general = gr.Markdown("", elem_classes="field-error", elem_id="bench-err-general")
@@ -312,12 +313,24 @@ def build(ctx: LabContext) -> None:
     dialogues.select(on_dialogue, None, ctx.link_outputs, **LINK_EVENT)
     profiles = form[benchmark_form.NAMES.index("profiles")]
     ctx.refresh_on_show(lambda: gr.update(choices=spec_choices(store)), None, profiles)  # stored sets too
+    field = {name: form[benchmark_form.NAMES.index(name)] for name in ("quick", "limit", "max_new_tokens")}
+
+    def on_quick(on: bool):  # the quick look fills the form with what it plays; unticked, the full benchmark
+        values = benchmark_form.QUICK if on else {k: benchmark_form.DEFAULTS[k] for k in benchmark_form.QUICK}
+        return values["limit"], values["max_new_tokens"]
+
+    field["quick"].input(on_quick, field["quick"], [field["limit"], field["max_new_tokens"]]).then(
+        lambda *values: benchmark_form.expected_text(store, dict(zip(benchmark_form.NAMES, values))), form, expected)
+    for name in ("policy", "profiles", "limit", "max_new_tokens"):
+        form[benchmark_form.NAMES.index(name)].change(
+            lambda *values: benchmark_form.expected_text(store, dict(zip(benchmark_form.NAMES, values))), form,
+            expected)
 
 
 def _form_fields() -> tuple[list[Any], list[Any]]:
     """The form's inputs (app.services.benchmark_form.NAMES order) and a message box under each."""
     widgets, errors = [], []
-    rows = [benchmark_form.NAMES[:6], benchmark_form.NAMES[6:]]
+    rows = [benchmark_form.NAMES[:6], benchmark_form.NAMES[6:-1], benchmark_form.NAMES[-1:]]
     for names in rows:
         with gr.Row():
             for name in names:
@@ -329,8 +342,10 @@ def _form_fields() -> tuple[list[Any], list[Any]]:
                                              label=label, elem_id=key)
                     elif name == "mode":
                         widget = gr.Radio(choices=["direct", "think"], value=default, label=label, elem_id=key)
-                    elif name in ("limit", "seed"):
+                    elif name in ("limit", "seed", "max_new_tokens"):
                         widget = gr.Number(value=default, precision=0, label=label, elem_id=key)
+                    elif name == "quick":
+                        widget = gr.Checkbox(value=default, label=label, elem_id=key)
                     else:
                         widget = gr.Textbox(value=default, label=label, elem_id=key)
                     widgets.append(widget)

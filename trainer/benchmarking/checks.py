@@ -40,10 +40,10 @@ def policy_problem(spec: str) -> str:
         return ""
     if spec.startswith("replay:"):
         path = Path(spec[len("replay:"):]).expanduser()
-        return "" if path.is_file() else f"replay file {path} does not exist"
+        return "" if path.is_file() else f"replay file {path} not found"
     path = Path(checkpoint_model(spec).removeprefix("vllm:").removeprefix("transformers:")).expanduser()
     if not path.exists():
-        return f"model folder {path} does not exist"
+        return f"model folder {path} not found"
     try:
         resolve_policy(str(path))  # config.json, a causal LM, tokenizer files: read, nothing loaded
     except (ValueError, OSError) as e:

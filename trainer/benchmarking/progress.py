@@ -74,3 +74,31 @@ def progress_text(p: Optional[dict[str, Any]]) -> str:
     if p.get("status") == "running":
         return line + f", about {duration_text(p['eta_s'])} left"
     return line + f", {p.get('status')} after {duration_text(p['elapsed_s'])}"
+
+
+# The default policy's pace when the store has no run of it yet: `python -m trainer benchmark --profiles
+# builtin:heldout --limit 1 --max-new-tokens 16` on the 2-core CPU machine (docs/results.md): 7.8 tokens a
+# second over the eval run (policy and simulated user together), 7 s to load both before the run opened.
+DEFAULT_PACE = {"tokens_per_s": 7.8, "startup_s": 7.0, "source": "measured for the default policy on 2 CPU cores"}
+
+
+def last_pace(store: Engine, policy: str) -> Optional[dict[str, Any]]:
+    """The pace of the newest finished eval run of `policy` (its spec as given): tokens per second, mean
+    tokens a reply and its id; None when there is none."""
+    with read_scope(store) as s:
+        runs = s.execute(select(EvalRun.id, EvalRun.config).where(EvalRun.status == "succeeded")
+                         .order_by(EvalRun.id.desc()).limit(50)).all()
+    run_id = next((i for i, cfg in runs if (cfg or {}).get("policy") == policy), None)
+    p = run_progress(store, run_id) if run_id is not None else None
+    if not p or not p["replies"] or not p["tokens_per_s"]:
+        return None
+    return {"tokens_per_s": p["tokens_per_s"], "reply_tokens": p["tokens"] / p["replies"], "startup_s": 10.0,
+            "source": f"at the pace of eval run {run_id}"}
+
+
+def expected_seconds(dialogues: int, max_turns: int, cap: int, pace: dict[str, Any]) -> float:
+    """A benchmark's time, erring long: every dialogue plays all its `max_turns` replies, each `cap` tokens
+    long (or the pace's mean reply when that is shorter), at the pace's tokens per second, after its start-up.
+    Dialogues that end early make the real run shorter; a machine busier than when the pace was taken, longer."""
+    per_reply = min(cap, pace.get("reply_tokens") or cap)
+    return pace.get("startup_s", 0.0) + dialogues * max_turns * per_reply / pace["tokens_per_s"]

@@ -19,7 +19,7 @@ def resolve_policy(spec: str) -> Path:
         return default_model_dir()
     path = Path(spec).expanduser()
     if not path.is_dir():
-        raise FileNotFoundError(f"policy model folder {str(path)!r} does not exist")
+        raise FileNotFoundError(f"policy model folder {str(path)!r} not found")
     config_file = path / "config.json"
     if not config_file.exists():
         raise ValueError(f"policy folder {str(path)!r} has no config.json: not a Hugging Face model folder")
