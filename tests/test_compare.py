@@ -176,6 +176,49 @@ def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, bro
     expect(page.locator("#cmp-job")).to_contain_text("succeeded")
 
 
+def test_compare_start_names_every_problem_under_its_field(store, db_url, tmp_path):
+    from app.services import compare_jobs
+
+    message, cid, errors = compare_jobs.start(store, db_url, "default", str(tmp_path / "gone"), "nonsense-set",
+                                              "offline", 0, 0, 2.5)
+    assert cid is None and set(errors) == {"b", "profiles", "seeds", "max_new_tokens"}, errors
+    assert "not found" in errors["b"] and "unknown persona set" in errors["profiles"]
+    assert message == "Not started: fix the 4 problem(s) marked ⚠."
+    texts = compare_jobs.error_texts(errors)
+    assert [bool(t) for t in texts] == [False, True, True, False, False, True, True, False]
+    assert compare.list_comparisons(store) == []
+    assert compare_jobs.start(store, db_url, "default", "default", "builtin:heldout", "offline:v9", 1, 1, 8
+                              )[2].keys() == {"simulator"}
+
+
+@pytest.mark.browser
+def test_compare_start_errors_stay_under_their_fields(lab_server, browser_page, tmp_path):
+    """A refused Start's messages sit under B and the personas and outlive the view's polls (which rewrite
+    the comparison's status line); the next Start clears them."""
+    from playwright.sync_api import expect
+
+    from app.views.compare import POLL_S
+
+    page = browser_page
+    page.get_by_role("tab", name="Compare").click()
+    for elem, value in (("cmp-b", tmp_path / "gone"), ("cmp-profiles", "nonsense-set")):
+        page.locator(f"#{elem} input").fill(str(value))
+        page.locator(f"#{elem} input").press("Enter")
+    page.locator("#cmp-start").click()
+    expect(page.locator("#cmp-start-msg")).to_contain_text("Not started: fix the 2 problem(s) marked ⚠.")
+    expect(page.locator("#cmp-err-b")).to_contain_text("not found")
+    expect(page.locator("#cmp-err-profiles")).to_contain_text("unknown persona set")
+    page.wait_for_timeout(POLL_S * 3 * 1000)  # several polls later, nothing has been overwritten
+    expect(page.locator("#cmp-start-msg")).to_contain_text("Not started")
+    expect(page.locator("#cmp-err-b")).to_contain_text("not found")
+    page.locator("#cmp-profiles input").fill("builtin:heldout")
+    page.locator("#cmp-profiles input").press("Enter")
+    page.locator("#cmp-start").click()
+    expect(page.locator("#cmp-err-profiles")).to_have_text("")
+    expect(page.locator("#cmp-start-msg")).to_contain_text("Not started: fix the 1 problem(s) marked ⚠.")
+    assert compare.list_comparisons(lab_server.store) == [] and page.dialogs == []
+
+
 # ------------------------------------------------------------------------------------ bring your own
 RULE_USER = REPO / "docs" / "examples" / "rule_user.py"
 

@@ -66,6 +66,9 @@ def test_every_problem_of_a_grid_is_named_with_its_key_and_cell(tmp_path, tiny_m
     assert "each cell's final checkpoint" in e["benchmark.policy"]
     assert e["benchmark.profile"] == "not a benchmark setting"
     assert "required" in e["judge.model"] and ">= 1" in e["parallel"]
+    # the well-formed grid keys' values are checked beside the file's other problems, all named at once
+    assert "unknown value 'sgd'" in e["cell 2 (algorithm=sgd, mode=direct): algorithm"]
+    assert not any(k.startswith("cell 1 ") for k in e)
     # values are checked per cell once the keys are right
     path = tiny_grid(tmp_path, tiny_model_dir, grid={"algorithm": ["ppo", "sgd"], "steps": [1, "two"]})
     with pytest.raises(experiment_grid.ExperimentError) as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from app.render import md
 from storage import Store
 from trainer.benchmarking import compare_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
@@ -22,26 +23,58 @@ def policy_choices(store: Store) -> list[tuple[str, str]]:
     return [("default (the packaged SmolLM2)", DEFAULT_POLICY), *compare_runs.stored_policies(store)]
 
 
-def _int(value: Any, name: str, default: int) -> int:
+FIELDS = ("a", "b", "profiles", "simulator", "limit", "seeds", "max_new_tokens")  # the Start form's, in order
+GENERAL = "_general"
+
+
+def _int(value: Any, name: str, default: int, errors: dict[str, str]) -> int:
     if value in (None, ""):
         return default
     try:
-        return int(value)
+        number = float(value)
     except (TypeError, ValueError):
-        raise BenchmarkInputError(f"{name}: must be an integer, got {value!r}") from None
+        number = float("nan")
+    if number != number or number != int(number):
+        errors[name] = f"must be a whole number, got {value!r}"
+        return default
+    return int(number)
+
+
+def field_of(problem_key: str) -> str:
+    """The form field a comparison problem belongs under (the simulated user's settings under `simulator`)."""
+    if problem_key in FIELDS:
+        return problem_key
+    if problem_key.startswith("simulator") or problem_key == "prompt_pack":
+        return "simulator"
+    return GENERAL
 
 
 def start(store: Store, store_url: str, a: Optional[str], b: Optional[str], profiles: Optional[str],
-          simulator: Optional[str], limit: Any, seeds: Any, max_new_tokens: Any) -> tuple[str, Optional[int]]:
-    """Check every input and launch the comparison's job: (message, comparison id or None when refused)."""
+          simulator: Optional[str], limit: Any, seeds: Any, max_new_tokens: Any
+          ) -> tuple[str, Optional[int], dict[str, str]]:
+    """Check every input and launch the comparison's job: (message, comparison id or None when refused, the
+    problems by form field, every one named at once; GENERAL for those the form has no field of)."""
+    errors: dict[str, str] = {}
+    numbers = {name: _int(value, name, default, errors) for name, value, default in
+               (("limit", limit, 0), ("seeds", seeds, 1), ("max_new_tokens", max_new_tokens, 0))}
+    config = CompareConfig(a=(a or "").strip(), b=(b or "").strip(), profiles=(profiles or "").strip(),
+                           simulator=(simulator or "").strip(), **numbers)
+    for key, problem in compare_runs.comparison_problems(store, config).items():
+        field = field_of(key)
+        if field not in errors:
+            errors[field] = problem if field == key else f"{key}: {problem}"
+    if errors:
+        return f"Not started: fix the {len(errors)} problem(s) marked ⚠.", None, errors
     try:
-        config = CompareConfig(a=(a or "").strip(), b=(b or "").strip(), profiles=(profiles or "").strip(),
-                               simulator=(simulator or "").strip(), limit=_int(limit, "limit", 0),
-                               seeds=_int(seeds, "seeds", 1), max_new_tokens=_int(max_new_tokens, "max_new_tokens", 0))
         comparison_id, job_id = compare_runs.start_comparison_job(store, store_url, config)
     except (BenchmarkInputError, job_queue.JobError) as e:
-        return f"Not started: {e}", None
-    return f"Comparison #{comparison_id} started (job #{job_id}).", comparison_id
+        return f"Not started: {e}", None, {}
+    return f"Comparison #{comparison_id} started (job #{job_id}).", comparison_id, {}
+
+
+def error_texts(errors: dict[str, str]) -> list[str]:
+    """One message per form field (FIELDS order) and the general one last; '' where fine."""
+    return [f"⚠ {md(errors[n])}" if n in errors else "" for n in (*FIELDS, GENERAL)]
 
 
 def _duration(seconds: Optional[float]) -> str:

@@ -33,26 +33,47 @@ def build(ctx: LabContext) -> None:
                 "Start one here (or with `python -m trainer compare --a POLICY --b POLICY --profiles SPEC`): it "
                 "runs as a background job, survives a closed browser, and a stopped one resumes where it was.")
     with gr.Accordion("New comparison", open=True):
+        errs: dict[str, Any] = {}
+
+        def under(name: str) -> None:  # the field's own message line, kept until the next Start
+            errs[name] = gr.Markdown("", elem_classes="field-error", elem_id=f"cmp-err-{name.replace('_', '-')}")
+
         with gr.Row():
-            a_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
-                                 allow_custom_value=True,
-                                 label="A (the baseline): default, a stored checkpoint or a model folder",
-                                 elem_id="cmp-a")
-            b_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
-                                 allow_custom_value=True, label="B (a win is B ending higher)", elem_id="cmp-b")
+            with gr.Column():
+                a_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
+                                     allow_custom_value=True,
+                                     label="A (the baseline): default, a stored checkpoint or a model folder",
+                                     elem_id="cmp-a")
+                under("a")
+            with gr.Column():
+                b_pick = gr.Dropdown(choices=compare_jobs.policy_choices(store), value=compare_jobs.DEFAULT_POLICY,
+                                     allow_custom_value=True, label="B (a win is B ending higher)", elem_id="cmp-b")
+                under("b")
         with gr.Row():
-            profiles = gr.Dropdown(choices=spec_choices(store), value="builtin:heldout", allow_custom_value=True,
-                                   label="personas (a persona spec)", elem_id="cmp-profiles")
-            simulator = gr.Textbox(value="offline", label="simulated user (offline, openai:MODEL, python:...)",
-                                   elem_id="cmp-simulator")
-            limit = gr.Number(value=0, precision=0, label="first N personas (0 = all)", elem_id="cmp-limit")
-            seeds = gr.Number(value=1, precision=0, label="seeds", elem_id="cmp-seeds")
-            max_new = gr.Number(value=0, precision=0, label="max new tokens per reply (0 = the protocol's)",
-                                elem_id="cmp-max-new")
+            with gr.Column(min_width=200):
+                profiles = gr.Dropdown(choices=spec_choices(store), value="builtin:heldout", allow_custom_value=True,
+                                       label="personas (a persona spec)", elem_id="cmp-profiles")
+                under("profiles")
+            with gr.Column(min_width=200):
+                simulator = gr.Textbox(value="offline", label="simulated user (offline, openai:MODEL, python:...)",
+                                       elem_id="cmp-simulator")
+                under("simulator")
+            with gr.Column(min_width=120):
+                limit = gr.Number(value=0, precision=0, label="first N personas (0 = all)", elem_id="cmp-limit")
+                under("limit")
+            with gr.Column(min_width=120):
+                seeds = gr.Number(value=1, precision=0, label="seeds", elem_id="cmp-seeds")
+                under("seeds")
+            with gr.Column(min_width=120):
+                max_new = gr.Number(value=0, precision=0, label="max new tokens per reply (0 = the protocol's)",
+                                    elem_id="cmp-max-new")
+                under("max_new_tokens")
         with gr.Row():
             start = gr.Button("Start", variant="primary", elem_id="cmp-start")
             cancel = gr.Button("Cancel", elem_id="cmp-cancel")
             resume = gr.Button("Resume", elem_id="cmp-resume")
+        start_msg = gr.Markdown("", elem_id="cmp-start-msg")  # Start's answer: the poll never writes here
+        under(compare_jobs.GENERAL)
         job_md = gr.Markdown("", elem_id="cmp-job")
     with gr.Row():
         pick = gr.Dropdown(choices=[], label="comparison", scale=4, elem_id="cmp-pick")
@@ -97,11 +118,13 @@ def build(ctx: LabContext) -> None:
         return gr.update(choices=choices, value=_same_comparison(choices, current))
 
     def on_start(a, b, spec, sim, n, k, cap):
-        message, cid = compare_jobs.start(store, ctx.store_url, a, b, spec, sim, n, k, cap)
+        message, cid, problems = compare_jobs.start(store, ctx.store_url, a, b, spec, sim, n, k, cap)
+        texts = compare_jobs.error_texts(problems)
         if cid is None:
-            return message, gr.skip()
+            return message, *texts, gr.skip(), gr.skip()
         choices = compare_service.comparison_choices(store)
-        return message, gr.update(choices=choices, value=_same_comparison(choices, f"#{cid}"))
+        return (message, *texts, compare_jobs.progress_md(store, cid),
+                gr.update(choices=choices, value=_same_comparison(choices, f"#{cid}")))
 
     def on_tick(current: Any):
         """The picked comparison's progress; when its status changes (e.g. it finished) the picker's label
@@ -120,7 +143,9 @@ def build(ctx: LabContext) -> None:
             message = compare_jobs.resume(store, ctx.store_url, cid)
         return message + "\n\n" + compare_jobs.progress_md(store, cid)
 
-    start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new], [job_md, pick])
+    error_boxes = [errs[n] for n in (*compare_jobs.FIELDS, compare_jobs.GENERAL)]
+    start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new],
+                [start_msg, *error_boxes, job_md, pick])
     cancel.click(lambda c: on_control("cancel", c), pick, job_md)
     resume.click(lambda c: on_control("resume", c), pick, job_md)
     ctx.poll(POLL_S).tick(on_tick, pick, [job_md, pick])

@@ -42,16 +42,21 @@ from trainer.jobs.queue import create_job, launch
 SIDES = ("a", "b")
 
 
-def check_comparison(store: Optional[Engine], config: CompareConfig) -> CompareConfig:
-    """Every input of both sides (policies `a` and `b`, the simulated user, the personas, the pack), checked
-    before anything is played; BenchmarkInputError naming every problem at once."""
+def comparison_problems(store: Optional[Engine], config: CompareConfig) -> dict[str, str]:
+    """Every problem of both sides (policies `a` and `b`, the simulated user, the personas, the pack), each
+    under its field; empty when the comparison can run."""
     problems = config.errors()
     for side in SIDES:
         if side in problems:
             continue
         side_problems = benchmark_problems(store, config.benchmark_config(side, 0), policy_field=side)
         problems.update({k: v for k, v in side_problems.items() if k not in problems})
-    if problems:
+    return problems
+
+
+def check_comparison(store: Optional[Engine], config: CompareConfig) -> CompareConfig:
+    """Every input checked before anything is played; BenchmarkInputError naming every problem at once."""
+    if problems := comparison_problems(store, config):
         raise BenchmarkInputError(problems_text("comparison", problems))
     return config
 

@@ -119,10 +119,11 @@ def parse_grid(text: str, folder: Optional[Path] = None, check_paths: bool = Tru
         errors["parallel"] = f"must be a whole number >= 1, got {parallel!r}"
     benchmark = _benchmark_fields(data.get("benchmark"), errors)
     judge = _judge_fields(data.get("judge"), errors)
-    if errors:
-        raise ExperimentError(errors)
-    spec = ExperimentSpec(name=name.strip(), base=base, grid=grid, benchmark=benchmark, judge=judge,
-                          parallel=parallel, source=text)
+    # the cells are checked even when the file has other problems, over the grid keys that are well formed,
+    # so every problem is named at once (an unknown algorithm beside a bad `parallel`)
+    checkable = {k: v for k, v in grid.items() if f"grid.{k}" not in errors}
+    spec = ExperimentSpec(name=(name or "").strip() if isinstance(name, str) else "", base=base, grid=checkable,
+                          benchmark=benchmark, judge=judge, parallel=parallel, source=text)
     for i, params in enumerate(spec.cells(), start=1):
         where = f"cell {i} ({cell_label(params)})"
         try:
