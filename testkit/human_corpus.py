@@ -54,3 +54,27 @@ def jsonl_dialogue(k: int, scores: list[int], pre: float = 4, post: float = 2) -
             "state": {"pre": pre, "post": post, "scale": [1, 5], "better": "lower"},
             "persona": {"situation": f"situation {k}", "problem_type": PROBLEMS[k % 3],
                         "emotion_type": EMOTIONS[k % 3]}}
+
+
+def quality_dialogue(k: int, rng: np.random.Generator, replies: int = 5, score_noise: float = 0.6,
+                     rated_every: int = 1) -> dict[str, Any]:
+    """The lab's human JSONL, for agreement tests: reply i of dialogue k has quality q (1-5), said as q times
+    "I hear you" (testkit.scripted_shadow reads it); the person's score of every `rated_every`-th answer is the
+    mean quality of the replies since their last score, plus noise, rounded and clipped to 1-5. The person's
+    intensity falls by the dialogue's mean quality minus 3, plus noise."""
+    turns, since, qs = [{"role": "user", "text": f"opening {k}"}], [], []
+    for i in range(replies):
+        q = int(rng.integers(1, 6))
+        qs.append(q)
+        since.append(q)
+        turns.append({"role": "policy", "text": "I hear you. " * q + f"(reply {k}.{i})"})
+        answer: dict[str, Any] = {"role": "user", "text": f"answer {k}.{i}"}
+        if (i + 1) % rated_every == 0:
+            answer["score"] = int(np.clip(round(float(np.mean(since)) + rng.normal(0, score_noise)), 1, 5))
+            since = []
+        turns.append(answer)
+    pre = int(rng.integers(3, 6))
+    post = int(np.clip(round(pre - (np.mean(qs) - 3) * 1.5 + rng.normal(0, 0.5)), 1, 5))
+    return {"id": f"q{k}", "score_scale": [1, 5], "turns": turns,
+            "state": {"pre": pre, "post": post, "scale": [1, 5], "better": "lower"},
+            "persona": {"situation": f"situation {k}", "problem_type": PROBLEMS[k % 3], "emotion_type": EMOTIONS[k % 3]}}

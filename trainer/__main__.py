@@ -1,5 +1,5 @@
 """`python -m trainer COMMAND ...`: rollout, train, resume, plan, benchmark, job, jobs, judge,
-experiment, compare.
+experiment, compare, shadow.
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen command's module is imported, so a module that is missing or broken disables its own command
@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "judge": ("trainer.cli.judge", "rate stored dialogues with the social-cognition LLM judge"),
     "experiment": ("trainer.cli.experiment", "run a grid of training configs, each benchmarked on held-out personas"),
     "compare": ("trainer.cli.compare", "play two policies against the same personas, simulator and seeds; paired"),
+    "shadow": ("trainer.cli.shadow", "play a simulated user over every reply of a human set (human:NAME)"),
 }
 
 

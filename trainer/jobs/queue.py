@@ -58,7 +58,7 @@ HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
 RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
-JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge")
+JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge", "shadow")
 # kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
 # start at once (a persona generation or a judge run never waits behind a training job)
 QUEUED_KINDS = ("train", "benchmark", "compare")
