@@ -44,3 +44,39 @@ def need_bars(report: dict[str, Any], height: int = 320) -> go.Figure:
                       template="plotly_white", yaxis_title="emotion points", legend=dict(orientation="h", y=-0.3),
                       margin=dict(l=50, r=20, t=40, b=40))
     return fig
+
+
+def _bar(fig: go.Figure, names: list[str], estimates: list[dict[str, Any]], label: str) -> None:
+    vals = [e["value"] if e["value"] is not None else 0 for e in estimates]
+    up = [(e["ci_high"] - e["value"]) if e["ci_high"] is not None and e["value"] is not None else 0 for e in estimates]
+    down = [(e["value"] - e["ci_low"]) if e["ci_low"] is not None and e["value"] is not None else 0 for e in estimates]
+    fig.add_trace(go.Bar(x=names, y=vals, name=label, error_y=dict(type="data", array=up, arrayminus=down),
+                         text=[f"n {e['n']}" if e["value"] is not None else (e.get("why") or "")[:40]
+                               for e in estimates]))
+
+
+def human_spearman_bars(report: dict[str, Any], height: int = 340) -> go.Figure:
+    """Per simulator fingerprint: Spearman with the people per turn and per dialogue, with 95% intervals over
+    dialogues (simulator.evaluation.human_agreement)."""
+    tables = report.get("by_fingerprint", {})
+    names = [f"{h[:10]} {t['fingerprint'].get('model') or t['fingerprint'].get('backend', '')}"
+             for h, t in tables.items()]
+    fig = go.Figure()
+    _bar(fig, names, [t["turns"]["spearman"] for t in tables.values()], "per turn: change vs score")
+    _bar(fig, names, [t["dialogues"]["spearman"] for t in tables.values()], "per dialogue: total vs pre-to-post")
+    fig.update_layout(title=dict(text=f"Rank agreement with the people of {report.get('set', '')}", font_size=14),
+                      barmode="group", height=height, template="plotly_white", yaxis_title="Spearman",
+                      yaxis_range=[-1, 1], legend=dict(orientation="h", y=-0.3), margin=dict(l=50, r=20, t=40, b=40))
+    return fig
+
+
+def human_group_bars(report: dict[str, Any], key: str = "problem_type", height: int = 340) -> go.Figure:
+    """Per problem (or emotion) type: each simulator's per-turn Spearman with the people, with intervals."""
+    fig = go.Figure()
+    for h, t in report.get("by_fingerprint", {}).items():
+        groups = t.get(f"by_{key}", {})
+        _bar(fig, list(groups), [g["turns"]["spearman"] for g in groups.values()], h[:10])
+    fig.update_layout(title=dict(text=f"Per-turn Spearman by {key.replace('_', ' ')}", font_size=14),
+                      barmode="group", height=height, template="plotly_white", yaxis_title="Spearman",
+                      yaxis_range=[-1, 1], legend=dict(orientation="h", y=-0.3), margin=dict(l=50, r=20, t=40, b=40))
+    return fig

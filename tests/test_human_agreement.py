@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import wait_for
+from helpers import BACKENDS, wait_for
 from scipy import stats
 from sqlalchemy import select
 
@@ -81,6 +81,7 @@ def test_a_simulator_that_follows_people_ranks_with_them_and_one_that_ignores_th
         np.mean([u["sim"] - u["people"] * 25 for u in whole]))
 
 
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_a_rated_turn_takes_the_simulators_change_since_the_previous_rated_turn(store):
     import_corpus(store, corpus(3, rated_every=2, replies=4), "jsonl", "sparse")
     run_shadow_foreground(store, {"spec": FOLLOWER}, "human:sparse", seed=0)

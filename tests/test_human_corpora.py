@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import BACKENDS
 
 from simulator.evaluation.human_corpora import human_set_ids, human_sets, import_corpus, read_corpus
 from storage.dialogues import load_dialogue
@@ -43,6 +44,7 @@ def test_esconv_keeps_every_rating_and_merges_consecutive_turns(store, spelling)
     assert human_sets(store) == [{"name": "esconv", "n": 4}]
 
 
+@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)
 def test_bad_conversations_are_named_and_nothing_stored_unless_keep_valid(store):
     rng = np.random.default_rng(0)
     convs = [esconv_conversation(k, rng) for k in range(5)]

@@ -1,0 +1,92 @@
+"""Published people: measure any simulated user against human-played, human-rated dialogues.
+
+Import a corpus (ESConv's JSON or the lab's human JSONL: simulator.evaluation.human_corpora) as a human set,
+run a simulator's shadow judgements over every reply of it in the background (trainer.benchmarking.shadow_jobs,
+with its progress, time left and Resume), and read its agreement with the people who played and rated those
+dialogues (simulator.evaluation.human_agreement): one table per simulator fingerprint, with plots.
+"""
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+
+from app.agreement_plots import human_group_bars, human_spearman_bars
+from app.context import LabContext
+from app.render import md
+from app.services.people import human_sets
+from simulator.evaluation.human_agreement import format_human_report, human_agreement
+
+
+def build(ctx: LabContext) -> None:
+    store = ctx.store
+    gr.Markdown("Measure a simulated user against people who played the user and rated the other side "
+                "(ESConv and the like): import the corpus, run the simulator over its replies, read the agreement. "
+                "Guide: docs/human-evaluation.md.")
+    with gr.Accordion("1. Import a human-played corpus", open=True):
+        with gr.Row():
+            upload = gr.File(label="Corpus file", file_types=[".json", ".jsonl"], type="filepath",
+                             elem_id="people-upload")
+            with gr.Column():
+                fmt = gr.Radio(["esconv", "jsonl"], value="esconv", label="Format", elem_id="people-format")
+                name = gr.Textbox("", label="Set name (default: the format)", elem_id="people-name")
+                keep = gr.Checkbox(False, label="Import the good conversations and name the bad ones "
+                                                "(default: all or nothing)")
+                import_btn = gr.Button("Import", variant="primary", elem_id="people-import")
+        import_status = gr.Markdown(elem_id="people-import-status")
+        sets = gr.Markdown(elem_id="people-sets")
+    with gr.Accordion("2. Shadow judgements: play a simulator over every reply", open=True):
+        with gr.Row():
+            set_spec = gr.Textbox("human:esconv", label="Human set", elem_id="people-set")
+            simulator = gr.Textbox("offline", label="Simulator spec", elem_id="people-simulator",
+                                   info="offline · openai:MODEL (with its base URL)")
+            base_url = gr.Textbox("", label="Simulator base URL (openai: specs)")
+            seed = gr.Number(0, label="Seed", precision=0)
+        with gr.Row():
+            start = gr.Button("Start", variant="primary", elem_id="people-start")
+            refresh = gr.Button("Refresh", elem_id="people-refresh")
+            resume = gr.Button("Resume the last run cut off", elem_id="people-resume")
+        shadow_status = gr.Markdown(elem_id="people-shadow-status")
+        runs = gr.Markdown(elem_id="people-runs")
+        resumable = gr.State(None)
+    with gr.Accordion("3. Agreement with the people", open=True):
+        with gr.Row():
+            report_set = gr.Textbox("human:esconv", label="Human set", elem_id="people-report-set")
+            report_btn = gr.Button("Compute", variant="primary", elem_id="people-report")
+        report_out = gr.Markdown(elem_id="people-report-table")
+        with gr.Row():
+            bars = gr.Plot(elem_id="people-bars")
+            groups = gr.Plot(elem_id="people-groups")
+        report_json = gr.Code(language="json", label="The report as JSON", visible=False)
+
+    def on_import(path, fmt_, name_, keep_):
+        return human_sets.import_file(store, path, fmt_, name_, bool(keep_)), None, human_sets.sets_md(store)
+
+    import_btn.click(on_import, [upload, fmt, name, keep], [import_status, upload, sets])
+
+    def on_runs():
+        text, job_id = human_sets.shadow_jobs_md(store)
+        return text, job_id
+
+    def on_start(set_, sim, url, seed_):
+        message, _ = human_sets.start_shadow(store, ctx.store_url, set_, sim, url, seed_)
+        return (message, *on_runs())
+
+    start.click(on_start, [set_spec, simulator, base_url, seed], [shadow_status, runs, resumable])
+    refresh.click(on_runs, None, [runs, resumable])
+
+    def on_resume(job_id):
+        return (human_sets.resume_shadow(store, ctx.store_url, job_id), *on_runs())
+
+    resume.click(on_resume, [resumable], [shadow_status, runs, resumable])
+
+    def on_report(set_):
+        try:
+            report = human_agreement(store, (set_ or "").strip())
+        except ValueError as exc:
+            return f"**No report:** {md(exc)}", None, None, gr.update(visible=False)
+        return (f"```\n{format_human_report(report)}\n```", human_spearman_bars(report), human_group_bars(report),
+                gr.update(value=json.dumps(report, indent=1), visible=True))
+
+    report_btn.click(on_report, [report_set], [report_out, bars, groups, report_json])
+    ctx.refresh_on_show(lambda: (human_sets.sets_md(store), *on_runs()), None, [sets, runs, resumable])
