@@ -1,6 +1,6 @@
 """Learning curve: GRPO on SmolLM2-135M-Instruct vs the offline simulator, held-out personas before/after.
 
-    python benchmarks/learning_curve.py [--minutes 60] [--eval-every 10] [--threads 2] [--lr 5e-4] ...
+    python benchmarks/learning_curve.py [--minutes 60] [--eval-every 10] [--threads 2] [--lr 5e-4] [--arms A,B] ...
 
 Trains on the built-in personas of the train split (extra["split"] == "train") with the training
 simulator preset ("rlver-hard", formerly "training": start 30, unclamped changes) for a wall-clock budget
@@ -73,6 +73,7 @@ after 10 minutes, +10.6 after 20 (group 4: +8.3, +9.6; within the noise).
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import statistics
@@ -88,9 +89,9 @@ PAPER = {"model": "Qwen2.5-7B-Instruct", "lr": 1e-6, "lora": False, "max_turns":
          "temperature": 1.0}
 
 
-def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
+def evaluate(trainer, profiles, args, turns: int = 0, flags: bool = True) -> dict:
     """Final emotions of the held-out personas (args.eval_samples dialogues each, fixed seeds) after `turns`
-    policy turns (default args.eval_turns)."""
+    policy turns (default args.eval_turns); `flags`: also the detectors' shares (a coherence judgement a reply)."""
     turns = turns or args.eval_turns
     from simulator.user.spec import SimulatorSpec
     from trainer.rollout.dialogue_rollout import DialogueRollout, RolloutConfig
@@ -127,7 +128,7 @@ def evaluate(trainer, profiles, args, turns: int = 0) -> dict:
             "example": next((s.messages[1]["content"] for s in samples if len(s.messages) > 1), ""),
             # mean points per reply (0 where a component did not apply), so the components add up to the change
             "components": {k: sum(v) / n_replies for k, v in points.items()},
-            "flags": detector_shares(samples, fired)}
+            "finals": [s.final_emotion for s in samples], "flags": detector_shares(samples, fired) if flags else {}}
 
 
 # The probe detectors: offline components that fire on the behaviours `python -m simulator probe` plays.
@@ -201,6 +202,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=0,
                    help="stop after this many steps (0: only the --minutes budget), to compare runs step for step")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--arms", default="", help="comma-separated arms of trainer.experiments.arms (final_emotion, "
+                   "emotion_deltas, turn_grpo, turn_gae): each trained from the same start for the same budget, "
+                   "then scored over --protocol-turns on builtin:heldout and builtin:adversarial; one table")
     args = p.parse_args()
     if args.eval_temperature is None:
         args.eval_temperature = args.temperature
@@ -232,31 +236,36 @@ def settings_lines(args, cfg, base_model: str) -> list[str]:
     return ["| setting | this run | paper |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
 
 
+def base_config(args):
+    """The training config of the run (every arm's base)."""
+    from trainer.config import TrainConfig
+
+    n = args.profiles_per_step * args.group
+    minibatch = args.minibatch or n
+    return TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
+                       simulator=args.simulator, simulator_preset="rlver-hard", group_size=args.group,
+                       dialogues_per_step=n, minibatch_size=minibatch, micro_batch_size=min(minibatch, 4),
+                       steps=100_000, actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                       max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
+                       lora_r=args.lora_r, lora_alpha=2 * args.lora_r, lora_target_modules=args.lora_targets.split(","),
+                       entropy_coef=args.entropy_coef, ppo_epochs=args.epochs, max_staleness=args.max_staleness,
+                       seed=args.seed, store_dialogues=False, save_every=0, output_dir=tempfile.mkdtemp(prefix="lc-"))
+
+
 def main() -> None:
     args = parse_args()
     import torch
 
     from simulator.personas.builtin import BUILTIN_PROFILES
-    from trainer.config import TrainConfig
     from trainer.learning.rl_trainer import RLTrainer
 
     if args.threads:
         torch.set_num_threads(args.threads)
     heldout = [q for q in BUILTIN_PROFILES if q.extra.get("split") == "heldout"]
-    n = args.profiles_per_step * args.group
-    minibatch = args.minibatch or n
-    cfg = TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
-                      simulator=args.simulator, simulator_preset="rlver-hard", group_size=args.group,
-                      dialogues_per_step=n, minibatch_size=minibatch, micro_batch_size=min(minibatch, 4), steps=100_000,
-                      actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                      max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
-                      lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
-                      lora_target_modules=args.lora_targets.split(","), entropy_coef=args.entropy_coef,
-                      ppo_epochs=args.epochs, max_staleness=args.max_staleness,
-                      seed=args.seed, store_dialogues=False, save_every=0,
-                      output_dir=tempfile.mkdtemp(prefix="learning_curve-"))
-    trainer = RLTrainer(cfg)
-    print("\n".join(settings_lines(args, cfg, str(trainer.base_model))), flush=True)
+    if args.arms:
+        return run_arms(args, heldout)
+    trainer = RLTrainer(base_config(args))
+    print("\n".join(settings_lines(args, trainer.config, str(trainer.base_model))), flush=True)
     before = evaluate(trainer, heldout, args)
     print(f"held-out before: {before['mean']:.1f} (sd {before['sd']:.1f}) over {before['n']} dialogues "
           f"({before['seconds']:.0f} s); e.g. {before['example'][:160]!r}", flush=True)
@@ -264,6 +273,17 @@ def main() -> None:
     if long_before:
         print(f"held-out before, {args.protocol_turns} turns: {long_before['mean']:.1f} ({long_before['seconds']:.0f} s)",
               flush=True)
+    curve, step, train_s, after = train_for(trainer, args, heldout, before)
+    trainer._stop_overlap()  # overlapped training: the dialogues of steps not trained stop here
+    long_after = evaluate(trainer, heldout, args, args.protocol_turns) if args.protocol_turns else None
+    report(args, trainer, heldout, before, after, curve, step, train_s, trainer.config.dialogues_per_step)
+    if long_before and long_after:
+        report_protocol(args, long_before, long_after)
+
+
+def train_for(trainer, args, heldout, before: dict, flags: bool = True) -> tuple[list, int, float, dict]:
+    """Train for --minutes of training time (or --steps), scoring the held-out personas every --eval-every
+    minutes; (curve [(step, minutes, mean)], steps, training seconds, the last evaluation)."""
     curve = [(0, 0.0, before["mean"])]
     print("| step | train min | train reward | reward sd | train final emotion | entropy | grad norm | rollout s | update s |")
     print("|-----:|----------:|-------------:|----------:|--------------------:|--------:|----------:|----------:|---------:|")
@@ -278,18 +298,45 @@ def main() -> None:
               f"{m.get('grad_norm', float('nan')):9.3f} | {m['rollout_s']:9.0f} | {m['update_s']:8.0f} |", flush=True)
         if train_s >= next_eval or train_s >= args.minutes * 60 or step == args.steps:
             next_eval += args.eval_every * 60
-            after = evaluate(trainer, heldout, args)
+            after = evaluate(trainer, heldout, args, flags=flags)
             curve.append((step, train_s / 60, after["mean"]))
             print(f"held-out after {step} steps, {train_s / 60:.1f} training min: {after['mean']:.1f} "
                   f"({after['mean'] - before['mean']:+.1f}; {after['seconds']:.0f} s); "
                   f"e.g. {after['example'][:160]!r}", flush=True)
             if args.stop_at_gain and after["mean"] - before["mean"] >= args.stop_at_gain:
                 break
-    trainer._stop_overlap()  # overlapped training: the dialogues of steps not trained stop here
-    long_after = evaluate(trainer, heldout, args, args.protocol_turns) if args.protocol_turns else None
-    report(args, trainer, heldout, before, after, curve, step, train_s, n)
-    if long_before and long_after:
-        report_protocol(args, long_before, long_after)
+    return curve, step, train_s, after
+
+
+def run_arms(args, heldout) -> None:
+    """--arms: each arm from the same start and seed for the same budget, then the arms table (docs/results.md)."""
+    from simulator.personas.specs import resolve_personas
+    from trainer.config import ConfigError
+    from trainer.experiments.arms import arm_config, arm_settings, arms_table, parse_arms
+    from trainer.learning.rl_trainer import RLTrainer
+
+    try:
+        names = parse_arms(args.arms)
+    except ConfigError as exc:
+        raise SystemExit(f"--arms: {exc.errors['arms']}") from None
+    sets = {"heldout": heldout, "adversarial": resolve_personas("builtin:adversarial")}
+    turns, rows, before, start = args.protocol_turns or 10, [], None, None
+    for name in names:
+        trainer = RLTrainer(arm_config(base_config(args), name))
+        if before is None:  # every arm starts from these weights: scored once
+            print("\n".join(settings_lines(args, trainer.config, str(trainer.base_model))), flush=True)
+            before = {k: evaluate(trainer, v, args, turns, flags=False)["finals"] for k, v in sets.items()}
+            start = evaluate(trainer, heldout, args, flags=False)
+        print(f"\narm {name}: {arm_settings(name)}", flush=True)
+        _, step, train_s, _ = train_for(trainer, args, heldout, start, flags=False)
+        trainer._stop_overlap()
+        rows.append({"arm": name, "steps": step, "minutes": train_s / 60,
+                     **{k: evaluate(trainer, v, args, turns, flags=False)["finals"] for k, v in sets.items()}})
+        del trainer  # one model in memory at a time
+        gc.collect()
+    budget = f"{args.minutes:g} min" + (f" or {args.steps} steps" if args.steps else "")
+    print(f"\nArms over {turns} turns ('{args.eval_preset}' rules, the same seeds), each trained {budget} from one "
+          "start:\n" + "\n".join(arms_table(rows, before)), flush=True)
 
 
 def report_protocol(args, before: dict, after: dict) -> None:

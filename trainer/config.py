@@ -29,12 +29,16 @@ from simulator.access import current_access
 from simulator.personas.specs import spec_error as persona_spec_error
 from simulator.user.rules import RULE_SET_ALIASES, RULE_SETS
 from simulator.user.spec import SimulatorSpec
+from trainer.learning.overlap import overlap_errors
 from trainer.learning.tracking import report_to_error
 from trainer.rollout.types import SCHEDULES
 
 log = logging.getLogger(__name__)
 
 ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
+# how a dialogue's reward becomes token advantages (trainer.learning.algorithms): dialogue (the algorithm's own
+# estimator, the paper) | turn_grpo (grpo only) | turn_gae (ppo only); each turn estimator's algorithm:
+ADVANTAGES = {"dialogue": ALGORITHMS, "turn_grpo": ("grpo",), "turn_gae": ("ppo",)}
 GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
 MODES = ("think", "direct")
 RECORDED_KEYS = ("personas",)  # written on a job's config by its run (what it resolved), never settings
@@ -44,7 +48,6 @@ RENAMED_SETTINGS = {"engine": "rollout_backend"}
 DEEPSPEED = ("none", "zero1", "zero2", "zero3")
 DTYPES = ("float32", "bfloat16", "float16")
 SCHEDULERS = ("constant", "linear", "cosine")
-OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.learning.algorithms.decoupled_policy_loss
 SIMULATOR_RULE_SETS = tuple(RULE_SETS)  # the names simulator_preset takes
 
 
@@ -120,6 +123,12 @@ class TrainConfig:
     # code: f(RolloutSample) -> float, or a list with one reward per policy turn; its file's hash is recorded
     # with the job, simulator.user.outside)
     reward: str = "final_emotion"
+    # advantages (docs/training.md#turn-level-advantages; a DEVIATION unless 'dialogue'): dialogue (the algorithm's
+    # own, per dialogue) | turn_grpo (grpo: plus turn_weight x each reply's emotion change normalised in its group
+    # at that turn) | turn_gae (ppo: GAE across turns, the critic read where each reply starts)
+    advantage: str = "dialogue"
+    turn_weight: float = 1.0  # turn_grpo: weight of the per-turn term against the dialogue's advantage
+    turn_gamma: float = 1.0  # turn_gae: discount per turn (lam is GAE's lambda across turns too)
     # --- reward shaping: DEVIATIONS from the paper (reward = max(final emotion / 100, 0)); all off
     reward_turn_delta_coef: float = 0.0
     reward_length_penalty: float = 0.0
@@ -283,7 +292,7 @@ class TrainConfig:
             if not getattr(self, name) > 0:
                 e[name] = f"must be positive, got {getattr(self, name)}"
         for name in ("weight_decay", "entropy_coef", "kl_coef", "value_clip_eps", "reward_length_penalty",
-                     "max_grad_norm"):
+                     "max_grad_norm", "turn_weight"):
             if getattr(self, name) < 0:
                 e[name] = f"must be >= 0, got {getattr(self, name)}"
         for name in ("actor_warmup_ratio", "critic_warmup_ratio"):
@@ -293,7 +302,7 @@ class TrainConfig:
                 e[name] = f"set warmup_steps ({self.warmup_steps}) or the warmup ratios, not both"
         if not 0 < self.clip_eps < 1:
             e["clip_eps"] = f"must be in (0, 1), got {self.clip_eps}"
-        for name in ("gamma", "lam"):
+        for name in ("gamma", "lam", "turn_gamma"):
             if not 0 <= getattr(self, name) <= 1:
                 e[name] = f"must be in [0, 1], got {getattr(self, name)}"
         if not self.adv_eps > 0:
@@ -335,7 +344,7 @@ class TrainConfig:
             e["lora"] = "LoRA with ZeRO-3 is not supported; use zero1/zero2"
         if report_to_error(self.report_to):
             e["report_to"] = report_to_error(self.report_to)
-        e.update(self._overlap_errors())
+        e.update(overlap_errors(self))
         if self.reward not in ("final_emotion", "emotion_deltas"):
             from simulator.user.outside import target_error
 
@@ -343,29 +352,20 @@ class TrainConfig:
                            f"unknown reward {self.reward!r}; final_emotion, emotion_deltas or python:MODULE:FUNCTION")
             if not e["reward"]:
                 del e["reward"]
+        e.update(self._advantage_errors())
         e.update(self._persona_set_errors(check_paths))
         if self.output_dir and (problem := current_access().path_error("output_dir", self.output_dir)):
             e["output_dir"] = problem
         e.update(self._model_errors(check_paths))
         return e
 
-    def _overlap_errors(self) -> dict[str, str]:
-        e = {}
-        if self.max_staleness < 0:
-            e["max_staleness"] = f"must be >= 0, got {self.max_staleness}"
-        elif self.max_staleness and self.zero_stage == 3:
-            e["max_staleness"] = "overlapped training needs whole weights to copy; use zero1/zero2 with ZeRO"
-        if self.off_policy_estimator not in OFF_POLICY_ESTIMATORS:
-            e["off_policy_estimator"] = (f"unknown value {self.off_policy_estimator!r}; one of "
-                                         f"{', '.join(OFF_POLICY_ESTIMATORS)}")
-        if not self.behaviour_weight_cap >= 1:
-            e["behaviour_weight_cap"] = f"must be >= 1, got {self.behaviour_weight_cap}"
-        if isinstance(self.weight_bucket_mb, bool) or not isinstance(self.weight_bucket_mb, int) \
-                or self.weight_bucket_mb < 1:
-            e["weight_bucket_mb"] = f"must be a whole number of MiB >= 1, got {self.weight_bucket_mb!r}"
-        if not isinstance(self.partial_rollouts, bool):
-            e["partial_rollouts"] = f"must be true or false, got {self.partial_rollouts!r}"
-        return e
+    def _advantage_errors(self) -> dict[str, str]:
+        if self.advantage not in ADVANTAGES:
+            return {"advantage": f"unknown value {self.advantage!r}; one of {', '.join(ADVANTAGES)}"}
+        if self.algorithm not in ADVANTAGES[self.advantage]:
+            return {"advantage": f"{self.advantage} needs algorithm {' or '.join(ADVANTAGES[self.advantage])}, "
+                                 f"got {self.algorithm}"}
+        return {}
 
     def _persona_set_errors(self, check_paths: bool) -> dict[str, str]:
         problem = persona_spec_error(self.persona_set, check_paths)

@@ -313,6 +313,9 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
              "plus the loss's logits at the policy's tokens"]
     if config.algorithm == "ppo":
         notes.append("the critic's activations come after the policy's backward and are not added")
+    if config.advantage != "dialogue":
+        notes.append(f"advantage {config.advantage}: per-turn arithmetic on [dialogues, replies] tensors, no memory "
+                     "part of its own; a step's time is the probe's (it trains with this estimator)")
     if config.rollout_backend == "vllm":
         notes.append(f"vLLM KV cache: {VLLM_GPU_MEMORY_UTILIZATION:g} of the GPU (gpu_memory_utilization) less "
                      "its weights" if hw.device == "cuda" and memory_known else

@@ -6,6 +6,8 @@ changes (the paper configs are the think-then-say runs; their direct variants sw
 - cpu-demo: configs/learning-curve-cpu.yaml (GRPO on SmolLM2-135M-Instruct, offline simulator, LoRA), run for
   46 steps: benchmarks/learning_curve.py measured 46 such steps in 61 training minutes on the 2-core machine
   (offline-v3 simulator, 2026-11-24), with the held-out mean over 10 turns going 22.8 -> 41.8 (+19.0).
+- cpu-demo-turn-grpo: cpu-demo with per-turn credit (advantage: turn_grpo) over 3-reply training dialogues (one
+  reply leaves no turn to credit); 20 steps, whose time the plan's probe measures (not benchmarked yet).
 - paper-ppo-7b / paper-grpo-7b: RLVER's PPO / GRPO on Qwen2.5-7B-Instruct without thinking (paper: 61.7 / 68.3).
 - paper-ppo-think-7b / paper-grpo-think-7b: the same with think-then-say (paper: 79.2 / 72.0).
 """
@@ -31,6 +33,9 @@ PRESETS: dict[str, Preset] = {
     "cpu-demo": Preset("learning-curve-cpu.yaml", {"steps": 46},
                        "SmolLM2-135M, offline simulator, LoRA GRPO: ~1 hour on 2 CPU cores (measured +19 held-out "
                        "points over 10 turns in 46 steps, benchmarks/learning_curve.py)"),
+    "cpu-demo-turn-grpo": Preset("learning-curve-cpu.yaml", {"steps": 20, "advantage": "turn_grpo", "max_turns": 3},
+                                 "cpu-demo with per-turn credit (turn_grpo: each reply's emotion change against its "
+                                 "group's at that turn) over 3-reply dialogues; time per step: see the plan"),
     "paper-ppo-7b": Preset("paper-ppo-qwen2.5-7b.yaml", {"mode": "direct"},
                            "RLVER PPO, Qwen2.5-7B-Instruct, 32 GPUs (4 nodes x 8), no thinking"),
     "paper-ppo-think-7b": Preset("paper-ppo-qwen2.5-7b.yaml", {},

@@ -25,6 +25,7 @@ from trainer.experiments import grid
 from trainer.experiments.runner import launch_runner, runner_alive
 
 EXAMPLE_GRID = PROJECT_ROOT / "configs" / "experiment-cpu.yaml"
+ARMS_GRID = PROJECT_ROOT / "configs" / "experiment-arms-cpu.yaml"  # reward x advantage (trainer.experiments.arms)
 STATUS_HEADERS = ["cell", "settings", "status", "training job", "training", "benchmark job", "benchmark",
                   "eval run", "note"]
 RESULT_HEADERS = ["cell", "settings", "score", "95% CI", "success", "success 95% CI", "failure", "failure 95% CI",
@@ -37,6 +38,11 @@ N_BOOT = 2000
 def example_grid() -> str:
     """The text the Training view's Experiment box starts with (configs/experiment-cpu.yaml)."""
     return EXAMPLE_GRID.read_text(encoding="utf-8") if EXAMPLE_GRID.is_file() else ""
+
+
+def arms_grid() -> str:
+    """The text the Experiments view's arms box starts with (configs/experiment-arms-cpu.yaml)."""
+    return ARMS_GRID.read_text(encoding="utf-8") if ARMS_GRID.is_file() else ""
 
 
 def experiment_choices(store: Store) -> list[tuple[str, int]]:

@@ -161,6 +161,7 @@ FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("simulator_preset", "simulator preset", "choice", ()),
     ("prompt_pack", "simulator prompt pack (own, own:json, sage:DIR, rlver:DIR)", "text", ()),
     ("algorithm", "algorithm", "choice", ()),
+    ("advantage", "advantage (dialogue: the paper's; per turn: turn_grpo with grpo, turn_gae with ppo)", "choice", ()),
     ("mode", "mode", "radio", ()),
     ("rollout_backend", "rollout backend (what samples the replies)", "choice", ()),
     ("steps", "steps", "int", ()),
@@ -189,7 +190,8 @@ def field_choices(name: str) -> tuple[str, ...]:
     from trainer import config
 
     return {"persona_set": PERSONA_SETS, "simulator_preset": config.SIMULATOR_RULE_SETS, "algorithm": config.ALGORITHMS,
-            "mode": config.MODES, "rollout_backend": config.ROLLOUT_BACKENDS}.get(name, ())
+            "advantage": tuple(config.ADVANTAGES), "mode": config.MODES,
+            "rollout_backend": config.ROLLOUT_BACKENDS}.get(name, ())
 
 
 def persona_set_choices(store: Store) -> list[str]:

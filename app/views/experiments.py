@@ -1,7 +1,8 @@
-"""Experiments view: pick an experiment (a grid of training configs, `python -m trainer experiment` or the
-Training view's Experiment section); its cells' status (a click opens the cell's job in Training), their
-overlaid training curves, the held-out results table with 95% intervals, the breakdown by hidden need and
-personality, reply statistics and the judge radar; Cancel / Resume act on the whole experiment.
+"""Experiments view: pick an experiment (a grid of training configs, `python -m trainer experiment`, the
+Training view's Experiment section, or this view's arms box: a grid over reward x advantage); its cells'
+status (a click opens the cell's job in Training), their overlaid training curves, the held-out results table
+with 95% intervals, the breakdown by hidden need and personality, reply statistics and the judge radar;
+Cancel / Resume act on the whole experiment.
 
 The tables and figures come from app.services.experiments; this module only wires them.
 """
@@ -33,6 +34,11 @@ def build(ctx: LabContext) -> None:
         pick = gr.Dropdown(choices=[], value=None, label="experiment", scale=4, elem_id="exp-pick")
         cancel = gr.Button("Cancel experiment", scale=1, elem_id="exp-cancel")
         resume = gr.Button("Resume experiment", scale=1, elem_id="exp-resume")
+    with gr.Accordion("Launch arms side by side: a grid over reward x advantage, the cells' curves on one plot",
+                      open=False, elem_id="exp-arms"):
+        arms_text = gr.Textbox(value=experiments.arms_grid(), lines=14, max_lines=40, label="grid (YAML)",
+                               elem_id="exp-arms-grid")
+        arms_launch = gr.Button("Launch experiment", variant="primary", elem_id="exp-arms-launch")
     action_msg = gr.Markdown("", elem_id="exp-action-msg")
     summary = gr.Markdown(experiments.summary_md(None), elem_id="exp-summary")
     status = gr.Dataframe(headers=experiments.STATUS_HEADERS, value=[], interactive=False, wrap=True,
@@ -99,6 +105,12 @@ def build(ctx: LabContext) -> None:
         job = row[5] if col in (5, 6) and len(row) > 5 and row[5] not in ("", None) else row[3] if row else None
         return ctx.open_job(_id(job))
 
+    def on_launch(text: str):
+        """Launch the grid and show it (or what is wrong with it)."""
+        eid, message = experiments.launch_experiment(store, url, text or "")
+        return message, (gr.update(choices=experiments.experiment_choices(store), value=eid) if eid else gr.skip())
+
+    arms_launch.click(on_launch, [arms_text], [action_msg, pick], show_progress_on=[action_msg])
     pick.change(lambda e, m: show(e, m), [pick, metric], outputs)
     metric.input(lambda e, m: show(e, m), [pick, metric], outputs)
     timer.tick(show, [pick, metric, sig], outputs)

@@ -5,7 +5,9 @@ the logits at t predict), as in trainer/learning/learner.py.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 import torch
@@ -30,6 +32,12 @@ class Batch:
     # [R, T-1] per-token rewards when the reward credits each turn (trainer.learning.algorithms.emotion_delta_rewards);
     # None: each row's score on its last policy token (the paper)
     token_rewards: Optional[Tensor] = None
+    # [R, T-1] which policy reply (0, 1, ...) of its dialogue the column's token belongs to; -1 for prompt, user
+    # and padding tokens, and everywhere when the samples carry no turn spans
+    turn_index: Optional[Tensor] = None
+    # per dialogue (by sample index): the emotion change each reply caused, NaN where the user never judged it
+    turn_changes: Optional[list[list[float]]] = None
+    turn_rewards: Optional[list[list[float]]] = None  # per dialogue: the reward of each reply, when per-turn
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -68,14 +76,15 @@ def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequ
                turn_rewards: Optional[Sequence[Sequence[float]]] = None) -> Batch:
     """Pad samples (RolloutSample, or dicts with input_ids, action_mask, group_id) into rows. `rewards`: one
     per sample (trainer.learning.algorithms.rlver_reward); without it each sample's own "reward" field. `turn_rewards`:
-    one list per sample, a reward per policy turn, placed on each turn's last token (token_rewards)."""
-    from trainer.learning.algorithms import turn_reward_positions
+    one list per sample, a reward per policy turn, placed on each turn's last token (token_rewards). Samples
+    with turn_spans also give turn_index and turn_changes (the turn-level advantages' input)."""
+    from trainer.learning.algorithms import emotion_delta_rewards, turn_reward_positions
 
     if rewards is not None and len(rewards) != len(samples):
         raise ValueError(f"rewards: {len(rewards)} values for {len(samples)} samples")
     if turn_rewards is not None and len(turn_rewards) != len(samples):
         raise ValueError(f"turn_rewards: {len(turn_rewards)} lists for {len(samples)} samples")
-    rows, scores, groups, index, row_versions, placed = [], [], [], [], [], []
+    rows, scores, groups, index, row_versions, placed, turns = [], [], [], [], [], [], []
     for i, s in enumerate(samples):
         sample_rows = _rows(s)
         bounds = _row_bounds(s)
@@ -90,9 +99,10 @@ def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequ
                 row_versions.append(vs)
                 placed.append(turn_reward_positions(turn_rewards[i], _field(s, "turn_spans"), bound)
                               if turn_rewards is not None else {})
+                turns.append(_turn_positions(_field(s, "turn_spans") or [], bound))
     if not rows:  # nothing sampled on this rank (e.g. every dialogue failed at the opening): a dummy row
         rows, scores, groups, index = [([pad_token_id] * 2, [0, 0], [0.0, 0.0])], [0.0], [None], [-1]
-        row_versions, placed = [[-1, -1]], [{}]
+        row_versions, placed, turns = [[-1, -1]], [{}], [{}]
     width = max(len(r[0]) for r in rows)
     ids_t = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -112,5 +122,81 @@ def make_batch(samples: Sequence[Any], pad_token_id: int, rewards: Optional[Sequ
             for position, value in where.items():
                 token_rewards[r, position] = value
         token_rewards = token_rewards[:, 1:]  # column t describes token t + 1
+    turn_index = torch.full((len(rows), width), -1, dtype=torch.long)
+    for r, where in enumerate(turns):
+        for position, k in where.items():
+            turn_index[r, position] = k
+    changes = [emotion_delta_rewards(SimpleNamespace(emotions=_field(s, "emotions") or [],
+                                                     turn_spans=_field(s, "turn_spans") or []), unjudged=math.nan)
+               for s in samples]
     return Batch(ids_t, attn, act[:, 1:], torch.tensor(scores), groups, index, lp_t[:, 1:], ver[:, 1:],
-                 token_rewards)
+                 token_rewards, torch.where(act[:, 1:].bool(), turn_index[:, 1:], -1), changes,
+                 [list(map(float, t)) for t in turn_rewards] if turn_rewards is not None else None)
+
+
+def _turn_positions(turn_spans: Sequence[tuple[int, int]], row: tuple[int, int]) -> dict[int, int]:
+    """Token index in the row -> the policy reply k it belongs to, for the replies inside the row [a, b)."""
+    a, b = row
+    return {t - a: k for k, (ta, tb) in enumerate(turn_spans) if a <= ta and tb <= b for t in range(ta, tb)}
+
+
+@dataclass
+class TurnTable:
+    """A batch's dialogues by turn, what the turn-level advantages read: N dialogues (those with rows), K the
+    most replies of any. Per-turn tensors are [N, K]."""
+
+    dialogue: Tensor  # [R] each row's dialogue (0..N-1), -1 for a row of no dialogue
+    scores: Tensor  # [N] the dialogue's reward
+    groups: list[Any]  # [N] its group (same persona, same seed of the user)
+    changes: Tensor  # [N, K] emotion change of each reply (NaN: not judged, or no such reply)
+    rewards: Tensor  # [N, K] reward of each reply (the scalar reward on the last reply when it is per dialogue)
+    said: Tensor  # [N, K] 1 where the reply has tokens in the batch
+
+
+def turn_table(batch: Batch) -> TurnTable:
+    """The batch's dialogues by turn (batch.turn_index must be set: samples with turn_spans)."""
+    first = {i: r for r, i in reversed(list(enumerate(batch.sample_index))) if i >= 0}
+    dialogues = sorted(first)
+    dense = {i: n for n, i in enumerate(dialogues)}
+    dialogue = torch.tensor([dense.get(i, -1) for i in batch.sample_index], dtype=torch.long)
+    n_turns = int(batch.turn_index.max().item()) + 1 if batch.turn_index.numel() else 0
+    said = torch.zeros(len(dialogues), max(n_turns, 1))
+    r, t = ((batch.turn_index >= 0) & (dialogue[:, None] >= 0)).nonzero(as_tuple=True)
+    said[dialogue[r], batch.turn_index[r, t]] = 1.0
+    changes = torch.full(said.shape, math.nan)
+    rewards = torch.zeros(said.shape)
+    for n, i in enumerate(dialogues):
+        d = (batch.turn_changes or [[]] * (i + 1))[i][:said.shape[1]]
+        changes[n, :len(d)] = torch.tensor(d, dtype=torch.float32)
+        last = int(said[n].nonzero().max()) if said[n].any() else 0
+        if batch.turn_rewards is None:  # the dialogue's reward on its last reply
+            rewards[n, last] = batch.scores[first[i]]
+        else:  # a reward per reply; those of replies not in the batch go on the last one that is
+            per = batch.turn_rewards[i]
+            rewards[n, :min(len(per), last)] = torch.tensor(per[:last], dtype=torch.float32)
+            rewards[n, last] = float(sum(per[last:]))
+    changes = torch.where(said.bool(), changes, torch.full_like(changes, math.nan))
+    return TurnTable(dialogue, batch.scores[[first[i] for i in dialogues]] if dialogues else batch.scores[:0],
+                     [batch.group_ids[first[i]] for i in dialogues], changes, rewards, said)
+
+
+def spread_turn_values(per_turn: Tensor, dialogue: Tensor, turn_index: Tensor) -> Tensor:
+    """[N, K] per-turn values -> [R, T-1] token values: row r's column t gets per_turn[dialogue[r], k] where k
+    = turn_index[r, t] is the reply that token belongs to; 0 where turn_index is -1 (prompt, user, padding)."""
+    rows = dialogue.clamp(min=0)[:, None].expand_as(turn_index)
+    on = (turn_index >= 0) & (dialogue[:, None] >= 0)
+    if per_turn.numel() == 0:
+        return torch.zeros(turn_index.shape, dtype=per_turn.dtype)
+    return torch.where(on, per_turn[rows, turn_index.clamp(min=0)], torch.zeros((), dtype=per_turn.dtype))
+
+
+def values_at_turn_starts(values: Tensor, dialogue: Tensor, turn_index: Tensor, shape: tuple[int, int]) -> Tensor:
+    """[R, T-1] critic values -> [N, K] V_k: the value of the column whose token is reply k's first, i.e. the
+    critic's output at the last token before the reply (what the reply is chosen from, so the baseline does
+    not depend on the reply it judges)."""
+    before = torch.cat([torch.full_like(turn_index[:, :1], -1), turn_index[:, :-1]], dim=1)
+    first = (turn_index >= 0) & (turn_index != before) & (dialogue[:, None] >= 0)
+    out = torch.zeros(shape, dtype=values.dtype)
+    r, t = first.nonzero(as_tuple=True)
+    out[dialogue[r], turn_index[r, t]] = values[r, t].detach()
+    return out

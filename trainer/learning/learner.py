@@ -3,7 +3,7 @@
 `Learner.update(batch)` is the whole algorithm for one batch of finished dialogues:
 
     old log-probs, values (and reference log-probs) recomputed on the sampled ids  (no grad)
-    advantages: GAE (ppo) | GRPO | RLOO | REINFORCE++                              (trainer.learning.algorithms)
+    advantages: GAE (ppo) | GRPO | RLOO | REINFORCE++ | turn_grpo | turn_gae       (trainer.learning.algorithms)
     for each epoch, minibatch, micro-batch:
         policy loss = clipped surrogate - entropy_coef * entropy (+ kl_coef * KL to the reference);
                       tokens sampled by older weights (overlapped training) weighed by
@@ -31,6 +31,7 @@ from simulator.llm.models import MODEL_LOAD_LOCK, load_causal_lm
 from trainer.config import TrainConfig
 from trainer.learning import algorithms
 from trainer.learning.batch import Batch, make_batch  # noqa: F401 (callers import make_batch from here)
+from trainer.learning.batch import spread_turn_values, turn_table, values_at_turn_starts
 from trainer.learning.checkpoints import safe_load
 from trainer.learning.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
 
@@ -209,6 +210,8 @@ class Learner:
     def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
         """[B, T-1] advantages (and returns for PPO) for the chosen algorithm."""
         c, mask = self.config, batch.action_mask
+        if c.advantage != "dialogue":
+            return self._turn_advantages(batch, old_values)
         rewards = batch.token_rewards
         if rewards is None:
             rewards = algorithms.last_token_rewards(batch.scores, mask)
@@ -231,6 +234,22 @@ class Learner:
         lookup = dict(zip(dialogues, per_dialogue.tolist()))
         seq = torch.tensor([lookup.get(i, 0.0) for i in batch.sample_index])
         return seq[:, None] * mask, None
+
+    def _turn_advantages(self, batch: Batch, old_values: Optional[Tensor]) -> tuple[Tensor, Optional[Tensor]]:
+        """turn_grpo | turn_gae (trainer.learning.algorithms): [N, K] per-turn advantages, each reply's tokens
+        sharing its turn's; turn_gae also gives the critic its returns there (every token of the reply)."""
+        c, t = self.config, turn_table(batch)
+        if bool(batch.action_mask.any()) and not bool((batch.turn_index >= 0).any()):
+            raise ValueError(f"advantage {c.advantage}: the batch's dialogues carry no turn spans")
+        if c.advantage == "turn_grpo":
+            per_turn = algorithms.turn_grpo_advantages(t.scores, t.changes, t.groups, c.turn_weight, c.adv_eps)
+            return spread_turn_values(per_turn, t.dialogue, batch.turn_index), None
+        values = values_at_turn_starts(old_values, t.dialogue, batch.turn_index, tuple(t.said.shape))
+        adv, returns = algorithms.turn_gae_advantages(t.rewards, values, t.said, c.turn_gamma, c.lam)
+        adv = spread_turn_values(adv, t.dialogue, batch.turn_index)
+        if c.whiten_advantages:  # over the global batch (all ranks), as the token-level GAE
+            adv = algorithms.masked_whiten(adv, batch.action_mask, all_reduce=all_reduce_sum)
+        return adv, spread_turn_values(returns, t.dialogue, batch.turn_index)
 
     # --------------------------------------------------------------------------------------------- update
     def update(self, batch: Batch, seed: int = 0, policy_version: Optional[int] = None) -> dict[str, float]:

@@ -36,6 +36,8 @@ from typing import Any, Callable, Coroutine, Sequence
 
 from trainer.rollout.types import RolloutSample
 
+OFF_POLICY_ESTIMATORS = ("decoupled_ppo", "truncated_is")  # trainer.learning.algorithms.decoupled_policy_loss
+
 
 def beyond_bound(samples: Sequence[RolloutSample], learner_version: int, max_staleness: int) -> set[str]:
     """Group ids with a dialogue whose oldest reply is more than `max_staleness` versions behind the learner."""
@@ -124,3 +126,23 @@ async def _cancel_the_rest() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def overlap_errors(config: Any) -> dict[str, str]:
+    """The overlap settings' problems (TrainConfig.errors): field -> problem."""
+    e = {}
+    if config.max_staleness < 0:
+        e["max_staleness"] = f"must be >= 0, got {config.max_staleness}"
+    elif config.max_staleness and config.zero_stage == 3:
+        e["max_staleness"] = "overlapped training needs whole weights to copy; use zero1/zero2 with ZeRO"
+    if config.off_policy_estimator not in OFF_POLICY_ESTIMATORS:
+        e["off_policy_estimator"] = (f"unknown value {config.off_policy_estimator!r}; one of "
+                                     f"{', '.join(OFF_POLICY_ESTIMATORS)}")
+    if not config.behaviour_weight_cap >= 1:
+        e["behaviour_weight_cap"] = f"must be >= 1, got {config.behaviour_weight_cap}"
+    if isinstance(config.weight_bucket_mb, bool) or not isinstance(config.weight_bucket_mb, int) \
+            or config.weight_bucket_mb < 1:
+        e["weight_bucket_mb"] = f"must be a whole number of MiB >= 1, got {config.weight_bucket_mb!r}"
+    if not isinstance(config.partial_rollouts, bool):
+        e["partial_rollouts"] = f"must be true or false, got {config.partial_rollouts!r}"
+    return e
