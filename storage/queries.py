@@ -83,3 +83,18 @@ def scored_finals(store: Engine, where: Sequence[ColumnElement]) -> list[Optiona
         rows = s.execute(select(Dialogue.final_emotion, Dialogue.status)
                          .where(*where, Dialogue.status.in_(SCORED_STATUSES)).order_by(Dialogue.id)).all()
     return [None if status == "failed" or e is None else e for e, status in rows]
+
+
+def fingerprint_groups(store: Engine, where: Sequence[ColumnElement]) -> list[dict[str, Any]]:
+    """The simulators (fingerprint hash and fingerprint) of the ended dialogues matching `where`, with how
+    many each scored and the `where` of that group, in order of first appearance: scores are only ever taken
+    within one of them."""
+    with read_scope(store) as s:
+        rows = s.execute(select(Dialogue.fingerprint_hash, Dialogue.simulator_fingerprint)
+                         .where(*where, Dialogue.status.in_(SCORED_STATUSES)).order_by(Dialogue.id)).all()
+    groups: dict[str, dict[str, Any]] = {}
+    for fp_hash, fp in rows:
+        group = groups.setdefault(fp_hash or "", {"fingerprint_hash": fp_hash or "", "fingerprint": fp or {}, "n": 0,
+                                                  "where": (*where, Dialogue.fingerprint_hash == (fp_hash or ""))})
+        group["n"] += 1
+    return list(groups.values())

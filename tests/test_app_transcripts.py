@@ -49,6 +49,15 @@ def test_collections_cover_imports_and_store_dialogues(store, tmp_path):
     assert [i for _, i in transcripts_view.dialogues(store, "source:rollout")] == [live]
     assert transcripts_view.summary_md(store, "import:mini_result.jsonl").startswith("**Score 52.5**")
     assert "success 1 · failure 1 · n 2" in transcripts_view.summary_md(store, "import:mini_result.jsonl")
+    # dialogues of two rule sets in one collection: a score each, never one pooled header
+    hard = start_dialogue(store, persona_id="p", source="rollout", policy_ref="default",
+                          simulator_fingerprint={"backend": "offline", "rules": {"name": "rlver-hard"}},
+                          fingerprint_hash="hard")
+    finish_dialogue(store, hard, "finished", -55.0, outcome="failure")
+    mixed = transcripts_view.summary_md(store, "source:rollout")
+    assert mixed.startswith("This collection holds dialogues of 2 simulators or rule sets")
+    assert "**Score 60.0**" in mixed and "**Score -55.0**" in mixed and "rules rlver\\-hard" in mixed
+    assert "Score 2.5" not in mixed
     meta, fig, html = transcripts_view.dialogue_view(store, rep.dialogue_ids[0])
     assert list(fig.data[0].y) == [40.0, 100.0]
     assert "data-emotion='100'" in html and "inner thoughts" in html

@@ -41,7 +41,23 @@ def test_rollout_command_json(store_with_persona, db_url, tiny_model_dir):
         assert stored["status"] in ("finished", "failed") and stored["n_turns"] == row["turns"]
         assert stored["final_emotion"] == row["final_emotion"]
         assert stored["turns"][0]["text"] == "I think my best friend is ignoring me."
+        # the one default rule set of every entry point, recorded with the dialogue
+        assert row["rules"] == "standard" and stored["simulator_fingerprint"]["rules"]["name"] == "standard"
     assert "dialogues" in proc.stderr  # the progress bar
+
+
+def test_every_entry_point_plays_the_same_default_rules():
+    import argparse
+    import inspect
+
+    from app.services import play
+    from simulator.user.rules import DEFAULT_RULES
+    from trainer.cli import rollout
+
+    parser = argparse.ArgumentParser()
+    rollout.add_arguments(parser)
+    assert parser.parse_args(["--persona", "x"]).rules == DEFAULT_RULES == "standard"
+    assert inspect.signature(play.start_play).parameters["rules"].default == DEFAULT_RULES
 
 
 def test_missing_persona_and_bad_policy_are_named(store_with_persona, db_url, tmp_path, capsys):

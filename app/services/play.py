@@ -17,7 +17,7 @@ from typing import Any
 
 from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import NEED_CATEGORIES, Profile
-from simulator.user.rules import RULE_SETS, says_goodbye, tier
+from simulator.user.rules import DEFAULT_RULES, RULE_SETS, says_goodbye, tier
 from simulator.user.spec import SimulatorSpec
 from storage import code_version, dialogues
 from storage.ratings import add_shadow
@@ -109,7 +109,7 @@ def _policy_reply(store: Any, state: PlayState) -> None:
 
 
 def start_play(store: Any, profile: Profile, opening: str, player: str, policy: str, policy_url: str = "",
-               simulator: str = "offline", simulator_url: str = "", pack: str = "own", rules: str = "standard",
+               simulator: str = "offline", simulator_url: str = "", pack: str = "own", rules: str = DEFAULT_RULES,
                max_turns: int = 10, max_new_tokens: int = 96, seed: int = 0) -> PlayState:
     """Store the dialogue and the person's opening, then get the policy's first reply. ValueError (or
     SpecError) naming the field on bad input; nothing is stored then."""

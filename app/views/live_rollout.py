@@ -19,7 +19,7 @@ from app.plots import emotion_figure
 from app.render import dialogue_html, md, outcomes_text, user_emotions
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas import store as persona_store
-from simulator.user.rules import RULE_SETS
+from simulator.user.rules import DEFAULT_RULES, RULE_SETS
 from simulator.user.spec import SimulatorSpec
 from storage import Store
 
@@ -206,7 +206,7 @@ def build(ctx: LabContext) -> None:
                                     label="Requests per minute (0 = no limit)", elem_id="live-rpm")
             sim_note = gr.Markdown(OFFLINE_NOTE, elem_classes=["sim-note"], elem_id="live-sim-note")
             with gr.Row():
-                rules = gr.Dropdown(list(RULE_SETS), value="standard", label="Emotion rules", min_width=120)
+                rules = gr.Dropdown(list(RULE_SETS), value=DEFAULT_RULES, label="Emotion rules", min_width=120)
                 mode = gr.Radio(["direct", "think"], value="direct", label="Mode", min_width=120)
             with gr.Row():
                 group = gr.Slider(1, 8, value=2, step=1, label="Group size (per persona)", elem_id="live-group")

@@ -20,7 +20,14 @@ from app.services.play import shadow_emotions
 from simulator.evaluation import fidelity, transcripts
 from storage import Store
 from storage.dialogues import load_dialogue
-from storage.queries import collection_dialogues, collection_filter, collection_key, store_collections
+from storage import Dialogue
+from storage.queries import (
+    collection_dialogues,
+    collection_filter,
+    collection_key,
+    fingerprint_groups,
+    store_collections,
+)
 
 MAX_LISTED = 1000
 
@@ -49,15 +56,30 @@ def dialogues(store: Store, key: str) -> list[tuple[str, int]]:
 
 
 def summary_md(store: Store, key: str) -> str:
-    """Score / success / failure / n with the 95% interval of a collection's ended dialogues."""
+    """Score / success / failure / n with the 95% interval of a collection's ended dialogues, over the
+    dialogues of one simulator fingerprint (its rules included) at a time: a collection that holds several
+    gets a line each, never one pooled score."""
+    from app.views.benchmark import simulator_label
+
     if not key:
         return ""
-    summary = transcripts.dialogues_summary(store, collection_filter(key))
-    if summary is None:
+    where = collection_filter(key)
+    groups = fingerprint_groups(store, where)
+    if not groups:
         return "No finished dialogues in this collection yet."
-    errors = f" · errors {summary.n_errors}" if summary.n_errors else ""
-    return (f"**Score {summary.score:.1f}** (95% CI {summary.ci_low:.1f}–{summary.ci_high:.1f}) · "
-            f"success {summary.success} · failure {summary.failure} · n {summary.n}{errors}")
+    lines = []
+    for g in groups:
+        summary = transcripts.dialogues_summary(store, g["where"])
+        if summary is None:
+            continue
+        errors = f" · errors {summary.n_errors}" if summary.n_errors else ""
+        lines.append(f"**Score {summary.score:.1f}** (95% CI {summary.ci_low:.1f}–{summary.ci_high:.1f}) · "
+                     f"success {summary.success} · failure {summary.failure} · n {summary.n}{errors} · simulator "
+                     f"{md(simulator_label(g['fingerprint'], g['fingerprint_hash']))}")
+    if len(lines) == 1:
+        return lines[0]
+    return (f"This collection holds dialogues of {len(lines)} simulators or rule sets; each is scored on its own "
+            "(never pooled):\n\n" + "\n".join(f"- {line}" for line in lines))
 
 
 def fidelity_view(store: Store, key: str) -> tuple[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence, TextIO
 
 from simulator.personas.profile import Profile
 from simulator.user.agent import SentientAgent, UserTurn
-from simulator.user.rules import RULE_SETS
+from simulator.user.rules import DEFAULT_RULES, RULE_SETS
 from simulator.user.spec import SimulatorSpec
 
 QUIT = ("/quit", "/exit", "/q")
@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="simulator model name for the openai backend")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--prompt-pack", default="own", help="own | own:json | sage:DIR | rlver:DIR | v1")
-    parser.add_argument("--rules", choices=sorted(RULE_SETS), default="standard", help="the emotion rules")
+    parser.add_argument("--rules", choices=sorted(RULE_SETS), default=DEFAULT_RULES, help="the emotion rules")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", default=None, help="SQLAlchemy URL (default: RLVER_LAB_DB or the lab's SQLite file)")
     parser.add_argument("--quiet", action="store_true", help="hide the inner thoughts")

@@ -26,7 +26,7 @@ from simulator.user.agent import SentientAgent
 from simulator.user.backends import make_backend
 from simulator.user.backends.offline_data import NEED_FIT
 from simulator.user.backends.offline_voice import sentences
-from simulator.user.rules import RULE_SETS, EmotionRules
+from simulator.user.rules import DEFAULT_RULES, RULE_SETS, EmotionRules
 
 GENERIC = "I'm sorry to hear that. That must be really hard for you."
 LONG = " ".join([
@@ -238,7 +238,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", default="builtin",
                         help="persona set when no --persona is given: builtin (default), builtin:train, builtin:heldout, "
                              "file:PATH or set:NAME (a stored set, read from the lab's default store)")
-    parser.add_argument("--rules", choices=sorted(RULE_SETS), default="standard", help="the emotion rules")
+    parser.add_argument("--rules", choices=sorted(RULE_SETS), default=DEFAULT_RULES, help="the emotion rules")
     parser.add_argument("--backend", default="offline",
                         help="offline (default: scorer v3), offline:v2 (the previous scorer) or openai:MODEL")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for an openai backend")

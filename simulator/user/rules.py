@@ -133,6 +133,11 @@ RULE_SETS: dict[str, EmotionRules] = {
     "rlver-moderate": replace(STANDARD, name="rlver-moderate", success_at=None, failure_below=0.0,
                               failure_inclusive=True, max_turns=9, judge_final_reply=True),
 }
+# The rules a dialogue is played under when none are named, at every entry point that plays one to watch or
+# score it (Live rollout, `trainer rollout`, `simulator chat`, the probes, Play the user): the Sentient
+# benchmark's, so a dialogue watched and a benchmark score read the same scale. Training configs name their
+# own (simulator_preset, RLVER's rlver-hard by default); every dialogue records its rules in its fingerprint.
+DEFAULT_RULES = "standard"
 # Names that older configs and stored runs used; they resolve to the rule set they always meant.
 RULE_SET_ALIASES = {"training": "rlver-hard"}
 

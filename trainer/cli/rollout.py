@@ -23,6 +23,7 @@ import threading
 from typing import Any, Optional
 
 from simulator.llm.traffic import TrafficLimits
+from simulator.user.rules import DEFAULT_RULES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,9 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulator-requests-per-minute", type=int, default=defaults.requests_per_minute, metavar="N",
                    help="0 = no limit")
     p.add_argument("--simulator-max-retries", type=int, default=defaults.max_retries, metavar="N")
-    p.add_argument("--rules", default="rlver-hard",
-                   help="the emotion rules: standard | challenging | rlver-hard | rlver-moderate ("
-                        "'training' is the old name of rlver-hard)")
+    p.add_argument("--rules", default=DEFAULT_RULES,
+                   help=f"the emotion rules (default {DEFAULT_RULES}, as in every view and the benchmark): standard | "
+                        "challenging | rlver-hard | rlver-moderate ('training' is the old name of rlver-hard)")
     p.add_argument("--mode", choices=("think", "direct"), default="direct")
     p.add_argument("--max-turns", type=int, default=8, metavar="N")
     p.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="per policy turn")

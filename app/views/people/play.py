@@ -16,7 +16,7 @@ from app.services import play
 from simulator.personas.builtin import builtin_profiles
 from simulator.personas.profile import NEED_CATEGORIES
 from simulator.personas.specs import resolve_personas
-from simulator.user.rules import RULE_SETS
+from simulator.user.rules import DEFAULT_RULES, RULE_SETS
 from storage.dialogues import load_dialogue
 from trainer.rollout.build import SpecError
 
@@ -95,7 +95,7 @@ def build(ctx: LabContext) -> None:
                                    info="judges each of your turns after you answered: offline · openai:MODEL")
             simulator_url = gr.Textbox("", label="Simulator base URL")
             with gr.Row():
-                rules = gr.Dropdown(list(RULE_SETS), value="standard", label="Emotion rules")
+                rules = gr.Dropdown(list(RULE_SETS), value=DEFAULT_RULES, label="Emotion rules")
                 max_turns = gr.Number(10, precision=0, label="Policy replies at most", elem_id="play-max-turns")
             opening = gr.Textbox(label="Your opening message", lines=2, elem_id="play-opening")
             start = gr.Button("Start", variant="primary", elem_id="play-start")
