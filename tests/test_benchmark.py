@@ -45,7 +45,7 @@ def test_bad_profile_files_give_clear_messages(tmp_path, content, expected):
 
 
 def test_missing_profile_file(tmp_path):
-    with pytest.raises(BenchmarkInputError, match="does not exist"):
+    with pytest.raises(BenchmarkInputError, match="not found"):
         benchmark.load_profiles(str(tmp_path / "nope.jsonl"))
 
 

@@ -58,7 +58,7 @@ def test_deepspeed_stage_numbers_are_accepted():
     ({"algorithm": "dpo"}, "algorithm", "unknown value"),
     ({"persona_set": "everyone"}, "persona_set", "unknown persona set"),
     ({"persona_set": []}, "persona_set", "non-empty"),
-    ({"persona_set": "file:/no/such/profiles.jsonl"}, "persona_set", "does not exist"),
+    ({"persona_set": "file:/no/such/profiles.jsonl"}, "persona_set", "not found"),
     ({"model": "/no/such/model"}, "model", "not found"),
     ({"mode": "loud"}, "mode", "unknown value"),
     ({"clip_eps": 1.5}, "clip_eps", "(0, 1)"),
@@ -97,7 +97,7 @@ def test_unknown_keys_and_wrong_types_are_rejected(tmp_path: Path):
     bad.write_text("steps: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         TrainConfig.from_yaml(bad)
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="not found"):
         TrainConfig.from_yaml(tmp_path / "missing.yaml")
 
 

@@ -86,9 +86,9 @@ def test_unknown_names_say_what_is_available(store) -> None:
 
 
 def test_file_problems_are_listed_by_line(tmp_path: Path) -> None:
-    with pytest.raises(PersonaSpecError, match="profiles file '.*nope.jsonl' does not exist"):
+    with pytest.raises(PersonaSpecError, match="profiles file '.*nope.jsonl' not found"):
         resolve_personas(str(tmp_path / "nope.jsonl"))
-    with pytest.raises(PersonaSpecError, match="does not exist"):
+    with pytest.raises(PersonaSpecError, match="not found"):
         resolve_personas(f"file:{tmp_path / 'nope'}")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(dumps_profiles([make_sim_profile("a")]) + "not json\n" + '{"hello": 1}\n')
@@ -103,6 +103,6 @@ def test_spec_error_checks_what_it_can_without_a_store(tmp_path: Path) -> None:
                f"file:{tmp_path / 'later.jsonl'}"):
         assert spec_error(ok, check_paths=False) == "", ok
     assert "unknown persona set 'everyone'" in spec_error("everyone")
-    assert "does not exist" in spec_error(f"file:{tmp_path / 'missing.jsonl'}")
+    assert "not found" in spec_error(f"file:{tmp_path / 'missing.jsonl'}")
     assert "non-empty" in spec_error([]) and "non-empty" in spec_error(["a", ""])
     assert "got int" in spec_error(3)

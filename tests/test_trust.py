@@ -214,13 +214,13 @@ def test_paths_outside_the_lab_get_one_message_whether_they_exist_or_not(tmp_pat
     assert PATH_REFUSED in persona_spec_error(f"file:{link}")
     # inside the lab home, or a root the owner allowed, the path is read as before
     home_file = Path(os.environ["RLVER_LAB_HOME"]) / "missing.jsonl"
-    assert "does not exist" in persona_spec_error(f"file:{home_file}")
+    assert "not found" in persona_spec_error(f"file:{home_file}")
     as_web(monkeypatch, allowed_paths=(str(outside),))
-    assert "does not exist" in persona_spec_error(f"file:{missing}")
+    assert "not found" in persona_spec_error(f"file:{missing}")
     assert TrainConfig(output_dir=str(outside / "run")).errors(check_paths=False).get("output_dir") is None
     # the command line names any path
     monkeypatch.delenv(ACCESS_ENV)
-    assert "does not exist" in persona_spec_error(f"file:{missing}")
+    assert "not found" in persona_spec_error(f"file:{missing}")
     assert "output_dir" not in TrainConfig(output_dir=str(tmp_path / "anywhere")).errors(check_paths=False)
 
 

@@ -253,7 +253,7 @@ class TrainConfig:
     def from_yaml(cls, path: Union[str, Path]) -> "TrainConfig":
         path = Path(path)
         if not path.is_file():
-            raise ConfigError({"config": f"file {str(path)!r} does not exist"})
+            raise ConfigError({"config": f"file {str(path)!r} not found"})
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:

@@ -66,7 +66,7 @@ def resolve_personas(spec: Spec, store: Any = None) -> list[Profile]:
     if not missing:
         return [found[i] for i in ids]
     if isinstance(spec, str) and _looks_like_path(spec.strip()):
-        raise PersonaSpecError(f"profiles file {str(Path(spec.strip()).expanduser())!r} does not exist; "
+        raise PersonaSpecError(f"profiles file {str(Path(spec.strip()).expanduser())!r} not found; "
                                f"{available(store)}")
     if isinstance(spec, str) and len(ids) == 1:
         raise PersonaSpecError(f"unknown persona set {spec.strip()!r}: no set, file or persona id has that name; "
@@ -95,7 +95,7 @@ def spec_error(spec: Any, check_paths: bool = True) -> str:
             path = allowed_file(text[len(FILE_PREFIX):])
         except PersonaSpecError as exc:
             return str(exc)
-        return f"profiles file {str(path)!r} does not exist" if check_paths and not path.is_file() else ""
+        return f"profiles file {str(path)!r} not found" if check_paths and not path.is_file() else ""
     ids = [i.strip() for i in text.split(",") if i.strip()]
     if ids and all(is_builtin_id(i) for i in ids):
         return ""
@@ -150,7 +150,7 @@ def profiles_from_file(path_text: str) -> list[Profile]:
 
     path = allowed_file(path_text)
     if not path.is_file():
-        raise PersonaSpecError(f"profiles file {str(path)!r} does not exist; {available()}")
+        raise PersonaSpecError(f"profiles file {str(path)!r} not found; {available()}")
     if is_transcript_file(path):
         try:
             return profiles_from_transcripts(path)

@@ -141,7 +141,7 @@ def load_grid(path: str | Path, check_paths: bool = True) -> ExperimentSpec:
     """parse_grid of a file (relative base_config paths from the file's folder)."""
     path = Path(path)
     if not path.is_file():
-        raise ExperimentError({"grid file": f"{str(path)!r} does not exist"})
+        raise ExperimentError({"grid file": f"{str(path)!r} not found"})
     return parse_grid(path.read_text(encoding="utf-8"), path.resolve().parent, check_paths)
 
 
@@ -157,7 +157,7 @@ def _base_fields(data: dict[str, Any], folder: Path, errors: dict[str, str]) -> 
             loaded = None
             errors["base_config"] = f"{path} is not valid YAML ({str(exc).splitlines()[0]})"
         if loaded is None and "base_config" not in errors:
-            errors["base_config"] = f"file {str(path)!r} does not exist or is empty"
+            errors["base_config"] = f"file {str(path)!r} not found or empty"
         elif isinstance(loaded, dict):
             base.update(loaded)
         elif loaded is not None:

@@ -48,7 +48,7 @@ def replay_path(spec: str) -> Path:
     """The file of a `replay:FILE` spec (a ValueError naming the problem when it is not usable)."""
     path = current_access().path("replay", spec[len(REPLAY_PREFIX):] if spec.startswith(REPLAY_PREFIX) else spec)
     if not path.is_file():
-        raise ValueError(f"replay: file {str(path)!r} does not exist (replay:FILE takes a SAGE *_result.jsonl)")
+        raise ValueError(f"replay: file {str(path)!r} not found (replay:FILE takes a SAGE *_result.jsonl)")
     return path
 
 
