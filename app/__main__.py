@@ -1,11 +1,12 @@
 """`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
-[--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...]`.
+[--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...] [--endpoint NAME=URL[,KEY_VAR] ...]
+[--endpoints-file PATH] [--allow-free-urls]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
 order; --auth is visible to every user of the machine in the process list, the other two are not. A host
 other than loopback needs a login (or the explicit --insecure-no-auth): the lab starts training jobs and
 shows the store. The password is never printed, and nothing from the store is served before the login.
-What a web caller may do (outside code, paths, host names) is docs/security.md; the app installs it for its
+What a web caller may do (outside code, paths, endpoints and keys, host names) is docs/security.md; the app installs it for its
 process and the jobs it starts (simulator.access).
 """
 from __future__ import annotations
@@ -48,7 +49,23 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--allow-path", action="append", default=[], metavar="DIR",
                    help="a folder whose files web callers may name (models, file:, replay:, sage:DIR, "
                         "output_dir; repeatable), besides the lab home and the checkout's data folders")
+    p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL[,KEY_VAR]",
+                   help="an OpenAI-compatible endpoint web runs may call, and the environment variable holding its "
+                        "key (repeatable). OPENAI_BASE_URL and OPENAI_API_KEY form 'default' unless you name one so")
+    p.add_argument("--endpoints-file", default=None, metavar="PATH",
+                   help="more endpoints from a YAML file: NAME: URL or NAME: {url: URL, key_var: VAR}")
+    p.add_argument("--allow-free-urls", action="store_true",
+                   help="let web callers type an endpoint URL besides the named ones; such a URL never gets a key")
     args = p.parse_args(argv)
+    from simulator.endpoints import EndpointError, owner_endpoints, parse_endpoint, read_endpoints_file
+
+    try:
+        given = [parse_endpoint(text) for text in args.endpoint]
+        if args.endpoints_file:
+            given += read_endpoints_file(args.endpoints_file)
+        args.endpoints = owner_endpoints(given)
+    except EndpointError as exc:
+        p.error(str(exc))
     raw = os.environ.get("RLVER_LAB_AUTH", "")
     if args.auth_file is not None:
         try:
@@ -90,7 +107,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     # every spec the web names is judged by this (and so is every job the app starts: it inherits it)
     install(Access.web(logged_in=args.auth is not None, allow_outside_code=args.allow_outside_code,
-                       allowed_paths=tuple(args.allow_path)))
+                       allowed_paths=tuple(args.allow_path), endpoints=args.endpoints,
+                       free_urls=args.allow_free_urls))
 
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         print(f"RLVER Lab: serving on {args.host} but answering only loopback host names: give --allowed-host "

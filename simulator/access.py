@@ -3,8 +3,9 @@ outside code or name a path (docs/security.md).
 
 Three callers: the command line (the machine's owner: anything goes), a web visitor (no login) and a web
 user (logged in). From the web, `python:` simulator and reward specs run only when the owner started the
-lab with --allow-outside-code, and every path a spec or field names must resolve (symlinks followed) inside
-the lab home, the checkout's data folders or a root given with --allow-path. Files a visitor uploaded are
+lab with --allow-outside-code, every path a spec or field names must resolve (symlinks followed) inside
+the lab home, the checkout's data folders or a root given with --allow-path, and model requests go only to
+the owner's endpoints, each with its own key (`route`, simulator.endpoints). Files a visitor uploaded are
 never importable, whoever asks.
 
 The app builds its Access from its flags and installs it for its process with `install()`, which puts it
@@ -23,6 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
+from simulator.endpoints import (
+    DEFAULT_ENDPOINT,
+    Endpoint,
+    Route,
+    command_line_route,
+    is_url,
+    owner_endpoints,
+    web_route,
+)
 from storage import lab_home
 from storage.db import PROJECT_ROOT
 
@@ -65,12 +75,15 @@ class Access:
     caller: str = COMMAND_LINE
     allow_outside_code: bool = False  # web callers only; the command line always may
     allowed_paths: tuple[str, ...] = ()  # the owner's --allow-path roots
+    endpoints: tuple[Endpoint, ...] = ()  # the owner's endpoints (web callers; simulator.endpoints)
+    free_urls: bool = False  # web callers may type an endpoint URL (it then gets no key)
 
     @classmethod
-    def web(cls, logged_in: bool, allow_outside_code: bool = False,
-            allowed_paths: tuple[str, ...] = ()) -> "Access":
+    def web(cls, logged_in: bool, allow_outside_code: bool = False, allowed_paths: tuple[str, ...] = (),
+            endpoints: tuple[Endpoint, ...] = (), free_urls: bool = False) -> "Access":
         return cls(WEB_USER if logged_in else WEB_VISITOR, bool(allow_outside_code),
-                   tuple(str(_resolved(p)) for p in allowed_paths))
+                   tuple(str(_resolved(p)) for p in allowed_paths), owner_endpoints(list(endpoints)),
+                   bool(free_urls))
 
     @property
     def from_web(self) -> bool:
@@ -118,9 +131,43 @@ class Access:
             return exc.message
         return ""
 
+    def route(self, field: str, text: Union[str, None], api_key: Any = None) -> Route:
+        """Where a client named by the endpoint field `field` (its value `text`) sends requests, and with
+        which key. The command line: the URL given and `api_key` (else OPENAI_BASE_URL / OPENAI_API_KEY). A web
+        caller: one of the owner's endpoints with its own key, whatever `api_key` says, or (only with
+        free_urls) a typed URL with no key; AccessError otherwise."""
+        if not self.from_web:
+            if (text or "").strip() not in ("", DEFAULT_ENDPOINT) and not is_url(text or ""):
+                raise AccessError(field, f"must be an http(s) URL of an OpenAI-compatible endpoint or "
+                                         f"{DEFAULT_ENDPOINT}, got {text!r}")
+            return command_line_route(text or "", api_key)
+        try:
+            return web_route(field, text or "", self.endpoints or owner_endpoints([]), self.free_urls)
+        except ValueError as exc:
+            raise AccessError(field, str(exc)) from None
+
+    def endpoint_error(self, field: str, text: Union[str, None]) -> str:
+        try:
+            self.route(field, text)
+        except AccessError as exc:
+            return exc.message
+        return ""
+
+    def endpoint_names(self) -> list[str]:
+        """The endpoint names a web page offers (the command line: only `default`, and any URL)."""
+        if not self.from_web:
+            return [DEFAULT_ENDPOINT]
+        return [e.name for e in (self.endpoints or owner_endpoints([]))]
+
+    @property
+    def urls_allowed(self) -> bool:
+        """Whether an endpoint field may hold a typed URL."""
+        return not self.from_web or self.free_urls
+
     def to_json(self) -> str:
         return json.dumps({"caller": self.caller, "allow_outside_code": self.allow_outside_code,
-                           "allowed_paths": list(self.allowed_paths)})
+                           "allowed_paths": list(self.allowed_paths),
+                           "endpoints": [e.to_dict() for e in self.endpoints], "free_urls": self.free_urls})
 
     @classmethod
     def from_json(cls, text: str) -> "Access":
@@ -131,8 +178,11 @@ class Access:
             caller = data["caller"]
             if caller not in CALLERS or caller == COMMAND_LINE:
                 raise ValueError(caller)
+            endpoints = tuple(Endpoint(str(e["name"]), str(e["url"]), str(e.get("key_var") or ""))
+                              for e in data.get("endpoints") or ())
             return cls(caller, data.get("allow_outside_code") is True,
-                       tuple(str(p) for p in data.get("allowed_paths") or ()))
+                       tuple(str(p) for p in data.get("allowed_paths") or ()), endpoints,
+                       data.get("free_urls") is True)
         except (ValueError, TypeError, KeyError, AttributeError):
             return cls(WEB_VISITOR)
 

@@ -18,14 +18,14 @@ def browser_page(browser_page):
     return browser_page
 
 FORM = {"count": 4.0, "needs": ["just_listen"], "personalities": [], "languages": ["en"], "topics": "work\n\nmoney",
-        "seed": 2.0, "base_url": "http://127.0.0.1:8000/v1", "model": "m", "threshold": 0.9, "api_key_env": ""}
+        "seed": 2.0, "base_url": "http://127.0.0.1:8000/v1", "model": "m", "threshold": 0.9}
 
 
 def test_the_form_becomes_a_spec_and_settings_or_names_each_bad_field():
     spec, settings, errs = persona_generation_form.read_form(FORM)
     assert errs == {} and spec.count == 4 and [v for v, _ in spec.dims["topics"]] == ["work", "money"]
     assert [v for v, _ in spec.dims["needs"]] == ["just_listen"] and len(spec.dims["personalities"]) == 3
-    assert settings == {"base_url": FORM["base_url"], "model": "m", "threshold": 0.9, "api_key_env": "OPENAI_API_KEY"}
+    assert settings == {"base_url": FORM["base_url"], "model": "m", "threshold": 0.9}
     spec, _, errs = persona_generation_form.read_form({**FORM, "count": 0, "languages": ["en", "fr"],
                                                        "base_url": "localhost", "model": " ", "threshold": 1.5})
     assert spec is None and set(errs) == {"count", "languages", "base_url", "model", "threshold"}

@@ -28,11 +28,13 @@ REPO = Path(__file__).resolve().parent.parent
 COUNT = 16
 
 
-def start_app(tmp_path: Path, db_url: str, env: dict[str, str], name: str) -> tuple[subprocess.Popen, str]:
+def start_app(tmp_path: Path, db_url: str, env: dict[str, str], name: str,
+              endpoint: str = "") -> tuple[subprocess.Popen, str]:
     port, log = free_port(), tmp_path / f"{name}.log"
+    flags = ["--endpoint", f"scripted={endpoint}"] if endpoint else []
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url], cwd=REPO, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url, *flags], cwd=REPO,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     wait_for_http(base, proc, log)
     return proc, base
@@ -61,12 +63,12 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
     job_pid = None
     try:
         with start_server(latency_s=2.0) as server:
-            app, base = start_app(tmp_path, db_url, env, "app-1")
+            app, base = start_app(tmp_path, db_url, env, "app-1", endpoint=server.base_url)
             procs.append(app)
             # the Generate button of the Personas view: count, needs, personalities, languages, topics, seed,
-            # base URL, model, dedupe threshold, key variable
-            Client(base + "/", verbose=False).predict(COUNT, [], [], ["en"], "", 0, server.base_url, "scripted", 0.9,
-                                                      "OPENAI_API_KEY", api_name="/on_start")
+            # endpoint (the owner's, named with --endpoint), model, dedupe threshold
+            Client(base + "/", verbose=False).predict(COUNT, [], [], ["en"], "", 0, "scripted", "scripted", 0.9,
+                                                      api_name="/on_start")
             [row] = generation_store.list_generations(store)
             gid = row["id"]
             job = persona_generation_jobs.job_of(store, gid)
@@ -82,7 +84,7 @@ def test_app_killed_mid_generation_comes_back_with_it_interrupted_and_resume_mak
             assert 1 <= len(made) < COUNT, "the generation must be killed mid-run"
             assert generation_store.get_generation(store, gid)["status"] == "running"  # its owner never wrote an end
 
-            app, base = start_app(tmp_path, db_url, env, "app-2")
+            app, base = start_app(tmp_path, db_url, env, "app-2", endpoint=server.base_url)
             procs.append(app)
             assert stored_job(store, job["id"])[0] == "interrupted"  # the restarted app's reaper, under the lock
             g = persona_generation_jobs.generation(store, gid)

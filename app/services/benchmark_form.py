@@ -16,7 +16,7 @@ from app.render import md
 FIELDS: list[tuple[str, str, Any]] = [
     ("policy", "policy ('default', a model or checkpoint folder, vllm:PATH, openai:MODEL, replay:FILE)", "default"),
     ("simulator", "simulator (offline, openai:MODEL or replay:FILE)", "offline"),
-    ("simulator_base_url", "simulator base URL (optional)", ""),
+    ("simulator_base_url", "simulator endpoint (openai: simulators)", ""),
     ("prompt_pack", "prompt pack (own, own:json or sage:DIR)", "own"),
     ("simulator_temperature", "simulator temperature (empty: backend default)", ""),
     ("simulator_max_tokens", "simulator max tokens (empty: backend default)", ""),

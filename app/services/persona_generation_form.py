@@ -7,11 +7,11 @@ import re
 from typing import Any, Optional
 
 from app.render import md, text
+from simulator.access import current_access
 from simulator.personas.generation import GenerationSpec, SpecError, spec_from_dict
 
 HEADERS = ["candidate", "slot", "name", "need", "personality", "status", "lint warnings", "similarity", "nearest"]
-FORM_FIELDS = ("count", "needs", "personalities", "languages", "topics", "seed", "base_url", "model", "threshold",
-               "api_key_env")
+FORM_FIELDS = ("count", "needs", "personalities", "languages", "topics", "seed", "base_url", "model", "threshold")
 
 
 def _whole(value: Any) -> Any:
@@ -37,15 +37,14 @@ def read_form(values: dict[str, Any]) -> tuple[Optional[GenerationSpec], dict[st
             field = re.split(r"[\[.]", key)[0]
             errs[field] = problem if field == key else f"{key}: {problem}"
     base_url, model = str(values.get("base_url") or "").strip(), str(values.get("model") or "").strip()
-    if not base_url.startswith(("http://", "https://")):
-        errs["base_url"] = "needs an http(s) URL of an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
+    if problem := current_access().endpoint_error("base_url", base_url):  # an owner's endpoint (simulator.endpoints)
+        errs["base_url"] = problem
     if not model:
         errs["model"] = "is required: the model name at the endpoint"
     threshold = values.get("threshold")
     if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
         errs["threshold"] = f"must be a number in (0, 1], got {threshold!r}"
-    key_env = str(values.get("api_key_env") or "").strip() or "OPENAI_API_KEY"
-    settings = {"base_url": base_url, "model": model, "threshold": threshold, "api_key_env": key_env}
+    settings = {"base_url": base_url, "model": model, "threshold": threshold}
     return (None if errs else spec), settings, errs
 
 

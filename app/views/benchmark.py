@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.context import LINK_EVENT, LabContext, changed_only
+from app.endpoint_field import endpoint_field
 from app.judge_panel import judge_view
 from app.render import BREAKDOWN_HEADERS, breakdown_tables, ci_text, md, number_text
 from app.services import benchmark_form, training
@@ -342,6 +343,8 @@ def _form_fields() -> tuple[list[Any], list[Any]]:
                                              label=label, elem_id=key)
                     elif name == "mode":
                         widget = gr.Radio(choices=["direct", "think"], value=default, label=label, elem_id=key)
+                    elif name == "simulator_base_url":
+                        widget = endpoint_field(label, elem_id=key)
                     elif name in ("limit", "seed", "max_new_tokens"):
                         widget = gr.Number(value=default, precision=0, label=label, elem_id=key)
                     elif name == "quick":

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import gradio as gr
 
 from app.context import LINK_EVENT, LabContext
+from app.endpoint_field import endpoint_field
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, outcomes_text, user_emotions
 from simulator.llm.traffic import TrafficLimits
@@ -191,11 +192,11 @@ def build(ctx: LabContext) -> None:
             policy = gr.Textbox("default", label="Policy",
                                 info="default (SmolLM2-135M-Instruct) · a model or checkpoint folder · vllm:PATH · openai:MODEL",
                                 elem_id="live-policy")
-            policy_url = gr.Textbox("", label="Policy base URL (openai: policies; else OPENAI_BASE_URL)")
+            policy_url = endpoint_field("Policy endpoint (openai: policies)", elem_id="live-policy-url")
             simulator = gr.Textbox("offline", label="Simulator",
-                                   info="offline (scorer v3) · offline:v2 · openai:MODEL (key from OPENAI_API_KEY)",
+                                   info="offline (scorer v3) · offline:v2 · openai:MODEL",
                                    elem_id="live-simulator")
-            simulator_url = gr.Textbox("", label="Simulator base URL (else OPENAI_BASE_URL)")
+            simulator_url = endpoint_field("Simulator endpoint (openai: simulators)", elem_id="live-simulator-url")
             with gr.Accordion("Simulator prompts and traffic", open=False):
                 pack = gr.Textbox("own", label="Prompt pack", info="own · own:json · sage:DIR · rlver:DIR · v1",
                                   elem_id="live-pack")

@@ -5,13 +5,13 @@ accept, reject, regenerate one, accept all valid). Logic: simulator.personas.gen
 app.services.persona_generation_jobs and app.services.persona_generation_form."""
 from __future__ import annotations
 
-import os
 from functools import partial
 from typing import Any, Callable, Optional, Sequence
 
 import gradio as gr
 
 from app.context import LabContext
+from app.endpoint_field import endpoint_field
 from app.render import md
 from app.services import persona_generation_form, persona_generation_jobs
 from app.services.persona_form import FIELDS, form_profile, form_values
@@ -44,10 +44,8 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
                                     elem_id="gen-languages")
         topics = gr.Textbox(label="Topics or seed scenes, one per line (optional)", lines=2, elem_id="gen-topics")
         with gr.Row():
-            base_url = gr.Textbox(os.environ.get("OPENAI_BASE_URL", ""), label="Base URL (OpenAI-compatible)",
-                                  placeholder="http://127.0.0.1:8000/v1", elem_id="gen-base-url")
+            base_url = endpoint_field("Endpoint", elem_id="gen-base-url")
             model = gr.Textbox(label="Model", elem_id="gen-model")
-            key_env = gr.Textbox("OPENAI_API_KEY", label="API key environment variable", elem_id="gen-key-env")
             threshold = gr.Number(DEFAULT_THRESHOLD, label=f"Dedupe threshold (default {DEFAULT_THRESHOLD:.2f})",
                                   minimum=0, maximum=1, step=0.01, elem_id="gen-threshold")
             seed = gr.Number(0, label="Seed", precision=0, elem_id="gen-seed")
@@ -91,7 +89,6 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         if spec is None:
             return [gr.skip(), persona_generation_form.errors_markdown(errs), gr.skip()] + [gr.skip()] * len(queue_out)
         gen = generation_store.make_generator(settings["base_url"], settings["model"],
-                                              api_key_env=settings["api_key_env"],
                                               threshold=float(settings["threshold"]))
         try:
             gid, job_id = persona_generation_jobs.start(store, ctx.store_url, spec, gen)
@@ -150,7 +147,7 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
         head = f"### New persona from candidate {cid} (press *Accept the edited form* when done)"
         return [None, head, *form_values(p), f"Candidate {cid} is in the persona form."]
 
-    form_in = [count, needs, personalities, languages, topics, seed, base_url, model, threshold, key_env]
+    form_in = [count, needs, personalities, languages, topics, seed, base_url, model, threshold]
     start_btn.click(on_start, form_in, [gen_id, status, timer, *queue_out])
     timer.tick(on_tick, [gen_id, cand_id], [*queue_out, timer])
     cancel_btn.click(partial(persona_generation_jobs.cancel, store), [gen_id], status)

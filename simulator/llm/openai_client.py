@@ -5,27 +5,29 @@ Traffic control (simulator.llm.traffic, shared per endpoint with any other calle
 a limit of requests in flight and per minute; retries with Retry-After or exponential backoff and seeded
 jitter on 429, 5xx, timeouts, dropped connections and unreadable bodies (bounded by max_retries; the
 `openai` client's own retries are off); no retry on a wrong key (401/403), an unknown model (404) or a
-rejected request (400/422), which fail at once with a message that says so. The key comes from the
-argument or OPENAI_API_KEY and is never logged or stored.
+rejected request (400/422), which fail at once with a message that says so. Where the requests go and with
+which key is the caller's Access (`route`, simulator.endpoints): the command line's URL and key (else
+OPENAI_BASE_URL / OPENAI_API_KEY); for a web caller only an owner's endpoint with its own key, no redirects
+followed. The key is never logged or stored.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 import weakref
 from typing import Any, Optional
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
+from simulator.access import Access, current_access
+from simulator.endpoints import DEFAULT_BASE_URL
 from simulator.llm.client import BackendError, ChatBackend, Completion
 from simulator.llm.hashing import endpoint_host
 from simulator.llm.traffic import Traffic, TrafficLimits
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 class OpenAIBackend(ChatBackend):
@@ -34,10 +36,11 @@ class OpenAIBackend(ChatBackend):
     def __init__(self, model: str, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  temperature: float = 0.7, top_p: float = 1.0, max_tokens: int = 1024, timeout: float = 60.0,
                  max_retries: int = 4, max_in_flight: int = 32, requests_per_minute: int = 0, backoff_s: float = 0.5,
-                 max_backoff_s: float = 20.0, seed: int = 0):
+                 max_backoff_s: float = 20.0, seed: int = 0, access: Optional[Access] = None):
         """`max_in_flight` and `requests_per_minute` hold for the endpoint (base URL) across the process;
         `seed` seeds the backoff jitter. None of the limits is in the fingerprint: they change when answers
-        come, not what they say."""
+        come, not what they say. `base_url` is an endpoint name or URL, resolved by `access` (default: this
+        process's caller): AccessError when the caller may not call it."""
         if not model:
             raise ValueError("openai backend: model is required (spec 'openai:MODEL')")
         limits = TrafficLimits(max_in_flight=max_in_flight, requests_per_minute=requests_per_minute,
@@ -46,8 +49,8 @@ class OpenAIBackend(ChatBackend):
         if problems:
             raise ValueError("openai backend: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        route = (access or current_access()).route("base_url", base_url, api_key)
+        self.base_url, self._api_key, self._follow = route.url, route.api_key, route.follow_redirects
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
         self.timeout, self.limits = timeout, limits
         self.traffic = Traffic(self.base_url, limits, seed)
@@ -64,8 +67,9 @@ class OpenAIBackend(ChatBackend):
         loop = asyncio.get_running_loop()
         client = self._per_loop.get(loop)
         if client is None:
+            no_redirects = {} if self._follow else {"http_client": DefaultAsyncHttpxClient(follow_redirects=False)}
             client = self._per_loop[loop] = AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url,
-                                                        timeout=self.timeout, max_retries=0)
+                                                        timeout=self.timeout, max_retries=0, **no_redirects)
         return client
 
     async def aclose(self) -> None:

@@ -48,8 +48,9 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 def make_generator(base_url: str, model: str, api_key_env: str = DEFAULT_KEY_ENV, threshold: Optional[float] = None,
                    temperature: float = 0.9, max_tokens: int = 900, max_in_flight: int = 4, timeout: float = 120.0,
                    json_schema: bool = True, prompt_version: str = "v1", max_retries: int = 2) -> PersonaGenerator:
-    """A generator on an OpenAI-compatible endpoint; the key is read from the environment variable
-    `api_key_env` (an unset variable: no key, as local servers take)."""
+    """A generator on an OpenAI-compatible endpoint; from the command line the key is read from the
+    environment variable `api_key_env` (an unset variable: no key, as local servers take). From the web
+    `base_url` names one of the owner's endpoints and the key is that endpoint's (simulator.endpoints)."""
     if not model:
         raise ValueError("model: required (the model name the endpoint serves)")
     backend = OpenAIBackend(model, base_url=base_url, api_key=os.environ.get(api_key_env, ""),
@@ -57,7 +58,9 @@ def make_generator(base_url: str, model: str, api_key_env: str = DEFAULT_KEY_ENV
                             timeout=timeout, max_retries=max_retries)
     kw = {} if threshold is None else {"threshold": threshold}
     gen = PersonaGenerator(backend, prompt_version=prompt_version, json_schema=json_schema, **kw)
-    gen.settings = {"base_url": base_url, "api_key_env": api_key_env, "temperature": temperature,
+    # the URL the caller's Access resolved (an owner's endpoint named from the web): a resume, from the web or
+    # the command line, calls the same endpoint
+    gen.settings = {"base_url": backend.base_url, "api_key_env": api_key_env, "temperature": temperature,
                     "max_tokens": max_tokens, "max_in_flight": max_in_flight, "timeout": timeout,
                     "json_schema": json_schema, "prompt_version": prompt_version, "max_retries": max_retries,
                     "threshold": gen.threshold}

@@ -26,14 +26,14 @@ from simulator.user.rules import EmotionRules, get_rules
 @dataclass(frozen=True)
 class SimulatorSpec:
     spec: str = "offline"
-    base_url: str = ""  # OpenAI-compatible endpoint of an openai: simulator (else OPENAI_BASE_URL)
+    base_url: str = ""  # an openai: simulator's endpoint: an owner's endpoint name or a URL (simulator.endpoints)
     pack: str = "own"
     rules: Any = "rlver-hard"  # a preset name of simulator.user.rules.RULE_SETS or an EmotionRules
     temperature: Optional[float] = None  # the simulator model's sampling (None: the backend's default)
     max_tokens: Optional[int] = None
     traffic: Optional[TrafficLimits] = None  # None: the backend's defaults
     seed: int = 0
-    api_key: Optional[str] = field(default=None, repr=False)  # else OPENAI_API_KEY; never recorded
+    api_key: Optional[str] = field(default=None, repr=False)  # command line only, else OPENAI_API_KEY; never recorded
     access: Optional[Access] = None  # who asks (None: this process's caller, simulator.access)
 
     @classmethod
@@ -58,6 +58,8 @@ class SimulatorSpec:
             e[prefix] = problem
         elif kind == "replay" and target and (problem := access.path_error(prefix, target)):
             e[prefix] = problem
+        if kind == "openai" and (problem := access.endpoint_error(prefix + "_base_url", self.base_url)):
+            e[prefix + "_base_url"] = problem
         pack_kind, _, folder = self.pack.partition(":") if isinstance(self.pack, str) else ("", "", "")
         if pack_kind in ("sage", "rlver") and folder.strip() and (problem := access.path_error("prompt_pack", folder)):
             e["prompt_pack"] = problem
@@ -89,7 +91,8 @@ class SimulatorSpec:
     def backend_options(self) -> dict[str, Any]:
         """The backend's keyword arguments (None values are dropped by make_backend)."""
         kw: dict[str, Any] = {"base_url": self.base_url or None, "temperature": self.temperature,
-                              "max_tokens": self.max_tokens, "seed": self.seed, "api_key": self.api_key}
+                              "max_tokens": self.max_tokens, "seed": self.seed, "api_key": self.api_key,
+                              "access": self.access}
         if self.traffic is not None:
             kw.update(self.traffic.config_values())
         return kw

@@ -94,6 +94,8 @@ class BenchmarkConfig:
         e: dict[str, str] = {}
         if problem := PolicySpec(self.policy).error():
             e["policy"] = problem
+        elif problem := PolicySpec.from_config(self).endpoint_error():
+            e["policy_base_url"] = problem
         # the simulated user's spec, pack, sampling and traffic limits, under the protocol's rules
         e.update(SimulatorSpec.from_config(self, rules=protocol_rules()).errors())
         if not isinstance(self.profiles, str) or not self.profiles.strip():

@@ -56,6 +56,8 @@ class CompareConfig:
             problems = self.benchmark_config(side, 0).errors()
             if "policy" in problems:
                 e[side] = problems.pop("policy")
+            if "policy_base_url" in problems:
+                e[f"{side}_base_url"] = problems.pop("policy_base_url")
             e.update({k: v for k, v in problems.items() if k not in e})
         if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
             e["seeds"] = f"must be an integer >= 1, got {self.seeds!r}"

@@ -26,6 +26,7 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from simulator.access import current_access
 from simulator.personas.profile import FieldErrors
 from storage import (
     Experiment,
@@ -204,6 +205,11 @@ def _judge_fields(block: Any, errors: dict[str, str]) -> dict[str, Any]:
             errors[f"judge.{key}"] = f"unknown judge setting; one of {', '.join(JUDGE_KEYS)}"
     if not isinstance(block.get("model"), str) or not block["model"].strip():
         errors["judge.model"] = "required: the judge model at the endpoint"
+    base_url = block.get("base_url")
+    if base_url is not None and not isinstance(base_url, str):
+        errors["judge.base_url"] = "must be an endpoint name or URL"
+    elif problem := current_access().endpoint_error("judge.base_url", base_url):  # the owner's endpoints
+        errors["judge.base_url"] = problem
     return {k: v for k, v in block.items() if k in JUDGE_KEYS}
 
 

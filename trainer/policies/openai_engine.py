@@ -1,26 +1,27 @@
 """An API model as the policy (for benchmarking API models): replies only, no token ids or logprobs.
 
-The key comes from OPENAI_API_KEY and is never stored; the base URL from the argument or
-OPENAI_BASE_URL. The requests of one batch run concurrently on an event loop of their own, under the
+Where the requests go and with which key is the caller's Access (`route`, simulator.endpoints): from the
+command line the URL given (else OPENAI_BASE_URL) and OPENAI_API_KEY; from the web only an owner's endpoint
+with its own key, no redirects followed. The key is never stored. The requests of one batch run concurrently on an event loop of their own, under the
 endpoint's traffic control (simulator.llm.traffic: shared with a simulator on the same endpoint;
 the `openai` client's own retries are off so retries are not doubled).
 """
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from dataclasses import replace
 from typing import Any, Optional
 
 import openai
 
+from simulator.access import Access, current_access
+from simulator.endpoints import DEFAULT_BASE_URL
 from simulator.llm.client import BackendError
 from simulator.llm.hashing import endpoint_host
 from simulator.llm.traffic import Traffic, TrafficLimits
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_messages
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 class OpenAIEngine(PolicyEngine):
@@ -29,14 +30,15 @@ class OpenAIEngine(PolicyEngine):
 
     def __init__(self, model: str, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout_s: float = 120.0, max_retries: int = 4, max_in_flight: int = 32,
-                 requests_per_minute: int = 0, seed: int = 0):
+                 requests_per_minute: int = 0, seed: int = 0, access: Optional[Access] = None):
         if not model:
             raise ValueError("openai policy needs a model name: openai:MODEL")
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        key = api_key or os.environ.get("OPENAI_API_KEY")
+        route = (access or current_access()).route("policy_base_url", base_url, api_key or None)
+        self.base_url, self._follow = route.url, route.follow_redirects
+        key = route.api_key
         if not key:
-            if not self.base_url:
+            if route.url == DEFAULT_BASE_URL:
                 raise ValueError("openai policy: set OPENAI_API_KEY (or a base URL of a local server)")
             key = "unused"  # local OpenAI-compatible servers ignore the key
         self._key, self.timeout_s = key, timeout_s
@@ -69,8 +71,9 @@ class OpenAIEngine(PolicyEngine):
         return _run(self._generate(prompts, each))
 
     async def _generate(self, prompts: list[list[dict]], each: list[SamplingConfig]) -> list[Generation]:
+        no_redirects = {} if self._follow else {"http_client": openai.DefaultAsyncHttpxClient(follow_redirects=False)}
         client = openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url, timeout=self.timeout_s,
-                                    max_retries=0)
+                                    max_retries=0, **no_redirects)
         try:
             return list(await asyncio.gather(*[self._one(client, p, q) for p, q in zip(prompts, each)]))
         finally:

@@ -93,6 +93,13 @@ class PolicySpec:
             return getattr(exc, "message", str(exc))
         return ""
 
+    def endpoint_error(self) -> str:
+        """Why the caller may not send an openai: policy's requests to `base_url` ('' when it may, or for a
+        policy that calls no endpoint): from the web only the owner's endpoints (simulator.endpoints)."""
+        if self.kind != "openai":
+            return ""
+        return (self.access or current_access()).endpoint_error("policy_base_url", self.base_url)
+
     def model_spec(self) -> str:
         """The spec with a checkpoint folder standing for its policy/ (checkpoint_model), checked again: a
         policy/ that links out of the caller's folders is refused too."""
@@ -125,7 +132,7 @@ class PolicySpec:
                 kw["seed"] = self.seed
             if self.base_url:
                 kw["base_url"] = self.base_url
-            return OpenAIEngine(target, **kw)
+            return OpenAIEngine(target, access=self.access, **kw)
         if kind == "replay":
             from trainer.policies.replay_engine import ReplayEngine
 

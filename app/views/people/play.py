@@ -10,6 +10,7 @@ from typing import Any
 import gradio as gr
 
 from app.context import LabContext
+from app.endpoint_field import endpoint_field
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, user_emotions
 from app.services import play
@@ -90,10 +91,10 @@ def build(ctx: LabContext) -> None:
             player = gr.Textbox("", label="Your name (your login name when logged in)", elem_id="play-player")
             policy = gr.Textbox("default", label="Policy", elem_id="play-policy",
                                 info="default · a model or checkpoint folder · openai:MODEL")
-            policy_url = gr.Textbox("", label="Policy base URL (openai: policies)")
+            policy_url = endpoint_field("Policy endpoint (openai: policies)", elem_id="play-policy-url")
             simulator = gr.Textbox("offline", label="Shadow simulator", elem_id="play-simulator",
                                    info="judges each of your turns after you answered: offline · openai:MODEL")
-            simulator_url = gr.Textbox("", label="Simulator base URL")
+            simulator_url = endpoint_field("Simulator endpoint (openai: simulators)", elem_id="play-simulator-url")
             with gr.Row():
                 rules = gr.Dropdown(list(RULE_SETS), value=DEFAULT_RULES, label="Emotion rules")
                 max_turns = gr.Number(10, precision=0, label="Policy replies at most", elem_id="play-max-turns")

@@ -10,7 +10,7 @@ __all__ = ["make_backend", "read_spec", "spec_error", "BackendError", "ChatBacke
 BACKENDS = ("offline", "offline:v2", "offline:v3", "openai:MODEL", "replay:FILE", "python:MODULE:FACTORY")
 OFFLINE_SCORERS = ("v2", "v3")  # simulator.user.backends.offline.SCORERS, without importing torch here
 _OPENAI_KW = {"base_url", "api_key", "temperature", "top_p", "max_tokens", "timeout", "max_retries", "max_in_flight",
-              "requests_per_minute", "backoff_s", "max_backoff_s", "seed"}
+              "requests_per_minute", "backoff_s", "max_backoff_s", "seed", "access"}
 
 
 SIMULATOR_KINDS = ("offline", "openai", "replay", "python")
