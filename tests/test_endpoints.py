@@ -22,8 +22,8 @@ from simulator.endpoints import Endpoint, EndpointError, owner_endpoints, parse_
 from simulator.llm.openai_client import OpenAIBackend
 from simulator.personas import generation_store
 from simulator.user.spec import SimulatorSpec
-from testkit import app_api
-from testkit.recording_server import RecordingServer
+from testkit import visitor
+from testkit.visitor import RecordingServer
 from trainer.benchmarking.benchmark import BenchmarkConfig
 from trainer.benchmarking.compare import CompareConfig
 from trainer.experiments.grid import ExperimentError, parse_grid
@@ -102,7 +102,8 @@ def test_a_web_caller_reaches_only_the_owners_endpoints_each_with_its_own_key(mo
     assert {"policy_base_url", "simulator_base_url"} <= set(bench)
     assert "b_base_url" in CompareConfig(a="default", b="openai:m", b_base_url="http://127.0.0.1:7/v1").errors()
     with pytest.raises(ExperimentError) as caught:
-        parse_grid("name: g\ngrid: {seed: [0]}\njudge: {model: m, base_url: 'http://127.0.0.1:7/v1'}\n")
+        parse_grid("name: g\ngrid: {seed: [0]}\njudge: {model: m, base_url: 'http://127.0.0.1:7/v1'}\n",
+                   check_paths=False)
     assert "names none of this lab's endpoints" in caught.value.errors["judge.base_url"]
 
 
@@ -155,9 +156,9 @@ def visitor_values(visitor_url: str):
                  f"judge: {{model: canary, base_url: {visitor_url}}}\napi_key_env: CANARY_SECRET\n")
 
     def choose(component: dict) -> object:
-        kind, label = component["type"], app_api.label(component)
+        kind, label = component["type"], visitor.label(component)
         if kind not in ("textbox", "dropdown"):
-            return app_api.default_value(component)
+            return visitor.default_value(component)
         if "endpoint" in label or "url" in label:
             return visitor_url
         if "yaml" in label or "settings" in label:
@@ -167,7 +168,7 @@ def visitor_values(visitor_url: str):
             return "openai:canary"
         if kind == "textbox":
             return "CANARY_SECRET"
-        return app_api.default_value(component)
+        return visitor.default_value(component)
 
     return choose
 
@@ -188,8 +189,8 @@ def stop_jobs(db_url: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("free_urls", [False, True], ids=["named-endpoints-only", "free-urls-allowed"])
 def test_no_event_of_the_app_sends_a_secret_to_a_visitors_url_and_the_owners_endpoint_works(tmp_path, free_urls):
-    with RecordingServer() as visitor, RecordingServer() as owner, \
-            RecordingServer(redirect_to=visitor.base_url) as hop:
+    with RecordingServer() as theirs, RecordingServer() as owner, \
+            RecordingServer(redirect_to=theirs.base_url) as hop:
         env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", RLVER_LAB_PLAN_ON_OPEN="0",
                    OPENAI_API_KEY=OPENAI_KEY, OPENAI_BASE_URL=owner.base_url, OWNER_KEY=OWNER_KEY,
                    CANARY_SECRET=CANARY, RLVER_LAB_HOME=str(tmp_path / "home"))
@@ -200,12 +201,12 @@ def test_no_event_of_the_app_sends_a_secret_to_a_visitors_url_and_the_owners_end
             with httpx.Client(timeout=120) as client:
                 page = client.get(base + "/").text + client.get(base + "/config").text
                 assert "OWNER_KEY" not in page and "OPENAI_API_KEY" not in page and owner.base_url not in page
-                answers = app_api.sweep(base, visitor_values(visitor.base_url), client)
+                answers = visitor.sweep(base, visitor_values(theirs.base_url), client)
                 assert len(answers) > 100  # every event of every view
                 assert not [d["api_name"] for d, a in answers if a.get("msg") == "unexpected_error"]
-                config = app_api.read_config(base, client)
+                config = visitor.read_config(base, client)
                 components = {c["id"]: c for c in config["components"]}
-                labels = {i: app_api.label(c) for i, c in components.items()}
+                labels = {i: visitor.label(c) for i, c in components.items()}
                 start = next(d for d in config["dependencies"] if str(d.get("api_name")).startswith("on_start")
                              and {"policy endpoint (openai: policies)", "persona(s)"} <= {labels[i] for i in d["inputs"]})
                 persona_box = next(i for i in start["inputs"] if labels[i] == "persona(s)")
@@ -213,29 +214,29 @@ def test_no_event_of_the_app_sends_a_secret_to_a_visitors_url_and_the_owners_end
 
                 def live(endpoint: str) -> dict:
                     session = f"live-{endpoint[-12:]}"
-                    app_api.call(base, fills, [[]], client, session=session)  # the page's load fills the list
+                    visitor.call(base, fills, [[]], client, session=session)  # the page's load fills the list
 
                     def value(i: int) -> object:
                         wanted = {"persona(s)": ["en-01-maya-chen"], "policy": "openai:owner-model",
                                   "policy endpoint (openai: policies)": endpoint, "max turns": 1}
-                        return wanted.get(labels[i], app_api.default_value(components[i]))
-                    return app_api.call(base, start, [value(i) for i in start["inputs"]], client, session=session)
+                        return wanted.get(labels[i], visitor.default_value(components[i]))
+                    return visitor.call(base, start, [value(i) for i in start["inputs"]], client, session=session)
 
                 assert live("owner").get("success"), "the owner's endpoint works from the web"
                 live("hop")
-                refused = live(visitor.base_url)
+                refused = live(theirs.base_url)
                 if free_urls:  # the visitor's URL is called (the jobs the sweep started too), with no key
-                    wait_for(lambda: visitor.requests, timeout=120)
+                    wait_for(lambda: theirs.requests, timeout=120)
                 else:
                     assert "names none of this lab's endpoints" in str(refused) or "not in the list" in str(refused)
         finally:
             stop_lab(proc)
             stop_jobs(f"sqlite:///{tmp_path / 'lab.db'}")
-    seen_by_visitor = visitor.everything()
+    seen_by_visitor = theirs.everything()
     for secret in (OWNER_KEY, OPENAI_KEY, CANARY):
         assert secret not in seen_by_visitor
     if not free_urls:
-        assert visitor.requests == [], visitor.requests[:3]  # not one request, not even through the redirect
+        assert theirs.requests == [], theirs.requests[:3]  # not one request, not even through the redirect
     owner_calls = [r for r in owner.requests if "owner-model" in r["body"]]
     assert owner_calls and {r["headers"]["authorization"] for r in owner_calls} == {f"Bearer {OWNER_KEY}"}
     assert hop.requests and all(r["headers"]["authorization"] == f"Bearer {OWNER_KEY}" for r in hop.requests)
