@@ -149,28 +149,31 @@ def test_static_cache_bucket_matches_the_engine():
 
 
 def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
-    """On CPU, the bytes of every tensor autograd saves in a forward of the tiny Qwen2 (counted once per storage)
-    stay under the formula, which is not looser than 3x."""
-    from transformers import AutoModelForCausalLM
+    """On CPU, the bytes of every tensor autograd saves in the learner's forward of the tiny Qwen2 (counted once
+    per storage), with a right-padded row, stay under the formula, which is not looser than 3x."""
+    from trainer.learning.learner import Learner, make_batch
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).train()
     shape = memory_plan.model_shape(str(tiny_model_dir))
     s, b = 256, 2
-    ids = torch.randint(3, shape.vocab, (b, s), generator=torch.Generator().manual_seed(0))
-    mask = torch.ones_like(ids)
-    mask[1, :40] = 0  # a left-padded row: the padding mask path (repeat_kv) runs
+    config = TrainConfig(model=str(tiny_model_dir), algorithm="grpo", max_dialogue_tokens=s, micro_batch_size=b,
+                         max_turns=1, max_new_tokens=s, dtype="float32", entropy_coef=0.01)
+    learner = Learner(config, tiny_model_dir)
+    ids = torch.randint(3, shape.vocab, (b, s), generator=torch.Generator().manual_seed(0)).tolist()
+    batch = make_batch([{"input_ids": ids[0], "action_mask": [0] + [1] * (s - 1), "reward": 1.0, "group_id": 0},
+                        {"input_ids": ids[1][:200], "action_mask": [0] + [1] * 199, "reward": 0.0, "group_id": 0}],
+                       pad_token_id=0)  # the second row is right-padded
     storages: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
 
+    ids_t, attn, _ = learner._rows(batch, torch.arange(b))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(input_ids=ids, attention_mask=mask, logits_to_keep=s)
-        out.logits.float().log_softmax(-1).mean().backward()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        lp, ent = learner._logprobs(learner.policy, ids_t, attn, batch.action_mask, with_entropy=True)
+        (lp.sum() + ent.sum()).backward()
+    params = {p.untyped_storage().data_ptr() for p in learner.policy.module.parameters()}
     measured = sum(n for ptr, n in storages.items() if ptr not in params)
-    config = TrainConfig(max_dialogue_tokens=s, micro_batch_size=b, max_turns=1, max_new_tokens=s, dtype="float32")
     bound = plan_memory.activation_bytes(shape, config, "cpu", checkpointing=False)
     assert measured <= bound <= 3 * measured, (measured, bound)
 

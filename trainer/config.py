@@ -89,6 +89,9 @@ class TrainConfig:
     group_size: int = 4  # rollouts per profile for grpo / rloo (ppo and reinforce_pp use 1)
     minibatch_size: int = 32  # dialogues per optimizer step (32: one update per rollout batch)
     micro_batch_size: int = 4  # dialogues per forward/backward (gradient accumulation; memory only)
+    # > 0: micro-batches are formed by padded tokens instead (rows x longest row <= this; a longer row alone),
+    # as verl's dynamic batch size; micro_batch_size then only sizes DeepSpeed's bookkeeping
+    max_tokens_per_micro_batch: int = 0
     ppo_epochs: int = 1
     # --- optimisation
     actor_lr: float = 1e-6
@@ -315,7 +318,8 @@ class TrainConfig:
                      "max_turns", "max_new_tokens", "max_dialogue_tokens", "lora_r", "lora_alpha"):
             if getattr(self, name) < 1:
                 e[name] = f"must be at least 1, got {getattr(self, name)}"
-        for name in ("save_every", "keep_checkpoints", "warmup_steps", "seed", "reward_length_target"):
+        for name in ("save_every", "keep_checkpoints", "warmup_steps", "seed", "reward_length_target",
+                     "max_tokens_per_micro_batch"):
             if getattr(self, name) < 0:
                 e[name] = f"must be >= 0, got {getattr(self, name)}"
         if self.algorithm in GROUP_ALGORITHMS:

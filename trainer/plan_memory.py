@@ -1,22 +1,23 @@
 """The transient parts of a memory plan (trainer.plan): what one process holds only while it samples, runs a
 forward/backward, or steps the optimizer, each from the code that allocates it.
 
-- activations (the learner's forward/backward of one micro-batch, s = max_dialogue_tokens, b = micro_batch_size,
-  p = bytes of the training dtype): the tensors autograd keeps per decoder layer of a Llama/Qwen2-style model
+- activations (the learner's forward/backward of its widest micro-batch: micro_batch_size x max_dialogue_tokens
+  padded tokens, or max_tokens_per_micro_batch when set, trainer.learning.batch.micro_batches; p = bytes of the
+  training dtype): the tensors autograd keeps per decoder layer of a Llama/Qwen2-style model
   (RMSNorm, rotary attention through SDPA, gated SiLU MLP of width I), read off transformers' modeling code:
   each RMSNorm keeps its float32 copy of the input and the normalised output (2 x (4 + p) s b h); attention keeps
-  q, k and v after the rotary embedding (k and v repeated to all heads: repeat_kv runs whenever a padding mask is
-  given), SDPA's output and o_proj's input (5 p s b h); the MLP keeps gate_proj's and up_proj's outputs, SiLU's
-  output and down_proj's input (4 p s b I). Fused SDPA kernels keep no s x s scores on GPUs; on CPU the math
-  fallback keeps the scores and their softmax (2 p a s^2 b, Korthikanti et al. 2022, arXiv 2205.05198, Sec. 4.1).
+  q, k and v after the rotary embedding (k and v repeated to all heads), SDPA's output and o_proj's input
+  (5 p s b h) and the fused kernel's float32 log-sum-exp per head (4 a s b); the MLP keeps gate_proj's and
+  up_proj's outputs, SiLU's output and down_proj's input (4 p s b I). The learner passes no padding mask (its
+  rows are right-padded and cut to the longest, trainer.learning.learner.Learner._rows), so SDPA's fused path
+  runs on CPU as on GPUs and keeps no s x s scores (with a mask, CPU SDPA keeps a float32 copy of it, 4 b s^2
+  per layer: measured with torch.autograd.graph.saved_tensors_hooks).
   LoRA keeps lora_A's output (r p s b) per adapted projection; with lora_dropout > 0 peft's LoRA Linear feeds
   lora_A a dropped-out copy of its input, which lora_A keeps, and dropout keeps its boolean mask ((p + 1) s b
   x the projection's input width: I for down_proj, h otherwise; 0 with dropout 0, where peft's dropout is
   nn.Identity). Gradient checkpointing keeps each layer's input
-  (p s b h) and one layer recomputed in full. Plus the final norm and the loss's logits at the policy's token
-  positions (trainer.learning.learner.Learner._logprobs: the dtype's logits while they are cast, the float32
-  logits, the entropy's softmax and its product with the logits, or in the backward the float32 gradient:
-  p + 12 bytes per vocabulary entry).
+  (p s b h) and one layer recomputed in full. Plus the final norm and the loss's LM head at the policy's token
+  positions (logit_chunk_bytes: one chunk of logits, trainer.learning.head_logprobs, never [s, V] at once).
 - optimizer_step_temp: torch AdamW's multi-tensor step (the default on CUDA) allocates sqrt(second moments), one
   tensor per trained parameter in the dtype (torch/optim/adam.py, _multi_tensor_adam: torch._foreach_sqrt);
   on CPU the per-parameter loop holds one at a time (the largest). DeepSpeed's optimizers step in place: 0.
@@ -25,7 +26,8 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   batch to a power of two and the length (max_dialogue_tokens + max_new_tokens) to a multiple of its bucket;
   generate's growing cache concatenates one layer at a time (old and new copies of one layer live together);
   the prompt's forward (prefill) holds, in its widest layer, the hidden stream, q/k/v/attention output and the
-  MLP's gate, up and product (p s_rows (6 h + 3 I)), plus CPU attention scores; the logits of the last position and
+  MLP's gate, up and product (p s_rows (6 h + 3 I)), plus on CPU the left-padded batch's boolean s x s mask and
+  the float32 copy SDPA's fused CPU kernel makes of it (5 bytes per entry and row; no per-head scores); the logits of the last position and
   the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row).
 - sampling_decode_graph (CUDA, kept between calls like the cache): the captured decode step's private memory
   pool holds what one step allocates (trainer.policies.static_decode._Slot/_capture): in the widest layer the
@@ -56,6 +58,8 @@ from typing import Any, Optional
 GIB = 1024 ** 3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 STATIC_CACHE_BUCKET = 256  # trainer.policies.static_decode.CACHE_BUCKET (kept equal by a test)
+LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # trainer.learning.head_logprobs.LOGIT_CHUNK_BYTES (kept equal by a test)
+HEAD_BYTES_PER_LOGIT = 12  # trainer.learning.head_logprobs.HEAD_BYTES_PER_LOGIT (kept equal by a test)
 SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits, log_softmax, Gumbel noise; float64 uniforms
 CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024  # torch's default on compute capability 9.x-12.x
 CUBLAS_WORKSPACE_SMALL = (4096 * 2 + 16 * 8) * 1024  # torch's default before Hopper (":4096:2:16:8")
@@ -71,23 +75,38 @@ def layer_activation_bytes(shape: Any, s: int, b: int, p: int, device: str, lora
     h, inter, a = shape.hidden, shape.intermediate, shape.heads
     per_token = (2 * (4 + p) * h + 5 * p * h + 4 * p * inter + lora_r * p * lora_targets
                  + (p + 1) * lora_dropout_width)
-    scores = 2 * p * a * s * s * b if device == "cpu" else 0
-    return s * b * per_token + scores
+    return s * b * per_token + 4 * a * s * b  # + the fused attention's float32 log-sum-exp per head and token
+
+
+def micro_batch_tokens(config: Any) -> int:
+    """The padded tokens of the learner's widest micro-batch: micro_batch_size x max_dialogue_tokens, or with
+    max_tokens_per_micro_batch the budget (a row longer than it goes alone: max_dialogue_tokens)."""
+    if config.max_tokens_per_micro_batch:
+        return max(config.max_tokens_per_micro_batch, config.max_dialogue_tokens)
+    return config.micro_batch_size * config.max_dialogue_tokens
+
+
+def logit_chunk_bytes(shape: Any, positions: int, p: int) -> int:
+    """The loss's LM head at `positions` policy tokens (trainer.learning.head_logprobs): one chunk of logits
+    (HEAD_BYTES_PER_LOGIT + the dtype's bytes per vocabulary entry), the selected hidden states and their
+    gradient (2 p h each), and the float32 log-prob, entropy and log-sum-exp (12 bytes each)."""
+    chunk = min(positions, max(16, LOGIT_CHUNK_BYTES // (4 * shape.vocab)))
+    return chunk * shape.vocab * (HEAD_BYTES_PER_LOGIT + p) + positions * (2 * p * shape.hidden + 12)
 
 
 def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool) -> int:
-    """Peak activations of one forward/backward of a micro-batch."""
-    s, b, p = config.max_dialogue_tokens, config.micro_batch_size, DTYPE_BYTES[config.dtype]
+    """Peak activations of one forward/backward of the widest micro-batch (micro_batch_tokens)."""
+    tokens, p = micro_batch_tokens(config), DTYPE_BYTES[config.dtype]
     targets = list(config.lora_target_modules) if config.lora else []
     dropout_width = sum(shape.intermediate if t == "down_proj" else shape.hidden for t in targets) \
         if config.lora_dropout > 0 else 0
-    layer = layer_activation_bytes(shape, s, b, p, device, config.lora_r if config.lora else 0, len(targets),
+    layer = layer_activation_bytes(shape, tokens, 1, p, device, config.lora_r if config.lora else 0, len(targets),
                                    dropout_width)
-    layers = (p * s * b * shape.hidden * shape.layers + layer) if checkpointing else layer * shape.layers
-    final_norm = (4 + p) * s * b * shape.hidden
-    logit_positions = min(config.max_turns * config.max_new_tokens, config.max_dialogue_tokens)
-    logits = logit_positions * b * shape.vocab * (p + 12)
-    return int(layers + final_norm + logits)
+    layers = (p * tokens * shape.hidden * shape.layers + layer) if checkpointing else layer * shape.layers
+    final_norm = (4 + p) * tokens * shape.hidden
+    rows = tokens // config.max_dialogue_tokens if not config.max_tokens_per_micro_batch else tokens
+    positions = min(tokens, rows * config.max_turns * config.max_new_tokens)
+    return int(layers + final_norm + logit_chunk_bytes(shape, positions, p))
 
 
 def optimizer_step_bytes(shape: Any, trainable: int, config: Any, device: str) -> int:
@@ -117,7 +136,7 @@ def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int) -> dic
         kv = int(batch * (s + config.max_new_tokens) * kv_bytes_per_token(shape, p) * (1 + 1 / shape.layers))
     prefill = batch * s * p * (6 * shape.hidden + 3 * shape.intermediate)
     if device == "cpu":
-        prefill += batch * shape.heads * s * s * 4 * 2
+        prefill += batch * s * s * 5
     logits = batch * shape.vocab * (p + SAMPLER_BYTES_PER_LOGIT)
     return {"sampling_kv_cache": kv, "sampling_prefill": prefill, "sampling_logits": logits}
 

@@ -171,6 +171,7 @@ FORM_FIELDS: list[tuple[str, str, str, tuple]] = [
     ("dialogues_per_step", "dialogues per step", "int", ()),
     ("minibatch_size", "minibatch size (dialogues per update)", "int", ()),
     ("micro_batch_size", "micro batch size", "int", ()),
+    ("max_tokens_per_micro_batch", "max tokens per micro-batch (0: micro batch size rows)", "int", ()),
     ("max_turns", "max policy turns", "int", ()),
     ("max_new_tokens", "max new tokens per turn", "int", ()),
     ("save_every", "save a checkpoint every K steps", "int", ()),

@@ -200,3 +200,21 @@ def values_at_turn_starts(values: Tensor, dialogue: Tensor, turn_index: Tensor, 
     r, t = first.nonzero(as_tuple=True)
     out[dialogue[r], turn_index[r, t]] = values[r, t].detach()
     return out
+
+
+def micro_batches(batch: Batch, index: Tensor, rows: int, max_tokens: int = 0) -> list[Tensor]:
+    """The micro-batches of the rows `index`: `rows` rows each, or with max_tokens > 0 (as verl's dynamic batch
+    size) rows longest first, packed while rows x longest row (the padded tokens of a micro-batch, which the
+    learner cuts to its longest row) stays within max_tokens; a row longer than max_tokens goes alone."""
+    if not max_tokens:
+        return [index[i:i + rows] for i in range(0, len(index), rows)]
+    lengths, order = batch.attention_mask[index].sum(dim=1).sort(descending=True, stable=True)
+    chunks: list[list[int]] = []
+    widest = 0
+    for row, length in zip(index[order].tolist(), lengths.tolist()):
+        if chunks and (len(chunks[-1]) + 1) * max(widest, length) <= max_tokens:
+            chunks[-1].append(row)
+        else:
+            chunks.append([row])
+            widest = length
+    return [torch.tensor(c, dtype=torch.long) for c in chunks]

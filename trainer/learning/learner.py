@@ -30,10 +30,11 @@ from torch import Tensor, nn
 from simulator.llm.models import MODEL_LOAD_LOCK, load_causal_lm
 from trainer.config import TrainConfig
 from trainer.learning import algorithms
-from trainer.learning.batch import Batch, make_batch  # noqa: F401 (callers import make_batch from here)
+from trainer.learning.batch import Batch, make_batch, micro_batches  # noqa: F401 (callers import make_batch here)
 from trainer.learning.batch import spread_turn_values, turn_table, values_at_turn_starts
 from trainer.learning.checkpoints import safe_load
 from trainer.learning.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
+from trainer.learning.head_logprobs import head_logprobs
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -169,43 +170,78 @@ class Learner:
     # ------------------------------------------------------------------------------------ forward passes
     def _logprobs(self, model: Any, ids: Tensor, attn: Tensor, action_mask: Tensor, with_entropy: bool = False):
         """[B, T-1] token log-probs under softmax(logits / T) (0 off the policy's tokens) and, when asked,
-        the entropy (with a gradient only when the entropy bonus is on). Logits are computed only at the
-        positions that predict a policy token (logits_to_keep), never for the prompt or the user's turns."""
-        keep = action_mask.any(dim=0).nonzero().squeeze(-1)
-        if keep.numel() == 0:
-            keep = torch.zeros(1, dtype=torch.long, device=ids.device)
-        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits
-        if logits.dtype != torch.float32:
-            logits = logits.float()
-        if self.config.temperature != 1.0:
-            logits = logits / self.config.temperature
+        the entropy (with a gradient only when the entropy bonus is on). Only the positions that predict a
+        policy token go through the LM head, a chunk at a time and recomputed in the backward
+        (trainer.learning.head_logprobs): no [B, T, V] logits are ever formed."""
+        module = model.module if isinstance(model, Optimized) else model
+        on = action_mask != 0
+        if not bool(on.any()):  # a padding pass still runs the head, so every rank's backward has the same graph
+            on = torch.zeros_like(on)
+            on[0, 0] = True
+        hidden = self._final_hidden(model, module, ids, attn)
+        lp_on, ent_on = head_logprobs(hidden[:, :-1][on], module.get_output_embeddings(), ids[:, 1:][on],
+                                      self.config.temperature, with_entropy)
         lp = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=ids.device)
-        lp[:, keep] = algorithms.token_logprobs(logits, ids[:, 1:][:, keep])
+        lp[on] = lp_on
         if not with_entropy:
             return lp, None
+        if not (torch.is_grad_enabled() and self.config.entropy_coef > 0):
+            ent_on = ent_on.detach()
         entropy = torch.zeros_like(lp)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and self.config.entropy_coef > 0):
-            entropy[:, keep] = algorithms.entropy_from_logits(logits)
+        entropy[on] = ent_on
         return lp, entropy
 
-    def _chunks(self, index: Tensor) -> list[Tensor]:
-        return [index[i:i + self.micro] for i in range(0, len(index), self.micro)]
+    @staticmethod
+    def _final_hidden(model: Any, module: nn.Module, ids: Tensor, attn: Tensor) -> Tensor:
+        """[B, T, H] hidden states after the final norm: the model is called whole (so DeepSpeed's and peft's
+        wrappers run as in any forward) with logits for one position only, and the decoder's output is taken
+        with a forward hook."""
+        captured: list[Tensor] = []
+
+        def keep(_module: nn.Module, _inputs: Any, output: Any) -> None:
+            captured.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
+
+        handle = module.get_decoder().register_forward_hook(keep)
+        try:
+            model(input_ids=ids, attention_mask=attn, logits_to_keep=1, use_cache=False)
+        finally:
+            handle.remove()
+        return captured[-1]
+
+    def _chunks(self, batch: Batch, index: Tensor) -> list[Tensor]:
+        return micro_batches(batch, index, self.micro, self.config.max_tokens_per_micro_batch)
+
+    def _rows(self, batch: Batch, idx: Tensor) -> tuple[Tensor, Optional[Tensor], int]:
+        """(input ids, attention mask or None, width) of rows `idx`, cut to their longest row. Rows are right-padded
+        (make_batch), so causal attention alone already keeps every real token from the padding after it:
+        the mask is dropped and SDPA takes its fused path (on CPU too), which keeps no s x s scores nor a
+        float copy of an s x s mask for the backward."""
+        attn = batch.attention_mask[idx]
+        width = max(2, int(attn.sum(dim=1).max()))
+        ids, attn = batch.input_ids[idx, :width].to(self.device), attn[:, :width]
+        right_padded = bool((attn[:, 1:] <= attn[:, :-1]).all())
+        return ids, (None if right_padded else attn.to(self.device)), width
 
     @torch.no_grad()
     def _rollout_stats(self, batch: Batch) -> dict[str, Tensor]:
         """Old log-probs (and values, reference log-probs) of the batch as it was sampled."""
         parts: dict[str, list[Tensor]] = {"old_logprobs": [], "old_values": [], "ref_logprobs": []}
+        order: list[Tensor] = []
         self.policy.module.eval()
-        for idx in self._chunks(torch.arange(len(batch))):
-            ids, attn = batch.input_ids[idx].to(self.device), batch.attention_mask[idx].to(self.device)
-            mask = batch.action_mask[idx].to(self.device)
+        full = batch.action_mask.shape[1]
+        for idx in self._chunks(batch, torch.arange(len(batch))):
+            ids, attn, width = self._rows(batch, idx)
+            mask = batch.action_mask[idx, :width - 1].to(self.device)
+            pad = lambda t: nn.functional.pad(t.cpu(), (0, full - t.shape[1]))  # noqa: E731 (back to the batch's width)
             if not self.on_policy:  # on-policy: the old log-probs are the update's own, detached
-                parts["old_logprobs"].append(self._logprobs(self.policy, ids, attn, mask)[0].cpu())
+                parts["old_logprobs"].append(pad(self._logprobs(self.policy, ids, attn, mask)[0]))
             if self.critic is not None:
-                parts["old_values"].append(self.critic(ids, attn)[:, :-1].cpu())
+                parts["old_values"].append(pad(self.critic(ids, attn)[:, :-1]))
             if self.reference is not None:
-                parts["ref_logprobs"].append(self._logprobs(self.reference, ids, attn, mask)[0].cpu())
-        return {k: torch.cat(v) for k, v in parts.items() if v}
+                parts["ref_logprobs"].append(pad(self._logprobs(self.reference, ids, attn, mask)[0]))
+            order.append(idx)
+        order_index = torch.argsort(torch.cat(order))  # the chunks may have put the rows in another order
+        return {k: torch.cat(v)[order_index] for k, v in parts.items() if v}
 
     def advantages(self, batch: Batch, old_values: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
         """[B, T-1] advantages (and returns for PPO) for the chosen algorithm."""
@@ -272,7 +308,7 @@ class Learner:
             order = torch.randperm(len(batch), generator=gen) if c.ppo_epochs > 1 else torch.arange(len(batch))
             for mb in torch.tensor_split(order, self.n_minibatches):
                 denom = all_reduce_sum(mask[mb].sum().double()).clamp(min=1).to(self.device)
-                chunks = self._chunks(mb)
+                chunks = self._chunks(batch, mb)
                 # every rank runs the same number of micro-batches (collectives happen in backward)
                 n_micro = all_reduce_max(len(chunks))
                 sums = torch.zeros(len(MICRO_SUMS), dtype=torch.float64)
@@ -311,20 +347,21 @@ class Learner:
                     returns: Optional[Tensor], denom: Tensor, weight: float, boundary: bool) -> Tensor:
         """Forward/backward of one micro-batch (weight 0: a padding pass that keeps ranks in step)."""
         c, dev = self.config, self.device
-        ids, attn = batch.input_ids[idx].to(dev), batch.attention_mask[idx].to(dev)
-        mask = batch.action_mask[idx].to(dev) * weight
+        ids, attn, width = self._rows(batch, idx)
+        cut = lambda t: t[idx, :width - 1].to(dev)  # noqa: E731 (per-token tensors, cut as the rows are)
+        mask = cut(batch.action_mask) * weight
         logprobs, entropy = self._logprobs(self.policy, ids, attn, mask, with_entropy=True)
-        old = logprobs.detach() if self.on_policy else stats["old_logprobs"][idx].to(dev)
-        sampled = batch.sampled_logprobs[idx].to(dev)
-        stale = stats["stale"][idx].to(dev) if "stale" in stats else None
+        old = logprobs.detach() if self.on_policy else cut(stats["old_logprobs"])
+        sampled = cut(batch.sampled_logprobs)
+        stale = cut(stats["stale"]) if "stale" in stats else None
         off = {_STALE: torch.zeros(()), _WEIGHT: torch.zeros(()), _CAPPED: torch.zeros(())}
         if stale is not None and bool((stale * mask).any()):  # overlapped training: weigh the stale tokens
             pg_loss, clip_frac, approx_kl, parts = algorithms.decoupled_policy_loss(
-                logprobs, old, sampled, stale, adv[idx].to(dev), mask, c.clip_eps, c.behaviour_weight_cap,
+                logprobs, old, sampled, stale, cut(adv), mask, c.clip_eps, c.behaviour_weight_cap,
                 c.off_policy_estimator, denom)
             off = {_STALE: parts["stale"], _WEIGHT: parts["weight"], _CAPPED: parts["capped"]}
         else:
-            pg_loss, clip_frac, approx_kl = algorithms.ppo_policy_loss(logprobs, old, adv[idx].to(dev), mask,
+            pg_loss, clip_frac, approx_kl = algorithms.ppo_policy_loss(logprobs, old, cut(adv), mask,
                                                                        c.clip_eps, denom)
         known = mask * (sampled != 0)
         mismatch = ((old - sampled).abs() * known).sum()
@@ -332,14 +369,14 @@ class Learner:
         loss = pg_loss - c.entropy_coef * entropy_mean
         kl_ref = torch.zeros((), device=dev)
         if self.reference is not None:
-            kl_ref = algorithms.masked_sum_mean(algorithms.kl_penalty(logprobs, stats["ref_logprobs"][idx].to(dev),
+            kl_ref = algorithms.masked_sum_mean(algorithms.kl_penalty(logprobs, cut(stats["ref_logprobs"]),
                                                                       c.kl_estimator), mask, denom)
             loss = loss + c.kl_coef * kl_ref
         self.policy.backward(loss, boundary)
         v_loss = torch.zeros((), device=dev)
         if self.critic is not None:
             values = self.critic(ids, attn)[:, :-1]
-            v_loss, _ = algorithms.value_loss(values, stats["old_values"][idx].to(dev), returns[idx].to(dev), mask,
+            v_loss, _ = algorithms.value_loss(values, cut(stats["old_values"]), cut(returns), mask,
                                               c.value_clip_eps, denom)
             self.critic.backward(v_loss, boundary)
         sums = {POLICY_LOSS: pg_loss, CLIP_FRAC: clip_frac, APPROX_KL: approx_kl, ENTROPY: entropy_mean,

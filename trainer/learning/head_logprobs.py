@@ -1,0 +1,153 @@
+"""Token log-probs and entropy through the LM head, a chunk of positions at a time.
+
+The full computation (logits = lm_head(hidden), log_softmax, gather) holds a [N, V] float32 tensor for N
+token positions and a vocabulary of V ids, and autograd keeps it (and the softmax of the entropy) until the
+backward: for one 15,000-token dialogue of Qwen2.5-7B (V = 152,064) that is 8.5 GiB per float32 copy.
+Here the head is applied to `chunk` positions at a time and nothing vocabulary-sized is kept: the forward
+saves the hidden states (N x H, already alive for the layers' backward) and the log-sum-exp (N floats), and
+the backward recomputes each chunk's logits from them (the recomputation costs one more head matmul).
+
+Per position, with z = head(h) / temperature, p = softmax(z), y the label:
+
+    logprob   = z_y - logsumexp(z)                 d logprob / dz = onehot(y) - p
+    entropy   = logsumexp(z) - sum(p z)            d entropy / dz = -p (z - sum(p z))
+
+so the gradient flowing to z is g_lp (onehot(y) - p) - g_ent p (z - E_p[z]), divided by the temperature,
+and then to the hidden states (g W) and to the head's weight (g^T h) and bias.
+
+A plain nn.Linear head (every transformers causal LM this lab trains) takes that custom autograd path. A
+head that is anything else (a LoRA-adapted head, or a ZeRO-3-partitioned weight, whose parameters only exist
+inside the module's own forward) is called as a module per chunk under torch.utils.checkpoint, which also
+recomputes the chunk in the backward instead of keeping it.
+
+Memory (trainer.plan_memory.logit_chunk_bytes counts it): at most `chunk` x V entries alive at once, of
+about HEAD_BYTES_PER_LOGIT + dtype bytes each (the head's output in the training dtype, its float32 copy,
+the softmax and one float32 temporary).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # one float32 [chunk, V] block: sets the chunk's number of positions
+HEAD_BYTES_PER_LOGIT = 12  # float32 logits, softmax and one float32 temporary, per entry of a chunk
+
+
+def chunk_positions(vocab: int, chunk_bytes: int = LOGIT_CHUNK_BYTES) -> int:
+    """Positions per chunk so that one float32 [chunk, vocab] block is at most `chunk_bytes` (at least 16)."""
+    return max(16, chunk_bytes // (4 * max(1, vocab)))
+
+
+def _chunk_logits(h: Tensor, weight: Tensor, bias: Optional[Tensor], temperature: float) -> Tensor:
+    z = F.linear(h, weight, bias).float()
+    return z.div_(temperature) if temperature != 1.0 else z
+
+
+class _LinearHeadLogprobs(torch.autograd.Function):
+    """(logprobs [N], entropy [N]) of labels under softmax(linear(hidden) / temperature), chunked (module
+    docstring); the entropy is zeros when not asked for."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Optional[Tensor], labels: Tensor, temperature: float,
+                chunk: int, with_entropy: bool) -> tuple[Tensor, Tensor]:
+        n = hidden.shape[0]
+        logprobs = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        for a in range(0, n, chunk):
+            b = min(n, a + chunk)
+            z = _chunk_logits(hidden[a:b], weight, bias, temperature)
+            lse[a:b] = torch.logsumexp(z, dim=-1)
+            logprobs[a:b] = z.gather(1, labels[a:b, None]).squeeze(1) - lse[a:b]
+            if with_entropy:
+                p = torch.exp(z - lse[a:b, None])
+                entropy[a:b] = lse[a:b] - (p.mul_(z)).sum(dim=-1)
+            del z
+        ctx.save_for_backward(hidden, weight, bias, labels, lse)
+        ctx.temperature, ctx.chunk, ctx.with_entropy = temperature, chunk, with_entropy
+        ctx.set_materialize_grads(False)  # an unused output (the entropy without its bonus) gets None, not zeros
+        return logprobs, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logprobs: Optional[Tensor], grad_entropy: Optional[Tensor]):
+        hidden, weight, bias, labels, lse = ctx.saved_tensors
+        n, t = hidden.shape[0], ctx.temperature
+        use_entropy = ctx.with_entropy and grad_entropy is not None
+        if grad_logprobs is None:
+            grad_logprobs = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_b = bias is not None and ctx.needs_input_grad[2]
+        grad_h = torch.empty_like(hidden) if need_h else None
+        # accumulated in the weight's dtype: the gradient autograd would have made, and no float32 [V, H] copy
+        grad_w = torch.zeros_like(weight) if need_w else None
+        grad_b = torch.zeros_like(bias) if need_b else None
+        for a in range(0, n, ctx.chunk):
+            b = min(n, a + ctx.chunk)
+            z = _chunk_logits(hidden[a:b], weight, bias, t)
+            p = torch.exp(z - lse[a:b, None])
+            if use_entropy:  # -g_ent p (z - E_p[z]), built in z's storage
+                mean_z = (p * z).sum(dim=-1, keepdim=True)
+                g = z.sub_(mean_z).mul_(p).mul_(-grad_entropy[a:b, None])
+                g.sub_(p.mul_(grad_logprobs[a:b, None]))
+            else:
+                del z
+                g = p.mul_(-grad_logprobs[a:b, None])
+            rows = torch.arange(b - a, device=g.device)
+            g[rows, labels[a:b]] += grad_logprobs[a:b]
+            if t != 1.0:
+                g.div_(t)
+            g = g.to(weight.dtype)
+            if need_h:
+                grad_h[a:b] = g @ weight
+            if need_w:
+                grad_w.addmm_(g.t(), hidden[a:b])
+            if need_b:
+                grad_b.add_(g.sum(dim=0))
+            del g, p
+        return grad_h, grad_w, grad_b, None, None, None, None
+
+
+def _module_chunk(head: nn.Module, h: Tensor, labels: Tensor, temperature: float,
+                  with_entropy: bool) -> tuple[Tensor, Tensor]:
+    z = head(h).float()
+    if temperature != 1.0:
+        z = z / temperature
+    lse = torch.logsumexp(z, dim=-1)
+    lp = z.gather(1, labels[:, None]).squeeze(1) - lse
+    if not with_entropy:
+        return lp, torch.zeros_like(lp)
+    return lp, lse - (torch.softmax(z, dim=-1) * z).sum(dim=-1)
+
+
+def _plain_linear(head: nn.Module) -> bool:
+    """A torch nn.Linear whose weight is a whole tensor here (not a ZeRO-3 partition, which carries ds_id)."""
+    return type(head) is nn.Linear and not hasattr(head.weight, "ds_id")
+
+
+def head_logprobs(hidden: Tensor, head: nn.Module, labels: Tensor, temperature: float = 1.0,
+                  with_entropy: bool = False, chunk: Optional[int] = None) -> tuple[Tensor, Tensor]:
+    """Log-probs [N] of `labels` [N] and entropies [N] (zeros unless with_entropy) under
+    softmax(head(hidden) / temperature), hidden [N, H], a chunk of positions at a time (module docstring);
+    float32, with gradients to the hidden states and the head's trained parameters."""
+    vocab = head.out_features if isinstance(head, nn.Linear) else getattr(head, "out_features", 0) or \
+        head.weight.shape[0]
+    chunk = chunk or chunk_positions(vocab)
+    if _plain_linear(head):
+        return _LinearHeadLogprobs.apply(hidden, head.weight, head.bias, labels, float(temperature), chunk,
+                                         with_entropy)
+    from torch.utils.checkpoint import checkpoint
+
+    parts = []
+    for a in range(0, hidden.shape[0], chunk):
+        h, y = hidden[a:a + chunk], labels[a:a + chunk]
+        if torch.is_grad_enabled():
+            parts.append(checkpoint(_module_chunk, head, h, y, float(temperature), with_entropy, use_reentrant=False))
+        else:
+            parts.append(_module_chunk(head, h, y, float(temperature), with_entropy))
+    if not parts:
+        empty = hidden.new_zeros(0, dtype=torch.float32)
+        return empty, empty
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
