@@ -69,12 +69,12 @@ def test_an_unused_entropy_leaves_the_logprob_gradient_alone():
 
 def test_chunk_positions_bound_one_float32_block_and_the_plan_counts_the_same():
     from trainer import plan_memory
-    from trainer.learning import head_logprobs as chunked
+    from trainer.learning.head_logprobs import HEAD_BYTES_PER_LOGIT, LOGIT_CHUNK_BYTES
 
     assert chunk_positions(152_064, 512 * 1024 ** 2) * 152_064 * 4 <= 512 * 1024 ** 2
     assert chunk_positions(10 ** 9) == 16
-    assert plan_memory.LOGIT_CHUNK_BYTES == chunked.LOGIT_CHUNK_BYTES
-    assert plan_memory.HEAD_BYTES_PER_LOGIT == chunked.HEAD_BYTES_PER_LOGIT
+    assert plan_memory.LOGIT_CHUNK_BYTES == LOGIT_CHUNK_BYTES
+    assert plan_memory.HEAD_BYTES_PER_LOGIT == HEAD_BYTES_PER_LOGIT
 
 
 def _batch():

@@ -8,13 +8,11 @@ gamma = lambda = 1, GRPO with 4 rollouts per profile sharing one generated openi
 warmup (actor 0.02, critic 0.05 of the updates) is in its configs (configs/paper-*.yaml), off by default.
 Settings that depart from the paper (reward shaping, LoRA) are off by default and say so.
 
-Simulator presets: "training" is the old name of "rlver-hard"; a config that says "training" is loaded as
-"rlver-hard" with a warning (simulator.user.rules.RULE_SET_ALIASES). Settings renamed since (RENAMED_SETTINGS:
-`engine` is now `rollout_backend`) are read under their new name with a warning, so stored runs and old YAML
-files still load.
+Simulator presets: "training" (old name of "rlver-hard") loads as "rlver-hard" with a warning
+(simulator.user.rules.RULE_SET_ALIASES); settings renamed since (RENAMED_SETTINGS: `engine` is now
+`rollout_backend`) are read under their new name with a warning, so stored runs and old YAML files load.
 
-YAML in and out: `TrainConfig.from_yaml(path)`, `cfg.to_yaml(path)`. `validate()` raises ConfigError
-whose `errors` maps each bad field to its problem.
+YAML: `TrainConfig.from_yaml(path)`, `cfg.to_yaml(path)`; `validate()` raises ConfigError, `errors`: field -> problem.
 """
 from __future__ import annotations
 
@@ -89,9 +87,7 @@ class TrainConfig:
     group_size: int = 4  # rollouts per profile for grpo / rloo (ppo and reinforce_pp use 1)
     minibatch_size: int = 32  # dialogues per optimizer step (32: one update per rollout batch)
     micro_batch_size: int = 4  # dialogues per forward/backward (gradient accumulation; memory only)
-    # > 0: micro-batches are formed by padded tokens instead (rows x longest row <= this; a longer row alone),
-    # as verl's dynamic batch size; micro_batch_size then only sizes DeepSpeed's bookkeeping
-    max_tokens_per_micro_batch: int = 0
+    max_tokens_per_micro_batch: int = 0  # > 0: micro-batches by padded tokens instead (trainer.learning.batch)
     ppo_epochs: int = 1
     # --- optimisation
     actor_lr: float = 1e-6
