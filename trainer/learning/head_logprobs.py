@@ -26,7 +26,7 @@ the softmax and one float32 temporary).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
@@ -108,6 +108,23 @@ class _LinearHeadLogprobs(torch.autograd.Function):
                 grad_b.add_(g.sum(dim=0))
             del g, p
         return grad_h, grad_w, grad_b, None, None, None, None
+
+
+def final_hidden(model: Any, module: nn.Module, ids: Tensor, attn: Optional[Tensor]) -> Tensor:
+    """[B, T, H] hidden states after the final norm of a transformers causal LM `module`: `model` (the module, or
+    its DeepSpeed / peft wrapper) is called whole, so every wrapper runs as in any forward, with logits for one
+    position only, and the decoder's output is taken with a forward hook."""
+    captured: list[Tensor] = []
+
+    def keep(_module: nn.Module, _inputs: Any, output: Any) -> None:
+        captured.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
+
+    handle = module.get_decoder().register_forward_hook(keep)
+    try:
+        model(input_ids=ids, attention_mask=attn, logits_to_keep=1, use_cache=False)
+    finally:
+        handle.remove()
+    return captured[-1]
 
 
 def _module_chunk(head: nn.Module, h: Tensor, labels: Tensor, temperature: float,

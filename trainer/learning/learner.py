@@ -34,7 +34,7 @@ from trainer.learning.batch import Batch, make_batch, micro_batches  # noqa: F40
 from trainer.learning.batch import spread_turn_values, turn_table, values_at_turn_starts
 from trainer.learning.checkpoints import safe_load
 from trainer.learning.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
-from trainer.learning.head_logprobs import head_logprobs
+from trainer.learning.head_logprobs import final_hidden, head_logprobs
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -178,7 +178,7 @@ class Learner:
         if not bool(on.any()):  # a padding pass still runs the head, so every rank's backward has the same graph
             on = torch.zeros_like(on)
             on[0, 0] = True
-        hidden = self._final_hidden(model, module, ids, attn)
+        hidden = final_hidden(model, module, ids, attn)
         lp_on, ent_on = head_logprobs(hidden[:, :-1][on], module.get_output_embeddings(), ids[:, 1:][on],
                                       self.config.temperature, with_entropy)
         lp = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=ids.device)
@@ -190,23 +190,6 @@ class Learner:
         entropy = torch.zeros_like(lp)
         entropy[on] = ent_on
         return lp, entropy
-
-    @staticmethod
-    def _final_hidden(model: Any, module: nn.Module, ids: Tensor, attn: Tensor) -> Tensor:
-        """[B, T, H] hidden states after the final norm: the model is called whole (so DeepSpeed's and peft's
-        wrappers run as in any forward) with logits for one position only, and the decoder's output is taken
-        with a forward hook."""
-        captured: list[Tensor] = []
-
-        def keep(_module: nn.Module, _inputs: Any, output: Any) -> None:
-            captured.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
-
-        handle = module.get_decoder().register_forward_hook(keep)
-        try:
-            model(input_ids=ids, attention_mask=attn, logits_to_keep=1, use_cache=False)
-        finally:
-            handle.remove()
-        return captured[-1]
 
     def _chunks(self, batch: Batch, index: Tensor) -> list[Tensor]:
         return micro_batches(batch, index, self.micro, self.config.max_tokens_per_micro_batch)
