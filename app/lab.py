@@ -44,7 +44,7 @@ VIEWS: list[tuple[str, str, str]] = [
     ("experiments", "Experiments", "app.views.experiments"),
     ("play", "Play the user", "app.views.people.play"),
     ("rate", "Rate the simulator", "app.views.people.rate"),
-    ("people", "Published people", "app.views.people.corpora"),
+    ("people", "People", "app.views.people.corpora"),
 ]
 
 

@@ -1,13 +1,14 @@
-"""The Published people view's service (app.services.human_sets) against a real SQLite store: a corpus file
-imported (all or nothing, then keeping the good), a shadow run launched as a background job process that ends
-succeeded with every reply judged, the runs table with its progress, a refused resume, and the report's plots."""
+"""The People view against a real SQLite store: its service (app.services.people.human_sets) imports a corpus
+file (all or nothing, then keeping the good), launches a shadow run as a background job process that ends
+succeeded with every reply judged, lists the runs with their progress and refuses a resume of a finished one;
+the report's plots; and the tab in a real browser, from import to the agreement table and plots."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
-from helpers import wait_for
+from helpers import off_loop, wait_for
 
 from app.agreement_plots import human_group_bars, human_spearman_bars
 from app.services.people import human_sets
@@ -50,3 +51,40 @@ def test_import_run_shadow_in_the_background_and_plot_the_agreement(store, db_ur
     bars, groups = human_spearman_bars(report), human_group_bars(report)
     assert len(bars.data) == 2 and bars.data[0].y[0] == pytest.approx(table["turns"]["spearman"]["value"])
     assert set(groups.data[0].x) == set(table["by_problem_type"])
+
+
+@pytest.mark.browser
+def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_server, tmp_path):
+    from playwright.sync_api import expect
+
+    from trainer.benchmarking.shadow_jobs import run_shadow_foreground
+
+    page, store = browser_page, lab_server.store
+    rng = np.random.default_rng(5)
+    path = tmp_path / "people.jsonl"
+    path.write_text("\n".join(json.dumps(quality_dialogue(k, rng)) for k in range(6)) + "\n{broken", encoding="utf-8")
+    page.get_by_role("tab", name="People", exact=True).click()
+    page.get_by_label("jsonl").check()
+    page.locator("#people-name textarea").fill("lab")
+    page.locator("#people-upload input[type=file]").set_input_files(str(path))
+    page.click("#people-import")
+    expect(page.locator("#people-import-status")).to_contain_text("Nothing imported: 1 bad conversation(s)")
+    expect(page.locator("#people-import-status")).to_contain_text("line 7: not JSON")
+    path.write_text("\n".join(json.dumps(quality_dialogue(k, rng)) for k in range(6)), encoding="utf-8")
+    page.locator("#people-upload input[type=file]").set_input_files(str(path))
+    page.click("#people-import")
+    expect(page.locator("#people-import-status")).to_contain_text("Imported 6 dialogue(s) into human:lab")
+    expect(page.locator("#people-sets")).to_contain_text("human:lab")
+
+    page.locator("#people-report-set textarea").fill("human:lab")
+    page.click("#people-report")
+    expect(page.locator("#people-report-table")).to_contain_text("no simulator has judged human:lab")
+    # the job's work runs its own event loop: off the one sync Playwright keeps in this thread
+    off_loop(lambda: run_shadow_foreground(store, {"spec": "python:testkit.scripted_shadow:follower"}, "human:lab", 0))
+    page.click("#people-refresh")
+    expect(page.locator("#people-runs")).to_contain_text("30/30")
+    page.click("#people-report")
+    expect(page.locator("#people-report-table")).to_contain_text("human:lab: 6 dialogue(s), 30 people's score(s)")
+    expect(page.locator("#people-bars .barlayer .trace")).to_have_count(2)
+    expect(page.locator("#people-groups .barlayer .trace")).to_have_count(1)
+    assert page.dialogs == []

@@ -34,7 +34,7 @@ STATE_POINTS_PER_STEP = 25.0  # a 1-5 intensity step as emotion points: the whol
 
 def load_set(store: Any, set_spec: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """(the set's dialogues with their turns' scores, {fingerprint hash: {"fingerprint", "deltas":
-    {(dialogue, turn): delta or None}}})."""
+    {(dialogue, turn): delta or None}, "errors": [why a judgement failed]}})."""
     ids = human_set_ids(store, set_spec)
     dialogues, sims = [], {}
     with read_scope(store) as s:
@@ -44,8 +44,11 @@ def load_set(store: Any, set_spec: str) -> tuple[list[dict[str, Any]], dict[str,
                               "score_scale": config.get("score_scale"), "groups": config.get("groups") or {},
                               "turns": [(t.index, t.role, (t.inner or {}).get("score")) for t in d.turns]})
         for sh in s.scalars(select(ShadowJudgement).where(ShadowJudgement.dialogue_id.in_(ids))):
-            entry = sims.setdefault(sh.fingerprint_hash, {"fingerprint": dict(sh.fingerprint or {}), "deltas": {}})
+            entry = sims.setdefault(sh.fingerprint_hash, {"fingerprint": dict(sh.fingerprint or {}), "deltas": {},
+                                                          "errors": []})
             entry["deltas"][sh.dialogue_id, sh.turn_index] = None if sh.error else sh.delta
+            if sh.error:
+                entry["errors"].append(sh.error)
     return dialogues, sims
 
 
@@ -138,7 +141,8 @@ def human_agreement(store: Any, set_spec: str, n_boot: int = N_BOOT, seed: int =
     for fp_hash, entry in sorted(chosen.items()):
         units = units_of(dialogues, entry["deltas"])
         table = {"fingerprint": entry["fingerprint"], "n_judged": sum(v is not None for v in entry["deltas"].values()),
-                 "n_unjudged": units["n_unjudged"],
+                 "n_unjudged": units["n_unjudged"], "n_errors": len(entry["errors"]),
+                 "first_error": entry["errors"][0][:300] if entry["errors"] else "",
                  **tables(units, n_boot, seed, turn_points_per_step, state_points_per_step)}
         for key in GROUP_KEYS:
             names = sorted({u["groups"].get(key) or "-" for u in units["turns"] + units["dialogues"]})
@@ -165,7 +169,8 @@ def format_human_report(report: dict[str, Any]) -> str:
     for fp_hash, t in report["by_fingerprint"].items():
         fp = t["fingerprint"]
         lines += ["", f"simulator {fp_hash} ({fp.get('backend', '')} {fp.get('model', '')}): {t['n_judged']} "
-                      f"judged turn(s), {t['n_unjudged']} rated turn(s) left out (a reply not judged)",
+                      f"judged turn(s), {t['n_errors']} failed, {t['n_unjudged']} rated turn(s) left out (a reply "
+                      "not judged)" + (f"; first failure: {t['first_error']}" if t["first_error"] else ""),
                   f"{'group':<30}{'n':>5}  {'turn spearman':<24}{'turn sim - people':<24}{'n':>5}  "
                   f"{'dialogue spearman':<24}dialogue sim - people"]
         rows = [("all", t)] + [(f"{k.split('_')[0]}={n[:22]}", g) for k in GROUP_KEYS

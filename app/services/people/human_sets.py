@@ -1,4 +1,4 @@
-"""The Published people view's work: import a human-played corpus, start and follow a shadow job (a simulator
+"""The People view's work: import a human-played corpus, start and follow a shadow job (a simulator
 played over every reply of a human set, trainer.benchmarking.shadow_jobs) in the background, resume one that
 was cut off, and the agreement report of a set (simulator.evaluation.human_agreement)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Published people: measure any simulated user against human-played, human-rated dialogues.
+"""People (published human-rated dialogues): measure any simulated user against human-played, human-rated dialogues.
 
 Import a corpus (ESConv's JSON or the lab's human JSONL: simulator.evaluation.human_corpora) as a human set,
 run a simulator's shadow judgements over every reply of it in the background (trainer.benchmarking.shadow_jobs,
