@@ -20,9 +20,9 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from simulator.endpoints import (
     DEFAULT_ENDPOINT,
@@ -46,6 +46,10 @@ OUTSIDE_CODE_REFUSED = ("outside code (python:...) is not run for a web page: st
                         "the command line")
 UPLOAD_REFUSED = "a file uploaded through the web page is never run as code"
 MAX_NAME_CHARS = 80
+# A config field that names a path (or an endpoint) says so once, in its dataclass: `path_field(KIND)` puts
+# KIND in the field's metadata under ACCESS_KIND, and Access.config_errors checks every field so declared.
+ACCESS_KIND = "access"
+BUILTIN_KINDS = ("file", "folder", "endpoint")  # a path as typed, a folder, an endpoint name or URL
 
 
 class AccessError(ValueError):
@@ -185,6 +189,55 @@ class Access:
                        data.get("free_urls") is True)
         except (ValueError, TypeError, KeyError, AttributeError):
             return cls(WEB_VISITOR)
+
+
+PathCheck = Callable[[Access, str, Any], str]  # (access, field, value) -> the refusal, '' when allowed
+_CHECKS: dict[str, PathCheck] = {}
+
+
+def path_field(kind: str, default: Any = "", **kw: Any) -> Any:
+    """A dataclass field whose value names a path or an endpoint; `kind` (BUILTIN_KINDS, or one a spec module
+    registered: policy, simulator, pack, personas) says how Access.config_errors checks it."""
+    return field(default=default, metadata={ACCESS_KIND: kind}, **kw)
+
+
+def register_kind(kind: str, check: PathCheck) -> None:
+    """Teach Access a kind of spec field: `check(access, field, value)` says why the caller may not name the
+    paths in `value` ('' when it may), the same whether they exist or not, opening nothing."""
+    _CHECKS[kind] = check
+
+
+def known_kinds() -> set[str]:
+    """Every kind a field may be declared with: the built-in ones and those spec modules registered."""
+    return set(BUILTIN_KINDS) | set(_CHECKS)
+
+
+def declared_fields(config: Any) -> dict[str, str]:
+    """{field: kind} of a config dataclass (or its class): every field declared with path_field."""
+    return {f.name: f.metadata[ACCESS_KIND] for f in fields(config) if ACCESS_KIND in f.metadata} \
+        if is_dataclass(config) else {}
+
+
+def _builtin_check(access: Access, kind: str, name: str, value: Any) -> str:
+    if kind == "endpoint":
+        return access.endpoint_error(name, str(value))
+    return access.path_error(name, str(value))
+
+
+def config_errors(config: Any, access: Union[Access, None] = None) -> dict[str, str]:
+    """{field: refusal} for every declared path or endpoint field of `config` the caller may not name
+    (this process's caller by default); empty values name nothing. A kind nobody registered is an error of the
+    lab's own (KeyError), never a silent pass."""
+    access = access or current_access()
+    errors = {}
+    for name, kind in declared_fields(config).items():
+        value = getattr(config, name)
+        if value in (None, "", [], ()):
+            continue
+        check = (lambda a, n, v, k=kind: _builtin_check(a, k, n, v)) if kind in BUILTIN_KINDS else _CHECKS[kind]
+        if problem := check(access, name, value):
+            errors[name] = problem
+    return errors
 
 
 # the folders the lab resolved itself (a checkpoint's policy/, the default model's cache), not named by a caller

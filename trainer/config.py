@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from simulator.access import current_access
+from simulator.access import config_errors, path_field
 from simulator.personas.specs import spec_error as persona_spec_error
 from simulator.user.rules import RULE_SET_ALIASES, RULE_SETS
 from simulator.user.spec import SimulatorSpec
@@ -60,13 +60,13 @@ class ConfigError(ValueError):
 @dataclass
 class TrainConfig:
     # --- what is trained, against what
-    model: str = "default"  # 'default' = SmolLM2-135M-Instruct, or a local Hugging Face folder
-    critic_model: str = ""  # PPO critic: '' = a copy of the policy with a value head, or a folder
-    persona_set: Union[str, list[str]] = "builtin:train"  # a persona spec (simulator.personas.specs): builtin |
+    model: str = path_field("policy", "default")  # 'default' = SmolLM2-135M-Instruct, or a local Hugging Face folder
+    critic_model: str = path_field("policy")  # PPO critic: '' = a copy of the policy with a value head, or a folder
+    persona_set: Union[str, list[str]] = path_field("personas", "builtin:train")  # a persona spec (simulator.personas.specs): builtin |
     # builtin:train | builtin:heldout | built-in id(s) | [id, ...] | file:PATH (profiles JSONL, lab or RLVER format)
-    simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (key from OPENAI_API_KEY)
-    simulator_base_url: str = ""  # OpenAI-compatible endpoint (also OPENAI_BASE_URL)
-    prompt_pack: str = "own"  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
+    simulator: str = path_field("simulator", "offline")  # offline (scorer v3) | offline:v2 | openai:MODEL
+    simulator_base_url: str = path_field("endpoint")  # an endpoint name or URL (simulator.endpoints)
+    prompt_pack: str = path_field("pack", "own")  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
     # openai simulator traffic per endpoint (simulator.llm.traffic); not in the fingerprint: they change
@@ -140,12 +140,12 @@ class TrainConfig:
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     # --- systems
     deepspeed: str = "none"  # none | zero1 | zero2 | zero3 (launch with the `deepspeed` launcher)
-    deepspeed_config: str = ""  # optional JSON file merged over the generated DeepSpeed config
+    deepspeed_config: str = path_field("file")  # optional JSON file merged over the generated DeepSpeed config
     dtype: str = "float32"  # training dtype (bfloat16 on GPUs)
     gradient_checkpointing: bool = False
     device: str = "auto"  # auto | cpu | cuda
     seed: int = 0
-    output_dir: str = ""  # '' = the job's folder (lab_home()/jobs/ID)
+    output_dir: str = path_field("folder")  # '' = the job's folder (lab_home()/jobs/ID)
     save_every: int = 50  # checkpoint every K steps (and at the last step); 0 = only at the end
     keep_checkpoints: int = 3  # newest checkpoints kept on disk (0 = all)
     store_dialogues: bool = True  # write every rollout dialogue and turn to the store
@@ -354,9 +354,8 @@ class TrainConfig:
                 del e["reward"]
         e.update(self._advantage_errors())
         e.update(self._persona_set_errors(check_paths))
-        if self.output_dir and (problem := current_access().path_error("output_dir", self.output_dir)):
-            e["output_dir"] = problem
         e.update(self._model_errors(check_paths))
+        e.update(config_errors(self))  # every declared path and endpoint, refused before anything is opened
         return e
 
     def _advantage_errors(self) -> dict[str, str]:

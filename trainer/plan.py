@@ -194,7 +194,10 @@ def offload_settings(config: TrainConfig) -> tuple[bool, bool]:
         return False, False
     import json
 
-    zero = json.loads(Path(config.deepspeed_config).read_text()).get("zero_optimization", {})
+    from simulator.access import current_access
+
+    path = current_access().path("deepspeed_config", config.deepspeed_config)  # checked before it is opened
+    zero = json.loads(path.read_text()).get("zero_optimization", {})
     on = lambda key: (zero.get(key) or {}).get("device", "none") not in ("none", None)  # noqa: E731
     return on("offload_optimizer"), on("offload_param")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from app.render import md
+from simulator.access import config_errors
 
 # (field, label, default) in the form's order; the field is the BenchmarkConfig setting it fills
 FIELDS: list[tuple[str, str, Any]] = [
@@ -87,7 +88,9 @@ def form_config(values: dict[str, Any]) -> tuple[Optional[dict[str, Any]], dict[
         if not config["max_new_tokens"] or config["max_new_tokens"] > QUICK_REPLY_CAP:
             config["max_new_tokens"] = QUICK_REPLY_CAP
         config["name"] = config["name"] or "quick look"
-    if config["policy"] and not config["policy"].startswith(SPEC_PREFIXES) and \
+    refused = config_errors(BenchmarkConfig(**{k: val for k, val in config.items() if k not in errors}))
+    errors.update({name: problem for name, problem in refused.items() if name in NAMES})  # before any look
+    if config["policy"] and "policy" not in errors and not config["policy"].startswith(SPEC_PREFIXES) and \
             not Path(config["policy"]).expanduser().is_dir():
         errors["policy"] = (f"model folder {config['policy']} not found: give a model or checkpoint folder that "
                             "exists, 'default', vllm:PATH, openai:MODEL or replay:FILE")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from simulator.access import AccessError, current_access
+from simulator.access import Access, AccessError, current_access, register_kind
 from simulator.personas.profile import Profile, members_hash
 from simulator.personas.sets import PersonaSpecError, set_names, set_profiles
 
@@ -201,3 +201,15 @@ def _looks_like_path(text: str) -> bool:
 def spec_choices(store: Any) -> list[str]:
     """The persona specs a view offers: the built-in sets, then set:NAME for every stored set."""
     return list(PERSONA_SETS) + [SET_PREFIX + n for n in set_names(store)]
+
+
+def _personas_refusal(access: Access, name: str, value: object) -> str:
+    """Why the caller may not name the profiles file of persona spec `value` (file:PATH or a bare path)."""
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()
+    target = text[len(FILE_PREFIX):] if text.startswith(FILE_PREFIX) else text if _looks_like_path(text) else ""
+    return access.path_error(name, target) if target.strip() else ""
+
+
+register_kind("personas", _personas_refusal)

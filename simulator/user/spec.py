@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from simulator.access import Access, current_access
+from simulator.access import Access, current_access, register_kind
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas.profile import Profile
 from simulator.user.agent import SentientAgent, SimulatorFactory
@@ -115,3 +115,18 @@ class SimulatorSpec:
             return SentientAgent(profile, backend, rules, seed=seed, pack=prompts)
 
         return factory
+
+
+def _simulator_refusal(access: Access, name: str, value: object) -> str:
+    """Why the caller may not use simulator spec `value`: its outside code or its replay file."""
+    return SimulatorSpec(value, access=access).access_errors(name).get(name, "") if isinstance(value, str) else ""
+
+
+def _pack_refusal(access: Access, name: str, value: object) -> str:
+    """Why the caller may not name prompt pack `value`'s folder (sage:DIR, rlver:DIR)."""
+    return SimulatorSpec(pack=value, access=access).access_errors().get("prompt_pack", "") \
+        if isinstance(value, str) else ""
+
+
+register_kind("simulator", _simulator_refusal)
+register_kind("pack", _pack_refusal)

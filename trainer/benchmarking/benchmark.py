@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine, select
 
+from simulator.access import config_errors, path_field
 from simulator.evaluation.scoring import BenchmarkSummary
 from simulator.llm.hashing import canonical_json
 from simulator.llm.traffic import TrafficLimits, snapshot, traffic_text
@@ -59,14 +60,17 @@ class BenchmarkInputError(ValueError):
 
 @dataclass
 class BenchmarkConfig:
-    policy: str = "default"  # a policy spec (trainer.policies.spec.POLICY_FORMS)
-    policy_base_url: str = ""  # openai:MODEL policy endpoint (default OPENAI_BASE_URL)
-    simulator: str = "offline"  # offline (scorer v3) | offline:v2 | openai:MODEL (OPENAI_API_KEY) | replay:FILE
-    simulator_base_url: str = ""
-    prompt_pack: str = "own"  # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
+    policy: str = path_field("policy", "default")  # a policy spec (trainer.policies.spec.POLICY_FORMS)
+    policy_base_url: str = path_field("endpoint")  # an openai:MODEL policy's endpoint (simulator.endpoints)
+    # offline (scorer v3) | offline:v2 | openai:MODEL | replay:FILE
+    simulator: str = path_field("simulator", "offline")
+    simulator_base_url: str = path_field("endpoint")
+    # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
+    prompt_pack: str = path_field("pack", "own")
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
-    profiles: str = "builtin"  # a persona spec (simulator.personas.specs): builtin[:train|:heldout], file:PATH, ids
+    # a persona spec (simulator.personas.specs): builtin[:train|:heldout], file:PATH, ids
+    profiles: str = path_field("personas", "builtin")
     limit: int = 0  # first N profiles of the set (0 = all)
     mode: str = "direct"  # think | direct
     temperature: float = 0.7  # policy sampling (recorded with the run)
@@ -118,6 +122,7 @@ class BenchmarkConfig:
         if self.schedule not in SCHEDULES:
             e["schedule"] = f"must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"
         e.update(TrafficLimits.from_config(self, "policy_").errors("policy_"))
+        e.update(config_errors(self))  # every declared path and endpoint, refused before anything is opened
         return e
 
     def validate(self) -> "BenchmarkConfig":

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from sqlalchemy import Engine, select
 
+from simulator.access import config_errors, path_field
 from simulator.evaluation.scoring import bootstrap_interval
 from storage import Comparison, ComparisonPair, Dialogue, Turn, as_dict, code_version, read_scope, session_scope
 from storage.models import utcnow
@@ -34,19 +35,19 @@ COMPARE_JOB_KIND = "compare"  # the job that plays a comparison (trainer.benchma
 
 @dataclass
 class CompareConfig:
-    a: str = "default"  # a policy spec as the benchmark takes it (default | PATH | checkpoint folder | vllm:PATH |
-    b: str = "default"  # openai:MODEL | replay:FILE)
-    profiles: str = "builtin:heldout"  # a persona spec
-    simulator: str = "offline"  # the simulated user both policies talk with
+    a: str = path_field("policy", "default")  # a policy spec as the benchmark takes it (default | PATH |
+    b: str = path_field("policy", "default")  # checkpoint folder | vllm:PATH | openai:MODEL | replay:FILE)
+    profiles: str = path_field("personas", "builtin:heldout")  # a persona spec
+    simulator: str = path_field("simulator", "offline")  # the simulated user both policies talk with
     seeds: int = 1  # each persona is played at seeds seed, seed + 1, ... seed + seeds - 1
     seed: int = 0
     mode: str = "direct"
     temperature: float = 0.7
     max_new_tokens: int = 0  # per reply, as the benchmark's
-    prompt_pack: str = "own"
-    simulator_base_url: str = ""
-    a_base_url: str = ""  # endpoints of openai:MODEL policies
-    b_base_url: str = ""
+    prompt_pack: str = path_field("pack", "own")
+    simulator_base_url: str = path_field("endpoint")
+    a_base_url: str = path_field("endpoint")  # endpoints of openai:MODEL policies
+    b_base_url: str = path_field("endpoint")
     limit: int = 0  # first N personas of the spec (0 = all)
     name: str = ""
 
@@ -61,6 +62,7 @@ class CompareConfig:
             e.update({k: v for k, v in problems.items() if k not in e})
         if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
             e["seeds"] = f"must be an integer >= 1, got {self.seeds!r}"
+        e.update(config_errors(self))  # every declared path and endpoint, refused before anything is opened
         return e
 
     def validate(self) -> "CompareConfig":

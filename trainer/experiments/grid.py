@@ -152,6 +152,9 @@ def _base_fields(data: dict[str, Any], folder: Path, errors: dict[str, str]) -> 
     if ref not in (None, ""):
         path = Path(str(ref)).expanduser()
         path = path if path.is_absolute() else folder / path
+        if problem := current_access().path_error("base_config", path):  # before it is looked at: no
+            errors["base_config"] = problem  # existence, key or value of a refused file is ever said
+            return base
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
         except yaml.YAMLError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -124,7 +123,9 @@ def deepspeed_config(zero_stage: int, micro_batch_size: int, world_size: int, ma
     if zero_stage == 3:
         cfg["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
     if extra_file:
-        _merge(cfg, json.loads(Path(extra_file).read_text()))
+        from simulator.access import current_access
+
+        _merge(cfg, json.loads(current_access().path("deepspeed_config", extra_file).read_text()))
     return cfg
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from simulator.access import Access, current_access
+from simulator.access import Access, AccessError, current_access, register_kind
 from simulator.llm.traffic import TrafficLimits
 from trainer.checkpoint_layout import model_folder
 from trainer.policies.base import PolicyEngine
@@ -144,3 +144,17 @@ class PolicySpec:
         from trainer.policies.hf_engine import HFEngine
 
         return HFEngine(target, **kw)
+
+
+def _policy_refusal(access: Access, name: str, value: object) -> str:
+    """Why the caller may not name the file or folder of policy spec `value` ('' when it may)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        PolicySpec(value, access=access).path()
+    except AccessError as exc:
+        return exc.message
+    return ""
+
+
+register_kind("policy", _policy_refusal)
