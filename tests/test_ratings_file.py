@@ -64,3 +64,17 @@ def test_the_store_import_applies_the_same_strict_types(store):
     report = ratings.import_jsonl(store, "\ufeff" + text, keep_valid=True)
     assert report.imported == 1 and report.errors == ["line 1: delta: must be a number, got '5'"]
     assert [r["rater"] for r in list_ratings(store)] == ["12"]
+
+
+def test_the_agreement_command_refuses_a_file_with_a_duplicate_naming_its_lines(tmp_path, capsys):
+    from simulator.__main__ import main
+
+    path = tmp_path / "pooled.jsonl"
+    path.write_text("\n".join([_line(), _line(turn_index=4), _line(turn_index=6), _line(delta=1)]) + "\n")
+    assert main(["agreement", "--ratings", str(path), "--n-boot", "20"]) == 1
+    err = capsys.readouterr().err
+    assert "line 4: rater 'ana' already rated turn 2 of dialogue 1 (line 1)" in err
+    path.write_text("\n".join([_line(), _line(turn_index=4), _line(turn_index=6)]) + "\n")
+    assert main(["agreement", "--ratings", str(path), "--n-boot", "20", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["overall"]["n_ratings"] == 3 and report["overall"]["alpha"]["why"].startswith("no turn has two")
