@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import off_loop, wait_for
+from helpers import wait_for
 
 from app.agreement_plots import human_group_bars, human_spearman_bars
 from app.services.people import human_sets
@@ -79,8 +79,8 @@ def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_
     page.locator("#people-report-set textarea").fill("human:lab")
     page.click("#people-report")
     expect(page.locator("#people-report-table")).to_contain_text("no simulator has judged human:lab")
-    # the job's work runs its own event loop: off the one sync Playwright keeps in this thread
-    off_loop(lambda: run_shadow_foreground(store, {"spec": "python:testkit.scripted_shadow:follower"}, "human:lab", 0))
+    # sync Playwright keeps an event loop running in this thread: the job's work runs beside it
+    run_shadow_foreground(store, {"spec": "python:testkit.scripted_shadow:follower"}, "human:lab", 0)
     page.click("#people-refresh")
     expect(page.locator("#people-runs")).to_contain_text("30/30")
     page.click("#people-report")

@@ -89,6 +89,19 @@ def create_shadow_job(store: Any, settings: dict[str, Any], set_spec: str, seed:
     return create_job(store, SHADOW_JOB_KIND, config, name=f"shadow {spec.spec} · {set_spec}"[:200], seed=seed)
 
 
+def run_coroutine(coro: Any) -> Any:
+    """Run a coroutine to its end from synchronous code, also where this thread already runs an event loop
+    (a caller inside an async framework): then in a worker thread with its own loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def set_state(agent: Any, emotion: float | None, replies: int) -> float:
     """Put a fresh simulated user (or the outside object inside a python: one) at the running emotion and
     reply count; its own starting emotion when `emotion` is None. Returns the emotion it starts the turn at."""
@@ -132,7 +145,7 @@ def shadow_job(store: Any, ctx: Any) -> dict[str, Any]:
             emotion = set_state(agent, emotion, n)
             history = [{"role": m["role"], "content": m["content"]} for m in messages[:pos - 1]]
             try:
-                ut = asyncio.run(agent.respond(history, messages[pos - 1]["content"]))
+                ut = run_coroutine(agent.respond(history, messages[pos - 1]["content"]))
                 row = {"delta": None if ut.error else ut.delta, "emotion": None if ut.error else ut.emotion,
                        "inner": ut.inner or {}, "reply_text": ut.text or "", "error": ut.error or ""}
             except Exception as exc:  # recorded beside the turn; the run goes on
