@@ -54,6 +54,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "key (repeatable). OPENAI_BASE_URL and OPENAI_API_KEY form 'default' unless you name one so")
     p.add_argument("--endpoints-file", default=None, metavar="PATH",
                    help="more endpoints from a YAML file: NAME: URL or NAME: {url: URL, key_var: VAR}")
+    p.add_argument("--behind-proxy", action="store_true",
+                   help="trust X-Forwarded-* headers (a reverse proxy in front sets them); without it they are "
+                        "dropped before Gradio sees them")
     p.add_argument("--allow-free-urls", action="store_true",
                    help="let web callers type an endpoint URL besides the named ones; such a URL never gets a key")
     args = p.parse_args(argv)
@@ -128,7 +131,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     # the logs never show it.
     ctx = LabContext(store=store, store_url=store.url.render_as_string(hide_password=False))
     try:
-        launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth, extra_hosts=args.allowed_host)
+        launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth, extra_hosts=args.allowed_host,
+               behind_proxy=args.behind_proxy)
     except OSError as exc:  # the port was taken between the check and the launch
         return _cannot_start(preflight.port_problem(args.host, args.port) or f"cannot serve: {exc}")
     return 0

@@ -26,7 +26,7 @@ from gradio.routes import App, ORJSONResponse
 from app.context import LINK_EVENT, TRANSCRIPTS_TAB, LabContext
 from app.page_script import EarlyScript
 from app.render import CSS, md
-from app.trust import HostOriginGuard, allowed_hosts
+from app.trust import HostOriginGuard, LoginGate, allowed_hosts
 from storage import Store
 
 log = logging.getLogger("rlver.app")
@@ -136,23 +136,33 @@ class GuardedApp(App):
     another site or for another host name gets 403 before any of Gradio's code (its CORS included) sees it.
     Behind the guard, app.page_script.EarlyScript puts the frame-pacing script first in the page."""
 
-    def __init__(self, hosts: Iterable[str] = (), **kwargs: Any):
-        super().__init__(**kwargs)
-        self.guard_hosts = frozenset(hosts)
+    def __init__(self, hosts: Iterable[str] = (), behind_proxy: bool = False, **kwargs: Any):
+        super().__init__(openapi_url=None, **kwargs)  # no FastAPI schema: nothing to describe before a login
+        self.guard_hosts, self.behind_proxy = frozenset(hosts), behind_proxy
+
+    def logged_in(self, cookies: dict[str, str]) -> bool:
+        """True without a login, else whether the cookies hold one of Gradio's live login tokens."""
+        if self.auth is None and self.auth_dependency is None:
+            return True
+        token = cookies.get(f"access-token-{self.cookie_id}") or cookies.get(f"access-token-unsecure-{self.cookie_id}")
+        return bool(token) and token in self.tokens
 
     def build_middleware_stack(self) -> Any:
-        return HostOriginGuard(EarlyScript(super().build_middleware_stack()), self.guard_hosts)
+        inner = LoginGate(EarlyScript(super().build_middleware_stack()), self.logged_in)
+        return HostOriginGuard(inner, self.guard_hosts, self.behind_proxy)
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
            auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False,
-           extra_hosts: Iterable[str] = ()):
+           extra_hosts: Iterable[str] = (), behind_proxy: bool = False):
     """Launch with the lab's settings: theme/css here (Gradio 6), no SSR, no outside connections, and only
     requests for loopback, `host` or `extra_hosts` (--allowed-host) from pages of those sites answered."""
-    app = GuardedApp(allowed_hosts(host, extra_hosts), default_response_class=ORJSONResponse)
+    app = GuardedApp(allowed_hosts(host, extra_hosts), behind_proxy, default_response_class=ORJSONResponse)
     return demo.launch(
         server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
         _app=app,
-        theme=gr.themes.Soft(), css=CSS, ssr_mode=False, show_error=True, footer_links=["settings"],
+        # show_error=False: an unexpected exception reaches the page as one word, its text and traceback only the
+        # log; the lab's own messages (gr.Error) are shown as written
+        theme=gr.themes.Soft(), css=CSS, ssr_mode=False, show_error=False, footer_links=["settings"],
         auth_message="RLVER Lab: log in with the user and password given to --auth or RLVER_LAB_AUTH." if auth else None,
     )

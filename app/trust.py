@@ -6,15 +6,27 @@ name (`attacker.example`) resolves to 127.0.0.1 and the browser calls that same-
 `Host: attacker.example:7860`. Answering only loopback names and the names the owner allowed
 (`--allowed-host NAME`, implied by `--host NAME`) closes that door, as Jupyter does.
 
-app.lab.launch puts HostOriginGuard in front of Gradio's whole middleware stack (its CORS included).
+More than one Host or Origin header is refused too (the guard and Gradio could read different ones), a page
+of the lab's own loopback name on another port is another site, and X-Forwarded-* / Forwarded headers are
+dropped unless the owner says the lab is behind a proxy (--behind-proxy): otherwise any caller could rewrite
+the root URL Gradio puts in its config.
+
+With a login, `LoginGate` answers nothing but the login page and its static files before the login: the page
+itself carries no API description (Gradio embeds one in every page, login page included), and every other
+route, /config and /openapi.json among them, is 401.
+
+app.lab.launch puts HostOriginGuard (then LoginGate) in front of Gradio's whole middleware stack (its CORS
+included).
 """
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Iterable
+import re
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+_FORWARDED = re.compile(r"^(x-forwarded-|forwarded$|x-real-ip$)", re.I)
 WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
 REFUSED = (b"RLVER Lab answers only to its own host names (loopback, or a name its owner allowed with "
            b"--allowed-host) and to pages of its own site.\n")
@@ -50,28 +62,45 @@ def allowed_hosts(host: str, extra: Iterable[str] = ()) -> frozenset[str]:
 class HostOriginGuard:
     """ASGI middleware: 403 for a Host that is not loopback or allowed, and for an Origin of another site."""
 
-    def __init__(self, app: Any, hosts: Iterable[str] = ()):
-        self.app, self.hosts = app, frozenset(hosts)
+    def __init__(self, app: Any, hosts: Iterable[str] = (), behind_proxy: bool = False):
+        self.app, self.hosts, self.behind_proxy = app, frozenset(hosts), behind_proxy
 
     def allowed(self, name: str) -> bool:
         return bool(name) and (is_loopback(name) or name in self.hosts)
 
     def refusal(self, headers: dict[str, str]) -> str:
-        """'' when the request may go on, else what is wrong (for the log, never the page)."""
-        if not self.allowed(host_name(headers.get("host", ""))):
+        """'' when the request may go on, else what is wrong (for the log, never the page). An Origin is the
+        lab's own when its name is one the lab answers to and, for a loopback name, its port is the one the
+        request came to (a page of another local service is another site); another name the owner allowed may
+        come with any port (a proxy in front)."""
+        host = headers.get("host", "")
+        if not self.allowed(host_name(host)):
             return "host"
         origin = headers.get("origin")
         if origin is not None:
             parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or not self.allowed(host_name(parts.netloc)):
+            name = host_name(parts.netloc)
+            if parts.scheme not in ("http", "https") or not self.allowed(name):
+                return "origin"
+            try:
+                origin_port = parts.port or (443 if parts.scheme == "https" else 80)
+            except ValueError:
+                return "origin"
+            if is_loopback(name) and origin_port != _port(host, parts.scheme):
                 return "origin"
         return ""
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-        if not self.refusal(headers):
+        raw = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers") or ()]
+        headers = dict(raw)
+        names = [k for k, _ in raw]
+        twice = names.count("host") > 1 or names.count("origin") > 1
+        if not twice and not self.refusal(headers):
+            if not self.behind_proxy:
+                kept = [(k, v) for k, v in scope.get("headers") or () if not _FORWARDED.match(k.decode("latin-1"))]
+                scope = {**scope, "headers": kept}
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -82,3 +111,80 @@ class HostOriginGuard:
         await send({"type": "http.response.body", "body": REFUSED})
         return None
 
+
+def _port(host: str, scheme: str) -> int:
+    """The port of a Host header value (the scheme's default when it names none)."""
+    value = host.strip()
+    tail = value.rsplit("]", 1)[-1] if value.startswith("[") else value
+    if tail.count(":") == 1 and tail.rsplit(":", 1)[1].isdigit():
+        return int(tail.rsplit(":", 1)[1])
+    return 443 if scheme == "https" else 80
+
+
+# what a browser needs to show the login page (and to log in) before the login
+LOGIN_PAGE_PATHS = ("/", "/login", "/login/", "/logout", "/favicon.ico", "/manifest.json", "/theme.css",
+                    "/robots.txt", "/gradio_api/theme.css", "/gradio_api/startup-events")  # the last: asked by launch
+LOGIN_PAGE_PREFIXES = ("/assets/", "/static/", "/svelte/", "/pwa_icon")
+_API_INFO = re.compile(rb"(gradio_api_info\s*=\s*)\{.*?\}(\s*;\s*</script>)", re.S)
+NOT_LOGGED_IN = b'{"detail":"Not authenticated"}'
+
+
+class LoginGate:
+    """ASGI middleware for a lab with a login: before it, only LOGIN_PAGE_PATHS and LOGIN_PAGE_PREFIXES
+    answer (401 for everything else, websockets closed), and the login page's embedded API description is
+    emptied. `logged_in(cookies)` says whether a request's cookies hold a live login (Gradio's tokens)."""
+
+    def __init__(self, app: Any, logged_in: Callable[[dict[str, str]], bool]):
+        self.app, self.logged_in = app, logged_in
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or self.logged_in(_cookies(scope)):
+            return await self.app(scope, receive, send)
+        path = scope.get("path") or "/"
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return None
+        if path == "/":
+            return await self.app(scope, receive, _without_api_info(send))
+        if path in LOGIN_PAGE_PATHS or path.startswith(LOGIN_PAGE_PREFIXES):
+            return await self.app(scope, receive, send)
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(NOT_LOGGED_IN)).encode())]})
+        await send({"type": "http.response.body", "body": NOT_LOGGED_IN})
+        return None
+
+
+def _cookies(scope: dict) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in scope.get("headers") or ():
+        if key.lower() == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                name, sep, val = part.strip().partition("=")
+                if sep:
+                    out[name] = val
+    return out
+
+
+def _without_api_info(send: Any) -> Any:
+    """A `send` that empties `gradio_api_info = {...}` in an uncompressed HTML body (held until complete)."""
+    start: dict[str, Any] = {}
+    body: list[bytes] = []
+
+    async def wrapped(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers") or ())
+            if headers.get(b"content-type", b"").startswith(b"text/html") and b"content-encoding" not in headers:
+                start.update(message)
+                return
+        elif message["type"] == "http.response.body" and start:
+            body.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            page = _API_INFO.sub(rb"\1{}\2", b"".join(body))
+            headers = [(k, v) for k, v in start.get("headers") or () if k != b"content-length"]
+            await send({**start, "headers": headers + [(b"content-length", str(len(page)).encode())]})
+            message = {"type": "http.response.body", "body": page}
+        await send(message)
+
+    return wrapped

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from helpers import wait_for_http
 
 from app.__main__ import parse_args
+from app.trust import LOGIN_PAGE_PATHS, LOGIN_PAGE_PREFIXES
 
 REPO = Path(__file__).resolve().parent.parent
 MARKERS = {"persona": "zq-secret-persona-7731", "job": "zq-secret-job-label", "collection": "zq-secret-collection"}
@@ -39,6 +41,19 @@ def populate(db_url: str) -> list[str]:
     ids = [p.id for p in persona_store.list_profiles(store)]
     store.dispose()
     return ids
+
+
+def every_route_path() -> list[str]:
+    """Every path the lab's server routes (Gradio's App over the lab's Blocks), parameters filled in."""
+    import gradio as gr
+
+    from app.lab import GuardedApp
+
+    with gr.Blocks() as demo:
+        gr.Markdown("x")
+    app = GuardedApp.create_app(demo)
+    paths = {re.sub(r"\{[^}]*\}", "x", getattr(r, "path", "")) for r in app.routes}
+    return sorted(p for p in paths if p) + ["/openapi.json", "/docs", "/gradio_api/file=/etc/hostname"]
 
 
 @pytest.fixture
@@ -77,8 +92,20 @@ def test_anonymous_page_holds_nothing_from_the_store(served_lab):
             assert marker not in anonymous.text, kind
         leaked = [pid for pid in ids if f'"{pid}"' in anonymous.text or f"'{pid}'" in anonymous.text]
         assert leaked == []
-        for path in ("/config", "/gradio_api/info"):
-            assert c.get(path).status_code == 401, path
+        # no API description, no defaults, no endpoint list in the login page; no route answers but its own
+        assert "gradio_api_info = {};" in anonymous.text and "named_endpoints" not in anonymous.text
+        assert "api_name" not in anonymous.text and "builtin:heldout" not in anonymous.text
+        for path in every_route_path():
+            if path in LOGIN_PAGE_PATHS or path.startswith(LOGIN_PAGE_PREFIXES):
+                continue
+            for method in ("GET", "POST"):
+                assert c.request(method, path).status_code == 401, (method, path)
+        port = int(base.rsplit(":", 1)[1])
+        for twice in (b"Host: 127.0.0.1\r\nHost: attacker.example", b"Origin: http://127.0.0.1\r\nOrigin: http://a.example"):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+                first = b"" if twice.startswith(b"Host") else f"Host: 127.0.0.1:{port}\r\n".encode()
+                raw.sendall(b"GET / HTTP/1.1\r\n" + first + twice + b"\r\nConnection: close\r\n\r\n")
+                assert raw.recv(64).startswith(b"HTTP/1.1 403"), twice
         # logged in, the page is served in full (its lists are filled by load events, see the browser tests)
         assert c.post("/login", data={"username": "ana", "password": "s3cret-Passw0rd"}).status_code == 200
         assert c.get("/config").status_code == 200 and "live-personas" in c.get("/").text

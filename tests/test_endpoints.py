@@ -204,6 +204,8 @@ def test_no_event_of_the_app_sends_a_secret_to_a_visitors_url_and_the_owners_end
                 answers = visitor.sweep(base, visitor_values(theirs.base_url), client)
                 assert len(answers) > 100  # every event of every view
                 assert not [d["api_name"] for d, a in answers if a.get("msg") == "unexpected_error"]
+                shown = [str((a.get("output") or {}).get("error") or "") for _, a in answers]
+                assert not [e for e in shown if "Traceback" in e or 'File "' in e]  # tracebacks: the log only
                 config = visitor.read_config(base, client)
                 components = {c["id"]: c for c in config["components"]}
                 labels = {i: visitor.label(c) for i, c in components.items()}

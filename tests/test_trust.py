@@ -119,6 +119,46 @@ def test_the_host_names_the_lab_answers_to():
     assert guard.refusal({"host": "lab.example.org.attacker.example:7860"}) == "host"
     assert guard.refusal({}) == "host"  # no Host header at all
     assert guard.refusal({"host": "127.0.0.1:7860", "origin": "file://"}) == "origin"
+    # a page of another local service (same loopback name, another port) is another site
+    assert guard.refusal({"host": "127.0.0.1:7860", "origin": "http://127.0.0.1:8080"}) == "origin"
+    assert guard.refusal({"host": "127.0.0.1", "origin": "http://127.0.0.1"}) == ""
+
+
+def _through(guard_of, headers: list[tuple[bytes, bytes]]) -> tuple[int, list]:
+    """(status, the headers the app behind the guard saw) for one request through HostOriginGuard."""
+    import asyncio
+
+    seen, sent = [], []
+
+    async def app(scope, receive, send):
+        seen.extend(scope["headers"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request"}
+
+    asyncio.run(guard_of(app)({"type": "http", "path": "/", "headers": headers}, receive, send))
+    return sent[0]["status"], seen
+
+
+def test_two_host_or_origin_headers_are_refused_and_forwarded_headers_need_behind_proxy():
+    guard = lambda app: HostOriginGuard(app, allowed_hosts("127.0.0.1"))  # noqa: E731
+    own = (b"host", b"127.0.0.1:7860")
+    assert _through(guard, [own])[0] == 200
+    assert _through(guard, [own, (b"host", b"attacker.example")])[0] == 403
+    assert _through(guard, [(b"host", b"attacker.example"), own])[0] == 403
+    twice = [own, (b"origin", b"http://127.0.0.1:7860"), (b"origin", b"http://attacker.example")]
+    assert _through(guard, twice)[0] == 403
+    forwarded = [own, (b"x-forwarded-host", b"attacker.example"), (b"X-Forwarded-Proto", b"https"),
+                 (b"forwarded", b"host=attacker.example")]
+    status, seen = _through(guard, forwarded)
+    assert status == 200 and seen == [own]  # dropped before Gradio builds its root URL from them
+    proxied = lambda app: HostOriginGuard(app, allowed_hosts("127.0.0.1"), behind_proxy=True)  # noqa: E731
+    assert _through(proxied, forwarded)[1] == forwarded
 
 
 # ------------------------------------------------------------------------------------ outside code, web
