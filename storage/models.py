@@ -104,6 +104,11 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
+    # where the owner runs (its host name, with `pid`) and what started it: local | ray (trainer.jobs.backend)
+    host: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    backend: Mapped[str] = mapped_column(String(16), default="local", server_default="local")
+    backend_address: Mapped[str] = mapped_column(Text, default="", server_default="")  # Ray's Jobs API (http://..)
+    backend_job_id: Mapped[str] = mapped_column(String(64), default="", server_default="")  # Ray's submission id
 
     metrics: Mapped[list["Metric"]] = relationship(back_populates="job", cascade="all, delete-orphan")
     checkpoints: Mapped[list["Checkpoint"]] = relationship(back_populates="job", cascade="all, delete-orphan")

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from simulator.personas.builtin import get_builtin
-from storage import Dialogue, EvalRun, Job, Metric, Turn, dialogues, read_scope, session_scope
+from storage import Dialogue, EvalRun, Job, Metric, Turn, dialogues, make_store, read_scope, session_scope
 
 # `@pytest.mark.parametrize("db_url", BACKENDS, indirect=True)`: the test (and the `store` fixture) on a SQLite
 # file, then on a new database of the session's PostgreSQL server (tests/conftest.py)
@@ -266,3 +266,101 @@ def make_dialogue(store, persona_id="en-01-maya-chen", fp="fp-offline", changes=
                            inner={"analyse": f"felt {change:+g}"})
     dialogues.finish_dialogue(store, did, "finished", emotion, outcome="max_turns")
     return did
+
+
+# --- benchmark and comparison runs whose dialogues are compared (tests/test_resume_runs.py, test_ray_jobs.py):
+# the tiny random model against a slow simulated user (a python: user file, 0.25 s a reply, whose emotion
+# depends on the reply and on the dialogue's seed)
+N_PERSONAS = 4
+
+SEEDED_USER = """
+import asyncio
+import zlib
+from simulator.user.agent import UserTurn
+
+
+class SeededUser:
+    def __init__(self, profile, seed):
+        self.seed, self.replies = seed, 0
+
+    async def opening(self):
+        return UserTurn(text="I had a hard day.", emotion=40.0)
+
+    async def respond(self, dialogue, reply):
+        await asyncio.sleep(0.25)
+        self.replies += 1
+        delta = float((zlib.crc32(reply.encode("utf-8")) + self.seed) % 13 - 6)
+        done = self.replies >= 3
+        return UserTurn(text="Go on.", emotion=40.0 + delta * self.replies, delta=delta, done=done,
+                        outcome="max_turns" if done else "")
+
+    def fingerprint(self):
+        return {"model": "seeded-slow-user"}
+
+
+def make_user(profile, seed):
+    return SeededUser(profile, seed)
+"""
+
+
+def bench_args(tiny_model_dir: Path, user_spec: str, db_url: str) -> list[str]:
+    return ["benchmark", "--policy", str(tiny_model_dir), "--simulator", user_spec, "--profiles", "builtin",
+            "--limit", str(N_PERSONAS), "--max-new-tokens", "8", "--concurrency", "1", "--seed", "3",
+            "--db", db_url, "--json"]
+
+
+def statuses(db_url: str, eval_run_id: int | None = None) -> list[tuple[str, str, int]]:
+    """(persona, status, policy replies stored) of every dialogue (of one eval run), in id order."""
+    store = make_store(db_url)
+    try:
+        with read_scope(store) as s:
+            q = select(Dialogue).order_by(Dialogue.id)
+            if eval_run_id is not None:
+                q = q.where(Dialogue.eval_run_id == eval_run_id)
+            rows = list(s.scalars(q))
+            replies = {d.id: len(list(s.scalars(select(Turn.id).where(Turn.dialogue_id == d.id,
+                                                                      Turn.role == "assistant")))) for d in rows}
+            return [(d.persona_id, d.status, replies[d.id]) for d in rows]
+    finally:
+        store.dispose()
+
+
+def results(db_url: str, eval_run_id: int) -> list[tuple]:
+    """Per scored dialogue: persona, seed, final emotion and every turn (role, text, emotion), by persona."""
+    store = make_store(db_url)
+    try:
+        with read_scope(store) as s:
+            out = []
+            for d in s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
+                                                      Dialogue.status != "cancelled")):
+                turns = s.scalars(select(Turn).where(Turn.dialogue_id == d.id).order_by(Turn.index))
+                out.append((d.persona_id, d.seed, d.status, d.final_emotion,
+                            tuple((t.role, t.text, t.emotion) for t in turns)))
+            return sorted(out)
+    finally:
+        store.dispose()
+
+
+
+def finished(db_url: str) -> int:
+    return sum(st == "finished" for _, st, _ in statuses(db_url))
+
+
+
+def compare_args(tiny_model_dir: Path, other: Path, user_spec: str, db_url: str) -> list[str]:
+    return ["compare", "--a", str(tiny_model_dir), "--b", str(other), "--simulator", user_spec, "--profiles",
+            "builtin", "--limit", "3", "--max-new-tokens", "8", "--seed", "5", "--db", db_url, "--json"]
+
+
+
+def pair_results(db_url: str, comparison_id: int) -> list[tuple]:
+    from trainer.benchmarking import compare
+
+    store = make_store(db_url)
+    try:
+        pairs = compare.comparison_pairs(store, comparison_id, with_turns=True)
+        return sorted((p["persona"], p["seed"], p["a_final"], p["b_final"],
+                       tuple(t["text"] for t in p["a_turns"]), tuple(t["text"] for t in p["b_turns"])) for p in pairs)
+    finally:
+        store.dispose()
+

@@ -16,48 +16,27 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_in_process, wait_for
+from helpers import (
+    N_PERSONAS,
+    SEEDED_USER,
+    bench_args,
+    compare_args,
+    finished,
+    pair_results,
+    results,
+    run_in_process,
+    statuses,
+    wait_for,
+)
 from sqlalchemy import select
 
-from storage import Dialogue, EvalRun, Turn, make_store, read_scope
+from storage import Dialogue, EvalRun, make_store, read_scope
 from trainer.benchmarking import compare, compare_runs, eval_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.jobs import queue as job_queue
 from trainer.rollout.types import dialogue_seed
 
 REPO = Path(__file__).resolve().parent.parent
-N_PERSONAS = 4
-
-SEEDED_USER = """
-import asyncio
-import zlib
-from simulator.user.agent import UserTurn
-
-
-class SeededUser:
-    def __init__(self, profile, seed):
-        self.seed, self.replies = seed, 0
-
-    async def opening(self):
-        return UserTurn(text="I had a hard day.", emotion=40.0)
-
-    async def respond(self, dialogue, reply):
-        await asyncio.sleep(0.25)
-        self.replies += 1
-        delta = float((zlib.crc32(reply.encode("utf-8")) + self.seed) % 13 - 6)
-        done = self.replies >= 3
-        return UserTurn(text="Go on.", emotion=40.0 + delta * self.replies, delta=delta, done=done,
-                        outcome="max_turns" if done else "")
-
-    def fingerprint(self):
-        return {"model": "seeded-slow-user"}
-
-
-def make_user(profile, seed):
-    return SeededUser(profile, seed)
-"""
-
-
 @pytest.fixture(scope="module")
 def user_spec(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("user") / "seeded_user.py"
@@ -85,44 +64,6 @@ def kill(p: subprocess.Popen) -> None:
     p.wait()
 
 
-def bench_args(tiny_model_dir: Path, user_spec: str, db_url: str) -> list[str]:
-    return ["benchmark", "--policy", str(tiny_model_dir), "--simulator", user_spec, "--profiles", "builtin",
-            "--limit", str(N_PERSONAS), "--max-new-tokens", "8", "--concurrency", "1", "--seed", "3",
-            "--db", db_url, "--json"]
-
-
-def statuses(db_url: str, eval_run_id: int | None = None) -> list[tuple[str, str, int]]:
-    """(persona, status, policy replies stored) of every dialogue (of one eval run), in id order."""
-    store = make_store(db_url)
-    try:
-        with read_scope(store) as s:
-            q = select(Dialogue).order_by(Dialogue.id)
-            if eval_run_id is not None:
-                q = q.where(Dialogue.eval_run_id == eval_run_id)
-            rows = list(s.scalars(q))
-            replies = {d.id: len(list(s.scalars(select(Turn.id).where(Turn.dialogue_id == d.id,
-                                                                      Turn.role == "assistant")))) for d in rows}
-            return [(d.persona_id, d.status, replies[d.id]) for d in rows]
-    finally:
-        store.dispose()
-
-
-def results(db_url: str, eval_run_id: int) -> list[tuple]:
-    """Per scored dialogue: persona, seed, final emotion and every turn (role, text, emotion), by persona."""
-    store = make_store(db_url)
-    try:
-        with read_scope(store) as s:
-            out = []
-            for d in s.scalars(select(Dialogue).where(Dialogue.eval_run_id == eval_run_id,
-                                                      Dialogue.status != "cancelled")):
-                turns = s.scalars(select(Turn).where(Turn.dialogue_id == d.id).order_by(Turn.index))
-                out.append((d.persona_id, d.seed, d.status, d.final_emotion,
-                            tuple((t.role, t.text, t.emotion) for t in turns)))
-            return sorted(out)
-    finally:
-        store.dispose()
-
-
 @pytest.fixture(scope="module")
 def reference(tiny_model_dir: Path, user_spec: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One uninterrupted benchmark run of the settings every kill test uses."""
@@ -131,10 +72,6 @@ def reference(tiny_model_dir: Path, user_spec: str, tmp_path_factory: pytest.Tem
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)
     return {"score": out["score"], "results": results(db_url, out["eval_run_id"])}
-
-
-def finished(db_url: str) -> int:
-    return sum(st == "finished" for _, st, _ in statuses(db_url))
 
 
 KILL_POINTS = {
@@ -183,11 +120,6 @@ def test_a_second_process_is_refused_while_the_owner_lives(tiny_model_dir, user_
     assert len(statuses(db_url, 1)) <= N_PERSONAS  # nobody else played into the run
 
 
-def compare_args(tiny_model_dir: Path, other: Path, user_spec: str, db_url: str) -> list[str]:
-    return ["compare", "--a", str(tiny_model_dir), "--b", str(other), "--simulator", user_spec, "--profiles",
-            "builtin", "--limit", "3", "--max-new-tokens", "8", "--seed", "5", "--db", db_url, "--json"]
-
-
 @pytest.fixture(scope="module")
 def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from testkit.tiny_model import build_tiny_model
@@ -195,16 +127,6 @@ def other_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("other") / "model"
     build_tiny_model(path, seed=7)
     return path
-
-
-def pair_results(db_url: str, comparison_id: int) -> list[tuple]:
-    store = make_store(db_url)
-    try:
-        pairs = compare.comparison_pairs(store, comparison_id, with_turns=True)
-        return sorted((p["persona"], p["seed"], p["a_final"], p["b_final"],
-                       tuple(t["text"] for t in p["a_turns"]), tuple(t["text"] for t in p["b_turns"])) for p in pairs)
-    finally:
-        store.dispose()
 
 
 @pytest.mark.slow

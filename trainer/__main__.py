@@ -1,5 +1,7 @@
-"""`python -m trainer COMMAND ...`: rollout, train, resume, plan, benchmark, job, jobs, judge,
-experiment, compare, shadow.
+"""`python -m trainer [--jobs local|ray://HEAD:10001|auto] [--shared-dir PATH] COMMAND ...`: rollout, train,
+resume, plan, benchmark, job, jobs, judge, experiment, compare, shadow.
+
+`--jobs` / `--shared-dir` pick where the jobs this command launches run (trainer.jobs.backend, docs/cluster.md).
 
 Each command lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen command's module is imported, so a module that is missing or broken disables its own command
@@ -45,8 +47,35 @@ def _load(name: str, parser: argparse.ArgumentParser) -> Optional[str]:
     return None
 
 
+def backend_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Take `--jobs VALUE` and `--shared-dir PATH` (the job backend, for every command) out of argv."""
+    rest, flags, i = [], {}, 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name in ("--jobs", "--shared-dir"):
+            if not eq:
+                i += 1
+                value = argv[i] if i < len(argv) else ""
+            flags[name] = value
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, flags
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, flags = backend_flags(list(sys.argv[1:] if argv is None else argv))
+    if flags:
+        from storage.db import default_url
+        from trainer.jobs.backend import BackendError, configure
+
+        db = next((a.partition("=")[2] or argv[i + 1] for i, a in enumerate(argv)
+                   if a.partition("=")[0] == "--db" and (a.partition("=")[2] or i + 1 < len(argv))), None)
+        try:
+            configure(flags.get("--jobs"), flags.get("--shared-dir"), db or default_url())
+        except BackendError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     parser = argparse.ArgumentParser(prog="python -m trainer", description="RLVER Lab trainer commands")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)

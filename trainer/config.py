@@ -144,6 +144,7 @@ class TrainConfig:
     dtype: str = "float32"  # training dtype (bfloat16 on GPUs)
     gradient_checkpointing: bool = False
     device: str = "auto"  # auto | cpu | cuda
+    gpus: int = 0  # GPUs of one node the job asks for (the ray backend: through Ray, one rank each); 0 = none asked
     seed: int = 0
     output_dir: str = path_field("folder")  # '' = the job's folder (lab_home()/jobs/ID)
     save_every: int = 50  # checkpoint every K steps (and at the last step); 0 = only at the end
@@ -287,6 +288,8 @@ class TrainConfig:
         e.update({k: v for k, v in SimulatorSpec.from_config(self).errors().items() if k != "rules"})
         choice("kl_estimator", ("k1", "k3"))
         choice("device", ("auto", "cpu", "cuda"))
+        if self.gpus < 0:
+            e["gpus"] = f"must be >= 0, got {self.gpus}"
         for name in ("actor_lr", "critic_lr"):
             if not getattr(self, name) > 0:
                 e[name] = f"must be positive, got {getattr(self, name)}"

@@ -139,6 +139,34 @@ def _run(store: Store, ctx: Any, broadcast_object: Callable[[Any], Any]) -> tupl
             broadcast_object(None)  # the other ranks wait for the job: it will not run
 
 
+def follow_on_backend(store: Store, store_url: str, job_id: int, as_json: bool = False, poll_s: float = 1.0) -> int:
+    """With the ray backend (`--jobs ray...`): launch queued job `job_id` as a Ray job and follow it to its end
+    here, its output (as Ray keeps it) echoed on stderr; Ctrl-C cancels it. Returns the exit status."""
+    import time
+
+    from trainer.jobs import remote
+
+    job_queue.launch(store_url, job_id)
+    echoed = 0
+    try:
+        while True:
+            job = job_queue.get_job(store, job_id) or {}
+            text = remote.log_text(job.get("backend_address", ""), job.get("backend_job_id", "")) or ""
+            sys.stderr.write(text[echoed:])
+            sys.stderr.flush()
+            echoed = max(echoed, len(text))
+            if job.get("status") in (*job_queue.FINAL_STATUSES, "dead"):
+                break
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        print(f"job {job_id}: cancelling its Ray job", file=sys.stderr, flush=True)
+        job_queue.cancel(store, job_id)
+        job = job_queue.get_job(store, job_id) or {}
+    if as_json:
+        print(json.dumps(job_result(store, job_id, {}), default=str))
+    return {"succeeded": EXIT_OK, "cancelled": EXIT_CANCELLED}.get(job.get("status", ""), EXIT_FAILED)
+
+
 def job_result(store: Store, job_id: int, summary: dict[str, Any]) -> dict[str, Any]:
     """The job as the `--json` line describes it: job_id, status, steps, metrics (the last step's),
     checkpoint (the latest path), policy_path (the trained model: the checkpoint's `policy/` folder), error."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Optional
 
@@ -33,6 +34,13 @@ def run(args: argparse.Namespace) -> int:
 
     store = make_store(args.db)
     try:
+        if int(os.environ.get("WORLD_SIZE", 1)) > 1:  # one rank a GPU (a Ray job asking for several): join first
+            from trainer.config import TrainConfig
+            from trainer.learning.distributed import init_distributed
+
+            detail = job_queue.get_job(store, args.job_id)
+            if detail is not None and detail["kind"] == "train":
+                init_distributed(TrainConfig.from_dict(detail["config"]).zero_stage)
         return run_job(store, args.job_id)
     finally:
         store.dispose()

@@ -96,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
             job_id = job_queue.create_job(store, "train", config.to_dict(), name=args.name or job_name(args),
                                           seed=config.seed)
         job_id = broadcast_object(job_id)
+        if on_ray() and rank == 0:
+            from storage import default_url
+            from trainer.job_runner import follow_on_backend
+
+            return follow_on_backend(store, args.db or default_url(), job_id, args.json)
         return run_job(store, job_id, args.json)
     finally:
         store.dispose()
@@ -110,6 +115,13 @@ def _file_settings(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError({"config": f"{path} must be a mapping of settings"})
     return {k: v for k, v in full.to_dict().items() if k in data}
+
+
+def on_ray() -> bool:
+    """True when this command's jobs go to a Ray cluster (`python -m trainer --jobs ray...`)."""
+    from trainer.jobs.backend import RAY, current
+
+    return current().kind == RAY
 
 
 def job_name(args: argparse.Namespace) -> str:
@@ -161,6 +173,10 @@ def run_resume(args: argparse.Namespace) -> int:
             return EXIT_CANNOT_RUN
         if args.detach:
             return 0
+        if on_ray() and rank == 0:
+            from trainer.job_runner import follow_on_backend
+
+            return follow_on_backend(store, args.db or default_url(), args.job_id, args.json)
         return run_job(store, args.job_id, args.json)
     finally:
         store.dispose()

@@ -21,14 +21,15 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from simulator.llm.traffic import write_snapshot
 from storage import Checkpoint, Job, Metric, get_or_raise, read_scope, session_scope
 from storage.models import utcnow
+from trainer.jobs.backend import LOCAL, host_name
 from trainer.jobs.liveness import reap_dead_jobs, shown_status
-from trainer.jobs.owner import JobLock, owner_pid
+from trainer.jobs.owner import JobLock, owner_pid, pid_alive
 from trainer.jobs.queue import (
     HEARTBEAT_S,
     QUEUE_POLL_S,
@@ -64,7 +65,10 @@ class JobContext:
             job = get_or_raise(s, Job, job_id, JobError)
             self.kind, self.config, self.seed = job.kind, dict(job.config), job.seed
             self.output_dir = job.output_dir or str(job_dir(store, job_id))
-        self._lock = JobLock(self.output_dir)
+            self.backend = job.backend or LOCAL
+        self._host = host_name()
+        # a local job's owner also holds the lock file of its folder; a Ray job's is decided by the store alone
+        self._lock = JobLock(self.output_dir) if self.backend == LOCAL else None
         self.last_checkpoint = last_checkpoint(store, job_id, self._checkpoint_root())
 
     def _checkpoint_root(self) -> Optional[Path]:
@@ -100,10 +104,10 @@ class JobContext:
     def _own(self, s: Session) -> Job:
         """The job row, after checking (in the caller's write transaction) that it still names us."""
         job = s.get(Job, self.job_id)
-        if self._lost.is_set() or job.pid != self._pid:
+        if self._lost.is_set() or job.pid != self._pid or (job.host and job.host != self._host):
             self._lost.set()
-            raise JobOwnershipLost(f"job {self.job_id} is now owned by pid {job.pid}; this process "
-                                   f"({self._pid}) stops without writing")
+            raise JobOwnershipLost(f"job {self.job_id} is now owned by pid {job.pid} on {job.host or 'its host'}; "
+                                   f"this process ({self._pid} on {self._host}) stops without writing")
         return job
 
     def check_owner(self) -> None:
@@ -114,30 +118,55 @@ class JobContext:
 
     # -- life cycle
     def __enter__(self) -> "JobContext":
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while not self._lock.acquire() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not self._lock.held:
-            raise JobError(f"job {self.job_id} is owned by live process {owner_pid(self.output_dir)}; one process "
-                           "per job")
+        if self._lock is not None:
+            deadline = time.monotonic() + LOCK_WAIT_S
+            while not self._lock.acquire() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not self._lock.held:
+                raise JobError(f"job {self.job_id} is owned by live process {owner_pid(self.output_dir)}; one "
+                               "process per job")
+        elif not Path(self.output_dir).is_dir():  # a Ray job on a node that does not see the shared folder
+            raise JobError(f"job {self.job_id}: its folder {self.output_dir} is not visible on {self._host}; mount "
+                           "the lab's --shared-dir at the same path on every node (docs/cluster.md)")
         if self.install_signals and threading.current_thread() is threading.main_thread():
             self._old_handler = signal.signal(signal.SIGTERM, self.request_cancel)
             self._signals_installed = True
         try:
-            with session_scope(self.store) as s:
-                job = s.get(Job, self.job_id)
-                if job.status != "queued":
-                    raise JobError(f"job {self.job_id} is {job.status}; only a queued job can run")
-                job.status, job.pid, job.heartbeat_at = "queued", self._pid, utcnow()
+            self._claim()
             self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"heartbeat-{self.job_id}")
             self._thread.start()
             self._wait_turn()
         except BaseException:
             self._stop_heartbeat()
             self._restore_signals()
-            self._lock.release()
+            self._release()
             raise
         return self
+
+    def _claim(self) -> None:
+        """Take the job in the store: one conditional UPDATE (under the store's write lock), which succeeds only
+        for a queued job that names no process or names this one (its launcher wrote our pid first). So two
+        processes, on one host or two, never both own a job, whatever the file system's locks do."""
+        now = utcnow()
+        with session_scope(self.store) as s:
+            taken = s.execute(update(Job).where(
+                Job.id == self.job_id, Job.status == "queued",
+                or_(Job.pid.is_(None), and_(Job.pid == self._pid, Job.host.in_((self._host, "")))))
+                .values(pid=self._pid, host=self._host, heartbeat_at=now)
+                .execution_options(synchronize_session=False)).rowcount
+            if taken != 1:
+                job = s.get(Job, self.job_id)
+                if job.status != "queued":
+                    raise JobError(f"job {self.job_id} is {job.status}; only a queued job can run")
+                if self._lock is not None and job.host in (self._host, "") and not pid_alive(job.pid):
+                    job.pid, job.host, job.heartbeat_at = self._pid, self._host, now  # launched, died unclaimed
+                    return
+                raise JobError(f"job {self.job_id} is claimed by process {job.pid} on {job.host or 'another host'}; "
+                               "one process per job")
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def _wait_turn(self) -> None:
         announced = False
@@ -205,7 +234,7 @@ class JobContext:
             print(f"job {self.job_id} {status}" + (f": {error}" if status == "failed" else ""), flush=True)
             return isinstance(exc, JobCancelled)
         finally:
-            self._lock.release()
+            self._release()
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):

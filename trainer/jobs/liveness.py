@@ -12,6 +12,11 @@ Readers derive what the stored status cannot say:
 and its place in the queue until it goes on, is cancelled, or is stopped by a resume with stop-owner.
 A launched job whose process is still starting up (no lock yet, process alive) stays "queued".
 
+A job of the ray backend, or a local one whose owner runs on another host, has no lock this machine can read:
+its liveness comes from the store and the backend (trainer.jobs.ray_jobs). It is "dead" when its heartbeat is
+late and Ray says its Ray job ended (or no longer knows it; a local job of another host is never judged dead
+from here, only "stalled"), "stalled" when the heartbeat is late and Ray says it runs or does not answer.
+
 `reap_dead_jobs` writes "interrupted" (with the reason) on a dead job only while holding that job's lock
 and after checking again that its process is gone, so it can never race a live owner. The app runs it at
 startup and every job process before taking its turn in the queue; `reopen` (resume) does the same for
@@ -26,6 +31,8 @@ from sqlalchemy import select
 
 from storage import Job, Store, read_scope, session_scope
 from storage.models import utcnow
+from trainer.jobs import ray_jobs
+from trainer.jobs.backend import RAY, host_name
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive
 
 STALE_AFTER_S = 30.0
@@ -40,7 +47,14 @@ def _fresh(job: Job, stale_after_s: float, now: Optional[datetime] = None) -> bo
 
 def shown_status(job: Job, stale_after_s: float = STALE_AFTER_S) -> tuple[str, str]:
     """(the status to show, why it differs from the stored one or ''); see the module docstring."""
+    if job.status in LIVE_STORED and job.backend == RAY:
+        return _ray_status(job, stale_after_s)
     if job.status not in LIVE_STORED or job.pid is None:
+        return job.status, ""
+    if job.host and job.host != host_name():  # its lock file is another machine's to read
+        if job.status == "running" and not _fresh(job, stale_after_s):
+            return "stalled", (f"stalled: no heartbeat since {job.heartbeat_at} (more than {stale_after_s:g} s); its "
+                               f"process {job.pid} runs on {job.host}, where it can be checked")
         return job.status, ""
     owner = owner_pid(job.output_dir) if job.output_dir else None
     if owner is None and (job.status == "running" or not pid_alive(job.pid)):
@@ -52,13 +66,53 @@ def shown_status(job: Job, stale_after_s: float = STALE_AFTER_S) -> tuple[str, s
     return job.status, ""
 
 
+def _ray_status(job: Job, stale_after_s: float) -> tuple[str, str]:
+    """A Ray job's shown status: from its heartbeat in the store and Ray's word on its Ray job."""
+    if job.pid is not None and _fresh(job, stale_after_s):
+        return job.status, ""
+    if job.pid is None and not job.backend_job_id:
+        return job.status, ""
+    state = ray_jobs.state(job.backend_address, job.backend_job_id)
+    if state in (*ray_jobs.TERMINAL, ray_jobs.MISSING):
+        said = "Ray no longer knows it" if state == ray_jobs.MISSING else f"it is {state}"
+        if job.pid is None:
+            return "dead", f"dead: Ray job {job.backend_job_id} ended before its process took the job ({said})"
+        return "dead", (f"dead: no heartbeat since {job.heartbeat_at} and Ray job {job.backend_job_id} ended ({said}); "
+                        "resume continues from the last checkpoint")
+    if job.pid is None:
+        return job.status, ""  # submitted, waiting for a node (or the cluster does not answer)
+    why = "the Ray cluster does not answer" if state == ray_jobs.UNREACHABLE else \
+        f"Ray job {job.backend_job_id} is {state}"
+    return "stalled", (f"stalled: no heartbeat since {job.heartbeat_at} (more than {stale_after_s:g} s); {why} "
+                       f"(process {job.pid} on {job.host})")
+
+
+def _reap_unlocked(store: Store, job_id: int, seen: tuple) -> bool:
+    """Write "interrupted" on a dead job that no lock file guards (a Ray job): in one write transaction, only when
+    the row is still as it was read dead (same status, pid, host, heartbeat), so a beat in between wins."""
+    with session_scope(store) as s:
+        job = s.get(Job, job_id)
+        if (job.status, job.pid, job.host, job.heartbeat_at) != seen:
+            return False
+        job.status, job.finished_at = "interrupted", utcnow()
+        who = f"process {job.pid} on {job.host or 'its node'}" if job.pid else "its process"
+        job.error = (f"interrupted: {who} is gone (Ray job {job.backend_job_id} ended); resume continues from the "
+                     "last checkpoint")
+        return True
+
+
 def reap_dead_jobs(store: Store) -> list[int]:
-    """Write "interrupted" on every dead job, each under its own lock; returns their ids. A job whose lock
-    is taken meanwhile (its process came up) or whose process is alive is left to it."""
+    """Write "interrupted" on every dead job, each under its own lock (a Ray job: under the store's write lock,
+    the row unchanged since it was read); returns their ids. A job whose lock is taken meanwhile (its process
+    came up) or whose process is alive is left to it."""
     with read_scope(store) as s:
-        dead = [(j.id, j.pid, j.output_dir) for j in s.scalars(select(Job).where(
-            Job.status.in_(LIVE_STORED), Job.pid.is_not(None))) if j.output_dir and shown_status(j)[0] == "dead"]
-    reaped = []
+        live = [j for j in s.scalars(select(Job).where(Job.status.in_(LIVE_STORED)))
+                if j.pid is not None or j.backend == RAY]
+        remote = [(j.id, (j.status, j.pid, j.host, j.heartbeat_at)) for j in live
+                  if j.backend == RAY and shown_status(j)[0] == "dead"]
+        dead = [(j.id, j.pid, j.output_dir) for j in live
+                if j.backend != RAY and j.output_dir and shown_status(j)[0] == "dead"]
+    reaped = [job_id for job_id, seen in remote if _reap_unlocked(store, job_id, seen)]
     for job_id, pid, folder in dead:
         lock = JobLock(folder)
         if not lock.acquire():

@@ -22,8 +22,10 @@ write under that lock too. `reopen` / `resume` refuse a job whose owner is alive
 it first with stop_owner=True), and the job process checks before every write that the job row still
 names its pid (trainer.jobs.context), so a process woken after another took over stops without writing.
 
-Job folders are `lab_home()/jobs/<store id>/<job id>`: two stores sharing RLVER_LAB_HOME never share a
-folder, and creating a job whose folder already exists is refused.
+Job folders are `lab_home()/jobs/<store id>/<job id>` (`--shared-dir`'s `jobs/...` when set: every node of a
+cluster sees it): two stores sharing RLVER_LAB_HOME never share a folder, and creating a job whose folder
+already exists is refused. With the ray backend (trainer.jobs.backend) `launch` submits the job as a Ray job
+and Cancel, resume and the log go through trainer.jobs.remote: no lock file, the store's row and Ray decide.
 """
 from __future__ import annotations
 
@@ -50,6 +52,9 @@ from storage import (
 )
 from storage.models import utcnow
 from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpoints
+from trainer.jobs import remote
+from trainer.jobs.backend import LOCAL, RAY, BackendError, host_name, shared_root
+from trainer.jobs.backend import current as current_backend
 from trainer.jobs.commands import signal_group, start_command
 from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
@@ -85,7 +90,7 @@ def job_dir(store: Engine, job_id: int) -> Path:
 
 
 def jobs_root(store: Engine) -> Path:
-    return lab_home() / "jobs" / store_id(store)
+    return (shared_root() or lab_home()) / "jobs" / store_id(store)
 
 
 # ------------------------------------------------------------------------------------------ service API
@@ -118,22 +123,30 @@ def launch(store_url: str, job_id: int) -> int:
     The store URL goes to the child in RLVER_LAB_DB, not on its command line, so a URL holding a
     password never shows in a process list or a log."""
     store = make_store(store_url)
+    backend = current_backend()
     try:
         with read_scope(store) as s:
             job = get_or_raise(s, Job, job_id, JobError)
             if job.status != "queued":
                 raise JobError(f"job {job_id} is {job.status}; only a queued job can be launched")
-            if pid_alive(job.pid):
-                raise JobError(f"job {job_id} already has a live process (pid {job.pid})")
+            if job.pid is not None and (job.backend == RAY or job.host not in ("", host_name())
+                                        or pid_alive(job.pid)):
+                raise JobError(f"job {job_id} already has a live process (pid {job.pid} on {job.host or 'this host'})")
             folder = Path(job.output_dir or job_dir(store, job_id))
         folder.mkdir(parents=True, exist_ok=True)
+        if backend.kind == RAY:
+            try:
+                remote.launch(store, store_url, job_id, backend)
+            except BackendError as exc:
+                raise JobError(str(exc)) from None
+            return 0
         log_path = folder / "job.log"
         proc = start_command(store_url, ["job", str(job_id)], log_path, f"reap-job-{job_id}")
         with session_scope(store) as s:
             job = s.get(Job, job_id)
-            job.log_path = str(log_path)
+            job.log_path, job.backend = str(log_path), LOCAL
             if job.status == "queued" and job.pid in (None, proc.pid):  # the child may have got there first
-                job.pid, job.heartbeat_at = proc.pid, utcnow()
+                job.pid, job.host, job.heartbeat_at = proc.pid, host_name(), utcnow()
         return proc.pid
     finally:
         store.dispose()
@@ -155,7 +168,11 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
         job = get_or_raise(s, Job, job_id, JobError)
         if job.status in FINAL_STATUSES:
             return job.status
-        pid, folder, stored = job.pid, job.output_dir, job.status
+        pid, folder, stored, on_ray = job.pid, job.output_dir, job.status, job.backend == RAY
+    if on_ray:
+        remote.cancel(store, job_id, FINAL_STATUSES)
+        with read_scope(store) as s:
+            return s.get(Job, job_id).status
     folder = folder or str(job_dir(store, job_id))
     owner = owner_pid(folder)
     starting = owner is None and stored == "queued" and pid_alive(pid)  # launched, not yet holding the job
@@ -208,7 +225,13 @@ def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
     anything is written: a stalled owner may hold the store's write lock."""
     with read_scope(store) as s:
         job = get_or_raise(s, Job, job_id, JobError)
-        folder = job.output_dir
+        folder, on_ray = job.output_dir, job.backend == RAY
+    if on_ray:
+        try:
+            remote.reopen(store, job_id, RESUMABLE, lambda j: shown_status(j)[0], stop_owner=stop_owner)
+        except BackendError as exc:
+            raise JobError(str(exc)) from None
+        return
     owner = owner_pid(folder) if folder else None
     deadline = time.monotonic() + RELEASE_WAIT_S
     while owner is not None and not pid_alive(owner) and time.monotonic() < deadline:
@@ -317,7 +340,10 @@ def job_detail(store: Engine, job_id: int, log_lines: int = 200,
         out["checkpoints"] = [{"step": c.step, "path": c.path, "metrics": c.metrics, "created_at": c.created_at}
                               for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id)
                                                  .order_by(Checkpoint.step, Checkpoint.id))]
-    out["log_tail"] = log_tail(out["log_path"], log_lines)
+    from_ray = remote.log_text(out["backend_address"], out["backend_job_id"]) if log_lines and \
+        out["backend"] == RAY else None  # the Ray job's output, as Ray keeps it
+    out["log_tail"] = "\n".join(from_ray.splitlines()[-log_lines:]) if from_ray is not None else \
+        log_tail(out["log_path"], log_lines)
     return out
 
 

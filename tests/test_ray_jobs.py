@@ -1,0 +1,238 @@
+"""Jobs on a Ray cluster (`--jobs ray`): a local Ray head started once for the module (`ray start --head`, the
+dashboard serving the Jobs API, stopped at the end), the suite's PostgreSQL and a shared folder.
+
+A benchmark and a comparison submitted through Ray give the same dialogues (persona, seed, final emotion, every
+reply) as local runs; Cancel stops the Ray job; the job's process killed with SIGKILL shows dead once its
+heartbeat is late and Ray says its job ended, and its resume (again through Ray) ends with the uninterrupted
+result. Without Ray: a SQLite store with `--jobs ray` is refused in one line, and two processes (two hosts) never
+both claim a job.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers import (
+    N_PERSONAS,
+    SEEDED_USER,
+    bench_args,
+    compare_args,
+    finished,
+    pair_results,
+    results,
+    run_in_process,
+    wait_for,
+)
+
+from app.services.training import job_summary_md
+from storage import Job, make_store, session_scope
+from testkit.postgres import PASSWORD
+from trainer.benchmarking.benchmark import start_benchmark_job
+from trainer.benchmarking.compare import CompareConfig
+from trainer.benchmarking.compare_runs import start_comparison_job
+from trainer.jobs import backend, ray_jobs
+from trainer.jobs import queue as job_queue
+from trainer.jobs.context import JobContext
+
+REPO = Path(__file__).resolve().parent.parent
+# every port of the head its own free one: another Ray on the machine (CI has none) keeps its defaults
+PORT_FLAGS = ("--ray-client-server-port", "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+              "--runtime-env-agent-port", "--metrics-export-port", "--node-manager-port", "--object-manager-port")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head(postgres_server):
+    """A one-node Ray cluster on this machine; its Jobs API address (http://127.0.0.1:PORT)."""
+    pytest.importorskip("ray.job_submission", reason="Ray is not installed (pip install -e '.[cluster]')")
+    ray_bin = Path(sys.executable).parent / "ray"
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
+    dashboard = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), PGPASSWORD=PASSWORD,
+               RAY_DISABLE_USAGE_STATS="1")
+    log = open(Path(temp) / "head.log", "wb")
+    head = subprocess.Popen([str(ray_bin), "start", "--head", "--num-cpus", "2", "--disable-usage-stats", "--block",
+                             "--port", str(free_port()), "--dashboard-port", str(dashboard),
+                             "--dashboard-host", "127.0.0.1", "--include-dashboard", "true",
+                             *(arg for flag in PORT_FLAGS for arg in (flag, str(free_port()))), "--temp-dir", temp],
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dashboard}"
+    try:
+        wait_for(lambda: head.poll() is None and _answers(address) or head.poll() is not None, timeout=180,
+                 every=1.0)
+        assert head.poll() is None, (Path(temp) / "head.log").read_text()[-3000:]
+        yield address
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _answers(address: str) -> bool:
+    try:
+        ray_jobs.resolve_address(address)
+        return True
+    except backend.BackendError:
+        return False
+
+
+@pytest.fixture
+def on_ray(ray_head, postgres_url, tmp_path, monkeypatch):
+    """This test's store (PostgreSQL) with the ray backend and a shared folder; both undone after the test."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv(backend.JOBS_ENV, backend.LOCAL)
+    monkeypatch.setenv(backend.SHARED_ENV, str(shared))
+    backend.configure(ray_head, str(shared), postgres_url)
+    store = make_store(postgres_url)
+    yield store, postgres_url
+    store.dispose()
+
+
+@pytest.fixture(scope="module")
+def user_spec(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("user") / "seeded_user.py"
+    path.write_text(SEEDED_USER)
+    return f"python:{path}:make_user"
+
+
+@pytest.fixture(scope="module")
+def local_benchmark(tiny_model_dir, user_spec, tmp_path_factory) -> list:
+    """The benchmark's dialogues run locally (the command, SQLite)."""
+    db_url = f"sqlite:///{tmp_path_factory.mktemp('local') / 'lab.db'}"
+    r = run_in_process("trainer", *bench_args(tiny_model_dir, user_spec, db_url))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return results(db_url, 1)
+
+
+def benchmark_config(tiny_model_dir: Path, user_spec: str) -> dict:
+    return {"policy": str(tiny_model_dir), "simulator": user_spec, "profiles": "builtin", "limit": N_PERSONAS,
+            "max_new_tokens": 8, "concurrency": 1, "seed": 3}
+
+
+def shown(store, job_id: int, stale_after_s: float = job_queue.STALE_AFTER_S) -> dict:
+    return next(j for j in job_queue.list_jobs(store, stale_after_s=stale_after_s) if j["id"] == job_id)
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_a_benchmark_through_ray_plays_what_a_local_one_plays(on_ray, local_benchmark, tiny_model_dir, user_spec):
+    store, url = on_ray
+    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
+    job = wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
+                   timeout=400, every=0.5)
+    detail = job_queue.job_detail(store, job_id)
+    assert job["status"] == "succeeded", detail["log_tail"][-3000:]
+    assert job["backend"] == "ray" and job["host"] == socket.gethostname() and job["backend_job_id"]
+    wait_for(lambda: ray_jobs.state(job["backend_address"], job["backend_job_id"]) == "SUCCEEDED", timeout=60)
+    assert f"job {job_id} running (pid {job['pid']})" in detail["log_tail"]  # the log comes back from Ray
+    summary = job_summary_md(detail)  # the job views show the node and the Ray job
+    assert "node: **" in summary and f"Ray job: **{job['backend_job_id']}**" in summary.replace("\\", "")
+    assert Path(job["output_dir"]).parent.parent.parent == Path(os.environ[backend.SHARED_ENV])
+    assert results(url, 1) == local_benchmark
+
+
+@pytest.fixture(scope="module")
+def other_model(tmp_path_factory) -> Path:
+    from testkit.tiny_model import build_tiny_model
+
+    path = tmp_path_factory.mktemp("other") / "model"
+    build_tiny_model(path, seed=7)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_a_comparison_through_ray_pairs_what_a_local_one_pairs(on_ray, tiny_model_dir, other_model, user_spec,
+                                                               tmp_path):
+    local_db = f"sqlite:///{tmp_path / 'local.db'}"
+    r = run_in_process("trainer", *compare_args(tiny_model_dir, other_model, user_spec, local_db))
+    assert r.returncode == 0, r.stderr[-3000:]
+    store, url = on_ray
+    comparison_id, job_id = start_comparison_job(store, url, CompareConfig(
+        a=str(tiny_model_dir), b=str(other_model), simulator=user_spec, profiles="builtin", limit=3,
+        max_new_tokens=8, seed=5))
+    job = wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
+                   timeout=400, every=0.5)
+    assert job["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]
+    assert pair_results(url, comparison_id) == pair_results(local_db, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_cancel_stops_the_ray_job(on_ray, tiny_model_dir, user_spec):
+    store, url = on_ray
+    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
+    wait_for(lambda: finished(url) >= 1, timeout=400, every=0.2)
+    assert job_queue.cancel(store, job_id) == "cancelled"
+    job = shown(store, job_id)
+    assert job["status"] == "cancelled"
+    assert ray_jobs.state(job["backend_address"], job["backend_job_id"]) in ray_jobs.TERMINAL
+    assert finished(url) < N_PERSONAS
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_a_killed_ray_job_shows_dead_and_resumes_to_the_uninterrupted_result(on_ray, local_benchmark,
+                                                                              tiny_model_dir, user_spec):
+    store, url = on_ray
+    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
+    wait_for(lambda: finished(url) >= 1, timeout=400, every=0.05)
+    job = shown(store, job_id)
+    assert job["status"] == "running" and job["host"] == socket.gethostname()
+    os.kill(job["pid"], signal.SIGKILL)
+    # dead once the heartbeat is older than the stall limit (Ray said at once that its job ended)
+    dead = wait_for(lambda: (j := shown(store, job_id))["status"] == "dead" and j,
+                    timeout=job_queue.STALE_AFTER_S + 60, every=0.5)
+    assert "Ray job" in dead["error"] and dead["stored_status"] == "running"
+    job_queue.resume(store, url, job_id)  # through Ray again: a new Ray job claims the same row
+    job = wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
+                   timeout=400, every=0.5)
+    assert job["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]
+    assert job["backend_job_id"] != dead["backend_job_id"]
+    assert results(url, 1) == local_benchmark
+
+
+def test_a_sqlite_store_with_ray_is_refused_in_one_line(tmp_path):
+    for module, args in (("app", ["--port", str(free_port())]), ("trainer", ["jobs"])):
+        r = subprocess.run([sys.executable, "-m", module, "--jobs", "ray://127.0.0.1:10001", *args, "--db",
+                            f"sqlite:///{tmp_path / 'lab.db'}"], cwd=REPO, capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "PostgreSQL" in lines[0], r.stderr
+    assert not (tmp_path / "lab.db").exists()
+
+
+def test_two_hosts_never_claim_one_job(store, monkeypatch, tmp_path):
+    """The store decides who owns a Ray job: a claim by another host's process stands, a second claim is refused
+    naming it, and the first owner's writes stop once the row names another process."""
+    job_id = job_queue.create_job(store, "benchmark", {})
+    with session_scope(store) as s:
+        s.get(Job, job_id).backend = "ray"
+    first = JobContext(store, job_id, install_signals=False)
+    first._claim()
+    with session_scope(store) as s:  # the row as a process of another node leaves it (a claim, no file lock)
+        job = s.get(Job, job_id)
+        job.pid, job.host = 424242, "node-b"
+    second = JobContext(store, job_id, install_signals=False)
+    with pytest.raises(job_queue.JobError, match="claimed by process 424242 on node-b"):
+        second._claim()
+    with pytest.raises(job_queue.JobOwnershipLost, match="node-b"):
+        first.progress(1, 2)

@@ -1,0 +1,125 @@
+"""The ray backend: a lab job as a Ray job, through the Ray Jobs API (ray.job_submission.JobSubmissionClient).
+
+The Ray job's entrypoint is the local backend's command, `python -m trainer job ID` (under torchrun with one
+rank a GPU when a training job asks for several GPUs), run from the lab's checkout on the node Ray picks, with
+the resources the job names (trainer.jobs.backend.job_resources). The job process then is what a local one is:
+it claims the job in the store, heartbeats, writes its status; Ray captures its output (the job's log view
+reads it back from Ray) and stops it on Cancel (SIGTERM, then SIGKILL after STOP_WAIT_S).
+
+Ray is imported only here and only when the ray backend is used (`pip install -e '.[cluster]'`).
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from functools import lru_cache
+from typing import Any, Optional
+
+from trainer.jobs.backend import BackendError
+
+RAY_MISSING = "the ray backend needs Ray: pip install -e '.[cluster]' (make setup installs it)"
+TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
+MISSING, UNREACHABLE = "MISSING", "UNREACHABLE"  # no such Ray job; the cluster did not answer
+AGENT_WAIT_S = 60.0  # a head that has just started has no job agent yet: submit retries that long
+STOP_WAIT_S = 30  # after Cancel's SIGTERM, Ray waits this long for the unit in progress before SIGKILL
+
+
+@lru_cache(maxsize=8)
+def _client(address: str) -> Any:
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError:
+        raise BackendError(RAY_MISSING) from None
+    return JobSubmissionClient(address)
+
+
+def resolve_address(value: str) -> str:
+    """`auto`, `ray://HEAD:10001` or `http://HEAD:8265` -> the cluster's Jobs API address (http://...);
+    BackendError in one line when the cluster cannot be reached."""
+    target = None if value in ("auto", "ray") else value
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError:
+        raise BackendError(RAY_MISSING) from None
+    try:
+        client = JobSubmissionClient(target or "auto")
+        client.list_jobs()  # a real request: the Jobs API answers
+        return client.get_address()
+    except Exception as exc:  # ConnectionError, a refused ray:// client, no local cluster for auto
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendError(f"--jobs {value}: cannot reach the Ray cluster's Jobs API ({first[:300]}); start it "
+                           "with `ray start --head` (docs/cluster.md)") from None
+
+
+def entrypoint(python: str, project_root: str, job_id: int, gpus: int) -> str:
+    """The shell command Ray runs: the lab's own job command from its checkout."""
+    cmd = [python, "-m", "trainer", "job", str(job_id)]
+    if gpus > 1:  # one rank a GPU, the lab's DeepSpeed path (torchrun-style RANK / WORLD_SIZE / MASTER_ADDR)
+        cmd = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", "-m", "trainer",
+               "job", str(job_id)]
+    return f"cd {shlex.quote(project_root)} && exec {' '.join(shlex.quote(c) for c in cmd)}"
+
+
+def submit(address: str, job_id: int, env: dict[str, str], resources: dict[str, Any], project_root: str,
+           name: str = "") -> str:
+    """Submit job `job_id` as a Ray job; returns its submission id."""
+    gpus = int(resources.get("entrypoint_num_gpus") or 0)
+    env_vars = dict(env, RAY_JOB_STOP_WAIT_TIME_S=str(STOP_WAIT_S), PYTHONUNBUFFERED="1")
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return _client(address).submit_job(
+                entrypoint=entrypoint(sys.executable, project_root, job_id, gpus),
+                runtime_env={"env_vars": env_vars}, metadata={"rlver_lab_job": str(job_id), "name": name[:100]},
+                **resources)
+        except BackendError:
+            raise
+        except Exception as exc:
+            if "No available agent" in str(exc) and time.monotonic() < deadline:  # a head still starting up
+                time.sleep(1.0)
+                continue
+            raise BackendError(f"job {job_id}: the Ray cluster at {address} refused it: {exc}") from None
+
+
+def state(address: str, submission_id: str) -> str:
+    """Ray's status of the job (PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED), MISSING when Ray does not know
+    it (a restarted head forgets its jobs), UNREACHABLE when the cluster does not answer."""
+    try:
+        client = _client(address)
+        return str(client.get_job_status(submission_id).value)
+    except BackendError:
+        return UNREACHABLE
+    except RuntimeError as exc:
+        return MISSING if "does not exist" in str(exc) else UNREACHABLE
+    except Exception:
+        return UNREACHABLE
+
+
+def ended(address: str, submission_id: str) -> bool:
+    """True when Ray says the job's process has ended (or Ray no longer knows the job)."""
+    return state(address, submission_id) in (*TERMINAL, MISSING)
+
+
+def stop(address: str, submission_id: str) -> bool:
+    """Ask Ray to stop the job (SIGTERM, SIGKILL after STOP_WAIT_S); False when it had ended or Ray is away."""
+    try:
+        return bool(_client(address).stop_job(submission_id))
+    except Exception:
+        return False
+
+
+def logs(address: str, submission_id: str) -> Optional[str]:
+    """The job's output as Ray keeps it, or None when the cluster cannot give it."""
+    try:
+        return _client(address).get_job_logs(submission_id)
+    except Exception:
+        return None
+
+
+def node_of(address: str, submission_id: str) -> str:
+    """The Ray node id the job runs on ('' when unknown)."""
+    try:
+        return _client(address).get_job_info(submission_id).driver_node_id or ""
+    except Exception:
+        return ""

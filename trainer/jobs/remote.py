@@ -1,0 +1,122 @@
+"""Launch, Cancel, resume and log of a job run by the ray backend (trainer.jobs.ray_jobs), on the job's row alone.
+
+No lock file decides for these jobs (the owner may run on any node): every write here is one write transaction
+that first checks the row is still as it was read (status, pid, host, heartbeat), under the store's write lock
+(docs/store.md), so it never races the owner, and Ray is asked whether the job's process has ended.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from sqlalchemy import Engine
+
+from storage import Job, read_scope, session_scope
+from storage.db import PROJECT_ROOT
+from storage.models import utcnow
+from trainer.jobs import ray_jobs
+from trainer.jobs.backend import RAY, SHARED_ENV, Backend, BackendError, job_resources, store_url_for_nodes
+
+# what a Ray job's process gets from the launcher's environment: the lab's settings (the store URL without its
+# password, the shared folder, the backend), the offline switches; never a key (nodes keep their own)
+PASSED_ENV = ("RLVER_LAB_HOME", "RLVER_LAB_JOBS", SHARED_ENV, "RLVER_LAB_WARM_STARTS", "RLVER_LAB_ACCESS",
+              "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "HF_HOME")
+END_WAIT_S = 60.0  # how long Cancel and stop-owner wait for Ray to say the job's process has ended
+
+
+def job_env(store_url: str) -> dict[str, str]:
+    """The environment a Ray job's process gets (runtime_env env_vars)."""
+    env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("RLVER_LAB_ACCESS")})
+    env["RLVER_LAB_DB"] = store_url_for_nodes(store_url)
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    return env
+
+
+def launch(store: Engine, store_url: str, job_id: int, backend: Backend) -> str:
+    """Submit queued job `job_id` as a Ray job and record it on the row; returns the submission id."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        kind, config, name, folder = job.kind, dict(job.config), job.name, job.output_dir
+    resources = job_resources(kind, config)
+    submission = ray_jobs.submit(backend.address, job_id, job_env(store_url), resources, str(PROJECT_ROOT), name)
+    with session_scope(store) as s:
+        job = s.get(Job, job_id)
+        job.backend, job.backend_address, job.backend_job_id = RAY, backend.address, submission
+        job.log_path = str(Path(folder) / "job.log")
+    return submission
+
+
+def _row(store: Engine, job_id: int) -> tuple:
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        return job.status, job.pid, job.host, job.heartbeat_at
+
+
+def write_if_unchanged(store: Engine, job_id: int, seen: tuple, when: Callable[[Job], bool], **values: Any) -> bool:
+    """Write `values` on the job only when its row is as `seen` (status, pid, host, heartbeat) and `when(job)`."""
+    with session_scope(store) as s:
+        job = s.get(Job, job_id)
+        if (job.status, job.pid, job.host, job.heartbeat_at) != seen or not when(job):
+            return False
+        for key, value in values.items():
+            setattr(job, key, value)
+        return True
+
+
+def wait_ended(address: str, submission: str, timeout_s: float = END_WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not ray_jobs.ended(address, submission):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def cancel(store: Engine, job_id: int, final_statuses: tuple) -> None:
+    """Cancel: Ray stops the job (SIGTERM: the process ends its unit and marks itself cancelled; SIGKILL after
+    ray_jobs.STOP_WAIT_S). A job whose process never took it, or was killed, is marked cancelled here once Ray
+    says it ended."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        address, submission = job.backend_address, job.backend_job_id
+    if submission:
+        ray_jobs.stop(address, submission)
+        wait_ended(address, submission)
+    if submission and not ray_jobs.ended(address, submission):
+        return  # still ending (or the cluster does not answer): the process writes its own status
+    seen = _row(store, job_id)
+    write_if_unchanged(store, job_id, seen, lambda j: j.status not in final_statuses, status="cancelled",
+                       finished_at=utcnow(), error="cancelled")
+
+
+def reopen(store: Engine, job_id: int, resumable: tuple, shown: Callable[[Job], str],
+           stop_owner: bool = False) -> None:
+    """Put a dead / interrupted / failed / cancelled Ray job back in the queue (pid cleared: the next process to
+    claim it in the store owns it). A live owner (running or stalled, Ray says its job runs) is refused with
+    BackendError, or with stop_owner=True stopped through Ray first."""
+    with read_scope(store) as s:
+        job = s.get(Job, job_id)
+        status, address, submission = shown(job), job.backend_address, job.backend_job_id
+    if status in ("running", "stalled", "queued") and submission:
+        if not stop_owner:
+            raise BackendError(f"job {job_id} is still owned by Ray job {submission} ({status}); wait for it, or "
+                               "resume with stop-owner to stop it first")
+        ray_jobs.stop(address, submission)
+        if not wait_ended(address, submission):
+            raise BackendError(f"job {job_id}: Ray job {submission} has not ended after {END_WAIT_S:g} s")
+        with read_scope(store) as s:
+            status = shown(s.get(Job, job_id))
+    if status not in resumable and status != "dead" and not (stop_owner and status in ("running", "queued")):
+        raise BackendError(f"job {job_id} is {status}; only an interrupted, failed or cancelled job can be resumed")
+    seen = _row(store, job_id)
+    if not write_if_unchanged(store, job_id, seen, lambda j: True, status="queued", error="", finished_at=None,
+                              pid=None, host="", backend_job_id=""):
+        raise BackendError(f"job {job_id} was taken by another process meanwhile; look again")
+
+
+def log_text(address: str, submission: str) -> Optional[str]:
+    """The job's output from Ray (None when the cluster cannot give it: the caller reads the log file)."""
+    return ray_jobs.logs(address, submission) if submission else None
