@@ -106,8 +106,7 @@ class TrainConfig:
     gamma: float = 1.0
     lam: float = 1.0
     adv_eps: float = 1e-6  # GRPO: (r - mean) / (std + eps)
-    whiten_advantages: bool = True  # PPO: normalise GAE advantages over the batch's policy tokens (as verl,
-    # the framework the paper trained with, does)
+    whiten_advantages: bool = True  # PPO: GAE advantages normalised over the batch's policy tokens (the paper's verl)
     # --- rollout
     temperature: float = 1.0
     top_p: float = 1.0
@@ -288,13 +287,11 @@ class TrainConfig:
         e.update({k: v for k, v in SimulatorSpec.from_config(self).errors().items() if k != "rules"})
         choice("kl_estimator", ("k1", "k3"))
         choice("device", ("auto", "cpu", "cuda"))
-        if self.gpus < 0:
-            e["gpus"] = f"must be >= 0, got {self.gpus}"
         for name in ("actor_lr", "critic_lr"):
             if not getattr(self, name) > 0:
                 e[name] = f"must be positive, got {getattr(self, name)}"
         for name in ("weight_decay", "entropy_coef", "kl_coef", "value_clip_eps", "reward_length_penalty",
-                     "max_grad_norm", "turn_weight"):
+                     "max_grad_norm", "turn_weight", "gpus"):
             if getattr(self, name) < 0:
                 e[name] = f"must be >= 0, got {getattr(self, name)}"
         for name in ("actor_warmup_ratio", "critic_warmup_ratio"):

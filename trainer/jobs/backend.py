@@ -21,14 +21,12 @@ from typing import Any, Optional
 
 from sqlalchemy.engine import make_url
 
+from trainer.jobs.ray_jobs import BackendError, resolve_address
+
 JOBS_ENV = "RLVER_LAB_JOBS"
 SHARED_ENV = "RLVER_LAB_SHARED_DIR"
 LOCAL, RAY = "local", "ray"
 RAY_PREFIXES = ("ray://", "http://", "https://")
-
-
-class BackendError(ValueError):
-    """The job backend settings cannot work (one line naming the flag)."""
 
 
 @dataclass(frozen=True)
@@ -108,9 +106,7 @@ def configure(jobs: Optional[str], shared_dir: Optional[str], store_url: str) ->
     else:
         check_store_for_ray(store_url)
         folder = folder or check_shared_dir(os.environ.get(SHARED_ENV))
-        from trainer.jobs import ray_jobs
-
-        os.environ[JOBS_ENV] = ray_jobs.resolve_address(value)
+        os.environ[JOBS_ENV] = resolve_address(value)
     if folder is not None:
         os.environ[SHARED_ENV] = str(folder)
     return current()

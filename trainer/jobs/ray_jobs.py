@@ -16,7 +16,9 @@ import time
 from functools import lru_cache
 from typing import Any, Optional
 
-from trainer.jobs.backend import BackendError
+
+class BackendError(ValueError):
+    """The job backend settings cannot work, or the cluster refused a job (one line naming the flag or job)."""
 
 RAY_MISSING = "the ray backend needs Ray: pip install -e '.[cluster]' (make setup installs it)"
 TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")

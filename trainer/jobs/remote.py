@@ -17,7 +17,8 @@ from storage import Job, read_scope, session_scope
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.jobs import ray_jobs
-from trainer.jobs.backend import RAY, SHARED_ENV, Backend, BackendError, job_resources, store_url_for_nodes
+from trainer.jobs.backend import RAY, SHARED_ENV, Backend, job_resources, store_url_for_nodes
+from trainer.jobs.ray_jobs import BackendError
 
 # what a Ray job's process gets from the launcher's environment: the lab's settings (the store URL without its
 # password, the shared folder, the backend), the offline switches; never a key (nodes keep their own)
