@@ -1,14 +1,15 @@
 """Jobs on a Ray cluster (`--jobs ray`): a local Ray head started once for the module (`ray start --head`, the
 dashboard serving the Jobs API, stopped at the end), the suite's PostgreSQL and a shared folder.
 
-A benchmark and a comparison submitted through Ray give the same dialogues (persona, seed, final emotion, every
-reply) as local runs; Cancel stops the Ray job; the job's process killed with SIGKILL shows dead once its
-heartbeat is late and Ray says its job ended, and its resume (again through Ray) ends with the uninterrupted
-result. Without Ray: a SQLite store with `--jobs ray` is refused in one line, and two processes (two hosts) never
-both claim a job.
+A benchmark, a comparison and a training job (`python -m trainer --jobs ADDRESS train`) submitted through Ray
+give the same dialogues (persona, seed, final emotion, every reply) as local runs; Cancel stops the Ray job; the
+job's process killed with SIGKILL shows dead once its heartbeat is late and Ray says its job ended, and its
+resume (again through Ray) ends with the uninterrupted result. Without Ray: a SQLite store with `--jobs ray` is
+refused in one line, and two processes (two hosts) never both claim a job.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -28,11 +29,13 @@ from helpers import (
     pair_results,
     results,
     run_in_process,
+    tiny_train_config,
     wait_for,
 )
+from sqlalchemy import select
 
 from app.services.training import job_summary_md
-from storage import Job, make_store, session_scope
+from storage import Dialogue, Job, Turn, make_store, read_scope, session_scope
 from testkit.postgres import PASSWORD
 from trainer.benchmarking.benchmark import start_benchmark_job
 from trainer.benchmarking.compare import CompareConfig
@@ -208,6 +211,46 @@ def test_a_killed_ray_job_shows_dead_and_resumes_to_the_uninterrupted_result(on_
     assert job["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]
     assert job["backend_job_id"] != dead["backend_job_id"]
     assert results(url, 1) == local_benchmark
+
+
+def train_dialogues(url: str, job_id: int) -> list[tuple]:
+    """Per training dialogue: step, persona, seed, final emotion and every turn."""
+    store = make_store(url)
+    try:
+        with read_scope(store) as s:
+            out = []
+            for d in s.scalars(select(Dialogue).where(Dialogue.job_id == job_id)):
+                turns = s.scalars(select(Turn).where(Turn.dialogue_id == d.id).order_by(Turn.index))
+                out.append((d.step, d.persona_id, d.seed, d.final_emotion, tuple((t.role, t.text) for t in turns)))
+            return sorted(out)
+    finally:
+        store.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.model  # the offline simulated user's packaged models
+def test_a_training_job_through_ray_from_the_command_line_trains_as_a_local_one(on_ray, tiny_model_dir, tmp_path):
+    """`python -m trainer --jobs ADDRESS train` submits the job to Ray and follows it to its end; its dialogues
+    and checkpoints equal a local run's, the checkpoints in the shared folder."""
+    config = tiny_train_config(tmp_path, tiny_model_dir)
+    local_db = f"sqlite:///{tmp_path / 'local.db'}"
+    local = run_in_process("trainer", "train", "--config", str(config), "--db", local_db, "--json",
+                           env={"RLVER_LAB_HOME": str(tmp_path / "home"), backend.JOBS_ENV: backend.LOCAL})
+    assert local.returncode == 0, local.stderr[-3000:]
+    store, url = on_ray
+    r = subprocess.run([sys.executable, "-m", "trainer", "--jobs", os.environ[backend.JOBS_ENV], "--shared-dir",
+                        os.environ[backend.SHARED_ENV], "train", "--config", str(config), "--db", url, "--json"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["status"] == "succeeded" and result["steps"] == 2
+    assert "step 2/2" in r.stderr  # the job's output, from Ray, echoed by the command
+    assert Path(result["checkpoint"]).is_relative_to(os.environ[backend.SHARED_ENV])
+    assert shown(store, result["job_id"])["backend"] == "ray"
+    local_job = json.loads(local.stdout.strip().splitlines()[-1])["job_id"]
+    assert train_dialogues(url, result["job_id"]) == train_dialogues(local_db, local_job)
 
 
 def test_a_sqlite_store_with_ray_is_refused_in_one_line(tmp_path):

@@ -162,7 +162,7 @@ def run_resume(args: argparse.Namespace) -> int:
             try:
                 if args.detach:
                     pid = job_queue.resume(store, args.db or default_url(), args.job_id, stop_owner=args.stop_owner)
-                    print(f"job {args.job_id} resumed in the background (pid {pid})")
+                    print(f"job {args.job_id} resumed in the background " + (f"(pid {pid})" if pid else "(a Ray job)"))
                 else:
                     job_queue.reopen(store, args.job_id, stop_owner=args.stop_owner)
             except job_queue.JobError as exc:

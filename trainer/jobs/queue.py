@@ -118,7 +118,8 @@ def create_job(store: Engine, kind: str, config: dict[str, Any], name: str = "",
 
 
 def launch(store_url: str, job_id: int) -> int:
-    """Start `python -m trainer job JOB_ID` in a new process group; record pid and log path; return pid.
+    """Start `python -m trainer job JOB_ID` in a new process group; record pid and log path; return pid (0 with
+    the ray backend: the job is submitted as a Ray job, whose process records its pid when it claims the job).
 
     The store URL goes to the child in RLVER_LAB_DB, not on its command line, so a URL holding a
     password never shows in a process list or a log."""
