@@ -54,6 +54,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "key (repeatable). OPENAI_BASE_URL and OPENAI_API_KEY form 'default' unless you name one so")
     p.add_argument("--endpoints-file", default=None, metavar="PATH",
                    help="more endpoints from a YAML file: NAME: URL or NAME: {url: URL, key_var: VAR}")
+    p.add_argument("--max-upload-mb", type=int, default=100, metavar="MB",
+                   help="the largest file a web page may upload (default 100)")
     p.add_argument("--behind-proxy", action="store_true",
                    help="trust X-Forwarded-* headers (a reverse proxy in front sets them); without it they are "
                         "dropped before Gradio sees them")
@@ -92,6 +94,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     missing = [d for d in args.allow_path if not Path(d).expanduser().is_dir()]
     if missing:
         p.error(f"--allow-path {missing[0]}: not a folder")
+    if args.max_upload_mb < 1:
+        p.error(f"--max-upload-mb must be at least 1, got {args.max_upload_mb}")
     if not 0 < args.port < 65536:
         p.error(f"--port must be in 1..65535, got {args.port}")
     return args
@@ -142,7 +146,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ctx = LabContext(store=store, store_url=store.url.render_as_string(hide_password=False))
     try:
         launch(build_app(ctx), host=args.host, port=args.port, auth=args.auth, extra_hosts=args.allowed_host,
-               behind_proxy=args.behind_proxy)
+               behind_proxy=args.behind_proxy, max_upload_mb=args.max_upload_mb)
     except OSError as exc:  # the port was taken between the check and the launch
         return _cannot_start(preflight.port_problem(args.host, args.port) or f"cannot serve: {exc}")
     return 0

@@ -31,6 +31,7 @@ from storage import Store
 
 log = logging.getLogger("rlver.app")
 
+MAX_UPLOAD_MB = 100  # the largest file the page takes (Gradio refuses a bigger upload with HTTP 413)
 TOUR_START_TAB = "live"  # the tab the lab opens on: the first step of the README's five-minute tour
 # (tab id, label, module). Order is the tab order.
 VIEWS: list[tuple[str, str, str]] = [
@@ -154,13 +155,13 @@ class GuardedApp(App):
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
            auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False,
-           extra_hosts: Iterable[str] = (), behind_proxy: bool = False):
+           extra_hosts: Iterable[str] = (), behind_proxy: bool = False, max_upload_mb: int = MAX_UPLOAD_MB):
     """Launch with the lab's settings: theme/css here (Gradio 6), no SSR, no outside connections, and only
     requests for loopback, `host` or `extra_hosts` (--allowed-host) from pages of those sites answered."""
     app = GuardedApp(allowed_hosts(host, extra_hosts), behind_proxy, default_response_class=ORJSONResponse)
     return demo.launch(
         server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
-        _app=app,
+        _app=app, max_file_size=f"{int(max_upload_mb)}mb",
         # show_error=False: an unexpected exception reaches the page as one word, its text and traceback only the
         # log; the lab's own messages (gr.Error) are shown as written
         theme=gr.themes.Soft(), css=CSS, ssr_mode=False, show_error=False, footer_links=["settings"],

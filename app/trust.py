@@ -20,6 +20,7 @@ included).
 """
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import re
 from typing import Any, Callable, Iterable
@@ -129,13 +130,41 @@ _API_INFO = re.compile(rb"(gradio_api_info\s*=\s*)\{.*?\}(\s*;\s*</script>)", re
 NOT_LOGGED_IN = b'{"detail":"Not authenticated"}'
 
 
+FREE_LOGIN_TRIES = 3  # failed logins from one address before each further try waits
+MAX_LOGIN_WAIT_S = 30.0
+
+
 class LoginGate:
     """ASGI middleware for a lab with a login: before it, only LOGIN_PAGE_PATHS and LOGIN_PAGE_PREFIXES
     answer (401 for everything else, websockets closed), and the login page's embedded API description is
-    emptied. `logged_in(cookies)` says whether a request's cookies hold a live login (Gradio's tokens)."""
+    emptied. `logged_in(cookies)` says whether a request's cookies hold a live login (Gradio's tokens).
+    After FREE_LOGIN_TRIES failed logins from one address, each further try waits 1, 2, 4 ... s (at most
+    MAX_LOGIN_WAIT_S) before it is looked at; a successful login clears the count."""
 
     def __init__(self, app: Any, logged_in: Callable[[dict[str, str]], bool]):
         self.app, self.logged_in = app, logged_in
+        self.failures: dict[str, int] = {}
+        self.sleep: Callable[[float], Any] = asyncio.sleep
+
+    def login_wait_s(self, address: str) -> float:
+        extra = self.failures.get(address, 0) - FREE_LOGIN_TRIES
+        return 0.0 if extra < 0 else min(2.0 ** extra, MAX_LOGIN_WAIT_S)
+
+    async def _login(self, scope: dict, receive: Any, send: Any) -> None:
+        address = (scope.get("client") or ("?",))[0]
+        wait = self.login_wait_s(address)
+        if wait:
+            await self.sleep(wait)
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                if message.get("status") == 200:
+                    self.failures.pop(address, None)
+                else:
+                    self.failures[address] = self.failures.get(address, 0) + 1
+            await send(message)
+
+        return await self.app(scope, receive, counted)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket") or self.logged_in(_cookies(scope)):
@@ -146,6 +175,8 @@ class LoginGate:
             return None
         if path == "/":
             return await self.app(scope, receive, _without_api_info(send))
+        if path in ("/login", "/login/") and scope.get("method") == "POST":
+            return await self._login(scope, receive, send)
         if path in LOGIN_PAGE_PATHS or path.startswith(LOGIN_PAGE_PREFIXES):
             return await self.app(scope, receive, send)
         await send({"type": "http.response.start", "status": 401,

@@ -50,6 +50,13 @@ MAX_NAME_CHARS = 80
 # KIND in the field's metadata under ACCESS_KIND, and Access.config_errors checks every field so declared.
 ACCESS_KIND = "access"
 BUILTIN_KINDS = ("file", "folder", "endpoint")  # a path as typed, a folder, an endpoint name or URL
+# The most a web caller may ask of a numeric setting that costs time or memory, by its name in the run configs
+# and forms (the command line: no bound). Above them a run is a job for the owner's shell.
+WEB_BOUNDS = {"steps": 100_000, "dialogues_per_step": 1024, "group_size": 64, "ppo_epochs": 16, "max_turns": 50,
+              "max_new_tokens": 8192, "max_dialogue_tokens": 131_072, "max_tokens": 131_072,
+              "simulator_max_tokens": 8192, "concurrency": 256, "seeds": 20, "count": 500, "group": 64,
+              "simulator_max_in_flight": 256, "policy_max_in_flight": 256, "simulator_max_retries": 20,
+              "policy_max_retries": 20, "limit": 100_000}
 
 
 class AccessError(ValueError):
@@ -157,6 +164,14 @@ class Access:
             return exc.message
         return ""
 
+    def bound_error(self, name: str, value: Any) -> str:
+        """Why a web caller may not ask `value` of the costly numeric setting `name` ('' when it may)."""
+        bound = WEB_BOUNDS.get(name)
+        if not self.from_web or bound is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return ""
+        return f"at most {bound:,} from the web page (got {value:,}); larger runs start from the command line" \
+            if value > bound else ""
+
     def endpoint_names(self) -> list[str]:
         """The endpoint names a web page offers (the command line: only `default`, and any URL)."""
         if not self.from_web:
@@ -226,10 +241,11 @@ def _builtin_check(access: Access, kind: str, name: str, value: Any) -> str:
 
 def config_errors(config: Any, access: Union[Access, None] = None) -> dict[str, str]:
     """{field: refusal} for every declared path or endpoint field of `config` the caller may not name
-    (this process's caller by default); empty values name nothing. A kind nobody registered is an error of the
+    (this process's caller by default), and every costly number above its WEB_BOUNDS; empty values name nothing. A kind nobody registered is an error of the
     lab's own (KeyError), never a silent pass."""
     access = access or current_access()
-    errors = {}
+    errors = {f.name: problem for f in fields(config) if f.name in WEB_BOUNDS
+              and (problem := access.bound_error(f.name, getattr(config, f.name)))} if is_dataclass(config) else {}
     for name, kind in declared_fields(config).items():
         value = getattr(config, name)
         if value in (None, "", [], ()):

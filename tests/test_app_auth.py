@@ -71,7 +71,8 @@ def served_lab(tmp_path):
     log = tmp_path / "app.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url, "--auth-file",
-                                 str(auth_file)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+                                 str(auth_file), "--max-upload-mb", "1"], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base, proc, log)
@@ -109,6 +110,10 @@ def test_anonymous_page_holds_nothing_from_the_store(served_lab):
         # logged in, the page is served in full (its lists are filled by load events, see the browser tests)
         assert c.post("/login", data={"username": "ana", "password": "s3cret-Passw0rd"}).status_code == 200
         assert c.get("/config").status_code == 200 and "live-personas" in c.get("/").text
+        # uploads: within --max-upload-mb taken, above it refused
+        small = c.post("/gradio_api/upload", files={"files": ("p.jsonl", b"{}\n" * 1000)})
+        big = c.post("/gradio_api/upload", files={"files": ("p.jsonl", b"{}\n" * 700_000)})
+        assert small.status_code == 200 and big.status_code == 413, (small.status_code, big.status_code)
 
 
 def test_login_from_a_file_or_the_environment_and_the_help_warns(tmp_path, monkeypatch, capsys):

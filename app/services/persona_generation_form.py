@@ -37,6 +37,8 @@ def read_form(values: dict[str, Any]) -> tuple[Optional[GenerationSpec], dict[st
             field = re.split(r"[\[.]", key)[0]
             errs[field] = problem if field == key else f"{key}: {problem}"
     base_url, model = str(values.get("base_url") or "").strip(), str(values.get("model") or "").strip()
+    if "count" not in errs and (problem := current_access().bound_error("count", data.get("count"))):
+        errs["count"] = problem
     if problem := current_access().endpoint_error("base_url", base_url):  # an owner's endpoint (simulator.endpoints)
         errs["base_url"] = problem
     if not model:

@@ -119,6 +119,11 @@ def start_play(store: Any, profile: Profile, opening: str, player: str, policy: 
         raise ValueError(f"rules: unknown emotion rules {rules!r}; one of {', '.join(RULE_SETS)}")
     if not (policy or "").strip():
         raise ValueError("policy: required (default, a model or checkpoint folder, openai:MODEL)")
+    from simulator.access import current_access
+
+    for name, value in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens)):
+        if problem := current_access().bound_error(name, value):
+            raise ValueError(f"{name}: {problem}")
     sim = {"spec": (simulator or "offline").strip(), "base_url": (simulator_url or "").strip(),
            "pack": (pack or "own").strip(), "rules": rules, "seed": int(seed)}
     factory = simulator_factory(SimulatorSpec(**sim))

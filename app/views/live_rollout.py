@@ -117,6 +117,15 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
     if not persona_ids and not profiles:
         yield out("**Pick at least one persona.**")
         return
+    from simulator.access import current_access
+
+    bounds = {"group": group, "max_turns": max_turns, "max_new_tokens": max_new_tokens,
+              "simulator_max_in_flight": simulator_max_in_flight}
+    too_much = [f"{name}: {problem}" for name, value in bounds.items()
+                if (problem := current_access().bound_error(name, value))]
+    if too_much:
+        yield out("**Not started.** " + md("; ".join(too_much)))
+        return
     with _RUNS_LOCK:
         if request_key in _RUNS:
             yield out("**A rollout is already running in this page**: stop it first.")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -63,6 +64,7 @@ HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
 RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
+CANCEL_GRACE_S = 15.0  # after Cancel's SIGTERM, a job process still alive this long is killed (SIGKILL)
 JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge", "shadow")
 # kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
 # start at once (a persona generation or a judge run never waits behind a training job)
@@ -164,7 +166,9 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
     """Cancel a job. With a live process (running, or waiting in the queue): SIGTERM to its process group;
     the job ends its current unit and marks itself cancelled (a process still starting up is waited for,
     up to CANCEL_WAIT_S). force=True: SIGKILL first. With no live process (never launched, dead, killed
-    by force): marked cancelled here, under the job's lock. Returns the status after the call."""
+    by force): marked cancelled here, under the job's lock. A process that has not ended CANCEL_GRACE_S after the
+    SIGTERM (a call that does not return, a handler that never runs) is killed then and the job marked
+    cancelled, from a thread of this process. Returns the status after the call."""
     with read_scope(store) as s:
         job = get_or_raise(s, Job, job_id, JobError)
         if job.status in FINAL_STATUSES:
@@ -183,6 +187,8 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
         signal_group(pid, signal.SIGKILL)
     elif owner is not None or starting:  # (a running job nobody owns is dead: its pid may be another's now)
         signal_group(owner or pid, signal.SIGTERM)
+        threading.Thread(target=_kill_after_grace, args=(store, job_id, folder, owner or pid),
+                         name=f"cancel-grace-{job_id}").start()
         deadline = time.monotonic() + CANCEL_WAIT_S
         while owner is None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)  # starting up: SIGTERM ends it before it takes the job
@@ -192,6 +198,24 @@ def cancel(store: Engine, job_id: int, force: bool = False) -> str:
                    status="cancelled", finished_at=utcnow(), error="cancelled")
     with read_scope(store) as s:
         return s.get(Job, job_id).status
+
+
+def _kill_after_grace(store: Engine, job_id: int, folder: str, pid: int, grace_s: Optional[float] = None) -> None:
+    """SIGKILL the job process `pid` if it still owns (or, starting up, still is) the job after the grace
+    period, then mark the job cancelled under its lock."""
+    deadline = time.monotonic() + (CANCEL_GRACE_S if grace_s is None else grace_s)
+    while time.monotonic() < deadline:
+        if owner_pid(folder) != pid and not pid_alive(pid):
+            return  # ended on its own (it wrote its end itself)
+        time.sleep(0.2)
+    if owner_pid(folder) == pid:
+        _stop_owner(folder)
+    elif pid_alive(pid):
+        signal_group(pid, signal.SIGKILL)
+    else:
+        return
+    _write_unowned(store, job_id, folder, lambda job: job.status in ("running", "queued"),
+                   status="cancelled", finished_at=utcnow(), error="cancelled (killed: it did not stop on SIGTERM)")
 
 
 def _write_unowned(store: Engine, job_id: int, folder: str, when: Any, **values: Any) -> bool:

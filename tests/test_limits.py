@@ -1,0 +1,122 @@
+"""What a web visitor may spend (docs/security.md, "Limits"): a cancelled job stops even when it ignores
+SIGTERM (SIGKILL after a grace period), numeric fields that cost time have upper bounds from the web named in
+the message, uploads have a size limit, live jobs a ceiling, and failed logins are slowed."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from helpers import wait_for
+
+from storage import Job, read_scope
+from trainer.jobs import queue as job_queue
+from trainer.jobs.owner import owner_pid, pid_alive
+
+
+@pytest.mark.process
+def test_a_cancelled_job_that_ignores_sigterm_is_killed_after_the_grace_period(store, monkeypatch, tmp_path):
+    monkeypatch.setattr(job_queue, "CANCEL_GRACE_S", 1.0)
+    job_id = job_queue.create_job(store, "personas", {"generation_id": 0}, name="stubborn")
+    folder = job_queue.job_dir(store, job_id)
+    stubborn = textwrap.dedent(f"""
+        import signal, sys, time
+        from trainer.jobs.owner import JobLock
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a process stuck where no handler runs
+        lock = JobLock({str(folder)!r})
+        assert lock.acquire()
+        print("owner", flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "owner"
+        assert owner_pid(folder) == proc.pid
+        job_queue.cancel(store, job_id)
+        wait_for(lambda: proc.poll() is not None, timeout=60)  # SIGTERM ignored; SIGKILL after the grace
+        assert proc.returncode == -9
+
+        def status() -> str:
+            with read_scope(store) as s:
+                return s.get(Job, job_id).status
+        wait_for(lambda: status() == "cancelled", timeout=60)
+        assert not pid_alive(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_costly_numbers_have_upper_bounds_from_the_web_named_in_the_message(monkeypatch):
+    from app.services import persona_generation_form
+    from simulator.access import ACCESS_ENV, WEB_BOUNDS, Access, config_errors
+    from trainer.benchmarking.benchmark import BenchmarkConfig
+    from trainer.benchmarking.compare import CompareConfig
+    from trainer.config import TrainConfig
+
+    web = Access.web(logged_in=False)
+    too_much = {"steps": 10**7, "dialogues_per_step": 10**6, "max_new_tokens": 10**6}
+    refused = config_errors(TrainConfig(**too_much), web)
+    assert set(too_much) <= set(refused)
+    assert refused["steps"].startswith(f"at most {WEB_BOUNDS['steps']:,} from the web page (got 10,000,000)")
+    assert config_errors(TrainConfig(**too_much), Access()) == {}  # the command line: no bound
+    assert "seeds" in config_errors(CompareConfig(seeds=10**4), web)
+    assert {"max_tokens", "concurrency"} <= set(config_errors(BenchmarkConfig(max_tokens=10**9, concurrency=10**5), web))
+    monkeypatch.setenv(ACCESS_ENV, web.to_json())
+    assert BenchmarkConfig(max_tokens=10**9).errors()["max_tokens"].startswith("at most")
+    form = {"count": 10**6, "languages": ["en"], "base_url": "", "model": "m", "threshold": 0.9}
+    _, _, errs = persona_generation_form.read_form(form)
+    assert "500" in errs["count"]  # a generation's own bound (GenerationSpec), within the web's
+    assert WEB_BOUNDS["count"] >= 500
+
+
+def test_failed_logins_from_one_address_wait_longer_each_time():
+    import asyncio
+
+    from app.trust import FREE_LOGIN_TRIES, MAX_LOGIN_WAIT_S, LoginGate
+
+    status, waited = {"code": 400}, []
+
+    async def gradio(scope, receive, send):
+        await send({"type": "http.response.start", "status": status["code"], "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def wait(seconds: float) -> None:  # what the gate would sleep, recorded instead
+        waited.append(seconds)
+
+    gate = LoginGate(gradio, logged_in=lambda cookies: False)
+    gate.sleep = wait
+
+    def attempt(address: str = "10.0.0.7") -> None:
+        async def noop(message):
+            return None
+
+        async def receive():
+            return {"type": "http.request"}
+
+        asyncio.run(gate({"type": "http", "method": "POST", "path": "/login", "headers": [],
+                          "client": (address, 1)}, receive, noop))
+
+    for _ in range(FREE_LOGIN_TRIES + 6):
+        attempt()
+    assert waited == [1.0, 2.0, 4.0, 8.0, 16.0, MAX_LOGIN_WAIT_S]  # the first FREE_LOGIN_TRIES wait nothing
+    assert gate.login_wait_s("10.0.0.8") == 0.0  # another address is not slowed
+    status["code"] = 200
+    attempt()
+    assert gate.login_wait_s("10.0.0.7") == 0.0  # a login clears the count
+
+
+def test_the_live_view_and_play_refuse_costly_numbers_from_the_web(store, monkeypatch):
+    from app.services import play
+    from app.views import live_rollout
+    from simulator.access import ACCESS_ENV, Access
+    from simulator.personas.builtin import builtin_profiles
+
+    monkeypatch.setenv(ACCESS_ENV, Access.web(logged_in=False).to_json())
+    [first] = list(live_rollout.start_rollout(store, "limits", ["en-01-maya-chen"], "default", "", "offline", "",
+                                              "standard", "direct", 10_000, 4, 96, 1.0, 0))
+    assert first[0].startswith("**Not started.**") and "group: at most 64 from the web page" in first[0]
+    with pytest.raises(ValueError, match="max_turns: at most 50 from the web page"):
+        play.start_play(store, builtin_profiles()[0], "hello", "ana", "default", max_turns=10**5)
