@@ -136,11 +136,18 @@ def shown(store, job_id: int, stale_after_s: float = job_queue.STALE_AFTER_S) ->
 
 @pytest.mark.slow
 @pytest.mark.process
-def test_a_benchmark_through_ray_plays_what_a_local_one_plays(on_ray, local_benchmark, tiny_model_dir, user_spec):
+def test_a_benchmark_through_ray_plays_what_a_local_one_plays_and_outlives_an_app_restart(on_ray, local_benchmark,
+                                                                                          tiny_model_dir, user_spec):
+    from app.lab import startup
+
     store, url = on_ray
     job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
-    job = wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
+    wait_for(lambda: finished(url) >= 1, timeout=400, every=0.2)
+    restarted = make_store(url)  # an app started while the Ray job runs: its startup reaps nothing, shows it live
+    assert startup(restarted)["interrupted"] == [] and shown(restarted, job_id)["status"] == "running"
+    job = wait_for(lambda: (j := shown(restarted, job_id))["status"] in ("succeeded", "failed", "dead") and j,
                    timeout=400, every=0.5)
+    restarted.dispose()
     detail = job_queue.job_detail(store, job_id)
     assert job["status"] == "succeeded", detail["log_tail"][-3000:]
     assert job["backend"] == "ray" and job["host"] == socket.gethostname() and job["backend_job_id"]
