@@ -24,7 +24,7 @@ RAY_MISSING = "the ray backend needs Ray: pip install -e '.[cluster]' (make setu
 TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
 MISSING, UNREACHABLE = "MISSING", "UNREACHABLE"  # no such Ray job; the cluster did not answer
 AGENT_WAIT_S = 60.0  # a head that has just started has no job agent yet: submit retries that long
-STOP_WAIT_S = 30  # after Cancel's SIGTERM, Ray waits this long for the unit in progress before SIGKILL
+STOP_WAIT_S = 15  # after Cancel's SIGTERM, Ray waits this long (a local job's grace too) before SIGKILL
 
 
 @lru_cache(maxsize=8)
