@@ -229,7 +229,7 @@ def settings_lines(args, cfg, base_model: str) -> list[str]:
             ("entropy bonus", f"{cfg.entropy_coef:g}", "-"),
             ("simulator rules (train / held-out)", f"{cfg.simulator_preset} / {args.eval_preset}",
              "not settled / standard"),
-            ("reward", "max(final / 100, 0), no shaping", "same"),
+            ("reward", "each arm's (the arms table)" if args.arms else "max(final / 100, 0), no shaping", "same"),
             ("max staleness (overlap)", f"{cfg.max_staleness} ({cfg.off_policy_estimator})" if cfg.max_staleness
              else "0 (on-policy)", "0"),
             ("torch threads", str(torch.get_num_threads()), "-")]
