@@ -1,7 +1,9 @@
 """A batch of finished dialogues as padded tensor rows (Batch, make_batch), the learner's input.
 
 Token positions: every per-token tensor is [R, T-1] and column t describes input_ids[:, t+1] (the token
-the logits at t predict), as in trainer/learning/learner.py.
+the logits at t predict), as in trainer/learning/learner.py. The turn-level advantages read a batch by turn:
+turn_table ([N dialogues, K replies] tensors), values_at_turn_starts (the critic per reply) and
+spread_turn_values (a reply's value on each of its tokens).
 """
 from __future__ import annotations
 
