@@ -54,6 +54,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "key (repeatable). OPENAI_BASE_URL and OPENAI_API_KEY form 'default' unless you name one so")
     p.add_argument("--endpoints-file", default=None, metavar="PATH",
                    help="more endpoints from a YAML file: NAME: URL or NAME: {url: URL, key_var: VAR}")
+    p.add_argument("--max-generations", type=int, default=1, metavar="N",
+                   help="persona generations that may run at once (default 1); more wait their turn")
     p.add_argument("--max-upload-mb", type=int, default=100, metavar="MB",
                    help="the largest file a web page may upload (default 100)")
     p.add_argument("--behind-proxy", action="store_true",
@@ -94,6 +96,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     missing = [d for d in args.allow_path if not Path(d).expanduser().is_dir()]
     if missing:
         p.error(f"--allow-path {missing[0]}: not a folder")
+    if args.max_generations < 1:
+        p.error(f"--max-generations must be at least 1, got {args.max_generations}")
     if args.max_upload_mb < 1:
         p.error(f"--max-upload-mb must be at least 1, got {args.max_upload_mb}")
     if not 0 < args.port < 65536:
@@ -121,6 +125,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                        allowed_paths=tuple(args.allow_path), endpoints=args.endpoints,
                        free_urls=args.allow_free_urls))
 
+    os.environ["RLVER_LAB_MAX_GENERATIONS"] = str(args.max_generations)  # the jobs it starts read it
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         print(f"RLVER Lab: serving on {args.host} but answering only loopback host names: give --allowed-host "
               "NAME for each name or address your team uses (docs/security.md)", flush=True)

@@ -274,6 +274,27 @@ def test_second_job_waits_in_queue_until_the_first_ends(store, worker):
     assert "queued behind job(s) 1" in p2.stdout.read()
 
 
+@pytest.mark.process
+def test_persona_generations_run_one_at_a_time_and_never_wait_for_training(store, worker):
+    """Generations have a lane of their own (queue.LANE_LIMITS, one at a time unless the owner raises it):
+    the second waits for the first, neither waits for a training job."""
+    train = job_queue.create_job(store, "train", {})
+    first, second = job_queue.create_job(store, "personas", {}), job_queue.create_job(store, "personas", {})
+    procs = [worker(train, 10_000), worker(first, 10_000)]
+    wait_for(lambda: status(store, train) == status(store, first) == "running")
+    p2 = worker(second, 2)
+    wait_for(lambda: job_queue.job_detail(store, second)["pid"] == p2.pid)
+    time.sleep(2.0)  # several queue polls
+    assert status(store, second) == "queued" and metric_steps(store, second) == []
+    job_queue.cancel(store, first)
+    assert procs[1].wait(timeout=180) == 0
+    assert p2.wait(timeout=240) == 0
+    d1, d2 = job_queue.job_detail(store, first), job_queue.job_detail(store, second)
+    assert d2["status"] == "succeeded" and d2["started_at"] >= d1["finished_at"]
+    assert f"queued behind job(s) {first}" in p2.stdout.read()
+    job_queue.cancel(store, train)
+
+
 @pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.parametrize("db_url", BACKENDS, indirect=True)

@@ -42,6 +42,21 @@ from trainer.jobs.queue import (
     last_checkpoint,
 )
 
+# kinds that wait for each other only, at most LANE_LIMITS[kind] at once per store (the owner raises it with
+# the named environment variable, which `python -m app --max-generations N` sets): persona generations, so
+# one visitor cannot start a dozen at once
+LANE_LIMITS = {"personas": ("RLVER_LAB_MAX_GENERATIONS", 1)}
+
+
+def lane_limit(kind: str) -> int:
+    """How many live jobs of `kind` may run at once per store (0: no limit, the kind has no lane)."""
+    if kind not in LANE_LIMITS:
+        return 0
+    variable, default = LANE_LIMITS[kind]
+    text = os.environ.get(variable, "")
+    return max(1, int(text)) if text.strip().isdigit() else default
+
+
 LOCK_WAIT_S = 2.0  # a reaper holds a dead job's lock for one write: a new owner waits that long for it
 
 
@@ -171,7 +186,7 @@ class JobContext:
     def _wait_turn(self) -> None:
         announced = False
         while True:
-            if self.kind in QUEUED_KINDS:
+            if self.kind in QUEUED_KINDS or lane_limit(self.kind):
                 reap_dead_jobs(self.store)  # a dead job ahead never blocks the queue
             with session_scope(self.store) as s:  # BEGIN IMMEDIATE: the claim below is atomic
                 me = self._own(s)
@@ -180,7 +195,7 @@ class JobContext:
                     me.status, me.finished_at, me.error = "cancelled", me.finished_at or utcnow(), "cancelled"
                     ahead = []
                 else:
-                    ahead = self._ahead(s) if self.kind in QUEUED_KINDS else []
+                    ahead = self._ahead(s) if self.kind in QUEUED_KINDS else self._ahead_in_lane(s)
                 if not ahead and not cancelled:
                     me.status, me.started_at, me.heartbeat_at, me.error = "running", utcnow(), utcnow(), ""
                     me.finished_at = None
@@ -200,6 +215,16 @@ class JobContext:
                                                        Job.kind.in_(QUEUED_KINDS),
                                                        Job.status.in_(("running", "queued"))))
                 if shown_status(j, self.stale_after_s)[0] != "dead" and (j.status == "running" or j.id < self.job_id)]
+
+    def _ahead_in_lane(self, s: Session) -> list[Job]:
+        """For a kind with a lane (queue.LANE_LIMITS): its live jobs before this one when the lane is full."""
+        limit = lane_limit(self.kind)
+        if not limit:
+            return []
+        live = [j for j in s.scalars(select(Job).where(Job.id != self.job_id, Job.pid.is_not(None),
+                                                       Job.kind == self.kind, Job.status.in_(("running", "queued"))))
+                if shown_status(j, self.stale_after_s)[0] != "dead" and (j.status == "running" or j.id < self.job_id)]
+        return live if len(live) >= limit else []
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._stop_heartbeat()
