@@ -85,6 +85,27 @@ def test_each_reply_shares_its_turns_advantage_and_user_tokens_get_none():
         [[1.0, 6.0], [12.0, 17.0]]
 
 
+def test_think_mode_rows_keep_each_replys_turn_and_the_critic_read_before_it():
+    from trainer.rollout.types import RolloutSample
+
+    # think mode: one causal row per policy turn; reply 0 = tokens 2-4 in row [0, 5), reply 1 = tokens 8-9 in
+    # row [5, 10) (that row repeats the visible history, tokens 5-7, without the earlier thought)
+    sample = RolloutSample(key="k", dialogue_id=None, profile_id="p", group_id="g", input_ids=list(range(40, 50)),
+                           action_mask=[0, 0, 1, 1, 1, 0, 0, 0, 1, 1], turn_spans=[(2, 5), (8, 10)],
+                           segments=[(0, 5), (5, 10)], emotions=[30.0, 45.0, 40.0])
+    batch = make_batch([sample], pad_token_id=0, rewards=[0.40])
+    assert batch.turn_index.tolist() == [[-1, 0, 0, 0], [-1, -1, 1, 1]]
+    table = turn_table(batch)
+    assert table.dialogue.tolist() == [0, 0] and table.said.tolist() == [[1.0, 1.0]]
+    close(table.changes, [[0.15, -0.05]], atol=1e-6)
+    close(table.rewards, [[0.0, 0.40]], atol=1e-6)  # the paper's reward on the last reply
+    values = torch.tensor([[0.0, 0.3, 9.0, 9.0], [0.0, 5.0, 0.2, 9.0]])
+    turn_values = values_at_turn_starts(values, table.dialogue, batch.turn_index, (1, 2))
+    close(turn_values, [[0.3, 0.2]], atol=1e-6)
+    adv, _ = algorithms.turn_gae_advantages(table.rewards, turn_values, table.said)
+    close(spread_turn_values(adv, table.dialogue, batch.turn_index), [[0.0, 0.1, 0.1, 0.1], [0.0, 0.0, 0.2, 0.2]])
+
+
 # ---------------------------------------------------------------------------------------------- length bias
 # A group of four dialogues (same persona, same user seed). Reply 1 decides the length: the user leaves after
 # it (2 replies) or talks for 2 more (4 replies), each with probability 1/2, whatever else happens. The push
