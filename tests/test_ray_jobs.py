@@ -78,9 +78,9 @@ def ray_head(postgres_server):
         assert head.poll() is None, (Path(temp) / "head.log").read_text()[-3000:]
         yield address
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=15)
+        os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` and what it started (a SIGTERM may leave
+        try:  # the raylet hanging: the group gets SIGKILL after a short wait; Ray's workers end with it)
+            head.wait(timeout=5)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
