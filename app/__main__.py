@@ -114,11 +114,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     problem = preflight.port_problem(args.host, args.port) or preflight.missing_model_packages()
     if problem:
         return _cannot_start(problem)
+    from storage.db import default_url
+    from trainer.jobs.backend import BackendError, configure
+
+    try:  # before anything is installed or opened: a SQLite store with ray is refused in one line
+        configure(args.jobs, args.shared_dir, args.db or default_url())
+    except BackendError as exc:
+        return _cannot_start(str(exc))
     from app.context import LabContext
     from app.lab import build_app, launch, startup
     from simulator.access import Access, install
     from storage import StoreError, make_store
-    from storage.db import default_url
 
     # every spec the web names is judged by this (and so is every job the app starts: it inherits it)
     install(Access.web(logged_in=args.auth is not None, allow_outside_code=args.allow_outside_code,
@@ -131,12 +137,6 @@ def main(argv: Optional[list[str]] = None) -> int:
               "NAME for each name or address your team uses (docs/security.md)", flush=True)
     if args.allow_outside_code:
         print("RLVER Lab: --allow-outside-code: every web caller may run python: specs on this machine", flush=True)
-    from trainer.jobs.backend import BackendError, configure
-
-    try:  # before the store is opened: a SQLite store with ray is refused in one line
-        configure(args.jobs, args.shared_dir, args.db or default_url())
-    except BackendError as exc:
-        return _cannot_start(str(exc))
     try:
         store = make_store(args.db)
         done = startup(store)

@@ -262,9 +262,7 @@ def test_a_training_job_through_ray_from_the_command_line_trains_as_a_local_one(
 
 def test_a_sqlite_store_with_ray_is_refused_in_one_line(tmp_path):
     for module, args in (("app", ["--port", str(free_port())]), ("trainer", ["jobs"])):
-        r = subprocess.run([sys.executable, "-m", module, "--jobs", "ray://127.0.0.1:10001", *args, "--db",
-                            f"sqlite:///{tmp_path / 'lab.db'}"], cwd=REPO, capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+        r = run_in_process(module, "--jobs", "ray://127.0.0.1:10001", *args, "--db", f"sqlite:///{tmp_path / 'lab.db'}")
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and "PostgreSQL" in lines[0], r.stderr
     assert not (tmp_path / "lab.db").exists()
