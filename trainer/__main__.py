@@ -47,6 +47,10 @@ def _load(name: str, parser: argparse.ArgumentParser) -> Optional[str]:
     return None
 
 
+# commands whose jobs go to the cluster with --jobs ray (an experiment's cells too), or that start none
+SUBMITTING = ("train", "resume", "experiment", "job", "jobs", "plan")
+
+
 def backend_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """Take `--jobs VALUE` and `--shared-dir PATH` (the job backend, for every command) out of argv."""
     rest, flags, i = [], {}, 0
@@ -72,10 +76,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         db = next((a.partition("=")[2] or argv[i + 1] for i, a in enumerate(argv)
                    if a.partition("=")[0] == "--db" and (a.partition("=")[2] or i + 1 < len(argv))), None)
         try:
-            configure(flags.get("--jobs"), flags.get("--shared-dir"), db or default_url())
+            on_ray = configure(flags.get("--jobs"), flags.get("--shared-dir"), db or default_url()).kind != "local"
         except BackendError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        command = next((a for a in argv if not a.startswith("-")), "")
+        if on_ray and command not in SUBMITTING:
+            print(f"note: `{command}` runs in this process, on this machine; with --jobs ray only train, resume and "
+                  "the jobs the app launches go to the cluster (docs/cluster.md)", file=sys.stderr)
     parser = argparse.ArgumentParser(prog="python -m trainer", description="RLVER Lab trainer commands")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
