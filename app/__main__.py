@@ -54,6 +54,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "key (repeatable). OPENAI_BASE_URL and OPENAI_API_KEY form 'default' unless you name one so")
     p.add_argument("--endpoints-file", default=None, metavar="PATH",
                    help="more endpoints from a YAML file: NAME: URL or NAME: {url: URL, key_var: VAR}")
+    p.add_argument("--max-live-jobs", type=int, default=8, metavar="N",
+                   help="the most jobs web callers may have queued or running at once (default 8; 0: no ceiling)")
     p.add_argument("--max-generations", type=int, default=1, metavar="N",
                    help="persona generations that may run at once (default 1); more wait their turn")
     p.add_argument("--max-upload-mb", type=int, default=100, metavar="MB",
@@ -129,7 +131,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     # every spec the web names is judged by this (and so is every job the app starts: it inherits it)
     install(Access.web(logged_in=args.auth is not None, allow_outside_code=args.allow_outside_code,
                        allowed_paths=tuple(args.allow_path), endpoints=args.endpoints,
-                       free_urls=args.allow_free_urls))
+                       free_urls=args.allow_free_urls, max_live_jobs=max(0, args.max_live_jobs)))
 
     os.environ["RLVER_LAB_MAX_GENERATIONS"] = str(args.max_generations)  # the jobs it starts read it
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:

@@ -88,13 +88,14 @@ class Access:
     allowed_paths: tuple[str, ...] = ()  # the owner's --allow-path roots
     endpoints: tuple[Endpoint, ...] = ()  # the owner's endpoints (web callers; simulator.endpoints)
     free_urls: bool = False  # web callers may type an endpoint URL (it then gets no key)
+    max_live_jobs: int = 0  # web callers: the most jobs queued or running at once (0: no ceiling)
 
     @classmethod
     def web(cls, logged_in: bool, allow_outside_code: bool = False, allowed_paths: tuple[str, ...] = (),
-            endpoints: tuple[Endpoint, ...] = (), free_urls: bool = False) -> "Access":
+            endpoints: tuple[Endpoint, ...] = (), free_urls: bool = False, max_live_jobs: int = 0) -> "Access":
         return cls(WEB_USER if logged_in else WEB_VISITOR, bool(allow_outside_code),
                    tuple(str(_resolved(p)) for p in allowed_paths), owner_endpoints(list(endpoints)),
-                   bool(free_urls))
+                   bool(free_urls), max(0, int(max_live_jobs)))
 
     @property
     def from_web(self) -> bool:
@@ -186,7 +187,8 @@ class Access:
     def to_json(self) -> str:
         return json.dumps({"caller": self.caller, "allow_outside_code": self.allow_outside_code,
                            "allowed_paths": list(self.allowed_paths),
-                           "endpoints": [e.to_dict() for e in self.endpoints], "free_urls": self.free_urls})
+                           "endpoints": [e.to_dict() for e in self.endpoints], "free_urls": self.free_urls,
+                           "max_live_jobs": self.max_live_jobs})
 
     @classmethod
     def from_json(cls, text: str) -> "Access":
@@ -201,7 +203,7 @@ class Access:
                               for e in data.get("endpoints") or ())
             return cls(caller, data.get("allow_outside_code") is True,
                        tuple(str(p) for p in data.get("allowed_paths") or ()), endpoints,
-                       data.get("free_urls") is True)
+                       data.get("free_urls") is True, max(0, int(data.get("max_live_jobs") or 0)))
         except (ValueError, TypeError, KeyError, AttributeError):
             return cls(WEB_VISITOR)
 

@@ -120,3 +120,24 @@ def test_the_live_view_and_play_refuse_costly_numbers_from_the_web(store, monkey
     assert first[0].startswith("**Not started.**") and "group: at most 64 from the web page" in first[0]
     with pytest.raises(ValueError, match="max_turns: at most 50 from the web page"):
         play.start_play(store, builtin_profiles()[0], "hello", "ana", "default", max_turns=10**5)
+
+
+def test_live_jobs_from_the_web_stop_at_the_owners_ceiling(store, monkeypatch):
+    from app.services import persona_generation_jobs
+    from simulator.access import ACCESS_ENV, Access
+    from simulator.personas import generation_store
+    from simulator.personas.generation import spec_from_dict
+
+    monkeypatch.setenv(ACCESS_ENV, Access.web(logged_in=False, max_live_jobs=2).to_json())
+    first = job_queue.create_job(store, "train", {})
+    job_queue.create_job(store, "benchmark", {})
+    with pytest.raises(job_queue.JobError, match=r"2 jobs are queued or running.*--max-live-jobs 2"):
+        job_queue.create_job(store, "train", {})
+    with pytest.raises(job_queue.JobError, match="--max-live-jobs 2"):
+        persona_generation_jobs.start(store, "", spec_from_dict({"count": 1}), None)
+    assert generation_store.list_generations(store) == []  # nothing recorded for a refused start
+    job_queue.cancel(store, first)
+    assert job_queue.create_job(store, "train", {})  # a slot is free again
+    assert job_queue.create_job(store, "train", {}, admitted=True)  # a cell of a started experiment, beyond it
+    monkeypatch.delenv(ACCESS_ENV)
+    assert all(job_queue.create_job(store, "train", {}) for _ in range(3))  # the command line: no ceiling

@@ -25,7 +25,12 @@ FROM_JOB = {"queued": "queued", "running": "running", "stalled": "stalled", "dea
 
 
 def start(store: Store, store_url: str, spec: GenerationSpec, gen: PersonaGenerator) -> tuple[int, int]:
-    """Record the generation (queued) and its job, and launch the job's process; (generation id, job id)."""
+    """Record the generation (queued) and its job, and launch the job's process; (generation id, job id).
+    JobError, with nothing recorded, when a web caller is at the owner's ceiling of live jobs."""
+    from trainer.jobs.liveness import admission_error
+
+    if problem := admission_error(store):
+        raise job_queue.JobError(f"jobs: {problem}")
     gid = generation_store.create_generation(store, spec, gen, status="queued")
     job_id = job_queue.create_job(store, JOB_KIND, {"generation_id": gid}, name=f"personas: generation {gid}",
                                   seed=spec.seed)

@@ -283,13 +283,16 @@ def error_updates(errors: dict[str, str]) -> tuple[list[str], str]:
     return per_field, "\n\n".join(other)
 
 
-def launch_training_job(store: Store, store_url: str, config: TrainConfig, name: str = "") -> tuple[int, str]:
+def launch_training_job(store: Store, store_url: str, config: TrainConfig, name: str = "") -> tuple[Optional[int], str]:
     """Record a training job for a validated TrainConfig and launch its process; (job id, the message the
     Training view shows: launched, waiting behind earlier live jobs, or recorded but not started)."""
     from trainer.jobs import queue as job_queue
 
     name = name.strip() or f"{config.algorithm}-{config.mode}"
-    job_id = job_queue.create_job(store, "train", config.to_dict(), name=name, seed=config.seed)
+    try:
+        job_id = job_queue.create_job(store, "train", config.to_dict(), name=name, seed=config.seed)
+    except job_queue.JobError as exc:  # the owner's ceiling of live jobs
+        return None, f"Not launched: {md(exc)}"
     try:
         job_queue.launch(store_url, job_id)
     except (job_queue.JobError, OSError) as exc:

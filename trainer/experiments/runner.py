@@ -113,7 +113,7 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
     if cell["train_job_id"] is None:
         config = cell["config"]
         job_id = job_queue.create_job(store, "train", config, name=f"{exp['name']} · {cell['label']}",
-                                      seed=int(config.get("seed", 0)))
+                                      seed=int(config.get("seed", 0)), admitted=True)  # the experiment was
         _start(store, store_url, cell["id"], "training", {"train_job_id": job_id}, job_id, log, where)
         return
     if cell["benchmark_job_id"] is None:
@@ -126,7 +126,8 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
         if last is None:
             return _set(store, cell["id"], status="failed", error=f"training job #{job['id']} left no checkpoint")
         config = _benchmark_config(exp, cell, last["path"])
-        bench_id = job_queue.create_job(store, "benchmark", config, name=config["name"], seed=config["seed"])
+        bench_id = job_queue.create_job(store, "benchmark", config, name=config["name"], seed=config["seed"],
+                                        admitted=True)
         _start(store, store_url, cell["id"], "benchmarking", {"benchmark_job_id": bench_id}, bench_id, log, where)
         return
     job = _job(store, cell["benchmark_job_id"])

@@ -127,3 +127,20 @@ def reap_dead_jobs(store: Store) -> list[int]:
         finally:
             lock.release()
     return reaped
+
+
+def admission_error(store: Store) -> str:
+    """Why a web caller may not add a job now ('' when it may): the owner's --max-live-jobs jobs are queued or
+    running already (dead ones do not count). The command line has no ceiling."""
+    from simulator.access import current_access
+
+    limit = current_access().max_live_jobs
+    if not limit:
+        return ""
+    with read_scope(store) as s:
+        live = [j for j in s.scalars(select(Job).where(Job.status.in_(("queued", "running"))))
+                if shown_status(j)[0] != "dead"]
+    if len(live) < limit:
+        return ""
+    return (f"{len(live)} jobs are queued or running, the most the lab's owner allows from the web page "
+            f"(--max-live-jobs {limit}): cancel one or wait for one to end")

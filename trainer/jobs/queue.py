@@ -57,7 +57,7 @@ from trainer.jobs import remote
 from trainer.jobs.backend import LOCAL, RAY, BackendError, host_name, shared_root
 from trainer.jobs.backend import current as current_backend
 from trainer.jobs.commands import signal_group, start_command
-from trainer.jobs.liveness import STALE_AFTER_S, reap_dead_jobs, shown_status
+from trainer.jobs.liveness import STALE_AFTER_S, admission_error, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
 
 HEARTBEAT_S = 2.0
@@ -97,8 +97,11 @@ def jobs_root(store: Engine) -> Path:
 
 # ------------------------------------------------------------------------------------------ service API
 def create_job(store: Engine, kind: str, config: dict[str, Any], name: str = "",
-               parent_id: Optional[int] = None, seed: int = 0) -> int:
-    """Record a queued job (nothing runs until `launch`). Returns its id."""
+               parent_id: Optional[int] = None, seed: int = 0, admitted: bool = False) -> int:
+    """Record a queued job (nothing runs until `launch`). Returns its id. JobError when a web caller is at the
+    owner's ceiling of live jobs, unless `admitted` (a cell of an experiment the web already started)."""
+    if not admitted and (problem := admission_error(store)):
+        raise JobError(f"jobs: {problem}")
     if kind not in JOB_KINDS:
         raise JobError(f"kind: unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
     if not isinstance(config, dict):
