@@ -141,3 +141,14 @@ def test_live_jobs_from_the_web_stop_at_the_owners_ceiling(store, monkeypatch):
     assert job_queue.create_job(store, "train", {}, admitted=True)  # a cell of a started experiment, beyond it
     monkeypatch.delenv(ACCESS_ENV)
     assert all(job_queue.create_job(store, "train", {}) for _ in range(3))  # the command line: no ceiling
+
+
+def test_a_deeply_nested_yaml_from_the_web_is_one_line_naming_the_field():
+    from app.services import training as training_service
+    from trainer.experiments.grid import ExperimentError, parse_grid
+
+    with pytest.raises(ExperimentError) as caught:
+        parse_grid("[" * 5000)
+    assert caught.value.errors == {"grid file": "not valid YAML (nested too deeply)"}
+    config, errors = training_service.config_from_form({}, "a: " + "[" * 5000, check_paths=False)[:2]
+    assert config is None and "other settings: not valid YAML (nested too deeply)" in errors.values()

@@ -257,6 +257,9 @@ def config_from_form(values: dict[str, Any], extra_yaml: str = "", check_paths: 
         except yaml.YAMLError as exc:
             extra = None
             errors[GENERAL] = f"other settings: not valid YAML ({str(exc).splitlines()[0]})"
+        except RecursionError:
+            extra = None
+            errors[GENERAL] = "other settings: not valid YAML (nested too deeply)"
         if extra is not None and not isinstance(extra, dict):
             errors[GENERAL] = "other settings: must be a mapping like 'entropy_coef: 0.001'"
         elif isinstance(extra, dict):

@@ -94,6 +94,8 @@ def parse_grid(text: str, folder: Optional[Path] = None, check_paths: bool = Tru
         data = yaml.safe_load(text or "")
     except yaml.YAMLError as exc:
         raise ExperimentError({"grid file": f"not valid YAML ({str(exc).splitlines()[0]})"}) from None
+    except RecursionError:  # a visitor's '[[[[...': one line, never the interpreter's words
+        raise ExperimentError({"grid file": "not valid YAML (nested too deeply)"}) from None
     if not isinstance(data, dict):
         raise ExperimentError({"grid file": "must be a mapping with name, grid, benchmark, ..."})
     errors = {k: f"unknown key; one of {', '.join(GRID_KEYS)}" for k in data if k not in GRID_KEYS}
