@@ -134,6 +134,12 @@ def shown(store, job_id: int, stale_after_s: float = job_queue.STALE_AFTER_S) ->
     return next(j for j in job_queue.list_jobs(store, stale_after_s=stale_after_s) if j["id"] == job_id)
 
 
+def ended(store, job_id: int) -> dict:
+    """The job as listed once it succeeded, failed or shows dead."""
+    return wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
+                    timeout=400, every=0.5)
+
+
 @pytest.mark.slow
 @pytest.mark.process
 def test_a_benchmark_through_ray_plays_what_a_local_one_plays_and_outlives_an_app_restart(on_ray, local_benchmark,
@@ -145,8 +151,7 @@ def test_a_benchmark_through_ray_plays_what_a_local_one_plays_and_outlives_an_ap
     wait_for(lambda: finished(url) >= 1, timeout=400, every=0.2)
     restarted = make_store(url)  # an app started while the Ray job runs: its startup reaps nothing, shows it live
     assert startup(restarted)["interrupted"] == [] and shown(restarted, job_id)["status"] == "running"
-    job = wait_for(lambda: (j := shown(restarted, job_id))["status"] in ("succeeded", "failed", "dead") and j,
-                   timeout=400, every=0.5)
+    job = ended(restarted, job_id)
     restarted.dispose()
     detail = job_queue.job_detail(store, job_id)
     assert job["status"] == "succeeded", detail["log_tail"][-3000:]
@@ -179,8 +184,7 @@ def test_a_comparison_through_ray_pairs_what_a_local_one_pairs(on_ray, tiny_mode
     comparison_id, job_id = start_comparison_job(store, url, CompareConfig(
         a=str(tiny_model_dir), b=str(other_model), simulator=user_spec, profiles="builtin", limit=3,
         max_new_tokens=8, seed=5))
-    job = wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
-                   timeout=400, every=0.5)
+    job = ended(store, job_id)
     assert job["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]
     assert pair_results(url, comparison_id) == pair_results(local_db, 1)
 
@@ -213,8 +217,7 @@ def test_a_killed_ray_job_shows_dead_and_resumes_to_the_uninterrupted_result(on_
                     timeout=job_queue.STALE_AFTER_S + 60, every=0.5)
     assert "Ray job" in dead["error"] and dead["stored_status"] == "running"
     job_queue.resume(store, url, job_id)  # through Ray again: a new Ray job claims the same row
-    job = wait_for(lambda: (j := shown(store, job_id))["status"] in ("succeeded", "failed", "dead") and j,
-                   timeout=400, every=0.5)
+    job = ended(store, job_id)
     assert job["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]
     assert job["backend_job_id"] != dead["backend_job_id"]
     assert results(url, 1) == local_benchmark

@@ -22,8 +22,8 @@ from sqlalchemy import Engine
 from simulator.evaluation.judge import DEFAULT_PROMPT_VERSION, DIMENSIONS, Judge
 from simulator.evaluation.judge_store import dialogue_scores, judge_and_store, select_dialogues, summarize
 from simulator.llm.hashing import fingerprint_hash
-from trainer.jobs.foreground import resume_foreground, run_foreground
-from trainer.jobs.queue import JobError, create_job, get_job
+from trainer.jobs.foreground import job_to_resume, resume_foreground, run_foreground
+from trainer.jobs.queue import create_job, get_job
 
 JUDGE_JOB_KIND = "judge"
 # the judge's settings as a job's config keeps them (the names of `python -m trainer judge`'s options)
@@ -76,13 +76,7 @@ def resume_judge(store: Engine, job_id: int, stop_owner: bool = False,
                  clean_stdout: bool = False) -> Optional[dict[str, Any]]:
     """Continue judge job `job_id` here: only its dialogues not yet judged. JobError when it is not a judge
     job or is finished, or while another process owns it (naming its pid; stop_owner kills it first)."""
-    job = get_job(store, job_id)
-    if job is None:
-        raise JobError(f"--resume: job {job_id} does not exist")
-    if job["kind"] != JUDGE_JOB_KIND:
-        raise JobError(f"--resume: job {job_id} is a {job['kind']} job, not a judge run")
-    if job["status"] == "succeeded":
-        raise JobError(f"--resume: judge job {job_id} already finished")
+    job = job_to_resume(store, job_id, JUDGE_JOB_KIND)
     recorded_judge(job_id, job["config"])
     return resume_foreground(store, job_id, lambda ctx: judge_dialogues(store, ctx), stop_owner=stop_owner,
                              clean_stdout=clean_stdout)

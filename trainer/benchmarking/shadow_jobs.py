@@ -30,8 +30,8 @@ from simulator.personas.profile import Profile
 from simulator.user.spec import SimulatorSpec
 from storage import Dialogue, code_version, read_scope
 from storage.ratings import ShadowJudgement, add_shadow
-from trainer.jobs.foreground import resume_foreground, run_foreground
-from trainer.jobs.queue import JobError, create_job, get_job
+from trainer.jobs.foreground import job_to_resume, resume_foreground, run_foreground
+from trainer.jobs.queue import JobError, create_job
 from trainer.rollout.build import simulator_factory
 
 SHADOW_JOB_KIND = "shadow"
@@ -180,12 +180,6 @@ def resume_shadow(store: Any, job_id: int, stop_owner: bool = False,
                   clean_stdout: bool = False) -> Optional[dict[str, Any]]:
     """Continue shadow job `job_id` here: only the turns not yet judged. JobError when it is not a shadow job,
     is finished, or its owner still lives (naming the pid; stop_owner kills it first)."""
-    job = get_job(store, job_id)
-    if job is None:
-        raise JobError(f"--resume: job {job_id} does not exist")
-    if job["kind"] != SHADOW_JOB_KIND:
-        raise JobError(f"--resume: job {job_id} is a {job['kind']} job, not a shadow run")
-    if job["status"] == "succeeded":
-        raise JobError(f"--resume: shadow job {job_id} already finished")
+    job_to_resume(store, job_id, SHADOW_JOB_KIND)
     return resume_foreground(store, job_id, lambda ctx: shadow_job(store, ctx), stop_owner=stop_owner,
                              clean_stdout=clean_stdout)

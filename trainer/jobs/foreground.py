@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from storage import Job, Store, read_scope
 from trainer.jobs.context import JobContext
-from trainer.jobs.queue import reopen, set_log_path
+from trainer.jobs.queue import JobError, get_job, reopen, set_log_path
 
 T = TypeVar("T")
 
@@ -58,6 +58,19 @@ def resume_foreground(store: Store, job_id: int, work: Callable[[JobContext], T]
     if not never_started:
         reopen(store, job_id, stop_owner=stop_owner)
     return run_foreground(store, job_id, work, clean_stdout)
+
+
+def job_to_resume(store: Store, job_id: int, kind: str) -> dict[str, Any]:
+    """Job `job_id` as get_job gives it, checked for a command's `--resume`: JobError when it does not exist,
+    is of another kind than `kind`, or already succeeded (whether its owner lives is reopen's to say)."""
+    job = get_job(store, job_id)
+    if job is None:
+        raise JobError(f"--resume: job {job_id} does not exist")
+    if job["kind"] != kind:
+        raise JobError(f"--resume: job {job_id} is a {job['kind']} job, not a {kind} run")
+    if job["status"] == "succeeded":
+        raise JobError(f"--resume: {kind} job {job_id} already finished")
+    return job
 
 
 def _cancel_on_interrupt(ctx: JobContext) -> Callable[[], None]:
