@@ -1,6 +1,7 @@
 """`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
 [--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...] [--endpoint NAME=URL[,KEY_VAR] ...]
-[--endpoints-file PATH] [--allow-free-urls] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
+[--endpoints-file PATH] [--allow-free-urls] [--behind-proxy] [--max-live-jobs N] [--max-generations N]
+[--max-upload-mb MB] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
 order; --auth is visible to every user of the machine in the process list, the other two are not. A host
