@@ -106,7 +106,7 @@ def test_activations_formula_follows_checkpointing_batch_and_the_token_budget(ti
     h, inter, a = shape.hidden, shape.intermediate, shape.heads  # per token and layer, float32
     layer = 1024 * 2 * (2 * (4 + 4) * h + 5 * 4 * h + 4 * 4 * inter + 4 * a)
     positions = min(cfg.max_turns * cfg.max_new_tokens, 1024) * 2
-    logits = positions * shape.vocab * (4 + 12) + positions * (2 * 4 * h + 12)  # one chunk holds them all here
+    logits = positions * shape.vocab * 16 + positions * (2 * 4 * h + 12)  # one chunk holds them all here
     assert full == layer * shape.layers + (4 + 4) * 1024 * 2 * h + logits
     # a token budget bounds the micro-batch by its tokens, not by micro_batch_size x max_dialogue_tokens
     budget = TrainConfig(model=str(tiny_model_dir), micro_batch_size=8, max_dialogue_tokens=1024,
@@ -170,3 +170,47 @@ def test_train_config_from_a_preset_with_a_file_over_it(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(None, [])
     assert "--config" in err.value.errors
+
+
+@pytest.mark.model
+def test_probe_runs_for_a_web_caller_prints_its_stages_and_stops_at_its_limit(tiny_model_dir, tmp_path, monkeypatch,
+                                                                              capsys):
+    """From the web, paths must lie in the lab's folders: the probe's trainer folder is made under the lab home
+    (not in /tmp), so the Training view gets a measured time. Past its time limit the probe starts no step and the
+    plan says the time was not measured, and why."""
+    from simulator.access import ACCESS_ENV, Access, current_access
+    from storage.db import lab_home
+    from trainer.plan_probe import ProbeTimeLimit, measure_seconds_per_step
+
+    web = Access.web(logged_in=True, allowed_paths=(str(tiny_model_dir),))
+    monkeypatch.setenv(ACCESS_ENV, web.to_json())
+    assert current_access().from_web
+    config = TrainConfig.from_yaml(tiny_train_config(tmp_path, tiny_model_dir, dialogues_per_step=4, minibatch_size=4))
+    result = measure_seconds_per_step(config)
+    assert result.seconds_per_step > 0
+    stages = [line for line in capsys.readouterr().err.splitlines() if line.startswith("probe: ")]
+    assert any("warm-up step of 2 dialogue(s)" in s for s in stages) and "took" in stages[-1], stages  # probe_config
+    assert (lab_home() / "plan-probes").is_dir() and not list((lab_home() / "plan-probes").iterdir())  # cleaned
+    with pytest.raises(ProbeTimeLimit, match="time limit of 0.001 s"):
+        measure_seconds_per_step(config, time_limit_s=0.001)
+    plan = memory_plan.plan_config(config, memory_gib=16, probe_limit_s=0.001)
+    assert plan.seconds_per_step is None and "not measured: the probe passed its time limit" in plan.notes[-1]
+    assert "transient_peak" in plan.parts  # without a measured step the plan keeps its bound
+
+
+@pytest.mark.model
+def test_every_preset_fits_the_hardware_it_is_made_for():
+    """The paper presets on 4 nodes x 8 GPUs of 80 GiB, the one-GPU presets on their GPU, cpu-demo (without its
+    probe; its variants too) in the 23.5 GiB of the machine it is made for; the Training view plans each for the
+    same hardware."""
+    from app.services.training_plan import PRESET_HARDWARE
+    from trainer.presets import PRESETS, preset_dict
+
+    expected = {"one-gpu-lora-grpo-7b": (1, 1, 80.0), "one-gpu-grpo-1.5b": (1, 1, 24.0),
+                **{name: (8, 4, 80.0) for name in PRESETS if name.startswith("paper-")}}
+    assert {k: v for k, v in PRESET_HARDWARE.items()} == expected
+    for name in PRESETS:
+        gpus, nodes, gib = PRESET_HARDWARE.get(name, (None, None, 23.5))
+        plan = memory_plan.plan_config(TrainConfig.from_dict(preset_dict(name)), gpus, nodes, gib, probe=False)
+        assert plan.fits and plan.per_gpu_gib <= gib, (name, plan.per_gpu_gib, plan.parts)
+        assert plan.extra["device"] == ("cpu" if name.startswith("cpu-") else "cuda"), name

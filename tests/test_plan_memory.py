@@ -197,3 +197,50 @@ def test_cpu_probe_measures_no_more_than_the_plan_per_process(tiny_model_dir, tm
     measured = measure_seconds_per_step(config).step_memory_bytes / memory_plan.GIB
     assert formula.extra["device"] == "cpu"
     assert measured <= formula.per_gpu_gib, (measured, formula.parts)
+
+
+def _large_vocab_model(tiny_model_dir, folder):
+    """The tiny Qwen2 with Qwen2.5's 152,064-id vocabulary (its tokenizer's ids are a prefix, as Qwen's are)."""
+    import shutil
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(tiny_model_dir)
+    config.vocab_size = 152_064
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
+        if (tiny_model_dir / name).exists():
+            shutil.copy(tiny_model_dir / name, folder / name)
+    return folder
+
+
+@pytest.mark.model
+def test_learner_phase_peak_lies_within_the_plan_and_a_quarter_below_it(tiny_model_dir, tmp_path):
+    """Real peak <= plan <= 1.25 x real peak, on CPU, for an update of rows that fill max_dialogue_tokens with
+    policy tokens, on a large-vocabulary tiny model (where the loss's LM head is most of the step): the peak
+    resident size the update adds (trainer.plan_probe's measure) against the plan's learner phase (activations
+    of one micro-batch, the optimizer's step temporary) plus the gradients and AdamW states it allocates."""
+    from trainer.learning.learner import Learner, make_batch
+    from trainer.plan_probe import _peak_rss_bytes, _reset_peak_rss, _rss_bytes
+
+    folder = _large_vocab_model(tiny_model_dir, tmp_path / "large-vocab")
+    s = 1024
+    config = TrainConfig(model=str(folder), algorithm="grpo", group_size=2, dialogues_per_step=4, minibatch_size=4,
+                         micro_batch_size=2, max_turns=1, max_new_tokens=s, max_dialogue_tokens=s, dtype="float32",
+                         entropy_coef=0.01)
+    learner = Learner(config, folder)
+    gen = torch.Generator().manual_seed(0)
+    batch = make_batch([{"input_ids": torch.randint(3, 500, (s,), generator=gen).tolist(),
+                         "action_mask": [0] + [1] * (s - 1), "reward": float(i % 2), "group_id": i // 2}
+                        for i in range(4)], pad_token_id=0)
+    before = _rss_bytes()
+    reset = _reset_peak_rss()
+    learner.update(batch)
+    measured = _peak_rss_bytes(reset) - before
+    shape = memory_plan.model_shape(str(folder))
+    plan = memory_plan.make_plan(config, shape, None, memory_plan.Hardware("cpu", 1, 1, 16.0, "test"))
+    learner_phase = max(plan.extra["transients"]["activations"], plan.extra["transients"]["optimizer_step_temp"])
+    planned = (learner_phase + plan.parts["policy_grads_optimizer"]) * memory_plan.GIB
+    assert shape.vocab == 152_064 and plan_memory.logit_chunk_bytes(shape, 2 * s, 4) > 0.8 * planned
+    assert measured <= planned <= 1.25 * measured, (measured / memory_plan.GIB, planned / memory_plan.GIB)

@@ -47,12 +47,15 @@ from trainer.plan_memory import (
 __all__ = ["DTYPE_BYTES", "GIB", "activation_bytes", "kv_bytes_per_token", "make_plan", "plan_config"]
 VLLM_GPU_MEMORY_UTILIZATION = 0.5  # trainer.policies.vllm_engine.VLLMEngine's default, which RLTrainer keeps
 PAPER_GPU_MEMORY_GIB = 80.0  # assumed for a GPU plan when neither --gpu-memory nor a local GPU says
-# Published config.json numbers (Hugging Face hub, Qwen/Qwen2.5-7B-Instruct), used only when the model's
+# Published config.json numbers (Hugging Face hub, Qwen/Qwen2.5-7B-Instruct and -1.5B-Instruct), used only when the model's
 # folder is absent and AutoConfig cannot be had offline.
 KNOWN_ARCHITECTURES: dict[str, dict[str, Any]] = {
     "Qwen2.5-7B-Instruct": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
                             "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
                             "vocab_size": 152064, "max_position_embeddings": 32768, "tie_word_embeddings": False},
+    "Qwen2.5-1.5B-Instruct": {"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960,
+                              "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
+                              "vocab_size": 151936, "max_position_embeddings": 32768, "tie_word_embeddings": True},
 }
 
 
@@ -358,7 +361,7 @@ def measured_step_memory(plan: Plan, step_memory_bytes: int) -> None:
 
 
 def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional[int] = None,
-                memory_gib: Optional[float] = None, probe: bool = True) -> Plan:
+                memory_gib: Optional[float] = None, probe: bool = True, probe_limit_s: Optional[float] = None) -> Plan:
     """The whole plan of a config: shapes from the model configs, the hardware, and on CPU the one-step
     probe's seconds_per_step (trainer.plan_probe; only against the offline simulator, where it costs no
     API calls). ValueError when a model's parameters cannot be counted."""
@@ -375,12 +378,14 @@ def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional
         elif SimulatorSpec(config.simulator).kind != "offline":
             probe_note = "seconds_per_step not measured: the simulator is an API and a probe would spend calls"
         else:
-            from trainer.plan_probe import measure_seconds_per_step
+            from trainer.plan_probe import PROBE_LIMIT_S, ProbeTimeLimit, measure_seconds_per_step
 
             try:
-                result = measure_seconds_per_step(config)
+                result = measure_seconds_per_step(config, probe_limit_s or PROBE_LIMIT_S)
                 seconds, probe_note = result.seconds_per_step, result.note
                 measured_on = {"threads": result.threads, "load_during": result.load_during}
+            except ProbeTimeLimit as exc:
+                probe_note = f"seconds_per_step not measured: {exc}"
             except (RuntimeError, OSError, ValueError) as exc:
                 probe_note = f"seconds_per_step not measured: the probe step failed ({exc})"
     plan = make_plan(config, policy, critic, hw, known, seconds)

@@ -59,7 +59,7 @@ GIB = 1024 ** 3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 STATIC_CACHE_BUCKET = 256  # trainer.policies.static_decode.CACHE_BUCKET (kept equal by a test)
 LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # trainer.learning.head_logprobs.LOGIT_CHUNK_BYTES (kept equal by a test)
-HEAD_BYTES_PER_LOGIT = 12  # trainer.learning.head_logprobs.HEAD_BYTES_PER_LOGIT (kept equal by a test)
+HEAD_BYTES_PER_LOGIT = 16  # trainer.learning.head_logprobs.HEAD_BYTES_PER_LOGIT (kept equal by a test)
 SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits, log_softmax, Gumbel noise; float64 uniforms
 CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024  # torch's default on compute capability 9.x-12.x
 CUBLAS_WORKSPACE_SMALL = (4096 * 2 + 16 * 8) * 1024  # torch's default before Hopper (":4096:2:16:8")
@@ -88,10 +88,10 @@ def micro_batch_tokens(config: Any) -> int:
 
 def logit_chunk_bytes(shape: Any, positions: int, p: int) -> int:
     """The loss's LM head at `positions` policy tokens (trainer.learning.head_logprobs): one chunk of logits
-    (HEAD_BYTES_PER_LOGIT + the dtype's bytes per vocabulary entry), the selected hidden states and their
-    gradient (2 p h each), and the float32 log-prob, entropy and log-sum-exp (12 bytes each)."""
+    (HEAD_BYTES_PER_LOGIT per vocabulary entry, measured), the selected hidden states and their gradient (p h
+    bytes each), and the float32 log-prob, entropy and log-sum-exp (12 bytes a position)."""
     chunk = min(positions, max(16, LOGIT_CHUNK_BYTES // (4 * shape.vocab)))
-    return chunk * shape.vocab * (HEAD_BYTES_PER_LOGIT + p) + positions * (2 * p * shape.hidden + 12)
+    return chunk * shape.vocab * HEAD_BYTES_PER_LOGIT + positions * (2 * p * shape.hidden + 12)
 
 
 def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool) -> int:

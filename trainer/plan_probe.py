@@ -11,16 +11,48 @@ It also reports the memory the steps added to the process (its peak resident siz
 its size once the models were loaded): activations, optimizer states, rollout caches. The micro-batch is
 the config's, so this is what a full step adds too. The peak is reset before the steps where Linux allows
 (/proc/self/clear_refs), so an earlier, bigger piece of work in the same process does not count.
+
+The trainer's folder is made under the lab home (plan-probes/), so a probe started from the web passes the
+web's path check like any job. Each stage prints one "probe: ..." line to stderr with the time so far, and
+past `time_limit_s` the probe starts no further step: it raises ProbeTimeLimit, which the plan reports as
+"not measured" with the reason (a step under way runs to its end; the web's plan also has an outer limit).
 """
 from __future__ import annotations
 
 import math
 import resource
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from trainer.config import TrainConfig
+
+
+PROBE_LIMIT_S = 1200.0  # the probe's default time limit (`python -m trainer plan --probe-limit`)
+
+
+class ProbeTimeLimit(RuntimeError):
+    """The probe passed its time limit before a step; the message says when and what it had done."""
+
+
+class _Clock:
+    """Prints the probe's stages with the time so far, and stops it at the limit before a new step."""
+
+    def __init__(self, limit_s: Optional[float]):
+        self.limit_s, self.started = limit_s, time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(f"probe: {text} ({time.monotonic() - self.started:.0f} s so far)", file=sys.stderr, flush=True)
+
+    def before(self, what: str) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.limit_s is not None and elapsed > self.limit_s:
+            self.say(f"stopped at its time limit of {self.limit_s:g} s, before {what}")
+            raise ProbeTimeLimit(f"the probe passed its time limit of {self.limit_s:g} s after {elapsed:.0f} s, "
+                                 f"before {what}")
+        self.say(what)
 
 
 @dataclass
@@ -74,21 +106,29 @@ def probe_config(config: TrainConfig) -> TrainConfig:
                    store_dialogues=False, report_to=["none"], output_dir="")
 
 
-def _timed_step(config: TrainConfig, warm_up: bool) -> tuple[float, int, int]:
+def _timed_step(config: TrainConfig, warm_up: bool, clock: _Clock) -> tuple[float, int, int]:
     """(seconds of the timed step, resident size before the steps, peak resident size) of a trainer of
     `config` in this process: with warm_up, step 1 is not timed and step 2 is."""
+    from storage.db import lab_home
     from trainer.learning.rl_trainer import RLTrainer
 
-    with tempfile.TemporaryDirectory(prefix="plan-probe-") as out:
+    folder = lab_home() / "plan-probes"
+    folder.mkdir(parents=True, exist_ok=True)
+    n = config.dialogues_per_step
+    with tempfile.TemporaryDirectory(prefix="probe-", dir=folder) as out:
+        clock.say(f"loading the models for steps of {n} dialogue(s)")
         trainer = RLTrainer(replace(config, output_dir=out))
         try:
             before = _rss_bytes()
             reset = _reset_peak_rss()
             if warm_up:
+                clock.before(f"a warm-up step of {n} dialogue(s) (not timed)")
                 trainer.train_step(1)  # lazy loading, first-call costs
+            clock.before(f"the timed step of {n} dialogue(s)")
             t0 = time.monotonic()
             trainer.train_step(2 if warm_up else 1)
             seconds = time.monotonic() - t0
+            clock.say(f"the step of {n} dialogue(s) took {seconds:.1f} s")
             peak = _peak_rss_bytes(reset)
         finally:
             close = getattr(trainer.policy_engine, "close", None)
@@ -98,21 +138,23 @@ def _timed_step(config: TrainConfig, warm_up: bool) -> tuple[float, int, int]:
     return seconds, before, peak
 
 
-def measure_seconds_per_step(config: TrainConfig) -> ProbeResult:
+def measure_seconds_per_step(config: TrainConfig, time_limit_s: Optional[float] = PROBE_LIMIT_S) -> ProbeResult:
     """Train two small steps of the config in this process (the second timed, and its memory measured),
     then, when the config's batch is bigger, one step of the config's own batch, which gives the time
-    (RuntimeError/OSError/ValueError from the trainer propagate: the caller reports them)."""
+    (RuntimeError/OSError/ValueError from the trainer propagate: the caller reports them; ProbeTimeLimit when
+    the time limit passed before a step)."""
     import os
 
     import torch
 
+    clock = _Clock(time_limit_s)
     small = probe_config(config)
-    small_seconds, before, peak = _timed_step(small, warm_up=True)
+    small_seconds, before, peak = _timed_step(small, warm_up=True, clock=clock)
     seconds, timed = small_seconds, small.dialogues_per_step
     if small.dialogues_per_step < config.dialogues_per_step:
         # the time is one real step of the full batch (see the module docstring), after the warm-up
         seconds, _, _ = _timed_step(replace(config, steps=1, save_every=0, store_dialogues=False,
-                                            report_to=["none"], output_dir=""), warm_up=False)
+                                            report_to=["none"], output_dir=""), warm_up=False, clock=clock)
         timed = config.dialogues_per_step
     threads, load = torch.get_num_threads(), os.getloadavg()[0]
     note = (f"seconds_per_step: one real step of {timed} dialogue(s) (minibatch {config.minibatch_size}, "

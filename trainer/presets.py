@@ -10,6 +10,8 @@ changes (the paper configs are the think-then-say runs; their direct variants sw
   reply leaves no turn to credit); 20 steps, whose time the plan's probe measures (not benchmarked yet).
 - paper-ppo-7b / paper-grpo-7b: RLVER's PPO / GRPO on Qwen2.5-7B-Instruct without thinking (paper: 61.7 / 68.3).
 - paper-ppo-think-7b / paper-grpo-think-7b: the same with think-then-say (paper: 79.2 / 72.0).
+- one-gpu-lora-grpo-7b: GRPO on Qwen2.5-7B-Instruct with LoRA on one 80 GiB GPU; one-gpu-grpo-1.5b: full-weight
+  GRPO on Qwen2.5-1.5B-Instruct on one 24 GiB GPU (deviations from the paper, for what one researcher has).
 """
 from __future__ import annotations
 
@@ -44,6 +46,10 @@ PRESETS: dict[str, Preset] = {
                             "RLVER GRPO (4 rollouts per profile), Qwen2.5-7B-Instruct, 32 GPUs, no thinking"),
     "paper-grpo-think-7b": Preset("paper-grpo-qwen2.5-7b.yaml", {},
                                   "RLVER GRPO with think-then-say, Qwen2.5-7B-Instruct, 32 GPUs"),
+    "one-gpu-lora-grpo-7b": Preset("one-gpu-grpo-qwen2.5-7b-lora.yaml", {},
+                                   "GRPO with think-then-say, Qwen2.5-7B-Instruct with LoRA r=64, one 80 GiB GPU"),
+    "one-gpu-grpo-1.5b": Preset("one-gpu-grpo-qwen2.5-1.5b.yaml", {},
+                                "full-weight GRPO, Qwen2.5-1.5B-Instruct, no thinking, one 24 GiB GPU"),
 }
 DEFAULT_PRESET = "cpu-demo"  # what the Training view opens on
 

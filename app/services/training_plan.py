@@ -26,10 +26,13 @@ from app.render import md
 DAY_S = 24 * 3600
 # (GPUs per node, nodes, GPU memory GiB) the plan assumes for a preset; None: this machine / not given
 PRESET_HARDWARE = {"paper-ppo-7b": (8, 4, 80.0), "paper-ppo-think-7b": (8, 4, 80.0), "paper-grpo-7b": (8, 4, 80.0),
-                   "paper-grpo-think-7b": (8, 4, 80.0)}  # the paper's 32 GPUs: 4 nodes x 8 of 80 GiB
+                   "paper-grpo-think-7b": (8, 4, 80.0),  # the paper's 32 GPUs: 4 nodes x 8 of 80 GiB
+                   "one-gpu-lora-grpo-7b": (1, 1, 80.0), "one-gpu-grpo-1.5b": (1, 1, 24.0)}
 NOT_PLANNING_KEYS = ("steps", "save_every", "keep_checkpoints", "seed", "output_dir", "report_to",
                      "store_dialogues")  # settings that change neither memory nor the time of a step
 _PLANS: dict[str, dict[str, Any]] = {}
+_OUTPUTS: dict[str, Path] = {}  # plan key -> the output file of its command while it runs (the probe's progress)
+PROBE_LIMIT_S = 900.0  # the web's plans start no probe step after this (`plan --probe-limit`); then no time
 PLAN_ON_OPEN_ENV = "RLVER_LAB_PLAN_ON_OPEN"  # "0": opening the Training view plans nothing (tests)
 
 
@@ -97,10 +100,12 @@ def plan_key(config: dict[str, Any], args: list[str]) -> str:
     return json.dumps([{k: v for k, v in config.items() if k not in NOT_PLANNING_KEYS}, args], sort_keys=True)
 
 
-def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 1800) -> dict[str, Any]:
+def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 1800,
+                 probe_limit_s: float = PROBE_LIMIT_S) -> dict[str, Any]:
     """The plan of a validated config (its dict) from `python -m trainer plan --json`, cached; on failure
     {'error': why}. The command forks from the lab's warm starter where it can (trainer.jobs.commands), so a
-    plan does not spend ~10 s of CPU importing torch and transformers first."""
+    plan does not spend ~10 s of CPU importing torch and transformers first. Its probe starts no step after
+    probe_limit_s (the plan then says the time was not measured, and why); timeout_s bounds the whole command."""
     import yaml
 
     from trainer.jobs.commands import run_command
@@ -112,7 +117,13 @@ def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 180
     with tempfile.TemporaryDirectory(prefix="plan-") as folder:
         path, output = Path(folder) / "config.yaml", Path(folder) / "plan.out"
         path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-        if not run_command(["plan", "--config", str(path), "--json", *args], output, timeout_s):
+        _OUTPUTS[key] = output
+        try:
+            done = run_command(["plan", "--config", str(path), "--json", "--probe-limit", f"{probe_limit_s:g}",
+                                *args], output, timeout_s)
+        finally:
+            _OUTPUTS.pop(key, None)
+        if not done:
             return {"error": f"the plan took more than {timeout_s:.0f} s"}
         text = output.read_text(errors="replace")
     plan = _last_json_object(text)
@@ -215,12 +226,26 @@ def plan_progress(key: Optional[str], steps: int) -> Optional[str]:
     elapsed = time.monotonic() - task.started
     line = (f"**Planning…** {duration_text(elapsed)} so far: counting the models' parameters, then on CPU "
             "training one small real step of these settings to time it")
+    stage = probe_stage(key or "")
+    if stage:
+        line += f" (now: {md(stage)})"
     if task.expected_s:
         left = max(0.0, task.expected_s - elapsed)
         line += (f"; the last plan of {md(task.preset)} took {duration_text(task.expected_s)}, so about "
                  f"{duration_text(left)} left" if left else f"; longer than the last plan of {md(task.preset)} "
                  f"({duration_text(task.expected_s)}): the machine may be busier")
     return line + ". You can launch meanwhile: Launch waits for this plan."
+
+
+def probe_stage(key: str) -> str:
+    """The last "probe: ..." line the plan of `key` printed ('' when none, or when it is not running)."""
+    path = _OUTPUTS.get(key)
+    try:
+        text = path.read_text(errors="replace") if path is not None else ""
+    except OSError:
+        return ""
+    stages = [line[len("probe: "):] for line in text.splitlines() if line.startswith("probe: ")]
+    return stages[-1] if stages else ""
 
 
 def opening_plan(preset: str) -> str:

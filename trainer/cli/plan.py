@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory", type=float, default=None, metavar="GiB",
                         help="memory of one GPU (default: the local GPU's; on CPU this machine's RAM)")
     parser.add_argument("--no-probe", action="store_true", help="on CPU, do not run the one-step time probe")
+    parser.add_argument("--probe-limit", type=float, default=None, metavar="SECONDS",
+                        help="on CPU, start no probe step after this many seconds (default 1200); the plan then "
+                             "says the time was not measured")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
 
 
@@ -34,6 +37,8 @@ def _problem(args: argparse.Namespace) -> str:
             return f"--{name}: must be at least 1, got {value}"
     if args.gpu_memory is not None and not args.gpu_memory > 0:
         return f"--gpu-memory: must be positive, got {args.gpu_memory:g}"
+    if args.probe_limit is not None and not args.probe_limit > 0:
+        return f"--probe-limit: must be positive, got {args.probe_limit:g}"
     return ""
 
 
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         config.validate(check_paths=False)  # the plan is made where the model may not be
         # with --json, stdout is the plan alone: what DeepSpeed and the probe's trainer print goes to stderr
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-            plan = plan_config(config, args.gpus, args.nodes, args.gpu_memory, probe=not args.no_probe)
+            plan = plan_config(config, args.gpus, args.nodes, args.gpu_memory, probe=not args.no_probe,
+                               probe_limit_s=args.probe_limit)
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -20,9 +20,11 @@ head that is anything else (a LoRA-adapted head, or a ZeRO-3-partitioned weight,
 inside the module's own forward) is called as a module per chunk under torch.utils.checkpoint, which also
 recomputes the chunk in the backward instead of keeping it.
 
-Memory (trainer.plan_memory.logit_chunk_bytes counts it): at most `chunk` x V entries alive at once, of
-about HEAD_BYTES_PER_LOGIT + dtype bytes each (the head's output in the training dtype, its float32 copy,
-the softmax and one float32 temporary).
+Memory (trainer.plan_memory.logit_chunk_bytes counts it): at most `chunk` x V entries alive at once, at most
+HEAD_BYTES_PER_LOGIT bytes each: measured with the peak resident size around a forward and backward of
+V = 152,064, 2,000 positions (benchmarks/gpu_check.py's logits check does it on a GPU), 12.0 bytes without the
+entropy and 15.4 (float32) / 15.7 (bfloat16) with it: the float32 logits, their softmax and float32
+temporaries of the backward (a bfloat16 head's output is cast at once).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # one float32 [chunk, V] block: sets the chunk's number of positions
-HEAD_BYTES_PER_LOGIT = 12  # float32 logits, softmax and one float32 temporary, per entry of a chunk
+HEAD_BYTES_PER_LOGIT = 16  # the most bytes per entry of a chunk alive at once (module docstring)
 
 
 def chunk_positions(vocab: int, chunk_bytes: int = LOGIT_CHUNK_BYTES) -> int:
