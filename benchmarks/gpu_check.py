@@ -15,7 +15,10 @@ is recorded and the next runs) and each skipped once the time budget (--budget-s
 2. train: `trainer plan` then `trainer train` (2 steps, the rule-based outside user docs/examples/rule_user.py)
    per case, each in its own process: peak allocated / reserved CUDA memory against the plan's per-GPU
    figure (the plan is right when allocated <= plan <= 1.25 x reserved), step time, learner idle share;
-3. tests: `pytest -m gpu` (tests/test_gpu.py).
+3. tests: `pytest -m gpu` (tests/test_gpu.py);
+4. logits, paper_shape, prefill (benchmarks/gpu_scale.py): the loss's LM head chunked against the full logits
+   (peak, time, difference), Qwen2.5-7B's widths and vocabulary at 4 layers through the learner's loss path
+   (peak against the plan), and prompt tokens prefilled per 10-turn dialogue against its final length.
 
 Writes one JSON object (--out) and prints a table.
 """
@@ -325,6 +328,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     batches = [1, 4] if args.tiny else [1, 16, 64]
     guarded(results, "decode", budget, 60, lambda: decode(model_dir, device, batches, 16 if args.tiny else 96,
                                                           32 if args.tiny else 128, env, budget))
+    save()
+    from benchmarks import gpu_scale
+
+    big = device == "cuda"
+    guarded(results, "logits", budget, 30, lambda: gpu_scale.logits(device, 8192 if big else 512, 3584 if big else 64,
+                                                                     152064 if big else 8192))
+    guarded(results, "paper_shape", budget, 60, lambda: gpu_scale.paper_shape(
+        device, workdir, gpu_scale.PAPER_SHAPE_4_LAYERS if big else gpu_scale.TINY_SCALE_SHAPE, 8192 if big else 256))
+    guarded(results, "prefill", budget, 30, lambda: gpu_scale.prefill(model_dir, device, 10, 40, 96 if big else 16))
     save()
     gpu_gib = env.get("gpu_gib") or 24
     chosen = args.cases.split(",")

@@ -255,7 +255,9 @@ def test_a_preset_fills_the_form_with_every_one_of_its_settings(name):
     config, errors = training.config_from_form(dict(zip(training.FORM_NAMES, values)), extra, check_paths=False)
     assert errors == {}
     assert config.to_dict() == TrainConfig.from_dict(preset_dict(name)).to_dict()  # the job is the preset
-    assert hardware == ((None, None, None) if name == "cpu-demo" else (8, 4, 80.0))
+    expected = {"one-gpu-lora-grpo-7b": (1, 1, 80.0), "one-gpu-grpo-1.5b": (1, 1, 24.0)}.get(
+        name, (None, None, None) if name.startswith("cpu-") else (8, 4, 80.0))  # this machine; one GPU; the paper's
+    assert hardware == expected
 
 
 @pytest.mark.model
