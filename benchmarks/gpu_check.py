@@ -16,7 +16,7 @@ is recorded and the next runs) and each skipped once the time budget (--budget-s
    per case, each in its own process: peak allocated / reserved CUDA memory against the plan's per-GPU
    figure (the plan is right when allocated <= plan <= 1.25 x reserved), step time, learner idle share;
 3. tests: `pytest -m gpu` (tests/test_gpu.py);
-4. logits, paper_shape, prefill (benchmarks/gpu_scale.py): the loss's LM head chunked against the full logits
+4. logits, paper_shape, prefill (benchmarks/plan_time_check.py, scale_*): the loss's LM head chunked against the full logits
    (peak, time, difference), Qwen2.5-7B's widths and vocabulary at 4 layers through the learner's loss path
    (peak against the plan), and prompt tokens prefilled per 10-turn dialogue against its final length.
 
@@ -329,14 +329,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     guarded(results, "decode", budget, 60, lambda: decode(model_dir, device, batches, 16 if args.tiny else 96,
                                                           32 if args.tiny else 128, env, budget))
     save()
-    from benchmarks import gpu_scale
+    from benchmarks.plan_time_check import (PAPER_SHAPE_4_LAYERS, TINY_SCALE_SHAPE, scale_logits, scale_paper_shape,
+                                            scale_prefill)
 
     big = device == "cuda"
-    guarded(results, "logits", budget, 30, lambda: gpu_scale.logits(device, 8192 if big else 512, 3584 if big else 64,
+    guarded(results, "logits", budget, 30, lambda: scale_logits(device, 8192 if big else 512, 3584 if big else 64,
                                                                      152064 if big else 8192))
-    guarded(results, "paper_shape", budget, 60, lambda: gpu_scale.paper_shape(
-        device, workdir, gpu_scale.PAPER_SHAPE_4_LAYERS if big else gpu_scale.TINY_SCALE_SHAPE, 8192 if big else 256))
-    guarded(results, "prefill", budget, 30, lambda: gpu_scale.prefill(model_dir, device, 10, 40, 96 if big else 16))
+    guarded(results, "paper_shape", budget, 60, lambda: scale_paper_shape(
+        device, workdir, PAPER_SHAPE_4_LAYERS if big else TINY_SCALE_SHAPE, 8192 if big else 256))
+    guarded(results, "prefill", budget, 30, lambda: scale_prefill(model_dir, device, 10, 40, 96 if big else 16))
     save()
     gpu_gib = env.get("gpu_gib") or 24
     chosen = args.cases.split(",")

@@ -7,6 +7,23 @@ Prints the plan's seconds_per_step, the real step's seconds, their ratio (plan /
 "within 25%") and the machine it ran on: cores, torch threads and the 1-minute load before and after. Run it
 on an idle machine: the plan and the real step each count whatever else runs beside them, and a load that
 changes between the two makes the ratio say more about the machine than about the plan.
+
+The memory side at scale, for benchmarks/gpu_check.py (its sections logits, paper_shape and prefill are the
+scale_* functions below):
+
+- logits: peak memory (CUDA: torch.cuda.max_memory_allocated; CPU: the peak resident size) and time of token
+  log-probs + entropy, forward and backward, at N positions through a [V, H] head: the full [N, V] float32
+  computation against trainer.learning.head_logprobs (a chunk at a time, recomputed in the backward), their
+  largest difference, and the plan's figure for the chunk (trainer.plan_memory.logit_chunk_bytes);
+  liger-kernel's fused linear cross-entropy too when it is installed (not a dependency of the lab).
+- paper_shape: Qwen2.5-7B's widths and vocabulary (hidden 3584, MLP 18944, 28 heads, 4 KV heads, 152,064 ids)
+  at 4 layers, bf16 on a GPU: one forward/backward of the learner's loss path (hidden states, chunked head)
+  at T tokens with gradient checkpointing, the peak it adds against the plan's activations + gradients.
+- prefill: a dialogue of K turns through the transformers engine (each turn the reply and a user message of
+  U tokens appended): the tokens its forwards took as prompt (prefill), against the dialogue's final length.
+  The engine prefills the whole dialogue every turn (no KV cache kept between turns): about K/2 x.
+
+`python benchmarks/gpu_check.py --tiny` dry-runs every section on CPU at a toy size.
 """
 from __future__ import annotations
 
@@ -17,6 +34,8 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -75,6 +94,154 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in out.items():
             print(f"{key:>24}: {value}")
     return 0
+
+
+PAPER_SHAPE_4_LAYERS = dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=4, num_attention_heads=28,
+                            num_key_value_heads=4, vocab_size=152064)  # Qwen2.5-7B-Instruct's config.json, 4 layers
+TINY_SCALE_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                        num_key_value_heads=1, vocab_size=8192)
+
+
+def _peak_meter(device: str) -> tuple[Any, Any]:
+    """(reset(), peak_bytes_since_reset()) for the device."""
+    import torch
+
+    if device == "cuda":
+        def reset() -> int:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            return torch.cuda.memory_allocated()
+
+        return reset, lambda base: torch.cuda.max_memory_allocated() - base
+    from trainer.plan_probe import peak_rss_bytes, reset_peak_rss, rss_bytes
+
+    def reset_cpu() -> int:
+        reset_peak_rss()
+        return rss_bytes()
+
+    return reset_cpu, lambda base: peak_rss_bytes(True) - base
+
+
+def scale_logits(device: str, positions: int, hidden: int, vocab: int) -> dict:
+    """Full against chunked log-probs + entropy (module docstring)."""
+    import torch
+    from torch import nn
+
+    from trainer.learning.head_logprobs import head_logprobs
+    from trainer.plan_memory import logit_chunk_bytes
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    torch.manual_seed(0)
+    head = nn.Linear(hidden, vocab, bias=False, device=device, dtype=dtype)
+    labels = torch.randint(0, vocab, (positions,), device=device)
+    reset, peak = _peak_meter(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def full(h: Any) -> tuple[Any, Any]:
+        logp = torch.log_softmax(head(h).float(), dim=-1)
+        return logp.gather(1, labels[:, None]).squeeze(1), -(logp.exp() * logp).sum(dim=-1)
+
+    def chunked(h: Any) -> tuple[Any, Any]:
+        return head_logprobs(h, head, labels, 1.0, with_entropy=True)
+
+    out: dict = {"positions": positions, "hidden": hidden, "vocab": vocab, "dtype": str(dtype)}
+    values = {}
+    for name, fn in (("chunked", chunked), ("full", full)):  # chunked first: on CPU freed memory stays resident
+        torch.manual_seed(1)  # the same hidden states for both
+        hidden_states = torch.randn(positions, hidden, device=device, dtype=dtype, requires_grad=True)
+        fn(hidden_states)[0].sum().backward()  # warm-up
+        head.weight.grad = None
+        base = reset()
+        t = time.perf_counter()
+        lp, ent = fn(hidden_states)
+        (lp.sum() + ent.sum()).backward()
+        sync()
+        out[f"{name}_ms"] = round((time.perf_counter() - t) * 1e3, 1)
+        out[f"{name}_peak_gib"] = round(peak(base) / 2**30, 3)
+        values[name] = lp.detach().float()
+        head.weight.grad = None
+        del lp, ent, hidden_states
+    out["max_abs_logprob_diff"] = float((values["full"] - values["chunked"]).abs().max())
+    shape = type("Shape", (), {"vocab": vocab, "hidden": hidden})()
+    out["plan_chunk_gib"] = round(logit_chunk_bytes(shape, positions, 2 if device == "cuda" else 4) / 2**30, 3)
+    try:
+        import liger_kernel  # noqa: F401  (optional: only measured where installed)
+
+        out["liger"] = "installed: not yet compared (the lab's chunked path is what trains)"
+    except ImportError:
+        out["liger"] = "not installed"
+    return out
+
+
+def scale_paper_shape(device: str, folder: Path, shape: dict, tokens: int) -> dict:
+    """The learner's loss path on a paper-shaped model at reduced depth (module docstring)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from trainer.config import TrainConfig
+    from trainer.learning.head_logprobs import final_hidden, head_logprobs
+    from trainer.plan import shape_from_config
+    from trainer.plan_memory import activation_bytes
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    config = Qwen2Config(tie_word_embeddings=False, max_position_embeddings=max(4096, tokens), **shape)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(dtype)
+    model.gradient_checkpointing_enable()
+    model.train()
+    ids = torch.randint(3, shape["vocab_size"], (1, tokens), device=device)
+    reset, peak = _peak_meter(device)
+    base = reset()
+    t = time.perf_counter()
+    hidden = final_hidden(model, model, ids, None)
+    lp, ent = head_logprobs(hidden[0, :-1], model.get_output_embeddings(), ids[0, 1:], 1.0, with_entropy=True)
+    (lp.sum() + 0.001 * ent.sum()).backward()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t
+    measured = peak(base)
+    train = TrainConfig(max_dialogue_tokens=tokens, micro_batch_size=1, max_turns=1, max_new_tokens=tokens,
+                        dtype="bfloat16" if device == "cuda" else "float32", gradient_checkpointing=True)
+    plan_shape = shape_from_config(config, "paper-shape-4-layers", "benchmarks/plan_time_check.PAPER_SHAPE_4_LAYERS")
+    p = 2 if device == "cuda" else 4
+    grads = plan_shape.total_params * p  # the gradients the backward allocates (weights were there before)
+    planned = activation_bytes(plan_shape, train, device, checkpointing=True) + grads
+    return {"tokens": tokens, "params": plan_shape.total_params, "seconds": round(seconds, 2),
+            "peak_added_gib": round(measured / 2**30, 3), "plan_activations_plus_grads_gib": round(planned / 2**30, 3),
+            "plan_over_measured": round(planned / max(measured, 1), 3)}
+
+
+def scale_prefill(model_dir: Path, device: str, turns: int, user_tokens: int, new_tokens: int) -> dict:
+    """Prompt tokens the engine's forwards took over a K-turn dialogue, against its final length."""
+    import torch
+
+    from trainer.policies import SamplingConfig
+    from trainer.policies.hf_engine import HFEngine
+
+    engine = HFEngine(model_dir, device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+    counted = {"prefill": 0, "calls": 0}
+
+    def count(_module: Any, args: Any, kwargs: Any) -> None:
+        ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args[0] if args else None)
+        if ids is not None and ids.shape[-1] > 1:
+            counted["prefill"] += int(ids.shape[-1]) * int(ids.shape[0])
+            counted["calls"] += 1
+
+    handle = engine.model.register_forward_pre_hook(count, with_kwargs=True)
+    g = torch.Generator().manual_seed(0)
+    vocab = engine.tokenizer.vocab_size
+    dialogue = torch.randint(3, vocab, (user_tokens,), generator=g).tolist()
+    try:
+        for turn in range(turns):
+            reply = engine.generate_ids([dialogue], SamplingConfig(temperature=1.0, max_new_tokens=new_tokens),
+                                        seeds=[turn])[0]
+            dialogue = dialogue + list(reply.token_ids) + torch.randint(3, vocab, (user_tokens,), generator=g).tolist()
+    finally:
+        handle.remove()
+    return {"turns": turns, "final_length": len(dialogue), "prefill_tokens": counted["prefill"],
+            "prefill_calls": counted["calls"], "prefill_over_length": round(counted["prefill"] / len(dialogue), 2),
+            "goal": "<= 1.1 (a KV cache kept between turns; not built yet)"}
 
 
 if __name__ == "__main__":

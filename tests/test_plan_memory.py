@@ -222,7 +222,7 @@ def test_learner_phase_peak_lies_within_the_plan_and_a_quarter_below_it(tiny_mod
     resident size the update adds (trainer.plan_probe's measure) against the plan's learner phase (activations
     of one micro-batch, the optimizer's step temporary) plus the gradients and AdamW states it allocates."""
     from trainer.learning.learner import Learner, make_batch
-    from trainer.plan_probe import _peak_rss_bytes, _reset_peak_rss, _rss_bytes
+    from trainer.plan_probe import peak_rss_bytes, reset_peak_rss, rss_bytes
 
     folder = _large_vocab_model(tiny_model_dir, tmp_path / "large-vocab")
     s = 1024
@@ -234,10 +234,10 @@ def test_learner_phase_peak_lies_within_the_plan_and_a_quarter_below_it(tiny_mod
     batch = make_batch([{"input_ids": torch.randint(3, 500, (s,), generator=gen).tolist(),
                          "action_mask": [0] + [1] * (s - 1), "reward": float(i % 2), "group_id": i // 2}
                         for i in range(4)], pad_token_id=0)
-    before = _rss_bytes()
-    reset = _reset_peak_rss()
+    before = rss_bytes()
+    reset = reset_peak_rss()
     learner.update(batch)
-    measured = _peak_rss_bytes(reset) - before
+    measured = peak_rss_bytes(reset) - before
     shape = memory_plan.model_shape(str(folder))
     plan = memory_plan.make_plan(config, shape, None, memory_plan.Hardware("cpu", 1, 1, 16.0, "test"))
     learner_phase = max(plan.extra["transients"]["activations"], plan.extra["transients"]["optimizer_step_temp"])

@@ -67,13 +67,13 @@ class ProbeResult:
     load_during: float = 0.0  # the machine's 1-minute load average right after the timed step
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     """This process's resident size now (Linux /proc)."""
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * resource.getpagesize()
 
 
-def _reset_peak_rss() -> bool:
+def reset_peak_rss() -> bool:
     """Start this process's peak resident size afresh (Linux: writing 5 to /proc/self/clear_refs), so the peak
     read after the steps is theirs and not an earlier, bigger piece of work's; False where it cannot."""
     try:
@@ -84,8 +84,8 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _peak_rss_bytes(reset: bool) -> int:
-    """The peak resident size since `_reset_peak_rss` (VmHWM) when it was reset, else the process's
+def peak_rss_bytes(reset: bool) -> int:
+    """The peak resident size since `reset_peak_rss` (VmHWM) when it was reset, else the process's
     lifetime peak (ru_maxrss), which overstates the steps in a process that ran something bigger before."""
     if reset:
         with open("/proc/self/status") as fh:
@@ -119,8 +119,8 @@ def _timed_step(config: TrainConfig, warm_up: bool, clock: _Clock) -> tuple[floa
         clock.say(f"loading the models for steps of {n} dialogue(s)")
         trainer = RLTrainer(replace(config, output_dir=out))
         try:
-            before = _rss_bytes()
-            reset = _reset_peak_rss()
+            before = rss_bytes()
+            reset = reset_peak_rss()
             if warm_up:
                 clock.before(f"a warm-up step of {n} dialogue(s) (not timed)")
                 trainer.train_step(1)  # lazy loading, first-call costs
@@ -129,7 +129,7 @@ def _timed_step(config: TrainConfig, warm_up: bool, clock: _Clock) -> tuple[floa
             trainer.train_step(2 if warm_up else 1)
             seconds = time.monotonic() - t0
             clock.say(f"the step of {n} dialogue(s) took {seconds:.1f} s")
-            peak = _peak_rss_bytes(reset)
+            peak = peak_rss_bytes(reset)
         finally:
             close = getattr(trainer.policy_engine, "close", None)
             if close:
