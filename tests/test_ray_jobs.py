@@ -130,6 +130,13 @@ def benchmark_config(tiny_model_dir: Path, user_spec: str) -> dict:
             "max_new_tokens": 8, "concurrency": 1, "seed": 3}
 
 
+def playing_benchmark(store, url: str, tiny_model_dir: Path, user_spec: str, every: float = 0.2) -> int:
+    """Start the benchmark through Ray; its job id once its first dialogue is stored (polled every `every` s)."""
+    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
+    wait_for(lambda: finished(url) >= 1, timeout=400, every=every)
+    return job_id
+
+
 def shown(store, job_id: int, stale_after_s: float = job_queue.STALE_AFTER_S) -> dict:
     return next(j for j in job_queue.list_jobs(store, stale_after_s=stale_after_s) if j["id"] == job_id)
 
@@ -147,8 +154,7 @@ def test_a_benchmark_through_ray_plays_what_a_local_one_plays_and_outlives_an_ap
     from app.lab import startup
 
     store, url = on_ray
-    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
-    wait_for(lambda: finished(url) >= 1, timeout=400, every=0.2)
+    job_id = playing_benchmark(store, url, tiny_model_dir, user_spec)
     restarted = make_store(url)  # an app started while the Ray job runs: its startup reaps nothing, shows it live
     assert startup(restarted)["interrupted"] == [] and shown(restarted, job_id)["status"] == "running"
     job = ended(restarted, job_id)
@@ -193,8 +199,7 @@ def test_a_comparison_through_ray_pairs_what_a_local_one_pairs(on_ray, tiny_mode
 @pytest.mark.process
 def test_cancel_stops_the_ray_job(on_ray, tiny_model_dir, user_spec):
     store, url = on_ray
-    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
-    wait_for(lambda: finished(url) >= 1, timeout=400, every=0.2)
+    job_id = playing_benchmark(store, url, tiny_model_dir, user_spec)
     assert job_queue.cancel(store, job_id) == "cancelled"
     job = shown(store, job_id)
     assert job["status"] == "cancelled"
@@ -207,8 +212,7 @@ def test_cancel_stops_the_ray_job(on_ray, tiny_model_dir, user_spec):
 def test_a_killed_ray_job_shows_dead_and_resumes_to_the_uninterrupted_result(on_ray, local_benchmark,
                                                                               tiny_model_dir, user_spec):
     store, url = on_ray
-    job_id = start_benchmark_job(store, url, benchmark_config(tiny_model_dir, user_spec))
-    wait_for(lambda: finished(url) >= 1, timeout=400, every=0.05)
+    job_id = playing_benchmark(store, url, tiny_model_dir, user_spec, every=0.05)
     job = shown(store, job_id)
     assert job["status"] == "running" and job["host"] == socket.gethostname()
     os.kill(job["pid"], signal.SIGKILL)
