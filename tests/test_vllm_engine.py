@@ -45,6 +45,7 @@ def main(tiny, other_dir):
     chats = [[{"role": "user", "content": "hi"}], [{"role": "user", "content": "I failed the exam today."}]]
     gens = engine.generate(chats, SamplingConfig(max_new_tokens=8, seed=3))
     out["prompt_ids_ok"] = all(g.prompt_ids == engine.encode_chat(c) for c, g in zip(chats, gens))
+    out["prefix_caching"] = engine.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
     out["lengths"] = [(len(g.token_ids), len(g.logprobs)) for g in gens]
     out["finish"] = [g.finish_reason for g in gens]
     out["gap"] = max(gap(g, hf) for g in gens)
@@ -96,6 +97,7 @@ def test_vllm_engine_end_to_end(tiny_model_dir, tmp_path):
     assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
     out = json.loads(lines[-1][len("RESULT "):])
     assert out["prompt_ids_ok"]
+    assert out["prefix_caching"] is True  # a dialogue's next turn reuses the KV of the dialogue so far
     assert all(1 <= n == m <= 8 for n, m in out["lengths"])
     assert set(out["finish"]) <= {"stop", "length"}
     assert out["gap"] < 1e-3  # vLLM's log-probs are what training recomputes

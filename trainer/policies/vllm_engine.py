@@ -36,6 +36,9 @@ class VLLMEngine(PolicyEngine):
         self.path = resolve_policy(str(path))
         self.model_ref = str(self.path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        # a dialogue's next turn starts with the whole dialogue so far: its KV comes from the prefix cache instead
+        # of a new prefill (dropped when weights are pushed, load_weights)
+        llm_kwargs.setdefault("enable_prefix_caching", True)
         self.llm = LLM(model=str(self.path), tokenizer=str(self.path), dtype=dtype or "auto",
                        max_model_len=max_model_len, seed=seed, enforce_eager=enforce_eager,
                        gpu_memory_utilization=gpu_memory_utilization,
