@@ -44,6 +44,7 @@ class LabContext:
     experiment_link: Any = None  # gr.State {"id": experiment_id, "at": nonce}: the Experiments view shows it
     first_tab: Optional[str] = None  # the tab the page opens on
     timers: list = field(default_factory=list)  # (tab id, gr.Timer) made by `poll`; app.lab switches them
+    unload_hooks: list = field(default_factory=list)  # fn(request) run when a page is closed or reloaded
 
     def poll(self, seconds: float) -> Any:
         """A gr.Timer for the current view that ticks only while the view's tab is open: app.lab.build_app

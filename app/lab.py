@@ -19,6 +19,9 @@ import traceback
 from typing import Any, Iterable, Optional
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# A closed page is noticed when its heartbeat connection fails to take the next beat; every 3 s (Gradio's
+# default is 15) lets a closed Live rollout page stop its dialogues within seconds.
+os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "3")
 
 import gradio as gr
 from gradio.routes import App, ORJSONResponse
@@ -103,6 +106,8 @@ def build_app(ctx: LabContext) -> gr.Blocks:
             ctx.current_tab = None
         for fn, inputs, outputs in ctx.load_hooks:
             demo.load(fn, inputs, outputs)
+        for fn in ctx.unload_hooks:  # Gradio calls them when the page's heartbeat connection drops
+            demo.unload(fn)
         _timers_follow_the_open_tab(ctx, {label: tab_id for tab_id, label, _ in views})
 
         def _from_query(request: gr.Request):

@@ -118,6 +118,7 @@ CSS = """
 .turn {border-radius:10px; padding:8px 12px; max-width:92%; line-height:1.45; font-size:14px;}
 .turn-user {background:var(--background-fill-secondary); align-self:flex-start; border:1px solid var(--border-color-primary);}
 .turn-assistant {background:var(--color-accent-soft); align-self:flex-end;}
+.turn-partial {background:var(--color-accent-soft); align-self:flex-end; border:1px dashed var(--color-accent); opacity:0.85;}
 .turn-head {font-size:12px; opacity:.85; margin-bottom:2px;}
 .turn-text {overflow-wrap:anywhere;}
 .turn-empty {font-style:italic; opacity:.7;}

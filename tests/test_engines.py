@@ -199,3 +199,22 @@ def test_models_load_side_by_side_in_threads(tiny_model_dir):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_token_listener_sees_each_row_grow_before_generate_returns(hf):
+    """The transformers engine hands every decoding step's tokens so far, per row and with whose turn each
+    row is, to its token_listener; the last call holds each reply as returned (up to its stop id)."""
+    calls = []
+    hf.token_listener = lambda keys, rows: calls.append((list(keys), [list(r) for r in rows]))
+    hf.batch_keys = ["dlg-a", "dlg-b"]
+    try:
+        prompts = [hf.encode_text("hello there"), hf.encode_text("how are you today")]
+        gens = hf.generate_ids(prompts, SamplingConfig(temperature=1.0, max_new_tokens=12), seeds=[1, 2])
+    finally:
+        hf.token_listener, hf.batch_keys = None, None
+    assert len(calls) >= 2 and all(keys == ["dlg-a", "dlg-b"] for keys, _ in calls)
+    assert [len(r) for r in calls[0][1]] == [1, 1]  # the first step: one token a row, the prompt skipped
+    for row, g in enumerate(gens):
+        assert calls[-1][1][row] == [t for t in g.token_ids if t not in hf._stop_ids]
+        lengths = [len(rows[row]) for _, rows in calls]
+        assert lengths == sorted(lengths)  # only ever grows

@@ -18,6 +18,7 @@ from app.context import LINK_EVENT, LabContext
 from app.endpoint_field import endpoint_field
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, outcomes_text, user_emotions
+from app.live_partial import PartialReplies, decode_with, partial_html, writing_words
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas import store as persona_store
 from simulator.user.rules import DEFAULT_RULES, RULE_SETS
@@ -30,6 +31,7 @@ OFFLINE_NOTE = ("**Offline simulator**: a deterministic development and demo env
 # Runs in progress, by browser session: Stop finds its run here.
 _RUNS: dict[str, Any] = {}
 _RUNS_LOCK = threading.Lock()
+TICK_S = 1.0  # how often a reply being sampled is redrawn (and a closed page noticed) between events
 
 
 @dataclass
@@ -57,16 +59,20 @@ def apply_event(live: dict[str, LiveDialogue], ev: Any) -> None:
         d.status, d.outcome, d.error, d.final_emotion = s.status, s.outcome, s.error, s.final_emotion
 
 
-def columns_html(live: dict[str, LiveDialogue]) -> str:
-    """The dialogues side by side, each headed by its label, store id and state."""
+def columns_html(live: dict[str, LiveDialogue], partial: Optional[PartialReplies] = None,
+                 decode: Any = None) -> str:
+    """The dialogues side by side, each headed by its label, store id and state; a running one's reply in
+    progress (`partial`, decoded with `decode`) under its last turn."""
     cols = []
-    for d in live.values():
+    for key, d in live.items():
+        progress = partial.progress(key) if partial is not None and d.status == "running" else None
+        writing = partial_html(decode(progress[0]), len(progress[0]), progress[1]) if progress else ""
         state = d.status if d.status == "running" else f"{d.outcome or d.status}"
         final = "" if d.final_emotion is None else f" · final {d.final_emotion:.0f}"
         stored = d.dialogue_id if d.dialogue_id is not None else "…" if d.status == "running" else "not stored"
         head = f"{d.label} · dialogue {stored} · {state}{final}"
         foot = f"error: {d.error}" if d.error and d.status != "running" else ""
-        cols.append(f"<div class='live-col'>{dialogue_html(d.turns, header=head, footer=foot)}</div>")
+        cols.append(f"<div class='live-col'>{dialogue_html(d.turns, header=head, footer=foot)}{writing}</div>")
     return f"<div class='live-row' data-dialogues='{len(cols)}'>{''.join(cols)}</div>"
 
 
@@ -110,9 +116,14 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
     from trainer.rollout.types import RolloutConfig
 
     live: dict[str, LiveDialogue] = {}
+    partial = PartialReplies(int(max_new_tokens))
+    decode: Any = lambda ids: ""  # noqa: E731  (the policy's, once loaded)
 
-    def out(status: str):
-        return status, figure(live), columns_html(live), gr.update(choices=finished_choices(live))
+    def out(status: str, tick: bool = False):
+        html = columns_html(live, partial, decode)
+        if tick:  # only the replies in progress moved: the chart and the finished list stay as they are
+            return status, gr.skip(), html, gr.skip()
+        return status, figure(live), html, gr.update(choices=finished_choices(live))
 
     if not persona_ids and not profiles:
         yield out("**Pick at least one persona.**")
@@ -151,6 +162,7 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
         except SpecError as exc:
             yield out(f"**Cannot load the policy** {md(policy)}: {md(exc.message)}")
             return
+        policy_engine.token_listener, decode = partial.listener, decode_with(policy_engine)
         rollout = build_rollout(policy_engine, factory, config, recorder=DialogueRecorder(store) if record else None)
         with _RUNS_LOCK:
             stopped_early = _RUNS.get(request_key) == "stop"
@@ -160,11 +172,16 @@ def start_rollout(store: Store, request_key: str, persona_ids: list[str], policy
         n = len(profiles) * int(group)
         yield out(f"Running {n} dialogue(s)…")
         try:
-            for ev in rollout.stream(profiles, group_size=int(group)):
-                apply_event(live, ev)
+            for ev in rollout.stream(profiles, group_size=int(group), tick_s=TICK_S):
+                if ev.kind != "tick":
+                    apply_event(live, ev)
+                if ev.kind == "finished" or (ev.kind == "turn" and (ev.turn or {}).get("role") == "assistant"):
+                    partial.done(ev.key)
                 done = sum(d.status != "running" for d in live.values())
                 verb = "Stopping" if rollout.cancelled else "Running"
-                yield out(f"{verb}: {done} of {n} dialogue(s) ended, {progress_words(live, config.max_turns)}.")
+                writing = writing_words(partial, [k for k, d in live.items() if d.status == "running"])
+                yield out(f"{verb}: {done} of {n} dialogue(s) ended, {progress_words(live, config.max_turns)}"
+                          + (f"; {writing}" if writing else "") + ".", tick=ev.kind == "tick")
         except Exception as exc:  # a run-level failure: shown, the lab keeps working
             yield out(f"**The rollout stopped with an error:** {md(type(exc).__name__)}: {md(exc)}")
             return
@@ -258,8 +275,13 @@ def build(ctx: LabContext) -> None:
         return gr.update(choices=choices, value=kept or ids[:1])
 
     ctx.refresh_on_show(fill_personas, personas, personas)
+    ctx.unload_hooks.append(_stop_on_unload)  # a closed (or reloaded) page stops its dialogues
     open_btn.click(lambda i: ctx.open_dialogue(i), finished, ctx.link_outputs, **LINK_EVENT)
 
 
 def _stop_handler(request: gr.Request) -> str:
     return stop_rollout(request.session_hash or "")
+
+
+def _stop_on_unload(request: gr.Request) -> None:
+    stop_rollout(request.session_hash or "")

@@ -75,6 +75,11 @@ class PolicyEngine(abc.ABC):
     # Set by the dialogue rollout when its config stops replies on degenerate repetition (a RepetitionRule):
     # local engines end (transformers) or flag (vLLM) a reply that loops
     repetition_rule: Any = None
+    # Set by a UI that shows replies as they are sampled: called as token_listener(keys, ids) after each
+    # decoding step, `ids` the tokens so far of every row of the batch and `keys` whose turn each row is
+    # (batch_keys, set by the scheduler). Engines that can call it (transformers' generate path); others never.
+    token_listener: Any = None
+    batch_keys: Optional[list[str]] = None
 
     @abc.abstractmethod
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,

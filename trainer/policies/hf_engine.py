@@ -117,8 +117,11 @@ class HFEngine(PolicyEngine):
         stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
         loops = RepetitionStop(width, self.repetition_rule) if self.repetition_rule is not None else None
         criteria = [c for c in (stop, loops) if c is not None]
+        keys = self.batch_keys if self.batch_keys and len(self.batch_keys) == len(prompt_ids) else \
+            [""] * len(prompt_ids)
+        feed = _TokenFeed(self.token_listener, keys, self._stop_ids) if self.token_listener is not None else None
         with torch.inference_mode():
-            out = self.model.generate(
+            out = self.model.generate(streamer=feed,
                 stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
                 logits_processor=LogitsProcessorList([rows]) if rows else None,
                 input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
@@ -209,6 +212,32 @@ class _RowSampler:
         chosen = (logp + gumbel.to(logp.device)).argmax(dim=-1, keepdim=True)
         self.logprobs.append(logp.gather(-1, chosen)[:, 0].cpu())
         return torch.full_like(scores, float("-inf")).scatter_(1, chosen, 0.0)
+
+
+class _TokenFeed:
+    """A transformers streamer that hands the tokens sampled so far, per row, to a token listener after
+    each step (the prompt, which generate puts first, is skipped; a row ends at its first stop id, after
+    which generate only pads it)."""
+
+    def __init__(self, listener: Any, keys: list[str], stop_ids: list[int]):
+        self.listener, self.keys, self.stop_ids = listener, list(keys), set(stop_ids)
+        self.rows: list[list[int]] = [[] for _ in keys]
+        self.ended = [False] * len(keys)
+        self.prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self.prompt_seen:
+            self.prompt_seen = True
+            return
+        for i, token in enumerate(value.reshape(len(self.rows), -1)[:, -1].tolist()):
+            if not self.ended[i]:
+                self.ended[i] = int(token) in self.stop_ids
+                if not self.ended[i]:
+                    self.rows[i].append(int(token))
+        self.listener(self.keys, self.rows)
+
+    def end(self) -> None:
+        """Nothing to flush: the finished replies come back from generate."""
 
 
 class _StopOnEvent:

@@ -32,6 +32,7 @@ class PolicyRequest:
     prompt: Union[list[int], list[dict]]  # token ids (engines with token ids) or the chat history
     max_new_tokens: Optional[int]  # this dialogue's cap (its batch may sample further; cut to this)
     seed: int
+    key: str = ""  # whose turn it is (the rollout's dialogue key): handed to the engine's token_listener
 
 
 @dataclass
@@ -48,6 +49,7 @@ def sample_batch(engine: PolicyEngine, requests: list[PolicyRequest], temperatur
     params = SamplingConfig(temperature, top_p, None if None in caps else max(caps))
     seeds = [r.seed for r in requests]
     t0 = time.monotonic()
+    engine.batch_keys = [r.key for r in requests]
     if engine.supports_token_ids:
         gens = engine.generate_ids([r.prompt for r in requests], params, seeds)
     else:

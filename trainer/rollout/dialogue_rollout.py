@@ -78,11 +78,11 @@ class DialogueRollout:
             return asyncio.run(self.arun(profiles, group_size, **overrides))
         raise RuntimeError("DialogueRollout.run() was called inside an event loop; await arun() instead")
 
-    def stream(self, profiles: list[Profile], group_size: int = 1, **overrides: Any) -> Iterator[RolloutEvent]:
-        """Run in a background thread and yield events as they happen (for UIs such as the live view).
-
-        Ends after the last "finished" event; an error that stops the whole run (bad profiles, bad
-        config) is raised here. Closing the generator early (e.g. the browser went away) cancels."""
+    def stream(self, profiles: list[Profile], group_size: int = 1, tick_s: Optional[float] = None,
+               **overrides: Any) -> Iterator[RolloutEvent]:
+        """Run in a background thread and yield events as they happen (for UIs such as the live view), a "tick"
+        after each `tick_s` seconds without one; ends after the last "finished". An error that stops the whole
+        run is raised here. Closing the generator early (e.g. the browser went away) cancels."""
         events: queue.Queue = queue.Queue()
         previous = self.on_event
 
@@ -105,7 +105,7 @@ class DialogueRollout:
         thread = threading.Thread(target=work, name="rollout", daemon=True)
         thread.start()
         try:
-            while (ev := events.get()) is not None:
+            while (ev := rollout_types.next_event(events, tick_s)) is not None:
                 yield ev
         finally:
             if thread.is_alive():
@@ -358,12 +358,12 @@ class DialogueRollout:
         """The dialogue's next policy turn, with its own seed; None when its token budget is spent (it ends)."""
         seed = (d.seed * 7919 + d.sample.n_turns) % 2**31
         if not self.policy_engine.supports_token_ids:
-            return PolicyRequest([self._system(d, cfg), *d.messages], cfg.max_new_tokens, seed)
+            return PolicyRequest([self._system(d, cfg), *d.messages], cfg.max_new_tokens, seed, d.key)
         budget = (cfg.max_tokens or self.policy_engine.context_length) - len(d.prompt_ids)
         if budget < 1:
             self._finish(d, "finished", "max_tokens")
             return None
-        return PolicyRequest(d.prompt_ids, min(cfg.max_new_tokens or budget, budget), seed)
+        return PolicyRequest(d.prompt_ids, min(cfg.max_new_tokens or budget, budget), seed, d.key)
 
     @staticmethod
     def _system(d: DialogueState, cfg: RolloutConfig) -> dict:

@@ -124,13 +124,23 @@ class RolloutSample:
 
 @dataclass
 class RolloutEvent:
-    kind: str  # started | turn | finished
+    kind: str  # started | turn | finished | tick (stream(tick_s=...): nothing happened for tick_s seconds)
     key: str
     dialogue_id: Optional[int]
     profile_id: str
     group_id: str
     turn: Optional[dict] = None  # role, index, text, think, emotion, delta, inner, error
     sample: Optional[RolloutSample] = None  # on finished
+
+
+def next_event(events: Any, tick_s: Optional[float]) -> Optional[RolloutEvent]:
+    """The next event of a stream's queue; a "tick" event when none came within `tick_s` (None: wait)."""
+    import queue
+
+    try:
+        return events.get(timeout=tick_s)
+    except queue.Empty:
+        return RolloutEvent(kind="tick", key="", dialogue_id=None, profile_id="", group_id="")
 
 
 @dataclass
