@@ -63,7 +63,7 @@ def test_bad_input_is_reported_and_nothing_runs(seeded, tmp_path):
 
 
 def test_partial_replies_give_tokens_so_far_and_the_time_left_for_the_turn():
-    from app.live_partial import PartialReplies, partial_html, seconds_left, writing_words
+    from app.views.live_partial import PartialReplies, partial_html, seconds_left, writing_words
 
     now = [100.0]
     partial = PartialReplies(cap=50, clock=lambda: now[0])

@@ -18,7 +18,7 @@ from app.context import LINK_EVENT, LabContext
 from app.endpoint_field import endpoint_field
 from app.plots import emotion_figure
 from app.render import dialogue_html, md, outcomes_text, user_emotions
-from app.live_partial import PartialReplies, decode_with, partial_html, writing_words
+from app.views.live_partial import PartialReplies, decode_with, partial_html, writing_words
 from simulator.llm.traffic import TrafficLimits
 from simulator.personas import store as persona_store
 from simulator.user.rules import DEFAULT_RULES, RULE_SETS
