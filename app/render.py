@@ -183,3 +183,20 @@ def breakdown_tables(data: dict[str, list[dict[str, Any]]]) -> tuple[list[list[A
                  i.get("n_errors", 0), ci_text(i)] for i in items]
 
     return rows(data.get("need", [])), rows(data.get("personality", []))
+
+
+PROGRESS_BAR = re.compile(r"\d+%\|[^|]*\|")  # tqdm's bar: 'Loading weights: 100%|#####| 272/272 [...]'
+
+
+def readable_log(tail: str, max_lines: int = 0) -> str:
+    """A job's log tail as a person reads it: each line as last drawn (after its final carriage return),
+    progress bars (weight loading, downloads) left out and counted once; the last `max_lines` (0: all)."""
+    kept, bars = [], 0
+    for line in (tail or "").split("\n"):  # not splitlines(): a carriage return redraws a line
+        shown = line.rsplit("\r", 1)[-1]
+        if PROGRESS_BAR.search(shown):
+            bars += 1
+        elif shown.strip():
+            kept.append(shown)
+    kept = kept[-max_lines:] if max_lines else kept
+    return "\n".join(kept + ([f"({bars} progress bar line{'s' if bars != 1 else ''} left out)"] if bars else []))

@@ -285,3 +285,16 @@ def test_the_jobs_table_shows_a_live_step_inside_its_counter(store):
     listed = [{**job_queue.get_job(store, job_id), "status": "running"}]  # as read while its owner lives
     progress = jobs_rows_now(store, listed)[0][training.JOB_HEADERS.index("progress")]
     assert progress.endswith("step 1: 1 of 2 dialogues"), progress
+
+
+def test_a_log_tail_reads_without_progress_bars():
+    from app.render import readable_log
+
+    tail = ("eval run 3: 1 profile(s)\n"
+            "Loading weights:   0%|          | 0/272 [00:00<?, ?it/s]\rLoading weights: 100%|##########| 272/272 "
+            "[00:00<00:00, 16903.24it/s]\n"
+            "Loading weights: 100%|##########| 103/103 [00:00<00:00, 18722.95it/s]\n"
+            "progress: 0/1 dialogues, 5 replies, 7.6 tok/s, about 10 s left\n")
+    assert readable_log(tail) == ("eval run 3: 1 profile(s)\nprogress: 0/1 dialogues, 5 replies, 7.6 tok/s, about "
+                                  "10 s left\n(2 progress bar lines left out)")
+    assert readable_log(tail, max_lines=1).startswith("progress: ") and readable_log("") == ""

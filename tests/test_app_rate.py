@@ -40,6 +40,8 @@ def test_rate_view_blind_reveal_refusals_import_and_report(browser_page, lab_ser
     assert list_ratings(store) == []
     _rate(page, "5")
     expect(page.locator("#rate-reveal")).to_contain_text("the simulator's change was +7")
+    page.click("#rate-submit")  # again, on the turn just rated
+    expect(page.locator("#rate-reveal")).to_contain_text(f"you already rated dialogue {did}, turn 2")
     page.click("#rate-next")
     expect(page.locator("#rate-item")).to_contain_text("reply 2")
     _rate(page, "-4")

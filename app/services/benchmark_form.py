@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from app.render import md
+from app.render import md, readable_log
 from simulator.access import config_errors
 
 # (field, label, default) in the form's order; the field is the BenchmarkConfig setting it fills
@@ -212,11 +212,11 @@ def job_details(store: Any, job_id: Optional[int]) -> str:
     from app.services.training import job_summary_md
     from trainer.jobs import queue as job_queue
 
-    detail = job_queue.job_detail(store, int(job_id), log_lines=8) if job_id else None
+    detail = job_queue.job_detail(store, int(job_id), log_lines=60) if job_id else None
     if detail is None:
         return "Click a benchmark job to see its progress, its reason if it failed, and its log."
     progress = job_progress_line(store, detail)
-    log_tail = (detail.get("log_tail") or "").strip()
+    log_tail = readable_log(detail.get("log_tail") or "", max_lines=8).strip()
     parts = [job_summary_md(detail)] + ([f"**Now:** {md(progress)}"] if progress else [])
     if log_tail:
         parts.append("log (last lines):\n\n```\n" + log_tail.replace("```", "'''") + "\n```")

@@ -120,26 +120,32 @@ def build(ctx: LabContext) -> None:
             return [], f"**Cannot load:** {md(exc)}", "", "", ""
         return show(items, "")
 
+    rated_shown = gr.State(None)  # the turn just rated while it is still on the page
+    load.click(lambda: None, None, rated_shown)
     load.click(on_load, [rater, rating_set], [queue, progress, persona, item, reveal])
 
-    def on_submit(items, name, spec, value, note_, request: gr.Request):
+    def on_submit(items, name, spec, value, note_, rated, request: gr.Request):
+        if rated:  # Submit again on the turn just rated (still on the page until Next turn)
+            return (items, f"**Not stored:** you already rated {md(rated)}; its judgement is shown. Press **Next "
+                           "turn** for the next one.", gr.update(), gr.update(), rated)
         if not items:
-            return items, "**Load a rating set first.**", gr.update(), gr.update()
+            return items, "**Load a rating set first.**", gr.update(), gr.update(), None
         first = items[0]
         try:
             judged = ratings.record_rating(store, _rater(name, request), first["dialogue_id"], first["turn_index"],
                                            value, rating_set=spec, note=note_)
         except DuplicateRating as exc:
-            return items[1:], f"**Not stored:** {md(exc)}", gr.update(), gr.update()
+            return items[1:], f"**Not stored:** {md(exc)}", gr.update(), gr.update(), None
         except ValueError as exc:  # nothing stored; the item stays
-            return items, f"**Not stored:** {md(exc)}", gr.update(), gr.update()
+            return items, f"**Not stored:** {md(exc)}", gr.update(), gr.update(), None
         shown = ratings.reveal(judged)
         lines = [f"**You said {float(value):+g}; the simulator's change was {shown['simulator_delta']:+g}.**"]
         lines += [f"- {k}: {md(v)}" for k, v in shown["thoughts"].items()]
-        return items[1:], "\n".join(lines), None, ""
+        return items[1:], "\n".join(lines), None, "", f"dialogue {first['dialogue_id']}, turn {first['turn_index']}"
 
-    submit.click(on_submit, [queue, rater, rating_set, change, note], [queue, reveal, change, note])
-    skip.click(lambda items: show(items, ""), queue, [queue, progress, persona, item, reveal])
+    submit.click(on_submit, [queue, rater, rating_set, change, note, rated_shown],
+                 [queue, reveal, change, note, rated_shown])
+    skip.click(lambda items: (*show(items, ""), None), queue, [queue, progress, persona, item, reveal, rated_shown])
 
     def on_export():
         path = Path(tempfile.mkdtemp(prefix="ratings-")) / "ratings.jsonl"
