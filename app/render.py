@@ -28,6 +28,14 @@ def md(value: Any) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", "  \n")
 
 
+def code(value: Any) -> str:
+    """A Markdown code span of `value`, shown as typed: inside a code span Markdown takes every character
+    literally (a backslash escape or an HTML entity would show as such), so nothing is escaped but the
+    span's own delimiter (a backtick becomes a quote) and line breaks (spaces)."""
+    raw = ("" if value is None else str(value)).replace("`", "'").replace("\r", " ").replace("\n", " ")
+    return f"`{raw}`" if raw.strip() else "` `"
+
+
 def _fmt_value(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return text(json.dumps(value, ensure_ascii=False, indent=1))

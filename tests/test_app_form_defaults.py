@@ -285,6 +285,10 @@ def test_the_jobs_table_shows_a_live_step_inside_its_counter(store):
     listed = [{**job_queue.get_job(store, job_id), "status": "running"}]  # as read while its owner lives
     progress = jobs_rows_now(store, listed)[0][training.JOB_HEADERS.index("progress")]
     assert progress.endswith("step 1: 1 of 2 dialogues"), progress
+    with session_scope(store) as s:  # every dialogue of the step done: the learner is at work, not at 0%
+        s.add(Dialogue(persona_id="c", job_id=job_id, step=1, status="finished"))
+    progress = jobs_rows_now(store, listed)[0][training.JOB_HEADERS.index("progress")]
+    assert progress.endswith("step 1: all 2 dialogues done, updating the policy"), progress
 
 
 def test_a_log_tail_reads_without_progress_bars():

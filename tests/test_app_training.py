@@ -57,7 +57,7 @@ def test_jobs_rows_show_status_progress_and_queue(store, owned):
     assert [r[0] for r in rows] == [second, first]
     assert rows[0][3:6] == ["queued", "0%", "ppo"]
     assert rows[0][7] == "waiting for the running job to end"
-    assert rows[1][3:6] == ["running", "step 2/4 (50%)", "grpo"]
+    assert rows[1][3:6] == ["running", "step 2/4 done (50%)", "grpo"]
 
 
 def test_detail_figures_and_checkpoints(store):

@@ -191,6 +191,16 @@ def test_compare_start_names_every_problem_under_its_field(store, db_url, tmp_pa
                               )[2].keys() == {"simulator"}
 
 
+def test_the_comparison_summary_shows_paths_as_typed():
+    from app.render import code
+    from app.services import compare as compare_service
+
+    head = compare_service.summary_md({"id": 3, "status": "running", "config": {
+        "a": "lab_data/runs/x_1/checkpoint", "b": "default", "profiles": "builtin:heldout", "simulator": "offline"}})
+    assert "A = `lab_data/runs/x_1/checkpoint`, B = `default`" in head and "\\_" not in head.split("·")[0]
+    assert code("a`b\nc") == "`a'b c`" and code("") == "` `"
+
+
 @pytest.mark.browser
 def test_compare_start_errors_stay_under_their_fields(lab_server, browser_page, tmp_path):
     """A refused Start's messages sit under B and the personas and outlive the view's polls (which rewrite

@@ -215,9 +215,9 @@ def test_progress_text_shows_a_running_jobs_traffic(tmp_path):
     assert snap[host]["sent"] == server.calls and snap[host]["rate_limited"] == server.rate_limited > 0
     job = {"status": "running", "step": 2, "total_steps": 8, "progress": 0.25, "output_dir": str(tmp_path)}
     text = training.progress_text(job)
-    assert text.startswith("step 2/8 (25%) · API ") and "0 in flight · 0 waiting" in text
+    assert text.startswith("step 2/8 done (25%) · API ") and "0 in flight · 0 waiting" in text
     assert f"{server.rate_limited}×429" in text and traffic_text(snap) in text
-    assert training.progress_text({**job, "status": "succeeded"}) == "step 2/8 (25%)"
+    assert training.progress_text({**job, "status": "succeeded"}) == "step 2/8 done (25%)"
 
 
 @pytest.mark.process

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 
 from app.plots import emotion_figure
-from app.render import inner_html, md, text, turn_html
+from app.render import code, inner_html, md, text, turn_html
 from trainer.benchmarking import compare
 
 PAIR_HEADERS = ["persona", "seed", "need", "personality", "A", "B", "B - A", "first reply diff", "first emotion diff"]
@@ -41,7 +41,7 @@ def summary_md(comparison: Optional[dict[str, Any]]) -> str:
         return "Pick a comparison (run one with `python -m trainer compare --a POLICY --b POLICY`)."
     s = comparison.get("summary") or {}
     cfg = comparison.get("config") or {}
-    head = (f"**#{comparison['id']}** A = `{md(cfg.get('a', ''))}`, B = `{md(cfg.get('b', ''))}` · "
+    head = (f"**#{comparison['id']}** A = {code(cfg.get('a', ''))}, B = {code(cfg.get('b', ''))} · "
             f"{md(cfg.get('profiles', ''))} · simulator {md(cfg.get('simulator', ''))} · "
             f"{cfg.get('seeds', 1)} seed(s) · {md(comparison.get('status', ''))}")
     if comparison.get("error"):

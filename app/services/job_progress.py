@@ -81,5 +81,8 @@ def jobs_rows_now(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
         act = step_activity(store, int(job["id"]))
         per_step = int((job.get("config") or {}).get("dialogues_per_step") or 0)
         if act is not None and act["step"] > int(job.get("step") or 0):
-            row[at] = f"{row[at]} · step {act['step']}: {act['finished']} of {per_step or act['stored']} dialogues"
+            if per_step and act["finished"] >= per_step:
+                row[at] = f"{row[at]} · step {act['step']}: all {per_step} dialogues done, updating the policy"
+            else:
+                row[at] = f"{row[at]} · step {act['step']}: {act['finished']} of {per_step or act['stored']} dialogues"
     return rows

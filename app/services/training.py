@@ -29,11 +29,12 @@ def _when(value: Optional[datetime]) -> str:
 
 
 def progress_text(job: dict[str, Any]) -> str:
-    """'step 3/10 (30%)'; just the percentage when the total is unknown. A running job that calls an API
-    adds its traffic: 'step 3/10 (30%) · API 4 in flight · 12 waiting · 3 retried'."""
+    """'step 3/10 done (30%)': the steps finished (a step's dialogues show beside it, app.services.job_progress);
+    just the percentage when the total is unknown. A running job that calls an API adds its traffic:
+    'step 3/10 done (30%) · API 4 in flight · 12 waiting · 3 retried'."""
     pct = f"{100 * float(job.get('progress') or 0):.0f}%"
     total = int(job.get("total_steps") or 0)
-    text = f"step {int(job.get('step') or 0)}/{total} ({pct})" if total else pct
+    text = f"step {int(job.get('step') or 0)}/{total} done ({pct})" if total else pct
     traffic = traffic_text(read_snapshot(job.get("output_dir"))) if job.get("status") == "running" else ""
     return f"{text} · API {traffic}" if traffic else text
 

@@ -13,7 +13,7 @@ from typing import Any, Optional
 import gradio as gr
 
 from app.context import LabContext, changed_only
-from app.render import md
+from app.render import code, md
 from app.services import job_progress, training, training_plan
 
 POLL_S = 2.0  # while a job or a plan is live; app.context.IDLE_POLL_S otherwise
@@ -222,7 +222,7 @@ def build(ctx: LabContext) -> None:
             bench_id = start_benchmark_job(store, url, config)
         except (ValueError, OSError) as exc:
             return f"Benchmark not started: {md(exc)}"
-        return f"Benchmark job #{bench_id} started for `{md(path.strip())}`; see the Benchmark view."
+        return f"Benchmark job #{bench_id} started for {code(path.strip())}; see the Benchmark view."
 
     def on_pick_row(evt: gr.SelectData):
         return evt.row_value[0] if evt.row_value else gr.skip()
