@@ -116,3 +116,9 @@ def test_preview_an_unsaved_persona_from_the_editor(browser_page, lab_server, ti
     expect(page.locator("#preview-status")).to_contain_text("Not previewed")
     expect(page.locator("#preview-status")).to_contain_text("hidden_need: is required")
     assert page.dialogs == []
+
+
+def test_an_empty_coverage_chart_says_what_fills_it():
+    fig = persona_sets_panel.coverage_figure(None)
+    assert fig.data == () and fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
+    assert "Pick a persona set" in fig.layout.annotations[0].text

@@ -40,6 +40,11 @@ def coverage_figure(cov: Optional[Coverage], title: str = "") -> go.Figure:
         fig.add_trace(go.Heatmap(z=total, x=list(cov.personalities), y=list(cov.needs), colorscale="Blues",
                                  zmin=0, text=[[str(c) if c else "✕" for c in row] for row in total],
                                  texttemplate="%{text}", hovertemplate="%{y} × %{x}: %{z}<extra></extra>"))
+    else:  # no empty grid with plotly's default -1..6 axes: say what fills it
+        fig.add_annotation(text="Pick a persona set (or filter the personas) to see its coverage", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
     fig.update_layout(title=title or "Coverage: hidden need × personality", height=420,
                       margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(autorange="reversed"))
     return fig
