@@ -331,7 +331,7 @@ def test_preset_dropdown_fills_the_form_and_launch_asks_to_confirm_a_job_that_wi
     expect(page.locator("#train-plan")).to_contain_text("critic_grads_optimizer")
     # a tiny job planned for a process of 0.001 GiB: Launch asks first, and launches on the second click
     page.locator("#train-preset input").click()
-    page.get_by_role("option", name="cpu-demo").click()
+    page.get_by_role("option", name="cpu-demo", exact=True).click()
     expect(page.locator("#train-steps input")).to_have_value("46")
     for elem, value in (("train-name", "too-big"), ("train-model", tiny_model_dir), ("train-steps", 2),
                         ("train-group_size", 2), ("train-dialogues_per_step", 2), ("train-minibatch_size", 2),
