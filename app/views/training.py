@@ -145,9 +145,10 @@ def build(ctx: LabContext) -> None:
         return [table_update, pace, sent, *show(jid, old), plan_shown(key)]
 
     def checked(form: tuple, extra_yaml: str, check_paths: bool = True):
-        """A plan needs no model folder (it may be made for other machines); a launch does."""
+        """A plan needs no model folder and no personas here (it may be made for another machine); a launch
+        does."""
         config, problems = training.config_from_form(dict(zip(training.FORM_NAMES, form)), extra_yaml, check_paths,
-                                                     store)
+                                                     store if check_paths else None)
         return config, *training.error_updates(problems)
 
     def on_plan(preset_name: str, *values: Any):
