@@ -181,7 +181,7 @@ def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_r
     wait_for(lambda: not job_queue.pid_alive(pid), timeout=240)
     assert job_queue.get_job(store, job_id)["status"] == "cancelled"
     text = job_queue.log_tail(log)
-    assert text.count(f"job {job_id} queued behind job(s) {ahead}") == 1  # stdout is the log: written once
+    assert text.count(f"job {job_id} queued behind #{ahead} (train, ") == 1  # stdout is the log: written once
     assert f"job {job_id} cancelled while queued" in text
 
 

@@ -271,7 +271,7 @@ def test_second_job_waits_in_queue_until_the_first_ends(store, worker):
     d1, d2 = job_queue.job_detail(store, first), job_queue.job_detail(store, second)
     assert d1["status"] == "cancelled" and d2["status"] == "succeeded"
     assert d2["started_at"] >= d1["finished_at"]
-    assert "queued behind job(s) 1" in p2.stdout.read()
+    assert "queued behind #1 (train, " in p2.stdout.read()
 
 
 @pytest.mark.process
@@ -291,7 +291,7 @@ def test_persona_generations_run_one_at_a_time_and_never_wait_for_training(store
     assert p2.wait(timeout=240) == 0
     d1, d2 = job_queue.job_detail(store, first), job_queue.job_detail(store, second)
     assert d2["status"] == "succeeded" and d2["started_at"] >= d1["finished_at"]
-    assert f"queued behind job(s) {first}" in p2.stdout.read()
+    assert f"queued behind #{first} (" in p2.stdout.read()
     job_queue.cancel(store, train)
 
 
@@ -535,3 +535,29 @@ def test_resume_point_is_the_newest_complete_checkpoint_recorded_or_on_disk(stor
         ctx.add_checkpoint(2, str(root / "step-000002"))  # recorded, folder since pruned
     assert JobContext(store, job_id).resume_from == str(root / "step-000003")
     assert job_queue.last_checkpoint(store, job_id)["step"] == 2  # the store alone, for jobs without folders
+
+
+def test_a_queued_job_says_what_it_waits_behind(store):
+    """The CLI's line and every view's: the first live job ahead, its kind and its time left at its pace."""
+    import os
+    from datetime import timedelta
+
+    from storage import Job, session_scope
+    from storage.models import utcnow
+    from trainer.jobs.backend import host_name
+    from trainer.jobs.context import queued_behind
+
+    first = job_queue.create_job(store, "benchmark", {"policy": "default"}, name="b")
+    second = job_queue.create_job(store, "compare", {"comparison_id": 1}, name="c")
+    third = job_queue.create_job(store, "train", {}, name="t")
+    now = utcnow()
+    with session_scope(store) as s:
+        for job_id, status in ((first, "running"), (second, "queued"), (third, "queued")):
+            job = s.get(Job, job_id)
+            job.status, job.pid, job.host, job.heartbeat_at = status, os.getpid(), host_name(), now
+        running = s.get(Job, first)  # owned on another machine: live while its heartbeat is fresh
+        running.host, running.started_at, running.progress = "gpu-node-2", now - timedelta(minutes=4), 0.5
+    assert queued_behind(store, second).startswith(f"queued behind #{first} (benchmark, about ")
+    assert "min left" in queued_behind(store, second)
+    assert queued_behind(store, third).endswith(", then 1 more")
+    assert queued_behind(store, first) == "" and queued_behind(store, None) == ""

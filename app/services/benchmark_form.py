@@ -190,6 +190,10 @@ def job_progress_line(store: Any, job: dict[str, Any]) -> str:
     if run_id is not None:
         text = progress_text(run_progress(store, run_id, protocol_rules().max_turns))
         return f"eval run {run_id}: {text}" if text else ""
+    from trainer.jobs.context import queued_behind
+
+    if waiting := queued_behind(store, int(job["id"])):
+        return waiting
     if job.get("status") in ("queued", "running", "stalled"):
         return "starting: loading the policy and the simulated users (no dialogue has begun yet)"
     return ""

@@ -11,6 +11,7 @@ from trainer.benchmarking import compare_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.benchmarking.compare import CompareConfig, comparison_job
 from trainer.jobs import queue as job_queue
+from trainer.jobs.context import queued_behind
 
 DEFAULT_POLICY = "default"
 LIVE = ("running", "queued", "stalled")
@@ -91,7 +92,10 @@ def progress_md(store: Store, comparison_id: Optional[int]) -> str:
     p = compare_runs.comparison_progress(store, comparison_id)
     if not p:
         return f"Comparison #{comparison_id} does not exist."
-    line = f"Comparison #{comparison_id}: **{p['status']}**"
+    waiting = queued_behind(store, p["job_id"])  # its job waits its turn: say behind what, not "running"
+    line = f"Comparison #{comparison_id}: **{'queued' if waiting else p['status']}**"
+    if waiting:
+        return f"{line} · {waiting}"
     if p["total"]:
         line += f" · {p['done']} / {p['total']} dialogues"
     if p["status"] == "running":

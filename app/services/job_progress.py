@@ -75,7 +75,11 @@ def jobs_rows_now(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
 
     rows = jobs_rows(jobs)
     at = JOB_HEADERS.index("progress")
+    from trainer.jobs.context import queued_behind
+
     for row, job in zip(rows, jobs):
+        if job.get("status") == "queued" and (waiting := queued_behind(store, int(job["id"]))):
+            row[JOB_HEADERS.index("note")] = waiting
         if job.get("kind") != "train" or job.get("status") not in ("queued", "running", "stalled"):
             continue
         act = step_activity(store, int(job["id"]))

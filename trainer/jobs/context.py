@@ -204,17 +204,12 @@ class JobContext:
             if cancelled:
                 raise JobCancelled(f"job {self.job_id} cancelled while queued")
             if not announced:
-                print(f"job {self.job_id} queued behind job(s) {', '.join(str(j.id) for j in ahead)}", flush=True)
+                print(f"job {self.job_id} {behind_text(ahead)}", flush=True)
                 announced = True
             self._stop.wait(QUEUE_POLL_S)
 
     def _ahead(self, s: Session) -> list[Job]:
-        """Live jobs of the queued kinds before this one: running (stalled included: its process still holds
-        the accelerator), or launched and waiting with a smaller id. Dead ones never block."""
-        return [j for j in s.scalars(select(Job).where(Job.id != self.job_id, Job.pid.is_not(None),
-                                                       Job.kind.in_(QUEUED_KINDS),
-                                                       Job.status.in_(("running", "queued"))))
-                if shown_status(j, self.stale_after_s)[0] != "dead" and (j.status == "running" or j.id < self.job_id)]
+        return jobs_ahead(s, self.job_id, self.stale_after_s)
 
     def _ahead_in_lane(self, s: Session) -> list[Job]:
         """For a kind with a lane (queue.LANE_LIMITS): its live jobs before this one when the lane is full."""
@@ -332,3 +327,40 @@ class JobContext:
             for row in s.scalars(select(Checkpoint).where(Checkpoint.job_id == self.job_id,
                                                           Checkpoint.path.in_([str(p) for p in paths]))):
                 s.delete(row)
+
+
+def jobs_ahead(s: Session, job_id: int, stale_after_s: float = STALE_AFTER_S) -> list[Job]:
+    """Live jobs of the queued kinds before job `job_id`: running (stalled included: its process still holds
+    the accelerator), or launched and waiting with a smaller id. Dead ones never block."""
+    return [j for j in s.scalars(select(Job).where(Job.id != job_id, Job.pid.is_not(None),
+                                                   Job.kind.in_(QUEUED_KINDS), Job.status.in_(("running", "queued"))))
+            if shown_status(j, stale_after_s)[0] != "dead" and (j.status == "running" or j.id < job_id)]
+
+
+def behind_text(ahead: list[Job], now: Any = None) -> str:
+    """'queued behind #2 (benchmark, about 4 min left)' naming the first job ahead, its kind and its time
+    left at its pace so far (its progress over the time since it started), and how many more wait before."""
+    if not ahead:
+        return "queued"
+    first = min(ahead, key=lambda j: (j.status != "running", j.id))
+    left = "time left unknown"
+    done = float(first.progress or 0.0)
+    if first.status == "running" and first.started_at is not None and 0 < done < 1:
+        eta = ((now or utcnow()) - first.started_at).total_seconds() * (1 - done) / done  # at its pace so far
+        left = f"about {eta:.0f} s left" if eta < 90 else f"about {eta / 60:.0f} min left" if eta < 5400 \
+            else f"about {eta / 3600:.1f} h left"
+    elif first.status == "queued":
+        left = "itself waiting"
+    more = f", then {len(ahead) - 1} more" if len(ahead) > 1 else ""
+    return f"queued behind #{first.id} ({first.kind}, {left}){more}"
+
+
+def queued_behind(store: Any, job_id: Optional[int]) -> str:
+    """behind_text for a queued job of the queued kinds (what the CLI prints, for the views); '' otherwise."""
+    if job_id is None:
+        return ""
+    with read_scope(store) as s:
+        job = s.get(Job, int(job_id))
+        if job is None or job.status != "queued" or job.kind not in QUEUED_KINDS:
+            return ""
+        return behind_text(jobs_ahead(s, int(job_id)))
