@@ -1,7 +1,7 @@
 """Prefill across turns: the transformers engine with a dialogue's KV cache kept between turns against
 prefilling the whole dialogue every turn (keep_kv=0), on the tiny test model and SmolLM2-135M-Instruct.
 
-    python benchmarks/kv_reuse.py [--dialogues 4] [--turns 10] [--user-tokens 24] [--new-tokens 16] [--json]
+    python benchmarks/engines/kv_reuse.py [--dialogues 4] [--turns 10] [--user-tokens 24] [--new-tokens 16] [--json]
 
 D dialogues are played side by side, one batch per turn (the rollout's "rounds" schedule, generate path):
 each turn every dialogue gets its sampled reply and a user message of U random ids appended. Both engines

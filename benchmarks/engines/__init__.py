@@ -1,0 +1,1 @@
+"""Benchmarks of the policy engines themselves (prefill, KV cache reuse)."""
