@@ -1,7 +1,7 @@
 """`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
 [--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...] [--endpoint NAME=URL[,KEY_VAR] ...]
 [--endpoints-file PATH] [--allow-free-urls] [--behind-proxy] [--max-live-jobs N] [--max-generations N]
-[--max-upload-mb MB] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
+[--job-cores N] [--job-memory-gib G] [--max-upload-mb MB] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
 order; --auth is visible to every user of the machine in the process list, the other two are not. A host
@@ -59,6 +59,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="the most jobs web callers may have queued or running at once (default 8; 0: no ceiling)")
     p.add_argument("--max-generations", type=int, default=1, metavar="N",
                    help="persona generations that may run at once (default 1); more wait their turn")
+    p.add_argument("--job-cores", type=int, default=0, metavar="N",
+                   help="cores training, benchmark and comparison jobs may use together (default: the machine's); "
+                        "a training job takes them all, a benchmark or comparison half (trainer.jobs.admission)")
+    p.add_argument("--job-memory-gib", type=float, default=0.0, metavar="G",
+                   help="memory those jobs may take together, by their plans (default: the machine's, the GPU's "
+                        "with CUDA, less 2 GiB); jobs that fit run side by side, the others wait their turn")
     p.add_argument("--max-upload-mb", type=int, default=100, metavar="MB",
                    help="the largest file a web page may upload (default 100)")
     p.add_argument("--behind-proxy", action="store_true",
@@ -101,6 +107,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"--allow-path {missing[0]}: not a folder")
     if args.max_generations < 1:
         p.error(f"--max-generations must be at least 1, got {args.max_generations}")
+    if args.job_cores < 0 or args.job_memory_gib < 0:
+        p.error(f"--job-cores and --job-memory-gib must be positive (0: the machine's), got {args.job_cores} and "
+                f"{args.job_memory_gib}")
     if args.max_upload_mb < 1:
         p.error(f"--max-upload-mb must be at least 1, got {args.max_upload_mb}")
     if not 0 < args.port < 65536:
@@ -135,6 +144,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                        free_urls=args.allow_free_urls, max_live_jobs=max(0, args.max_live_jobs)))
 
     os.environ["RLVER_LAB_MAX_GENERATIONS"] = str(args.max_generations)  # the jobs it starts read it
+    if args.job_cores:
+        os.environ["RLVER_LAB_JOB_CORES"] = str(args.job_cores)
+    if args.job_memory_gib:
+        os.environ["RLVER_LAB_JOB_MEMORY_GIB"] = str(args.job_memory_gib)
     if args.host in ("0.0.0.0", "::") and not args.allowed_host:
         print(f"RLVER Lab: serving on {args.host} but answering only loopback host names: give --allowed-host "
               "NAME for each name or address your team uses (docs/security.md)", flush=True)

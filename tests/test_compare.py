@@ -176,6 +176,41 @@ def test_a_comparison_started_in_the_compare_view_runs_and_opens(lab_server, bro
     expect(page.locator("#cmp-job")).to_contain_text("succeeded")
 
 
+@pytest.mark.browser
+@pytest.mark.process
+@pytest.mark.model
+def test_a_comparison_runs_beside_a_benchmark_that_leaves_room(lab_server, browser_page, tiny_model_dir,
+                                                                monkeypatch):
+    """Two jobs side by side (trainer.jobs.admission): a long benchmark of the default policy is running; a
+    comparison started in the Compare view runs at once beside it (half the cores each, both fit the memory)
+    and its line says running, never queued behind the benchmark."""
+    from helpers import start_comparison_in_view, wait_for
+    from playwright.sync_api import expect
+
+    from trainer.benchmarking.benchmark import start_benchmark_job
+    from trainer.jobs import queue as job_queue
+
+    monkeypatch.setenv("RLVER_LAB_JOB_CORES", "2")  # whatever this machine has: two jobs of half the cores
+    monkeypatch.setenv("RLVER_LAB_JOB_MEMORY_GIB", "16")
+    store = lab_server.store
+    bench = start_benchmark_job(store, lab_server.store_url, {"policy": "default", "profiles": "builtin",
+                                                              "name": "long benchmark"})
+    try:
+        wait_for(lambda: job_queue.get_job(store, bench)["status"] == "running", timeout=300)
+        cid = start_comparison_in_view(browser_page, store, tiny_model_dir, tiny_model_dir, limit=1)
+        job = compare.comparison_job(store, cid)
+        wait_for(lambda: job_queue.get_job(store, job["id"])["status"] != "queued", timeout=300)
+        assert job_queue.get_job(store, bench)["status"] == "running"  # both at once
+        expect(browser_page.locator("#cmp-job")).not_to_contain_text("queued", timeout=30_000)
+        done = wait_for(lambda: (d := job_queue.get_job(store, job["id"]))["status"] not in ("queued", "running")
+                        and d, timeout=400)
+        assert done["status"] == "succeeded"
+        assert job_queue.get_job(store, bench)["status"] == "running"  # it ended while the benchmark ran
+    finally:
+        job_queue.cancel(store, bench)
+        wait_for(lambda: job_queue.get_job(store, bench)["status"] not in ("queued", "running"), timeout=120)
+
+
 def test_compare_start_names_every_problem_under_its_field(store, db_url, tmp_path):
     from app.services import compare_jobs
 

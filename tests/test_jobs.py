@@ -38,6 +38,8 @@ WORKER = textwrap.dedent("""
     url, job_id, steps, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     store = make_store(url)
     with JobContext(store, job_id, heartbeat_s=0.2, stale_after_s=5) as ctx:
+        if "torch" in sys.modules:  # the accelerator's kinds fix their threads (trainer.jobs.admission)
+            print("threads", sys.modules["torch"].get_num_threads(), flush=True)
         start = ctx.last_checkpoint["step"] if ctx.last_checkpoint else 0
         print("start", start, flush=True)
         for step in range(start + 1, steps + 1):
@@ -272,6 +274,56 @@ def test_second_job_waits_in_queue_until_the_first_ends(store, worker):
     assert d1["status"] == "cancelled" and d2["status"] == "succeeded"
     assert d2["started_at"] >= d1["finished_at"]
     assert "queued behind #1 (train, " in p2.stdout.read()
+
+
+@pytest.mark.process
+def test_jobs_that_fit_run_side_by_side_and_the_rest_wait_their_turn(store, worker, monkeypatch):
+    """Admission by memory and cores (trainer.jobs.admission): two benchmarks of an API policy (the process's
+    memory, half the cores each) run at once; a third waits behind them, saying so; it runs when one ends."""
+    from trainer.jobs.admission import PROCESS_GIB, queued_behind, read_resources
+
+    monkeypatch.setenv("RLVER_LAB_JOB_CORES", "2")
+    monkeypatch.setenv("RLVER_LAB_JOB_MEMORY_GIB", "8")
+    first, second, third = (job_queue.create_job(store, "benchmark", {"policy": "openai:some-model"})
+                            for _ in range(3))
+    p1 = worker(first, 10_000)
+    wait_for(lambda: status(store, first) == "running", timeout=240)
+    p2 = worker(second, 10_000)
+    wait_for(lambda: status(store, second) == "running", timeout=240)
+    assert status(store, first) == "running"  # side by side
+    taken = read_resources(job_queue.job_detail(store, second)["output_dir"], None)
+    assert (taken.memory_gib, taken.threads) == (PROCESS_GIB, 1)
+    p3 = worker(third, 2)
+    wait_for(lambda: job_queue.job_detail(store, third)["pid"] == p3.pid)
+    time.sleep(2.0)  # several queue polls: no core is free
+    assert status(store, third) == "queued"
+    assert queued_behind(store, third).startswith(f"queued behind #{first} (benchmark, ")
+    job_queue.cancel(store, first)
+    assert p1.wait(timeout=180) == 0
+    assert p3.wait(timeout=240) == 0 and status(store, third) == "succeeded"
+    assert status(store, second) == "running"  # the third ran beside it
+    job_queue.cancel(store, second)
+    assert p2.wait(timeout=180) == 0
+    assert all("threads 1" in p.stdout.read() for p in (p1, p2, p3))
+
+
+@pytest.mark.process
+def test_a_job_that_does_not_fit_beside_the_running_one_waits(store, worker, monkeypatch):
+    """By memory: the owner's limit holds one benchmark's estimate, not two, so the second waits its turn."""
+    from trainer.jobs.admission import PROCESS_GIB
+
+    monkeypatch.setenv("RLVER_LAB_JOB_CORES", "4")
+    monkeypatch.setenv("RLVER_LAB_JOB_MEMORY_GIB", str(1.5 * PROCESS_GIB))
+    first, second = (job_queue.create_job(store, "benchmark", {"policy": "openai:some-model"}) for _ in range(2))
+    p1 = worker(first, 10_000)
+    wait_for(lambda: status(store, first) == "running", timeout=240)
+    p2 = worker(second, 2)
+    wait_for(lambda: job_queue.job_detail(store, second)["pid"] == p2.pid)
+    time.sleep(2.0)
+    assert status(store, second) == "queued"
+    job_queue.cancel(store, first)
+    assert p1.wait(timeout=180) == 0 and p2.wait(timeout=240) == 0
+    assert "threads 2" in p2.stdout.read()  # half of the owner's 4 cores
 
 
 @pytest.mark.process
@@ -545,7 +597,7 @@ def test_a_queued_job_says_what_it_waits_behind(store):
     from storage import Job, session_scope
     from storage.models import utcnow
     from trainer.jobs.backend import host_name
-    from trainer.jobs.context import queued_behind
+    from trainer.jobs.admission import queued_behind
 
     first = job_queue.create_job(store, "benchmark", {"policy": "default"}, name="b")
     second = job_queue.create_job(store, "compare", {"comparison_id": 1}, name="c")
@@ -561,3 +613,34 @@ def test_a_queued_job_says_what_it_waits_behind(store):
     assert "min left" in queued_behind(store, second)
     assert queued_behind(store, third).endswith(", then 1 more")
     assert queued_behind(store, first) == "" and queued_behind(store, None) == ""
+
+
+def test_what_a_job_takes_and_what_fits(tiny_model_dir, monkeypatch):
+    """trainer.jobs.admission: the owner's limits, a job's memory and threads, and the fit rule."""
+    import torch
+
+    from trainer.jobs import admission
+    from trainer.plan import model_shape
+    from trainer.plan_memory import kv_bytes_per_token
+
+    monkeypatch.setenv(admission.CORES_VAR, "6")
+    monkeypatch.setenv(admission.MEMORY_VAR, "10")
+    limits = admission.machine_limits()
+    assert (limits.cores, limits.memory_gib, limits.source) == (6, 10.0, "owner")
+    bench = admission.job_resources("benchmark", {"policy": str(tiny_model_dir), "concurrency": 4, "max_tokens": 512},
+                                    limits)
+    shape, width = model_shape(str(tiny_model_dir)), 2 if torch.cuda.is_available() else 4
+    weights_and_kv = shape.total_params * width + kv_bytes_per_token(shape, width) * 4 * 512
+    assert bench.threads == 3 and bench.memory_gib == round(admission.PROCESS_GIB + weights_and_kv / 2 ** 30, 2)
+    train = admission.job_resources("train", {"model": str(tiny_model_dir)}, limits)
+    assert train.threads == 6 and 0 < train.memory_gib < 10 and "plan" in train.why
+    alone = admission.job_resources("benchmark", {"policy": "vllm:default"}, limits)
+    assert alone.memory_gib == 10 and "runs alone" in alone.why
+    one = admission.JobResources(4.0, 3, "")
+    assert admission.fits(train, [], limits)  # a lone job always starts
+    assert admission.fits(one, [one], limits) and not admission.fits(one, [one, one], limits)  # cores
+    assert not admission.fits(admission.JobResources(6.5, 1, ""), [one], limits)  # memory
+    assert admission.read_resources("/nonexistent-job-folder", limits).threads == 6  # unrecorded: the machine
+    monkeypatch.delenv(admission.CORES_VAR)
+    monkeypatch.delenv(admission.MEMORY_VAR)
+    assert admission.machine_limits().source == "machine"

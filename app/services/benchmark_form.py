@@ -190,7 +190,7 @@ def job_progress_line(store: Any, job: dict[str, Any]) -> str:
     if run_id is not None:
         text = progress_text(run_progress(store, run_id, protocol_rules().max_turns))
         return f"eval run {run_id}: {text}" if text else ""
-    from trainer.jobs.context import queued_behind
+    from trainer.jobs.admission import queued_behind
 
     if waiting := queued_behind(store, int(job["id"])):
         return waiting

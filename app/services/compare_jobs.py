@@ -11,7 +11,7 @@ from trainer.benchmarking import compare_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.benchmarking.compare import CompareConfig, comparison_job
 from trainer.jobs import queue as job_queue
-from trainer.jobs.context import queued_behind
+from trainer.jobs.admission import queued_behind
 
 DEFAULT_POLICY = "default"
 LIVE = ("running", "queued", "stalled")

@@ -75,7 +75,7 @@ def jobs_rows_now(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
 
     rows = jobs_rows(jobs)
     at = JOB_HEADERS.index("progress")
-    from trainer.jobs.context import queued_behind
+    from trainer.jobs.admission import queued_behind
 
     for row, job in zip(rows, jobs):
         if job.get("status") == "queued" and (waiting := queued_behind(store, int(job["id"]))):

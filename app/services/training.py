@@ -303,7 +303,8 @@ def launch_training_job(store: Store, store_url: str, config: TrainConfig, name:
         return job_id, f"Job #{job_id} was recorded but could not start: {md(exc)}"
     ahead = [j["id"] for j in job_queue.list_jobs(store) if j["status"] in LIVE_STATUSES and j["id"] < job_id
              and j["kind"] in job_queue.QUEUED_KINDS]
-    queue = f"; it waits in the queue behind job(s) #{', #'.join(map(str, ahead))}" if ahead else ""
+    queue = (f"; job(s) #{', #'.join(map(str, ahead))} are live: it runs beside them if it fits (memory and cores), "
+             "else waits its turn (its line in the jobs table says which)") if ahead else ""
     return job_id, f"Launched job #{job_id}{queue}."
 
 

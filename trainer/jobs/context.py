@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from simulator.llm.traffic import write_snapshot
 from storage import Checkpoint, Job, Metric, get_or_raise, read_scope, session_scope
 from storage.models import utcnow
+from trainer.jobs.admission import behind_text, job_resources, jobs_ahead, machine_limits, write_resources
 from trainer.jobs.backend import LOCAL, host_name
 from trainer.jobs.liveness import reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive
@@ -76,6 +77,7 @@ class JobContext:
         self._old_handler: Any = None
         self._signals_installed = False
         self._pid = os.getpid()
+        self._threads_before = 0
         with read_scope(store) as s:
             job = get_or_raise(s, Job, job_id, JobError)
             self.kind, self.config, self.seed = job.kind, dict(job.config), job.seed
@@ -147,6 +149,7 @@ class JobContext:
             self._old_handler = signal.signal(signal.SIGTERM, self.request_cancel)
             self._signals_installed = True
         try:
+            self._take_resources()  # before the claim: a claimed job goes straight to its turn
             self._claim()
             self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"heartbeat-{self.job_id}")
             self._thread.start()
@@ -179,9 +182,35 @@ class JobContext:
                 raise JobError(f"job {self.job_id} is claimed by process {job.pid} on {job.host or 'another host'}; "
                                "one process per job")
 
+    def _take_resources(self) -> None:
+        """Write what this job takes (trainer.jobs.admission) and fix its torch threads for its whole life."""
+        if self.kind not in QUEUED_KINDS or self.backend != LOCAL:
+            return
+        limits = machine_limits()
+        comparison = None
+        if self.kind == "compare":
+            from storage import Comparison
+
+            with read_scope(self.store) as s:
+                row = s.get(Comparison, int(self.config.get("comparison_id", 0)))
+                comparison = dict(row.config or {}) if row is not None else {}
+        self.resources = job_resources(self.kind, self.config, limits, comparison)
+        write_resources(self.output_dir, self.resources)
+        import torch
+
+        self._threads_before = torch.get_num_threads()  # given back at exit (a job run in a shell's process)
+        torch.set_num_threads(self.resources.threads)
+        print(f"job {self.job_id} takes {self.resources.memory_gib:g} of {limits.memory_gib:g} GiB "
+              f"({self.resources.why}) and {self.resources.threads} of {limits.cores} cores' threads", flush=True)
+
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.release()
+        if self._threads_before:
+            import torch
+
+            torch.set_num_threads(self._threads_before)
+            self._threads_before = 0
 
     def _wait_turn(self) -> None:
         announced = False
@@ -327,40 +356,3 @@ class JobContext:
             for row in s.scalars(select(Checkpoint).where(Checkpoint.job_id == self.job_id,
                                                           Checkpoint.path.in_([str(p) for p in paths]))):
                 s.delete(row)
-
-
-def jobs_ahead(s: Session, job_id: int, stale_after_s: float = STALE_AFTER_S) -> list[Job]:
-    """Live jobs of the queued kinds before job `job_id`: running (stalled included: its process still holds
-    the accelerator), or launched and waiting with a smaller id. Dead ones never block."""
-    return [j for j in s.scalars(select(Job).where(Job.id != job_id, Job.pid.is_not(None),
-                                                   Job.kind.in_(QUEUED_KINDS), Job.status.in_(("running", "queued"))))
-            if shown_status(j, stale_after_s)[0] != "dead" and (j.status == "running" or j.id < job_id)]
-
-
-def behind_text(ahead: list[Job], now: Any = None) -> str:
-    """'queued behind #2 (benchmark, about 4 min left)' naming the first job ahead, its kind and its time
-    left at its pace so far (its progress over the time since it started), and how many more wait before."""
-    if not ahead:
-        return "queued"
-    first = min(ahead, key=lambda j: (j.status != "running", j.id))
-    left = "time left unknown"
-    done = float(first.progress or 0.0)
-    if first.status == "running" and first.started_at is not None and 0 < done < 1:
-        eta = ((now or utcnow()) - first.started_at).total_seconds() * (1 - done) / done  # at its pace so far
-        left = f"about {eta:.0f} s left" if eta < 90 else f"about {eta / 60:.0f} min left" if eta < 5400 \
-            else f"about {eta / 3600:.1f} h left"
-    elif first.status == "queued":
-        left = "itself waiting"
-    more = f", then {len(ahead) - 1} more" if len(ahead) > 1 else ""
-    return f"queued behind #{first.id} ({first.kind}, {left}){more}"
-
-
-def queued_behind(store: Any, job_id: Optional[int]) -> str:
-    """behind_text for a queued job of the queued kinds (what the CLI prints, for the views); '' otherwise."""
-    if job_id is None:
-        return ""
-    with read_scope(store) as s:
-        job = s.get(Job, int(job_id))
-        if job is None or job.status != "queued" or job.kind not in QUEUED_KINDS:
-            return ""
-        return behind_text(jobs_ahead(s, int(job_id)))

@@ -9,8 +9,8 @@ trainer.job_runner.run_job; inside the job process `JobContext` takes the job th
     running --(normal exit)--> succeeded | --(exception)--> failed | --(SIGTERM / Cancel)--> cancelled
     running --(owner gone; written by the reaper under the job's lock)--> interrupted --(resume)--> queued
 
-Kinds in QUEUED_KINDS use the accelerator and run one at a time per store, in id order (no other live job
-of those kinds running, no older one waiting); other kinds (API-bound, e.g. "personas") start at once.
+Kinds in QUEUED_KINDS use the accelerator and the cores: each starts in id order when it fits beside the
+running ones (trainer.jobs.admission: memory and cores); other kinds (API-bound, e.g. "personas") start at once.
 
 Only a job's owner writes its status. The owner is the job process: it holds an OS lock on the job's
 folder for its whole life (trainer.jobs.owner) and heartbeats every HEARTBEAT_S seconds. Reading a job
@@ -66,7 +66,7 @@ RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has
 CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
 CANCEL_GRACE_S = 15.0  # after Cancel's SIGTERM, a job process still alive this long is killed (SIGKILL)
 JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge", "shadow")
-# kinds that use the accelerator and so wait their turn, one at a time per store; the others call APIs and
+# kinds that use the accelerator and so wait until they fit (trainer.jobs.admission); the others call APIs and
 # start at once (a persona generation or a judge run never waits behind a training job)
 QUEUED_KINDS = ("train", "benchmark", "compare")
 RESUMABLE = ("interrupted", "failed", "cancelled", "dead")
