@@ -143,9 +143,20 @@ def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
 
 
 def test_static_cache_bucket_matches_the_engine():
+    from trainer.policies.hf_engine import MAX_KEPT
     from trainer.policies.static_decode import CACHE_BUCKET
 
     assert plan_memory.STATIC_CACHE_BUCKET == CACHE_BUCKET
+    assert plan_memory.KEPT_DIALOGUES == MAX_KEPT
+
+
+def test_the_caches_kept_between_turns_are_a_sampling_part_on_the_generate_path():
+    shape = _qwen_1p5b_shape()
+    config = TrainConfig(**{**GPU_RUN, "device": "cpu"}, algorithm="grpo", group_size=4)
+    parts = plan_memory.sampling_bytes(shape, config, "cpu", 1)
+    rows = min(config.dialogues_per_step, plan_memory.KEPT_DIALOGUES)
+    assert parts["sampling_kept_kv"] == rows * config.max_dialogue_tokens * plan_memory.kv_bytes_per_token(shape, 2)
+    assert "sampling_kept_kv" not in plan_memory.sampling_bytes(shape, config, "cuda", 1)  # the static path keeps none
 
 
 def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):

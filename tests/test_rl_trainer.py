@@ -301,3 +301,27 @@ def test_persona_set_is_resolved_with_the_store_first(store):
     with pytest.raises(ConfigError) as info:
         training_personas(TrainConfig(persona_set=["mia", "nobody"]))  # no store: mia is unknown too
     assert "unknown persona id(s): mia, nobody" in info.value.errors["persona_set"]
+
+
+@pytest.mark.model
+def test_the_engines_kept_caches_are_dropped_before_the_update(tiny_model_dir: Path, tmp_path: Path):
+    """The transformers engine keeps each dialogue's KV cache between turns; an update of the weights it shares
+    would make them stale, so the trainer drops them first: none sits beside the learner's activations."""
+    from trainer.learning.rl_trainer import RLTrainer
+
+    trainer = RLTrainer(_loop_config(tiny_model_dir, tmp_path, store_dialogues=False, max_turns=2))
+    kept = trainer.policy_engine.inner.kept
+    seen: dict[str, int] = {}
+    real_forget, real_update = trainer.policy_engine.forget_caches, trainer.learner.update
+
+    def forget() -> None:
+        seen["before_forget"] = len(kept._kept)
+        real_forget()
+
+    def update(*args, **kwargs):
+        seen["during_update"] = len(kept._kept)
+        return real_update(*args, **kwargs)
+
+    trainer.policy_engine.forget_caches, trainer.learner.update = forget, update
+    trainer.train_step(1)
+    assert seen["before_forget"] > 0 and seen["during_update"] == 0

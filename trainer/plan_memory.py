@@ -28,7 +28,11 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   the prompt's forward (prefill) holds, in its widest layer, the hidden stream, q/k/v/attention output and the
   MLP's gate, up and product (p s_rows (6 h + 3 I)), plus on CPU the left-padded batch's boolean s x s mask and
   the float32 copy SDPA's fused CPU kernel makes of it (5 bytes per entry and row; no per-head scores); the logits of the last position and
-  the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row).
+  the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row). On the generate
+  path (CPU) each dialogue's cache is also kept between its turns (trainer.policies.hf_engine.KeptCaches, at
+  most KEPT_DIALOGUES), beside the batch's left-padded copy built from it: sampling_kept_kv, up to
+  max_dialogue_tokens a dialogue. The trainer drops them before each update of shared weights, so they never
+  sit beside the learner's phase.
 - sampling_decode_graph (CUDA, kept between calls like the cache): the captured decode step's private memory
   pool holds what one step allocates (trainer.policies.static_decode._Slot/_capture): in the widest layer the
   hidden stream, q/k/v, attention output and MLP gate/up/product of each row (p (6 h + 3 I)), the grouped
@@ -60,6 +64,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 STATIC_CACHE_BUCKET = 256  # trainer.policies.static_decode.CACHE_BUCKET (kept equal by a test)
 LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # trainer.learning.head_logprobs.LOGIT_CHUNK_BYTES (kept equal by a test)
 HEAD_BYTES_PER_LOGIT = 16  # trainer.learning.head_logprobs.HEAD_BYTES_PER_LOGIT (kept equal by a test)
+KEPT_DIALOGUES = 64  # trainer.policies.hf_engine.MAX_KEPT (kept equal by a test)
 SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits, log_softmax, Gumbel noise; float64 uniforms
 CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024  # torch's default on compute capability 9.x-12.x
 CUBLAS_WORKSPACE_SMALL = (4096 * 2 + 16 * 8) * 1024  # torch's default before Hopper (":4096:2:16:8")
@@ -135,10 +140,13 @@ def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int) -> dic
         batch = rows
         kv = int(batch * (s + config.max_new_tokens) * kv_bytes_per_token(shape, p) * (1 + 1 / shape.layers))
     prefill = batch * s * p * (6 * shape.hidden + 3 * shape.intermediate)
+    parts = {"sampling_kv_cache": kv}
     if device == "cpu":
         prefill += batch * s * s * 5
+        # the generate path keeps each dialogue's cache between its turns, beside the batch's stacked copy
+        parts["sampling_kept_kv"] = min(rows, KEPT_DIALOGUES) * s * kv_bytes_per_token(shape, p)
     logits = batch * shape.vocab * (p + SAMPLER_BYTES_PER_LOGIT)
-    return {"sampling_kv_cache": kv, "sampling_prefill": prefill, "sampling_logits": logits}
+    return {**parts, "sampling_prefill": prefill, "sampling_logits": logits}
 
 
 def static_graph_batch_length(config: Any, total_gpus: int) -> tuple[int, int]:

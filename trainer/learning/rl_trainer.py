@@ -285,6 +285,8 @@ class RLTrainer:
                             for t, (s, r) in zip(usable_turns, usable)]
         batch = make_batch([s for s, _ in usable], self.learner.tokenizer.pad_token_id,
                            rewards=[r for _, r in usable], turn_rewards=turn_rewards)
+        if not self.config.max_staleness:  # the engine samples from these weights: its kept caches go now
+            self.policy_engine.forget_caches()
         metrics = self.learner.update(batch, seed=self.config.seed * 1_000_003 + step, policy_version=step - 1)
         t_update = time.monotonic() - t1
         t_sync, t_waited = self._publish_weights(step)

@@ -120,6 +120,10 @@ class PolicyEngine(abc.ABC):
         """What produced a result: engine kind and model reference (stored with every dialogue)."""
         return {"engine": self.name, "model": self.model_ref, "logprobs": LOGPROB_CONVENTION}
 
+    def forget_caches(self) -> None:
+        """Drop what the engine keeps between calls that its weights produced (the transformers engine's KV
+        caches kept between a dialogue's turns): called before the weights change in place. A no-op for most."""
+
     def close(self) -> None:
         """Free resources (vLLM workers); a no-op for most engines."""
 

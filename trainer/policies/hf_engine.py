@@ -108,6 +108,9 @@ class HFEngine(PolicyEngine):
                     if name not in own:
                         raise KeyError(f"load_weights: the sampling model has no weight named {name!r}")
                     own[name].copy_(tensor)
+        self.forget_caches()
+
+    def forget_caches(self) -> None:
         self.kept.clear()
 
     def generate_ids(self, prompt_ids: list[list[int]], params: SamplingConfig,
@@ -307,8 +310,10 @@ class KeptCaches:
     Rows of a batch reach generation with different cached lengths: each row's missing tokens are prefilled on
     its own (no padding), then the rows' caches are left-padded to one width and stacked, and transformers'
     generate continues from that cache with the batch's left-padding mask (it runs only the last prompt column).
-    A kept cache is tied to the weights it was computed with: any change of a weight's storage or in-place
-    version (a weight push, an optimizer step on a shared model) drops them all."""
+    A kept cache is tied to the weights it was computed with: the trainer drops them all before an update of
+    weights the engine shares and on every push (HFEngine.forget_caches), so they never outlive their weights
+    nor sit beside the learner's activations; a change of a weight's storage or in-place version seen at the next
+    call drops them too (a safety net for callers that change the weights without saying so)."""
 
     def __init__(self, model: Any, max_kept: int = MAX_KEPT):
         self.model, self.max_kept = model, max_kept

@@ -64,6 +64,10 @@ class VersionedEngine(PolicyEngine):
             g.policy_version = version
         return generations
 
+    def forget_caches(self) -> None:
+        with self._lock:
+            self.inner.forget_caches()
+
     def set_version(self, version: int) -> None:
         """Rename the weights' version without copying them (shared weights, no rollout running)."""
         with self._lock:
