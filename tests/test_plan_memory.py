@@ -157,6 +157,8 @@ def test_the_caches_kept_between_turns_are_a_sampling_part_on_the_generate_path(
     rows = min(config.dialogues_per_step, plan_memory.KEPT_DIALOGUES)
     assert parts["sampling_kept_kv"] == rows * config.max_dialogue_tokens * plan_memory.kv_bytes_per_token(shape, 2)
     assert "sampling_kept_kv" not in plan_memory.sampling_bytes(shape, config, "cuda", 1)  # the static path keeps none
+    one_reply = TrainConfig(**{**GPU_RUN, "device": "cpu", "max_turns": 1}, algorithm="grpo", group_size=4)
+    assert "sampling_kept_kv" not in plan_memory.sampling_bytes(shape, one_reply, "cpu", 1)
 
 
 def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):

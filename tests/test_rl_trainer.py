@@ -325,3 +325,5 @@ def test_the_engines_kept_caches_are_dropped_before_the_update(tiny_model_dir: P
     trainer.policy_engine.forget_caches, trainer.learner.update = forget, update
     trainer.train_step(1)
     assert seen["before_forget"] > 0 and seen["during_update"] == 0
+    one_reply = RLTrainer(_loop_config(tiny_model_dir, tmp_path / "one", store_dialogues=False, max_turns=1))
+    assert one_reply.policy_engine.inner.kept.max_kept == 0  # no later turn to keep a cache for

@@ -31,8 +31,8 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row). On the generate
   path (CPU) each dialogue's cache is also kept between its turns (trainer.policies.hf_engine.KeptCaches, at
   most KEPT_DIALOGUES), beside the batch's left-padded copy built from it: sampling_kept_kv, up to
-  max_dialogue_tokens a dialogue. The trainer drops them before each update of shared weights, so they never
-  sit beside the learner's phase.
+  max_dialogue_tokens a dialogue (none with max_turns 1: the trainer's engine keeps none). The trainer drops
+  them before each update of shared weights, so they never sit beside the learner's phase.
 - sampling_decode_graph (CUDA, kept between calls like the cache): the captured decode step's private memory
   pool holds what one step allocates (trainer.policies.static_decode._Slot/_capture): in the widest layer the
   hidden stream, q/k/v, attention output and MLP gate/up/product of each row (p (6 h + 3 I)), the grouped
@@ -143,6 +143,7 @@ def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int) -> dic
     parts = {"sampling_kv_cache": kv}
     if device == "cpu":
         prefill += batch * s * s * 5
+    if device == "cpu" and config.max_turns > 1:
         # the generate path keeps each dialogue's cache between its turns, beside the batch's stacked copy
         parts["sampling_kept_kv"] = min(rows, KEPT_DIALOGUES) * s * kv_bytes_per_token(shape, p)
     logits = batch * shape.vocab * (p + SAMPLER_BYTES_PER_LOGIT)

@@ -126,10 +126,12 @@ class RLTrainer:
         model = self.learner.generation_model()
         if self.config.max_staleness:
             model = copy.deepcopy(self.learner.merged_policy()).eval().requires_grad_(False)
-        # ZeRO-3 gathers the weights anew for every call: no fixed addresses for the static path's graph
+        # ZeRO-3 gathers the weights anew for every call: no fixed addresses for the static path's graph;
+        # one-reply dialogues have no later turn to keep a KV cache for
         engine = PolicySpec(str(policy_path), access=LAB_ITSELF).build(
             device=_device(self.config), model=model, tokenizer=self.learner.tokenizer,
-            decode="generate" if self.config.zero_stage == 3 else "auto")
+            decode="generate" if self.config.zero_stage == 3 else "auto",
+            **({"keep_kv": 0} if self.config.max_turns <= 1 else {}))
         if self.config.zero_stage == 3:
             engine.generate_ids = _with_gathered_weights(engine.generate_ids, self.learner.generation_model())
         return VersionedEngine(engine, self.start_step)
