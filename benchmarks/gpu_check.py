@@ -17,8 +17,10 @@ is recorded and the next runs) and each skipped once the time budget (--budget-s
    figure (the plan is right when allocated <= plan <= 1.25 x reserved), step time, learner idle share;
 3. tests: `pytest -m gpu` (tests/test_gpu.py);
 4. logits, paper_shape, prefill (benchmarks/plan_time_check.py, scale_*): the loss's LM head chunked against the full logits
-   (peak, time, difference), Qwen2.5-7B's widths and vocabulary at 4 layers through the learner's loss path
-   (peak against the plan), and prompt tokens prefilled per 10-turn dialogue against its final length.
+   and against liger-kernel's and cut-cross-entropy's fused kernels where installed (peak, time, difference;
+   carry their wheels: `pip download --no-deps liger-kernel cut-cross-entropy -d .whl`), Qwen2.5-7B's widths
+   and vocabulary at 4 layers through the learner's loss path (peak against the plan), and prompt tokens
+   prefilled per 10-turn dialogue against its final length.
 
 Writes one JSON object (--out) and prints a table.
 """

@@ -62,7 +62,7 @@ def main() -> int:
     args = ap.parse_args()
     from simulator.personas.builtin import BUILTIN_PROFILES
     from simulator.personas.io import import_profiles
-    from trainer.policies.model import resolve_policy
+    from trainer.policies.base import resolve_policy
 
     model = str(resolve_policy(args.model))
     profiles = list(BUILTIN_PROFILES[: args.steps])

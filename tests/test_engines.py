@@ -10,7 +10,7 @@ import torch
 
 from trainer.policies import SamplingConfig, make_policy_engine
 from trainer.policies.hf_engine import HFEngine
-from trainer.policies.model import resolve_policy
+from trainer.policies.base import resolve_policy
 
 CHATS = [[{"role": "user", "content": "hi"}],
          [{"role": "system", "content": "Be kind and brief."},

@@ -1,5 +1,6 @@
-"""The transformers engine keeps a dialogue's KV cache between turns: the same replies as prefilling every turn
-in full, each token prefilled once, and nothing reused across a weight change."""
+"""The transformers engine keeps a dialogue's KV cache between turns, on both decode paths (generate; the
+static-cache loop, eager on CPU): the same replies as prefilling every turn in full, each token prefilled once,
+and nothing reused across a weight change."""
 from __future__ import annotations
 
 import pytest
@@ -7,15 +8,16 @@ import torch
 
 from tests.scripted_rollout import Factory, profile
 from trainer.policies import SamplingConfig
-from trainer.policies.hf_engine import HFEngine, common_prefix
+from trainer.policies.hf_engine import HFEngine
+from trainer.policies.kept_caches import common_prefix
 from trainer.rollout.dialogue_rollout import DialogueRollout
 from trainer.rollout.types import RolloutConfig
 
 
-@pytest.fixture(scope="module")
-def engines(tiny_model_dir):
-    keeping = HFEngine(tiny_model_dir, decode="generate")
-    fresh = HFEngine(tiny_model_dir, model=keeping.model, tokenizer=keeping.tokenizer, decode="generate", keep_kv=0)
+@pytest.fixture(scope="module", params=["generate", "static"])
+def engines(request, tiny_model_dir):
+    keeping = HFEngine(tiny_model_dir, decode=request.param)
+    fresh = HFEngine(tiny_model_dir, model=keeping.model, tokenizer=keeping.tokenizer, decode=request.param, keep_kv=0)
     return keeping, fresh
 
 
@@ -46,6 +48,19 @@ def test_kept_cache_samples_what_a_full_prefill_samples(engines, temperature, se
                    for row, (p, g) in enumerate(zip(prompts, got))]
 
 
+def test_a_new_batch_shape_starts_from_the_kept_caches(engines):
+    """One dialogue, then it and a new one in a batch of two (the static path's first call at that shape copies the
+    kept cache into a static cache it has not filled yet): the replies of a full prefill."""
+    keeping, fresh = engines
+    params = SamplingConfig(temperature=1.0, max_new_tokens=6)
+    [first] = keeping.generate_ids([[5, 6, 7]], params, seeds=[1])
+    before = keeping.stats["prefill_tokens"]
+    two = [[5, 6, 7] + first.token_ids + [9, 10], [11, 12, 13, 14]]
+    got, want = keeping.generate_ids(two, params, seeds=[2, 3]), fresh.generate_ids(two, params, seeds=[2, 3])
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]
+    assert keeping.stats["prefill_tokens"] - before == 3 + 4  # the reply's last id and the user's two; the new row
+
+
 def test_a_weight_change_drops_the_kept_caches(engines):
     keeping, fresh = engines
     prompt = _user(9, 0, keeping.tokenizer.vocab_size)
@@ -66,8 +81,9 @@ def test_a_weight_change_drops_the_kept_caches(engines):
                 p.copy_(kept)
 
 
-def test_ten_turn_dialogue_prefills_each_token_once(tiny_model_dir):
-    engine = HFEngine(tiny_model_dir, decode="generate")
+@pytest.mark.parametrize("decode", ["generate", "static"])
+def test_ten_turn_dialogue_prefills_each_token_once(tiny_model_dir, decode):
+    engine = HFEngine(tiny_model_dir, decode=decode)
     rollout = DialogueRollout(engine, Factory({"ann": 10}),
                               config=RolloutConfig(max_turns=10, max_new_tokens=8, seed=3, schedule="rounds"))
     [sample] = rollout.run([profile("ann")])

@@ -65,7 +65,7 @@ def test_plan_lies_between_the_measured_h200_peaks(monkeypatch, case: str, run: 
     assert plan.per_gpu_gib == pytest.approx(sum(plan.parts.values()), abs=0.05)
     assert {"sampling_kv_cache", "sampling_decode_graph", "cuda_workspaces"} <= set(plan.parts)
     assert set(plan.extra["transients"]) == {"activations", "optimizer_step_temp", "sampling_prefill",
-                                             "sampling_logits"}
+                                             "sampling_logits", "sampling_kept_kv"}
     assert any(n.startswith("transient_peak: ") for n in plan.notes)
     assert any(n.startswith("cuda_workspaces: ") for n in plan.notes)
 
@@ -143,22 +143,25 @@ def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
 
 
 def test_static_cache_bucket_matches_the_engine():
-    from trainer.policies.hf_engine import MAX_KEPT
-    from trainer.policies.static_decode import CACHE_BUCKET
+    from trainer.policies.kept_caches import MAX_KEPT
+    from trainer.policies.static_decode import CACHE_BUCKET, PREFILL_TOKENS
 
     assert plan_memory.STATIC_CACHE_BUCKET == CACHE_BUCKET
+    assert plan_memory.STATIC_PREFILL_TOKENS == PREFILL_TOKENS
     assert plan_memory.KEPT_DIALOGUES == MAX_KEPT
 
 
-def test_the_caches_kept_between_turns_are_a_sampling_part_on_the_generate_path():
+def test_the_caches_kept_between_turns_are_a_sampling_part_on_both_decode_paths():
     shape = _qwen_1p5b_shape()
     config = TrainConfig(**{**GPU_RUN, "device": "cpu"}, algorithm="grpo", group_size=4)
-    parts = plan_memory.sampling_bytes(shape, config, "cpu", 1)
     rows = min(config.dialogues_per_step, plan_memory.KEPT_DIALOGUES)
-    assert parts["sampling_kept_kv"] == rows * config.max_dialogue_tokens * plan_memory.kv_bytes_per_token(shape, 2)
-    assert "sampling_kept_kv" not in plan_memory.sampling_bytes(shape, config, "cuda", 1)  # the static path keeps none
+    per_dialogue = config.max_dialogue_tokens * plan_memory.kv_bytes_per_token(shape, 2)
+    assert plan_memory.sampling_bytes(shape, config, "cpu", 1)["sampling_kept_kv"] == rows * per_dialogue
+    # the static path copies each row's cache into its static cache as it is made: two rows in flight
+    assert plan_memory.sampling_bytes(shape, config, "cuda", 1)["sampling_kept_kv"] == (rows + 2) * per_dialogue
     one_reply = TrainConfig(**{**GPU_RUN, "device": "cpu", "max_turns": 1}, algorithm="grpo", group_size=4)
-    assert "sampling_kept_kv" not in plan_memory.sampling_bytes(shape, one_reply, "cpu", 1)
+    for device in ("cpu", "cuda"):
+        assert "sampling_kept_kv" not in plan_memory.sampling_bytes(shape, one_reply, device, 1)
 
 
 def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):

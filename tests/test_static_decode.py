@@ -11,7 +11,7 @@ import torch
 
 from trainer.policies import SamplingConfig
 from trainer.policies.hf_engine import HFEngine
-from trainer.policies.static_decode import Picker, gqa_decode_attention, mix64, row_uniforms
+from trainer.policies.static_decode import Picker, gqa_decode_attention, mix64, row_uniform
 
 PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [20] * 17, [30, 31]]
 
@@ -41,6 +41,27 @@ def test_greedy_replies_and_logprobs_equal_the_generate_path(engines):
     for a, b in zip(plain.generate_ids(PROMPTS, params), static.generate_ids(PROMPTS, params)):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_a_prefill_in_groups_of_rows_gives_the_same_replies(engines, monkeypatch):
+    """A batch whose prompt would pass PREFILL_TOKENS at once is prefilled a group of rows at a time (each
+    group's cache copied into the static cache): the replies are those of the generate path."""
+    import trainer.policies.static_decode as static_decode
+
+    plain, _ = engines
+    grouped = HFEngine(plain.path, device="cpu", decode="static", model=plain.model, tokenizer=plain.tokenizer,
+                       keep_kv=0)
+    monkeypatch.setattr(static_decode, "PREFILL_TOKENS", 40)  # width 17: groups of 2 rows
+    calls = []
+    hook = plain.model.register_forward_pre_hook(lambda m, a, kw: calls.append(kw["input_ids"].shape), with_kwargs=True)
+    params = SamplingConfig(temperature=0, max_new_tokens=12)
+    try:
+        got = grouped.generate_ids(PROMPTS, params)
+    finally:
+        hook.remove()
+    assert calls[:3] == [torch.Size([2, 17]), torch.Size([2, 17]), torch.Size([4, 1])]  # two groups, then decode
+    for a, b in zip(plain.generate_ids(PROMPTS, params), got):
+        assert a.token_ids == b.token_ids and a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
 
 
 def test_seeded_rows_do_not_depend_on_their_batch_mates(engines):
@@ -79,7 +100,7 @@ def test_replies_end_at_the_first_stop_id(engines):
         assert len(g.token_ids) == len(g.logprobs) <= 64
 
 
-def test_gumbel_sampler_draws_from_softmax_over_the_nucleus():
+def test_sampler_draws_from_softmax_over_the_nucleus():
     """10,000 rows with their own keys sample one step from the same logits: the frequencies follow
     softmax(logits / T) renormalised over the top-p nucleus; nothing outside the nucleus is drawn."""
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0])
@@ -100,11 +121,14 @@ def test_gumbel_sampler_draws_from_softmax_over_the_nucleus():
 
 
 def test_row_uniforms_are_uniform_and_differ_by_row_and_step():
-    keys = mix64(torch.tensor([1, 2], dtype=torch.int64))
-    u = row_uniforms(keys, 0, 50_000)
+    keys = mix64(torch.arange(50_000, dtype=torch.int64))
+    u = row_uniform(keys, 0)
     assert 0 < u.min() and u.max() < 1 and abs(u.mean().item() - 0.5) < 0.01
     assert abs(u.var().item() - 1 / 12) < 0.002
-    assert not torch.equal(u[0], u[1]) and not torch.equal(u, row_uniforms(keys, 1, 50_000))
+    over_steps = torch.stack([row_uniform(keys[:2], step) for step in range(50_000)])
+    assert abs(over_steps.mean().item() - 0.5) < 0.01 and abs(over_steps.var().item() - 1 / 12) < 0.002
+    assert not torch.equal(over_steps[:, 0], over_steps[:, 1])
+    assert torch.equal(row_uniform(keys[:2], torch.tensor(7)), over_steps[7])  # a device-side step: the same draw
 
 
 def test_grouped_decode_attention_equals_sdpa_with_repeated_heads():

@@ -26,19 +26,24 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   batch to a power of two and the length (max_dialogue_tokens + max_new_tokens) to a multiple of its bucket;
   generate's growing cache concatenates one layer at a time (old and new copies of one layer live together);
   the prompt's forward (prefill) holds, in its widest layer, the hidden stream, q/k/v/attention output and the
-  MLP's gate, up and product (p s_rows (6 h + 3 I)), plus on CPU the left-padded batch's boolean s x s mask and
+  MLP's gate, up and product (p s_rows (6 h + 3 I); the static path runs rows in groups of at most
+  STATIC_PREFILL_TOKENS padded tokens, each group's own cache copied into the static cache after), plus on CPU the left-padded batch's boolean s x s mask and
   the float32 copy SDPA's fused CPU kernel makes of it (5 bytes per entry and row; no per-head scores); the logits of the last position and
-  the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row). On the generate
-  path (CPU) each dialogue's cache is also kept between its turns (trainer.policies.hf_engine.KeptCaches, at
-  most KEPT_DIALOGUES), beside the batch's left-padded copy built from it: sampling_kept_kv, up to
-  max_dialogue_tokens a dialogue (none with max_turns 1: the trainer's engine keeps none). The trainer drops
-  them before each update of shared weights, so they never sit beside the learner's phase.
+  the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row). Each dialogue's
+  cache is also kept between its turns (trainer.policies.kept_caches.KeptCaches, at most KEPT_DIALOGUES):
+  sampling_kept_kv, up to max_dialogue_tokens a dialogue (none with max_turns 1: the trainer's engine keeps
+  none); on the generate path (CPU) beside the batch's left-padded copy built from it (counted in the cache
+  above), on the static path (CUDA) beside the two rows' caches in flight while they are copied into the
+  static cache. The trainer drops them before each update of shared weights, so they never sit beside the
+  learner's phase.
 - sampling_decode_graph (CUDA, kept between calls like the cache): the captured decode step's private memory
   pool holds what one step allocates (trainer.policies.static_decode._Slot/_capture): in the widest layer the
   hidden stream, q/k/v, attention output and MLP gate/up/product of each row (p (6 h + 3 I)), the grouped
   attention's scores over the cache (gqa_decode_attention: the matmul's p-byte output, its float32 copy,
-  scaled, masked and softmaxed, cast back: (2 p + 16) a L per row), the step's logits (p V per row), and the
-  static inputs (ids, positions: 16 bytes, the boolean mask: L bytes per row).
+  scaled, masked and softmaxed, cast back: (2 p + 16) a L per row), the step's logits (p V per row) and the
+  sampler's working copies (32 bytes per vocabulary entry and row: the sampler is inside the graph), and the
+  fixed buffers (ids, positions, row key: 24 bytes; the boolean mask: L bytes; the chosen ids and their
+  float32 log-probs: 12 L bytes per row).
 - cuda_workspaces (fixed, CUDA): torch gives every (cuBLAS handle, stream) pair its own workspace from the
   caching allocator, kept for the life of the process (ATen/cuda/CublasHandlePool.cpp,
   cublas_handle_stream_to_workspace; cuBLASLt reuses it: TORCH_CUBLASLT_UNIFIED_WORKSPACE is on by default).
@@ -62,10 +67,12 @@ from typing import Any, Optional
 GIB = 1024 ** 3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 STATIC_CACHE_BUCKET = 256  # trainer.policies.static_decode.CACHE_BUCKET (kept equal by a test)
+STATIC_PREFILL_TOKENS = 16_384  # trainer.policies.static_decode.PREFILL_TOKENS (kept equal by a test)
 LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # trainer.learning.head_logprobs.LOGIT_CHUNK_BYTES (kept equal by a test)
 HEAD_BYTES_PER_LOGIT = 16  # trainer.learning.head_logprobs.HEAD_BYTES_PER_LOGIT (kept equal by a test)
-KEPT_DIALOGUES = 64  # trainer.policies.hf_engine.MAX_KEPT (kept equal by a test)
-SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits, log_softmax, Gumbel noise; float64 uniforms
+KEPT_DIALOGUES = 64  # trainer.policies.kept_caches.MAX_KEPT (kept equal by a test)
+SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits / T, the nucleus' sorted copy and int64 order, log_softmax,
+# probabilities and their float64 cumulative distribution (about 24 bytes alive at once at most)
 CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024  # torch's default on compute capability 9.x-12.x
 CUBLAS_WORKSPACE_SMALL = (4096 * 2 + 16 * 8) * 1024  # torch's default before Hopper (":4096:2:16:8")
 LEARNER_BLAS_PAIRS = 2  # the forward's thread and autograd's CUDA worker thread, on the default stream
@@ -139,13 +146,18 @@ def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int) -> dic
     else:
         batch = rows
         kv = int(batch * (s + config.max_new_tokens) * kv_bytes_per_token(shape, p) * (1 + 1 / shape.layers))
-    prefill = batch * s * p * (6 * shape.hidden + 3 * shape.intermediate)
+    prefill_rows = batch
+    if device == "cuda":  # the static path prefills rows in groups of at most STATIC_PREFILL_TOKENS padded tokens
+        prefill_rows = min(batch, max(1, STATIC_PREFILL_TOKENS // s))
+    prefill = prefill_rows * s * p * (6 * shape.hidden + 3 * shape.intermediate)
+    if device == "cuda" and prefill_rows < batch:  # a group's own cache, copied into the static cache after
+        prefill += prefill_rows * s * kv_bytes_per_token(shape, p)
     parts = {"sampling_kv_cache": kv}
     if device == "cpu":
         prefill += batch * s * s * 5
-    if device == "cpu" and config.max_turns > 1:
-        # the generate path keeps each dialogue's cache between its turns, beside the batch's stacked copy
-        parts["sampling_kept_kv"] = min(rows, KEPT_DIALOGUES) * s * kv_bytes_per_token(shape, p)
+    if config.max_turns > 1:  # each dialogue's cache kept between its turns (+ on CUDA two rows being copied)
+        kept = min(rows, KEPT_DIALOGUES) + (2 if device == "cuda" else 0)
+        parts["sampling_kept_kv"] = kept * s * kv_bytes_per_token(shape, p)
     logits = batch * shape.vocab * (p + SAMPLER_BYTES_PER_LOGIT)
     return {**parts, "sampling_prefill": prefill, "sampling_logits": logits}
 
@@ -162,7 +174,7 @@ def decode_graph_bytes(shape: Any, config: Any, total_gpus: int) -> int:
     p = DTYPE_BYTES[config.dtype]
     batch, length = static_graph_batch_length(config, total_gpus)
     per_row = (p * (6 * shape.hidden + 3 * shape.intermediate) + (2 * p + 16) * shape.heads * length
-               + p * shape.vocab + 16 + length)
+               + (p + SAMPLER_BYTES_PER_LOGIT) * shape.vocab + 24 + 13 * length)
     return batch * per_row
 
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from testkit.tiny_model import build_tiny_model
-    from trainer.policies.model import resolve_policy
+    from trainer.policies.base import resolve_policy
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,7 +16,7 @@ from simulator.personas.specs import PersonaSpecError, resolve_personas
 from simulator.user.packs import load_pack
 from simulator.user.spec import SimulatorSpec
 from trainer.benchmarking.protocol import protocol_rules
-from trainer.policies.model import resolve_policy
+from trainer.policies.base import resolve_policy
 from trainer.policies.spec import PolicySpec, checkpoint_model
 
 API_PREFIXES = ("openai:",)

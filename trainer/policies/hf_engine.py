@@ -10,37 +10,24 @@ training falls back to generate).
 With per-prompt `seeds` (and T > 0) each row is sampled by `_RowSampler` from its own torch.Generator
 instead of transformers' one shared random stream, so a row's reply does not depend on its batch mates.
 
-On the generate path a dialogue's KV cache is kept between its turns (`KeptCaches` below): a prompt
+On both paths a dialogue's KV cache is kept between its turns (trainer.policies.kept_caches): a prompt
 that extends a kept one runs only its new tokens through the model. `stats["prefill_tokens"]` counts the
-prompt tokens run through the model; `keep_kv=0` turns keeping off (every turn prefilled in full). The
-static path does not keep caches yet: it prefills every turn in full."""
+prompt tokens run through the model; `keep_kv=0` turns keeping off (every turn prefilled in full)."""
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
 from simulator.llm.models import load_causal_lm
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_prompt_ids
+from trainer.policies.kept_caches import MAX_KEPT, KeptCaches
 from trainer.policies.repetition import RepetitionStop
 
 log = logging.getLogger(__name__)
 
 
 DECODE_PATHS = ("generate", "static")
-MAX_KEPT = 64  # dialogues whose caches are kept (least recently used first out)
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two id lists."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
 class HFEngine(PolicyEngine):
     """Any local Hugging Face causal-LM folder. `model` may be passed in to share weights with training."""
 
@@ -53,7 +40,7 @@ class HFEngine(PolicyEngine):
         import torch
         from transformers import AutoTokenizer
 
-        from trainer.policies.model import resolve_policy
+        from trainer.policies.base import resolve_policy
 
         self.path = resolve_policy(str(path))
         self.model_ref = str(self.path)
@@ -132,9 +119,7 @@ class HFEngine(PolicyEngine):
             torch.manual_seed(params.seed)
         if self.decode_path == "static" and not self.model.training:
             try:
-                new, logprobs, loops = self._decode_static(input_ids, attention, params, seeds)
-                self.kept.prefill_tokens += sum(len(ids) for ids in prompt_ids)
-                return self._results(prompt_ids, new, logprobs, loops)
+                return self._generate_static(prompt_ids, input_ids, attention, params, seeds)
             except RuntimeError as exc:  # e.g. a model whose forward cannot be captured: generate from now on
                 self.static_error = repr(exc)[:500]
                 self.decode_path, self._static = "generate", None
@@ -148,8 +133,7 @@ class HFEngine(PolicyEngine):
             [""] * len(prompt_ids)
         feed = _TokenFeed(self.token_listener, keys, self._stop_ids) if self.token_listener is not None else None
         with torch.inference_mode():
-            cache, counts = self.kept.prefilled_cache(prompt_ids, width)
-            self.kept.prefill_tokens += sum(counts)
+            cache = self.kept.prefilled_cache(prompt_ids, width)
             out = self.model.generate(streamer=feed, past_key_values=cache,
                 stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
                 logits_processor=LogitsProcessorList([rows]) if rows else None,
@@ -166,37 +150,39 @@ class HFEngine(PolicyEngine):
             scores = torch.stack(out.scores, dim=1).float().cpu()
             logprobs = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         results = self._results(prompt_ids, new, logprobs, loops)
+        cache = out.past_key_values
         with torch.inference_mode():
-            self.kept.keep(prompt_ids, new, [len(g.token_ids) for g in results], out.past_key_values, width)
+            if cache is not None:
+                self.kept.keep(prompt_ids, new, [len(g.token_ids) for g in results],
+                               [(layer.keys, layer.values) for layer in cache.layers], cache.get_seq_length(), width)
         return results
 
-    def _decode_static(self, input_ids: Any, attention: Any, params: SamplingConfig,
-                       seeds: Optional[list[int]]) -> tuple[Any, Any, Optional[RepetitionStop]]:
-        """(new ids, their log-probs, the repetition stop) from the static-cache loop (static_decode)."""
+    def _generate_static(self, prompt_ids: list[list[int]], input_ids: Any, attention: Any, params: SamplingConfig,
+                         seeds: Optional[list[int]]) -> list[Generation]:
+        """The static-cache loop (static_decode), continuing from the dialogues' kept caches."""
         import torch
 
-        from trainer.policies.static_decode import Picker, StaticDecoder, mix64
+        from trainer.policies.static_decode import StaticDecoder, mix64
 
         if self._static is None:
             self._static = StaticDecoder(self.model, self.device, use_graphs=self.device.startswith("cuda"))
-        rows = len(input_ids)
         if seeds is None:  # one call-wide stream (params.seed, else the global one) draws each row's seed
-            seeds = torch.randint(0, 2**62, (rows,)).tolist()
-
-        def picker_for(batch: int) -> Picker:
-            row_seeds = [int(s) % 2**63 for s in seeds] + [0] * (batch - rows)
-            keys = mix64(torch.tensor(row_seeds, dtype=torch.int64)).to(self.device)
-            return Picker(params.temperature, params.top_p, keys)
-
+            seeds = torch.randint(0, 2**62, (len(prompt_ids),)).tolist()
+        row_keys = mix64(torch.tensor([int(s) % 2**63 for s in seeds], dtype=torch.int64))
         loops = RepetitionStop(0, self.repetition_rule) if self.repetition_rule is not None else None
         check = None
         if loops is not None and params.max_new_tokens >= loops.rule.window:
             check = lambda new, t: loops(new, None)  # noqa: E731
         stop = self.stop_event
         with torch.inference_mode():
-            new, logprobs = self._static.decode(input_ids, attention, params.max_new_tokens, picker_for,
-                                                self._stop_ids, lambda: stop is not None and stop.is_set(), check)
-        return new, logprobs, loops
+            new, logprobs = self._static.decode(
+                input_ids, attention, params.max_new_tokens, params.temperature, params.top_p, row_keys,
+                self._stop_ids, lambda: stop is not None and stop.is_set(), check,
+                prefix=self.kept.row_caches(prompt_ids))
+            results = self._results(prompt_ids, new, logprobs, loops)
+            self.kept.keep(prompt_ids, new, [len(g.token_ids) for g in results], self._static.filled_layers(),
+                           self._static.columns, input_ids.shape[1])
+        return results
 
     def _results(self, prompt_ids: list[list[int]], new: Any, logprobs: Any,
                  loops: Optional[RepetitionStop]) -> list[Generation]:
@@ -295,105 +281,3 @@ def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
     if isinstance(im_end, int) and im_end != tokenizer.unk_token_id and im_end not in ids:
         ids.append(im_end)
     return [i for i in ids if i is not None]
-
-
-class KeptCaches:
-    """Per-dialogue KV caches between turns, found by token prefix.
-    KV caches kept between a dialogue's turns by the transformers engine, so each token is prefilled once.
-
-    After a batch, every row's cache (its prompt plus the sampled ids the model ran) is kept, keyed by those
-    ids. A later prompt takes the kept cache with the longest common token prefix: the cache is cropped there
-    (DynamicCache.crop) and only the rest of the prompt is run through the model. In direct mode the next
-    prompt extends the whole cached sequence; in think mode earlier <think> blocks are dropped from the
-    history, so the prefix ends where the last reply began and the visible reply is prefilled again.
-
-    Rows of a batch reach generation with different cached lengths: each row's missing tokens are prefilled on
-    its own (no padding), then the rows' caches are left-padded to one width and stacked, and transformers'
-    generate continues from that cache with the batch's left-padding mask (it runs only the last prompt column).
-    A kept cache is tied to the weights it was computed with: the trainer drops them all before an update of
-    weights the engine shares and on every push (HFEngine.forget_caches), so they never outlive their weights
-    nor sit beside the learner's activations; a change of a weight's storage or in-place version seen at the next
-    call drops them too (a safety net for callers that change the weights without saying so)."""
-
-    def __init__(self, model: Any, max_kept: int = MAX_KEPT):
-        self.model, self.max_kept = model, max_kept
-        self._kept: OrderedDict[int, tuple[list[int], list[tuple[Any, Any]]]] = OrderedDict()
-        self._next_key = 0
-        self._weights: tuple = ()
-        self.prefill_tokens = 0  # prompt tokens run through the model, all calls together (the engine's stats)
-
-    def _check_weights(self) -> None:
-        key = tuple((p.data_ptr(), p._version) for p in self.model.parameters())
-        if key != self._weights:
-            self._kept.clear()
-            self._weights = key
-
-    def clear(self) -> None:
-        self._kept.clear()
-
-    def _best(self, ids: list[int]) -> tuple[Optional[int], int]:
-        best, best_len = None, 0
-        for key, (kept_ids, _) in self._kept.items():
-            n = common_prefix(kept_ids, ids)
-            if n > best_len:
-                best, best_len = key, n
-        return best, best_len
-
-    def prefilled_cache(self, prompt_ids: list[list[int]], width: int) -> tuple[Any, list[int]]:
-        """(a DynamicCache of `width` - 1 left-padded columns holding every prompt but its last id, or None
-        when no prompt shares a prefix with a kept cache; the prompt tokens each row ran through the model)."""
-        import torch
-        from transformers import DynamicCache
-
-        self._check_weights()
-        if not self.max_kept:
-            return None, [len(ids) for ids in prompt_ids]
-        found = [self._best(ids) for ids in prompt_ids]
-        if all(key is None for key, _ in found):
-            return None, [len(ids) for ids in prompt_ids]
-        rows, counts = [], []
-        for ids, (key, n) in zip(prompt_ids, found):
-            n = min(n, len(ids) - 1)  # the last prompt id is run by generate (it gives the first logits)
-            cache = DynamicCache()
-            if key is not None and n > 0:
-                self._kept.move_to_end(key)
-                cache = DynamicCache(ddp_cache_data=self._kept[key][1])  # views: the kept tensors stay whole
-                cache.crop(n - cache.get_seq_length())  # a negative crop drops that many columns
-            else:
-                n = 0
-            if n < len(ids) - 1:
-                self.model(input_ids=torch.tensor([ids[n:-1]], device=self.model.device), past_key_values=cache,
-                           use_cache=True, logits_to_keep=1)
-            counts.append(len(ids) - n)
-            rows.append([(layer.keys, layer.values) for layer in cache.layers])
-        stacked = []
-        for layer in range(len(rows[0])):
-            keys, values = [], []
-            for ids, row in zip(prompt_ids, rows):
-                k, v = row[layer]
-                pad = width - len(ids)
-                keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
-                values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
-            stacked.append((torch.cat(keys), torch.cat(values)))
-        return DynamicCache(ddp_cache_data=stacked), counts
-
-    def keep(self, prompt_ids: list[list[int]], new: Any, lengths: list[int], cache: Any, width: int) -> None:
-        """Keep each row's cache after a batch: `new` [B, N] sampled ids, `lengths` each row's reply length,
-        `cache` generate's DynamicCache over the left-padded batch (`width` prompt columns)."""
-        if not self.max_kept or cache is None:
-            return
-        self._check_weights()
-        columns = cache.get_seq_length()
-        for row, ids in enumerate(prompt_ids):
-            pad = width - len(ids)
-            seq = list(ids) + new[row, :lengths[row]].tolist()
-            end = min(len(seq), columns - pad)
-            old, _ = self._best(ids)
-            if old is not None and common_prefix(self._kept[old][0], ids) == len(self._kept[old][0]):
-                del self._kept[old]  # this dialogue's previous turn: its ids are a prefix of the new ones
-            layers = [(layer.keys[row:row + 1, :, pad:pad + end].clone(),
-                       layer.values[row:row + 1, :, pad:pad + end].clone()) for layer in cache.layers]
-            self._kept[self._next_key] = (seq[:end], layers)
-            self._next_key += 1
-            while len(self._kept) > self.max_kept:
-                self._kept.popitem(last=False)

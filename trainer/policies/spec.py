@@ -16,10 +16,9 @@ from typing import Any, Optional
 from simulator.access import Access, AccessError, current_access, register_kind
 from simulator.llm.traffic import TrafficLimits
 from trainer.checkpoint_layout import model_folder
-from trainer.policies.base import PolicyEngine
-from trainer.policies.model import POLICY_FORMS, resolve_policy
+from trainer.policies.base import POLICY_FORMS, PolicyEngine, resolve_policy
 
-__all__ = ["POLICY_FORMS", "PolicySpec", "checkpoint_model", "read_spec"]
+__all__ = ["POLICY_FORMS", "PolicySpec", "checkpoint_model", "read_spec", "resolve_policy"]
 
 # spec kinds: what the text before the first colon selects ("folder": no known prefix, a model folder)
 KINDS = {"openai:": "openai", "replay:": "replay", "vllm:": "vllm", "transformers:": "folder"}

@@ -25,7 +25,7 @@ class VLLMEngine(PolicyEngine):
     def __init__(self, path: str | Path, dtype: Optional[str] = None, max_model_len: int = 4096,
                  seed: int = 0, gpu_memory_utilization: float = 0.5, enforce_eager: bool = True,
                  **llm_kwargs: Any):
-        from trainer.policies.model import resolve_policy
+        from trainer.policies.base import resolve_policy
 
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
         # In-process engine core: generation and weight pushes need no inter-process copies.
