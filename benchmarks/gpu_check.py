@@ -9,9 +9,10 @@ config (no weights travel or download); --tiny builds a 2-layer toy instead. Sec
 is recorded and the next runs) and each skipped once the time budget (--budget-s) is spent:
 
 1. decode: ms per decode step of the transformers engine at batch 1 / 16 / 64, transformers' generate
-   ("generate") against the static-cache CUDA-graph path ("static"), next to the bandwidth floor (the
-   weights' bytes / the GPU's memory bandwidth: one read of the weights per step), plus how often the two
-   paths agree greedily;
+   ("generate") against the static-cache CUDA-graph path ("static"), and at the largest batch transformers'
+   continuous batching (`generate_batch`, greedy, timed from its own per-token timestamps), next to the bandwidth floor (the
+   weights' bytes / the GPU's memory bandwidth: one read of the weights per step), plus how often the
+   engine's two paths agree greedily;
 2. train: `trainer plan` then `trainer train` (2 steps, the rule-based outside user docs/examples/rule_user.py)
    per case, each in its own process: peak allocated / reserved CUDA memory against the plan's per-GPU
    figure (the plan is right when allocated <= plan <= 1.25 x reserved), step time, learner idle share;
@@ -162,11 +163,41 @@ def decode(model_dir: Path, device: str, batches: list[int], new_tokens: int, pr
                 row = {"batch": batch, "path": name, "error": repr(exc)[:400]}
             rows.append(row)
             print(f"[gpu_check] decode {row}", flush=True)
+        if batch != max(batches):  # each call starts and stops a manager (seconds): the largest batch only
+            continue
+        if budget.left() < 60:
+            rows.append({"batch": batch, "path": "generate_batch", "skipped": "time budget"})
+            continue
+        try:  # transformers' continuous batching (paged cache, its own CUDA graphs): the library to beat
+            best = _generate_batch_ms(base.model, prompts, new_tokens)
+            row = {"batch": batch, "path": "generate_batch", "ms_per_step": round(best, 3),
+                   "tokens_per_s": round(batch * 1e3 / best, 1)}
+            if floor_ms:
+                row["x_floor"] = round(best / floor_ms, 2)
+        except Exception as exc:  # noqa: BLE001
+            row = {"batch": batch, "path": "generate_batch", "error": repr(exc)[:400]}
+        rows.append(row)
+        print(f"[gpu_check] decode {row}", flush=True)
     out["rows"] = rows
     out["greedy_agreement"] = _agreement(base, fast, torch, device)
     out["static_graph_captures"] = fast.static_captures
     out["static_error"] = fast.static_error  # set when the static path failed and the engine fell back
     return out
+
+
+def _generate_batch_ms(model: Any, prompts: list, new_tokens: int) -> float:
+    """ms per decode step of transformers' `generate_batch` (continuous batching), greedy, end of text off: the
+    median over requests of (last token's time - first token's time) / (tokens - 1), from its own per-token
+    timestamps (its manager's start-up and shut-down stay out), after a warm-up run."""
+    import statistics
+
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    model.generate_batch(prompts, generation_config=config)  # warm-up: graphs, kernels
+    out = model.generate_batch(prompts, generation_config=config, record_timestamps=True)
+    return statistics.median((o.timestamps[-1] - o.timestamps[0]) / (len(o.timestamps) - 1) * 1e3
+                             for o in out.values() if o.timestamps and len(o.timestamps) > 1)
 
 
 def _agreement(base: Any, fast: Any, torch: Any, device: str) -> dict:
