@@ -71,8 +71,7 @@ STATIC_PREFILL_TOKENS = 16_384  # trainer.policies.static_decode.PREFILL_TOKENS 
 LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # trainer.learning.head_logprobs.LOGIT_CHUNK_BYTES (kept equal by a test)
 HEAD_BYTES_PER_LOGIT = 16  # trainer.learning.head_logprobs.HEAD_BYTES_PER_LOGIT (kept equal by a test)
 KEPT_DIALOGUES = 64  # trainer.policies.kept_caches.MAX_KEPT (kept equal by a test)
-SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits / T, the nucleus' sorted copy and int64 order, log_softmax,
-# probabilities and their float64 cumulative distribution (about 24 bytes alive at once at most)
+SAMPLER_BYTES_PER_LOGIT = 32  # Picker: float32 logits, log_softmax, Gumbel noise; float64 uniforms
 CUBLAS_WORKSPACE_LARGE = 4096 * 8 * 1024  # torch's default on compute capability 9.x-12.x
 CUBLAS_WORKSPACE_SMALL = (4096 * 2 + 16 * 8) * 1024  # torch's default before Hopper (":4096:2:16:8")
 LEARNER_BLAS_PAIRS = 2  # the forward's thread and autograd's CUDA worker thread, on the default stream

@@ -1,9 +1,11 @@
 """Prefill across turns: the transformers engine with a dialogue's KV cache kept between turns against
 prefilling the whole dialogue every turn (keep_kv=0), on the tiny test model and SmolLM2-135M-Instruct.
 
-    python benchmarks/engines/kv_reuse.py [--dialogues 4] [--turns 10] [--user-tokens 24] [--new-tokens 16] [--json]
+    python benchmarks/engines/kv_reuse.py [--dialogues 4] [--turns 10] [--user-tokens 24] [--new-tokens 16]
+        [--decode generate|static] [--json]
 
-D dialogues are played side by side, one batch per turn (the rollout's "rounds" schedule, generate path):
+D dialogues are played side by side, one batch per turn (the rollout's "rounds" schedule; --decode picks the
+engine's decode path, "static" being the CUDA default, run eagerly here):
 each turn every dialogue gets its sampled reply and a user message of U random ids appended. Both engines
 share one model and sample with the same per-dialogue seeds; the table gives the prompt tokens each engine
 ran through the model per dialogue (engine.stats), that over the dialogue's final length, and the wall
@@ -45,8 +47,8 @@ def play(engine: Any, dialogues: int, turns: int, user_tokens: int, new_tokens: 
 def measure(name: str, path: Path, args: argparse.Namespace) -> list[dict]:
     from trainer.policies.hf_engine import HFEngine
 
-    after = HFEngine(path, device="cpu", decode="generate")
-    before = HFEngine(path, device="cpu", model=after.model, tokenizer=after.tokenizer, decode="generate", keep_kv=0)
+    after = HFEngine(path, device="cpu", decode=args.decode)
+    before = HFEngine(path, device="cpu", model=after.model, tokenizer=after.tokenizer, decode=args.decode, keep_kv=0)
     engines = {"before (prefill every turn)": before, "after (KV kept between turns)": after}
     walls: dict[str, list[float]] = {label: [] for label in engines}
     prefill, finals = {}, {}
@@ -60,7 +62,7 @@ def measure(name: str, path: Path, args: argparse.Namespace) -> list[dict]:
     rows = []
     for label in engines:
         length = sum(len(f) for f in finals[label]) / args.dialogues
-        rows.append({"model": name, "engine": label, "final_length": round(length, 1),
+        rows.append({"model": name, "engine": f"{args.decode}: {label}", "final_length": round(length, 1),
                      "prefill_per_dialogue": round(prefill[label], 1),
                      "prefill_over_length": round(prefill[label] / length, 2), "wall_s": round(min(walls[label]), 3)})
     same = len(set(json.dumps(f) for f in finals.values())) == 1
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--user-tokens", type=int, default=24)
     p.add_argument("--new-tokens", type=int, default=16)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--decode", choices=["generate", "static"], default="generate", help="the engine's decode path")
     p.add_argument("--skip-smollm", action="store_true", help="the tiny model only")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

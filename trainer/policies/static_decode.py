@@ -17,11 +17,14 @@ length bucket) into a CUDA graph and replayed, so a step costs about its memory 
   log-prob, the end-of-row check against the stop ids, and the next step's inputs (ids, positions, the mask's
   new column) all run on the device from fixed buffers indexed by a step counter that lives on the device, so
   a step is one graph replay; the host looks at the rows only every CHECK_EVERY steps (all ended? a loop?);
-- sampling draws from softmax(logits / T) over the top-p nucleus, the distribution of `_RowSampler` in
-  hf_engine, by inverting the row's cumulative distribution at one uniform per row and step; the uniform is a
-  counter-based hash of (row seed, step) computed on the device: no per-row host generators, no host round
-  trip, one draw per row instead of one per vocabulary entry, and a row's draws depend only on its own seed
-  (not on its batch mates). Log-probs follow trainer/policies/base.py's convention;
+- sampling is Gumbel-max over softmax(logits / T) in the top-p nucleus, as `_RowSampler` in hf_engine, but
+  each row's uniforms come from a counter-based hash of (row seed, step, vocabulary index) computed on the
+  device: no per-row host generators, no host round trip, and a row's draws depend only on its own seed (not
+  on its batch mates). Gumbel-max rather than inverting the cumulative distribution at one uniform per row:
+  the inverse moves its choice whenever float noise (another attention kernel, a kept cache) shifts any
+  boundary past the uniform, which over a 49k vocabulary happened within a few hundred SmolLM2 tokens on
+  CPU; Gumbel-max moves only when the two best scores are within the noise. Log-probs follow
+  trainer/policies/base.py's convention;
 - a dialogue's earlier turns come in as its kept cache (trainer.policies.kept_caches), copied row by row into
   the static cache, so only the last prompt column runs before decoding (no re-prefill).
 
@@ -62,12 +65,13 @@ def mix64(x: Any) -> Any:
     return z ^ _shr(z, 31)
 
 
-def row_uniform(row_keys: Any, step: Any) -> Any:
-    """[B] float64 uniforms in (0, 1): a function of (row key, step) only; `step` an int or a device scalar."""
+def row_uniforms(row_keys: Any, step: Any, vocab: int) -> Any:
+    """[B, vocab] uniforms in (0, 1): a function of (row key, step, vocabulary index) only; `step` an int or a
+    device scalar (inside the captured step)."""
     import torch
 
-    step = torch.as_tensor(step, dtype=torch.int64, device=row_keys.device)
-    bits = mix64(row_keys ^ mix64(step))
+    counter = torch.arange(vocab, device=row_keys.device, dtype=torch.int64) + step * vocab
+    bits = mix64(row_keys[:, None] ^ mix64(counter)[None, :])
     return (_shr(bits, 11).double() + 0.5) * (1.0 / (1 << 53))
 
 
@@ -86,8 +90,7 @@ def nucleus_logits(logits: Any, temperature: float, top_p: float) -> Any:
 
 @dataclass
 class Picker:
-    """Chooses each row's next id from its logits: greedy (temperature 0), else the inverse of the row's
-    cumulative distribution over the nucleus at the row's uniform for this step."""
+    """Chooses each row's next id from its logits: greedy (temperature 0) or Gumbel-max with row keys."""
     temperature: float
     top_p: float
     row_keys: Any  # [B] int64 on the device (mix64 of the row seeds); unused when greedy
@@ -100,9 +103,9 @@ class Picker:
             chosen = logp.argmax(dim=-1, keepdim=True)
         else:
             logp = torch.log_softmax(nucleus_logits(logits, self.temperature, self.top_p), dim=-1)
-            cdf = logp.exp().cumsum(dim=-1, dtype=torch.float64)  # ids outside the nucleus add 0: never chosen
-            target = row_uniform(self.row_keys, step)[:, None] * cdf[:, -1:]
-            chosen = torch.searchsorted(cdf, target).clamp_(max=logp.shape[-1] - 1)  # first id with cdf >= u
+            u = row_uniforms(self.row_keys, step, logp.shape[-1])
+            gumbel = -torch.log(-torch.log(u)).float()
+            chosen = (logp + gumbel).argmax(dim=-1, keepdim=True)
         return chosen[:, 0], logp.gather(-1, chosen)[:, 0]
 
 
