@@ -88,8 +88,8 @@ def job_resources(kind: str, config: dict[str, Any], limits: MachineLimits,
         if kind == "train":
             memory, why = _train_gib(config)
         elif kind == "compare":
-            sides = [_inference_gib(str(comparison_config.get(side, "default")), 16,
-                                    int(comparison_config.get("max_tokens", 0) or 0)) for side in ("a", "b")]
+            # a comparison's sides run as benchmarks with their defaults: 16 dialogues in flight, no length cap
+            sides = [_inference_gib(str(comparison_config.get(side, "default")), 16, 0) for side in ("a", "b")]
             memory, why = max(sides), "the larger side's policy (the sides play one after the other)"
         else:
             memory = _inference_gib(str(config.get("policy", "default")), int(config.get("concurrency", 16) or 16),
