@@ -16,7 +16,8 @@
     - sequential: one dialogue and one call at a time, as the reference code ran, measured on
       --sequential-sample dialogues and scaled to all of them (0 skips it).
 (b) decode: SmolLM2-135M-Instruct tokens/s at batch 1 / 4 / 16, transformers engine (--hf-decode picks its
-    path) vs vLLM engine (--skip-vllm leaves it out).
+    path) vs vLLM engine (--skip-vllm leaves it out); --with-generate-batch adds transformers' continuous
+    batching (`generate_batch`) on the same model, measured the same way.
 --json prints one object (wall_s, rounds_wall_s, bound_s, dialogues, turns, ...) instead of the table.
 """
 from __future__ import annotations
@@ -163,11 +164,14 @@ def orchestration_rows(r: dict, latency: str) -> list:
     return rows
 
 
+CHAT = [{"role": "system", "content": "You are a kind listener."},
+        {"role": "user", "content": "My sister forgot my birthday again. I keep saying it does not matter."}]
+
+
 def _decode_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
     from trainer.policies import SamplingConfig
 
-    chat = [{"role": "system", "content": "You are a kind listener."},
-            {"role": "user", "content": "My sister forgot my birthday again. I keep saying it does not matter."}]
+    chat = CHAT
     engine.generate([chat], SamplingConfig(max_new_tokens=4, seed=0))  # warm-up
     best = 0.0
     for r in range(repeats):
@@ -178,12 +182,35 @@ def _decode_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
     return best
 
 
+def _generate_batch_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
+    """transformers' continuous batching (`generate_batch`) on the engine's model, measured as _decode_rate is:
+    new tokens over the call's wall time (its manager's start and stop included: a rollout calls it every turn),
+    the same prompt and sampling (T = SamplingConfig's default, top-p 1, the engine's end-of-turn id)."""
+    from transformers import GenerationConfig
+
+    from trainer.policies import SamplingConfig
+
+    ids = engine.tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True)
+    ids = list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=SamplingConfig().temperature,
+                              top_p=1.0, top_k=0, eos_token_id=engine.eos_token_id,
+                              pad_token_id=engine.tokenizer.pad_token_id)
+    engine.model.generate_batch([ids], generation_config=config)  # warm-up
+    best = 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = engine.model.generate_batch([ids] * batch, generation_config=config)
+        best = max(best, sum(len(o.generated_tokens) for o in out.values()) / (time.perf_counter() - t0))
+    return best
+
+
 def decode(batches: list[int], new_tokens: int, repeats: int, hf_decode: str = "auto",
-           with_vllm: bool = True) -> tuple[list, dict]:
+           with_vllm: bool = True, with_generate_batch: bool = False) -> tuple[list, dict]:
     from trainer.policies import make_policy_engine
 
     hf = make_policy_engine("default", decode=hf_decode)
     hf_rates = {b: _decode_rate(hf, b, new_tokens, repeats) for b in batches}
+    batch_rates = {b: _generate_batch_rate(hf, b, new_tokens, repeats) for b in batches} if with_generate_batch else {}
     path = hf.decode_path
     del hf
     vllm_rates: dict = {}
@@ -194,13 +221,18 @@ def decode(batches: list[int], new_tokens: int, repeats: int, hf_decode: str = "
     rows = [("(b) decode", f"SmolLM2-135M-Instruct, {new_tokens} new tokens, best of {repeats}, "
                            f"transformers decode path {path}", "")]
     for b in batches:
+        if b in batch_rates:
+            rows.append((f"  batch {b}", f"transformers {hf_rates[b]:.0f} tok/s | generate_batch {batch_rates[b]:.0f} "
+                                         f"tok/s", f"generate_batch / engine = {batch_rates[b] / hf_rates[b]:.2f}x"))
         if not with_vllm:
-            rows.append((f"  batch {b}", f"transformers {hf_rates[b]:.0f} tok/s", ""))
+            if b not in batch_rates:
+                rows.append((f"  batch {b}", f"transformers {hf_rates[b]:.0f} tok/s", ""))
             continue
         rows.append((f"  batch {b}", f"transformers {hf_rates[b]:.0f} tok/s | vLLM {vllm_rates[b]:.0f} tok/s",
                      f"vLLM / transformers = {vllm_rates[b] / hf_rates[b]:.1f}x"
                      + (" (target >= 3x)" if b == max(batches) else "")))
-    return rows, {"transformers": hf_rates, "vllm": vllm_rates, "transformers_decode": path}
+    return rows, {"transformers": hf_rates, "vllm": vllm_rates, "transformers_decode": path,
+                  "generate_batch": batch_rates}
 
 
 def main() -> None:
@@ -221,6 +253,8 @@ def main() -> None:
     ap.add_argument("--hf-decode", choices=("auto", "generate", "static"), default="auto",
                     help="the transformers engine's decode path (auto: static on CUDA, generate on CPU)")
     ap.add_argument("--skip-vllm", action="store_true", help="decode: the transformers engine only")
+    ap.add_argument("--with-generate-batch", action="store_true",
+                    help="decode: also transformers' continuous batching (generate_batch) on the same model")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ap.add_argument("--tiny-dir", default=str(Path(os.environ.get("TMPDIR", "/tmp")) / "rlver_bench_tiny"))
     args = ap.parse_args()
@@ -246,7 +280,7 @@ def main() -> None:
         rows += orchestration_rows(result, latency)
     if not args.skip_decode:
         decode_rows, rates = decode([int(b) for b in args.batches.split(",")], args.new_tokens, args.repeats,
-                                    args.hf_decode, not args.skip_vllm)
+                                    args.hf_decode, not args.skip_vllm, args.with_generate_batch)
         rows += decode_rows
         result["decode_tokens_per_s"] = rates
     if args.json:
