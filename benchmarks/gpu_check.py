@@ -286,6 +286,7 @@ def cases(model_dir: Path, tiny: bool, device: str) -> list[tuple[str, str, dict
         ("ppo-full", common + "algorithm: ppo\n", {}),
         ("grpo-full", common + "algorithm: grpo\ngroup_size: 4\n", {}),
         ("grpo-overlap", common + "algorithm: grpo\ngroup_size: 4\nmax_staleness: 1\nsteps: 3\n", {}),
+        ("ppo-overlap", common + "algorithm: ppo\nmax_staleness: 1\nsteps: 3\n", {}),
         ("ppo-lora-gc", common + "algorithm: ppo\nlora: true\ngradient_checkpointing: true\n", {}),
         ("ppo-full-generate", common + "algorithm: ppo\n", {"RLVER_HF_DECODE": "generate"}),
     ]
@@ -306,9 +307,9 @@ def table(results: dict) -> str:
     dec = results.get("decode") or {}
     if dec.get("rows"):
         lines.append(f"decode (floor {dec.get('floor_ms')} ms = weights {dec.get('weights_gib')} GiB / bandwidth)")
-        lines.append(f"{'batch':>6} {'path':>9} {'ms/step':>9} {'x floor':>8} {'tok/s':>9}")
+        lines.append(f"{'batch':>6} {'path':>14} {'ms/step':>9} {'x floor':>8} {'tok/s':>9}")
         for r in dec["rows"]:
-            lines.append(f"{r['batch']:>6} {r['path']:>9} {r.get('ms_per_step', '-')!s:>9} "
+            lines.append(f"{r['batch']:>6} {r['path']:>14} {r.get('ms_per_step', '-')!s:>9} "
                          f"{r.get('x_floor', '-')!s:>8} "
                          f"{r.get('tokens_per_s', r.get('error', r.get('skipped', '-')))!s:>9}")
     train = [{"case": k[len("train:"):], **v} for k, v in results.items()
@@ -338,7 +339,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="a 2-layer toy model on CPU: a dry run of every section")
     ap.add_argument("--budget-s", type=float, default=450.0, help="sections starting after this are skipped")
     ap.add_argument("--workdir", default="/tmp/rlver_gpu_check")
-    ap.add_argument("--cases", default="ppo-full,grpo-full,grpo-overlap,ppo-lora-gc,ppo-full-generate")
+    ap.add_argument("--cases", default="ppo-full,grpo-full,grpo-overlap,ppo-overlap,ppo-lora-gc,ppo-full-generate")
     ap.add_argument("--no-tests", action="store_true")
     args = ap.parse_args(argv)
     budget = Budget(args.budget_s)
