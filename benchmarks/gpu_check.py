@@ -1,6 +1,8 @@
 """GPU truth in one run: decode speed against the bandwidth floor, training steps' peak memory against the plan.
 
     python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json          # on the GPU machine, < 8 min on an H200
+    python3 benchmarks/gpu_check.py --sections none --cases grpo-overlap,ppo-lora-gc,ppo-full-generate \
+        --out $OUT/gpu_check_2.json                                    # a second call: what the budget skipped
     python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check.json    # the same sections on CPU, a toy shape
 
 The model is a random Qwen2 of Qwen2.5-1.5B's shape (hidden 1536, intermediate 8960, 28 layers, 12 heads,
@@ -284,9 +286,9 @@ def cases(model_dir: Path, tiny: bool, device: str) -> list[tuple[str, str, dict
               f"minibatch_size: 8\nmicro_batch_size: 4\n")
     return [
         ("ppo-full", common + "algorithm: ppo\n", {}),
+        ("ppo-overlap", common + "algorithm: ppo\nmax_staleness: 1\nsteps: 3\n", {}),
         ("grpo-full", common + "algorithm: grpo\ngroup_size: 4\n", {}),
         ("grpo-overlap", common + "algorithm: grpo\ngroup_size: 4\nmax_staleness: 1\nsteps: 3\n", {}),
-        ("ppo-overlap", common + "algorithm: ppo\nmax_staleness: 1\nsteps: 3\n", {}),
         ("ppo-lora-gc", common + "algorithm: ppo\nlora: true\ngradient_checkpointing: true\n", {}),
         ("ppo-full-generate", common + "algorithm: ppo\n", {"RLVER_HF_DECODE": "generate"}),
     ]
@@ -340,8 +342,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--budget-s", type=float, default=450.0, help="sections starting after this are skipped")
     ap.add_argument("--workdir", default="/tmp/rlver_gpu_check")
     ap.add_argument("--cases", default="ppo-full,grpo-full,grpo-overlap,ppo-overlap,ppo-lora-gc,ppo-full-generate")
+    ap.add_argument("--sections", default="decode,logits,paper_shape,prefill",
+                    help="the measuring sections to run before the training cases ('none': the cases only)")
     ap.add_argument("--no-tests", action="store_true")
     args = ap.parse_args(argv)
+    sections = set(args.sections.split(","))
     budget = Budget(args.budget_s)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -360,23 +365,27 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                                                else FULL_SHAPE, device))})
     save()
     batches = [1, 4] if args.tiny else [1, 16, 64]
-    guarded(results, "decode", budget, 60, lambda: decode(model_dir, device, batches, 16 if args.tiny else 96,
-                                                          32 if args.tiny else 128, env, budget))
+    if "decode" in sections:
+        guarded(results, "decode", budget, 60, lambda: decode(model_dir, device, batches, 16 if args.tiny else 96,
+                                                              32 if args.tiny else 128, env, budget))
     save()
     from benchmarks.plan_time_check import (PAPER_SHAPE_4_LAYERS, TINY_SCALE_SHAPE, scale_logits, scale_paper_shape,
                                             scale_prefill)
 
     big = device == "cuda"
-    guarded(results, "logits", budget, 30, lambda: scale_logits(device, 8192 if big else 512, 3584 if big else 64,
-                                                                     152064 if big else 8192))
-    guarded(results, "paper_shape", budget, 60, lambda: scale_paper_shape(
-        device, workdir, PAPER_SHAPE_4_LAYERS if big else TINY_SCALE_SHAPE, 8192 if big else 256))
-    guarded(results, "prefill", budget, 30, lambda: scale_prefill(model_dir, device, 10, 40, 96 if big else 16))
+    if "logits" in sections:
+        guarded(results, "logits", budget, 30, lambda: scale_logits(device, 8192 if big else 512, 3584 if big else 64,
+                                                                         152064 if big else 8192))
+    if "paper_shape" in sections:
+        guarded(results, "paper_shape", budget, 60, lambda: scale_paper_shape(
+            device, workdir, PAPER_SHAPE_4_LAYERS if big else TINY_SCALE_SHAPE, 8192 if big else 256))
+    if "prefill" in sections:
+        guarded(results, "prefill", budget, 30, lambda: scale_prefill(model_dir, device, 10, 40, 96 if big else 16))
     save()
     gpu_gib = env.get("gpu_gib") or 24
     chosen = args.cases.split(",")
     order = [c for c in cases(model_dir, args.tiny, device) if c[0] in chosen]
-    first, rest = order[:2], order[2:]  # PPO and GRPO full weights, then the GPU tests, then the rest
+    first, rest = order[:3], order[3:]  # PPO (sync and overlapped) and GRPO, then the GPU tests, then the rest
     for group in (first, None, rest):
         if group is None:
             if not args.no_tests:
