@@ -5,25 +5,21 @@
         --out $OUT/gpu_check_2.json                                    # a second call: what the budget skipped
     python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check.json    # the same sections on CPU, a toy shape
 
-The model is a random Qwen2 of Qwen2.5-1.5B's shape (hidden 1536, intermediate 8960, 28 layers, 12 heads,
-2 KV heads; vocabulary cut to the test tokenizer's 512: 1.31 B parameters, bf16), built on the spot from a
-config (no weights travel or download); --tiny builds a 2-layer toy instead. Sections, each guarded (an error
-is recorded and the next runs) and each skipped once the time budget (--budget-s) is spent:
+The model: a random Qwen2 of Qwen2.5-1.5B's shape (vocabulary cut to the test tokenizer's 512: 1.31 B
+parameters, bf16), built from a config on the spot; --tiny a 2-layer toy. Sections, each guarded (an error is
+recorded, the next runs) and skipped once the time budget (--budget-s) is spent:
 
-1. decode: ms per decode step of the transformers engine at batch 1 / 16 / 64, transformers' generate
-   ("generate") against the static-cache CUDA-graph path ("static"), and at the largest batch transformers'
-   continuous batching (`generate_batch`, greedy, timed from its own per-token timestamps), next to the bandwidth floor (the
-   weights' bytes / the GPU's memory bandwidth: one read of the weights per step), plus how often the
-   engine's two paths agree greedily;
-2. train: `trainer plan` then `trainer train` (2 steps, the rule-based outside user docs/examples/rule_user.py)
-   per case, each in its own process: peak allocated / reserved CUDA memory against the plan's per-GPU
-   figure (the plan is right when allocated <= plan <= 1.25 x reserved), step time, learner idle share;
-3. tests: `pytest -m gpu` (tests/test_gpu.py);
-4. logits, paper_shape, prefill (benchmarks/plan_time_check.py, scale_*): the loss's LM head chunked against the full logits
-   and against liger-kernel's and cut-cross-entropy's fused kernels where installed (peak, time, difference;
-   carry their wheels: `pip download --no-deps liger-kernel cut-cross-entropy -d .whl`), Qwen2.5-7B's widths
-   and vocabulary at 4 layers through the learner's loss path (peak against the plan), and prompt tokens
-   prefilled per 10-turn dialogue against its final length.
+1. decode: ms per decode step at batch 1 / 16 / 64 of the engine's paths "generate" and "static" (CUDA graph)
+   and, at the largest batch, transformers' `generate_batch` (timed from its per-token timestamps), against the
+   bandwidth floor (one read of the weights), plus the two paths' greedy agreement;
+2. logits, paper_shape, prefill (benchmarks/plan_time_check.py, scale_*): the LM head chunked against the full
+   logits and liger-kernel's / cut-cross-entropy's fused kernels where installed (carry their wheels: `pip
+   download --no-deps liger-kernel cut-cross-entropy -d .whl`); Qwen2.5-7B's widths at 4 layers through the
+   learner's loss path against the plan; prompt tokens prefilled per 10-turn dialogue against its length;
+3. train: `trainer plan` then `trainer train` per case, each in its own process (the rule-based user
+   docs/examples/rule_user.py): peak allocated / reserved CUDA memory against the plan's per-GPU figure
+   (right when allocated <= plan <= 1.25 x reserved), step time, learner idle share; `pytest -m gpu`
+   (tests/test_gpu.py) after the first three cases.
 
 Writes one JSON object (--out) and prints a table.
 """
@@ -165,21 +161,16 @@ def decode(model_dir: Path, device: str, batches: list[int], new_tokens: int, pr
                 row = {"batch": batch, "path": name, "error": repr(exc)[:400]}
             rows.append(row)
             print(f"[gpu_check] decode {row}", flush=True)
-        if batch != max(batches):  # each call starts and stops a manager (seconds): the largest batch only
-            continue
-        if budget.left() < 60:
-            rows.append({"batch": batch, "path": "generate_batch", "skipped": "time budget"})
-            continue
-        try:  # transformers' continuous batching (paged cache, its own CUDA graphs): the library to beat
-            best = _generate_batch_ms(base.model, prompts, new_tokens)
-            row = {"batch": batch, "path": "generate_batch", "ms_per_step": round(best, 3),
-                   "tokens_per_s": round(batch * 1e3 / best, 1)}
-            if floor_ms:
-                row["x_floor"] = round(best / floor_ms, 2)
-        except Exception as exc:  # noqa: BLE001
-            row = {"batch": batch, "path": "generate_batch", "error": repr(exc)[:400]}
-        rows.append(row)
-        print(f"[gpu_check] decode {row}", flush=True)
+        if batch == max(batches) and budget.left() >= 60:  # a manager starts and stops each call: one batch
+            row = {"batch": batch, "path": "generate_batch"}
+            try:  # transformers' continuous batching (paged cache, its own CUDA graphs): the library to beat
+                best = _generate_batch_ms(base.model, prompts, new_tokens)
+                row.update(ms_per_step=round(best, 3), tokens_per_s=round(batch * 1e3 / best, 1),
+                           **({"x_floor": round(best / floor_ms, 2)} if floor_ms else {}))
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = repr(exc)[:400]
+            rows.append(row)
+            print(f"[gpu_check] decode {row}", flush=True)
     out["rows"] = rows
     out["greedy_agreement"] = _agreement(base, fast, torch, device)
     out["static_graph_captures"] = fast.static_captures
