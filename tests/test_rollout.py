@@ -211,6 +211,7 @@ def test_real_offline_simulator(policy, store):
         assert stored["status"] == s.status
 
 
+@pytest.mark.model  # offline:v2 may load its packaged models, depending on what the policy replied
 def test_only_the_reply_at_the_rules_cap_goes_unjudged(policy):
     """Standard rules leave the reply that reaches their own cap (10) unjudged, as SAGE's loop does; a
     rollout capped shorter (a 3-turn evaluation) has all of its replies judged."""
