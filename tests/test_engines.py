@@ -201,9 +201,13 @@ def test_models_load_side_by_side_in_threads(tiny_model_dir):
     assert errors == []
 
 
-def test_a_token_listener_sees_each_row_grow_before_generate_returns(hf):
-    """The transformers engine hands every decoding step's tokens so far, per row and with whose turn each
-    row is, to its token_listener; the last call holds each reply as returned (up to its stop id)."""
+@pytest.mark.parametrize("decode", ["generate", "static"])
+def test_a_token_listener_sees_each_row_grow_before_generate_returns(hf, decode):
+    """The transformers engine hands every decoding step's tokens so far (the static path: every few steps), per
+    row and with whose turn each row is, to its token_listener; the last call holds each reply as returned (up to
+    its stop id)."""
+    if decode == "static":
+        hf = HFEngine(hf.path, model=hf.model, tokenizer=hf.tokenizer, decode="static")
     calls = []
     hf.token_listener = lambda keys, rows: calls.append((list(keys), [list(r) for r in rows]))
     hf.batch_keys = ["dlg-a", "dlg-b"]

@@ -110,8 +110,9 @@ class PolicyEngine(abc.ABC):
     # local engines end (transformers) or flag (vLLM) a reply that loops
     repetition_rule: Any = None
     # Set by a UI that shows replies as they are sampled: called as token_listener(keys, ids) after each
-    # decoding step, `ids` the tokens so far of every row of the batch and `keys` whose turn each row is
-    # (batch_keys, set by the scheduler). Engines that can call it (transformers' generate path); others never.
+    # decoding step (the transformers engine's static path: every few steps), `ids` the tokens so far of every
+    # row of the batch and `keys` whose turn each row is (batch_keys, set by the scheduler). Engines that can
+    # call it (the transformers engine); others never.
     token_listener: Any = None
     batch_keys: Optional[list[str]] = None
 

@@ -129,9 +129,8 @@ class HFEngine(PolicyEngine):
         stop = _StopOnEvent(self.stop_event) if self.stop_event is not None else None
         loops = RepetitionStop(width, self.repetition_rule) if self.repetition_rule is not None else None
         criteria = [c for c in (stop, loops) if c is not None]
-        keys = self.batch_keys if self.batch_keys and len(self.batch_keys) == len(prompt_ids) else \
-            [""] * len(prompt_ids)
-        feed = _TokenFeed(self.token_listener, keys, self._stop_ids) if self.token_listener is not None else None
+        feed = _TokenFeed(self.token_listener, self._keys(len(prompt_ids)), self._stop_ids) \
+            if self.token_listener is not None else None
         with torch.inference_mode():
             cache = self.kept.prefilled_cache(prompt_ids, width)
             out = self.model.generate(streamer=feed, past_key_values=cache,
@@ -157,6 +156,10 @@ class HFEngine(PolicyEngine):
                                [(layer.keys, layer.values) for layer in cache.layers], cache.get_seq_length(), width)
         return results
 
+    def _keys(self, rows: int) -> list[str]:
+        """Whose turn each row of the batch is (batch_keys, when the scheduler set them for this batch)."""
+        return list(self.batch_keys) if self.batch_keys and len(self.batch_keys) == rows else [""] * rows
+
     def _generate_static(self, prompt_ids: list[list[int]], input_ids: Any, attention: Any, params: SamplingConfig,
                          seeds: Optional[list[int]]) -> list[Generation]:
         """The static-cache loop (static_decode), continuing from the dialogues' kept caches."""
@@ -174,11 +177,15 @@ class HFEngine(PolicyEngine):
         if loops is not None and params.max_new_tokens >= loops.rule.window:
             check = lambda new, t: loops(new, None)  # noqa: E731
         stop = self.stop_event
+        feed = None
+        if self.token_listener is not None:
+            tokens = _TokenFeed(self.token_listener, self._keys(len(prompt_ids)), self._stop_ids)
+            feed = tokens.put_rows
         with torch.inference_mode():
             new, logprobs = self._static.decode(
                 input_ids, attention, params.max_new_tokens, params.temperature, params.top_p, row_keys,
                 self._stop_ids, lambda: stop is not None and stop.is_set(), check,
-                prefix=self.kept.row_caches(prompt_ids))
+                prefix=self.kept.row_caches(prompt_ids), on_tokens=feed)
             results = self._results(prompt_ids, new, logprobs, loops)
             self.kept.keep(prompt_ids, new, [len(g.token_ids) for g in results], self._static.filled_layers(),
                            self._static.columns, input_ids.shape[1])
@@ -256,6 +263,14 @@ class _TokenFeed:
 
     def end(self) -> None:
         """Nothing to flush: the finished replies come back from generate."""
+
+    def put_rows(self, new: Any) -> None:
+        """The static path's feed: every row's ids so far [B, t] at once, each cut at its first stop id."""
+        self.rows = []
+        for ids in new.tolist():
+            end = next((i for i, t in enumerate(ids) if t in self.stop_ids), len(ids))
+            self.rows.append(ids[:end])
+        self.listener(self.keys, self.rows)
 
 
 class _StopOnEvent:

@@ -301,11 +301,13 @@ class StaticDecoder:
     def decode(self, input_ids: Any, attention: Any, max_new_tokens: int, temperature: float, top_p: float,
                row_keys: Any, stop_ids: list[int], should_stop: Callable[[], bool],
                check_rows: Optional[Callable[[Any, int], Any]] = None,
-               prefix: Optional[Iterable[list[tuple[Any, Any]]]] = None) -> tuple[Any, Any]:
+               prefix: Optional[Iterable[list[tuple[Any, Any]]]] = None,
+               on_tokens: Optional[Callable[[Any], None]] = None) -> tuple[Any, Any]:
         """(new ids [B, N], their log-probs [B, N]) on the CPU for left-padded `input_ids` [B, W]; N <= max_new_tokens
         (the loop ends once every row has sampled a stop id). `row_keys` [B] int64: mix64 of each row's seed;
         `check_rows(new ids so far [B, t], t)` may return a [B] bool tensor of rows to end (repetition);
-        `prefix`: the rows' kept caches (see _prefill; kept_caches.KeptCaches.row_caches)."""
+        `prefix`: the rows' kept caches (see _prefill; kept_caches.KeptCaches.row_caches); `on_tokens(new ids so
+        far [B, t])` is called after the first id, at every check of the rows and at the end (streaming)."""
         import torch
 
         rows, width = input_ids.shape
@@ -329,9 +331,13 @@ class StaticDecoder:
         slot.mask.zero_()
         slot.mask[:, :width + 1] = torch.cat([attn.bool(), attn.new_ones((batch, 1), dtype=torch.bool)], dim=1)
         chosen = 1  # ids recorded so far
+        if on_tokens is not None:
+            on_tokens(slot.tokens[:rows, :1])
         with _DecodeAttention(self.model):
             while chosen < max_new_tokens:
                 if chosen % CHECK_EVERY == 0 or should_stop():
+                    if on_tokens is not None:
+                        on_tokens(slot.tokens[:rows, :chosen])
                     if check_rows is not None:
                         flagged = check_rows(slot.tokens[:rows, :chosen], chosen)
                         if flagged is not None:
@@ -346,4 +352,6 @@ class StaticDecoder:
                     slot.graph.replay()
                 chosen += 1
         self.columns = width + chosen - 1  # the last chosen ids were never run through the model
+        if on_tokens is not None:
+            on_tokens(slot.tokens[:rows, :chosen])
         return slot.tokens[:rows, :chosen].cpu(), slot.logprobs[:rows, :chosen].cpu()
