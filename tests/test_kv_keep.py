@@ -61,6 +61,15 @@ def test_a_new_batch_shape_starts_from_the_kept_caches(engines):
     assert keeping.stats["prefill_tokens"] - before == 3 + 4  # the reply's last id and the user's two; the new row
 
 
+def test_one_id_prompts_that_match_a_kept_cache_are_run_whole(engines):
+    """A one-id prompt has no cache of its own to take from a kept one (its id is run by the decode loop)."""
+    keeping, fresh = engines
+    greedy = SamplingConfig(temperature=0, max_new_tokens=4)
+    keeping.generate_ids([[5]], greedy)
+    got, want = keeping.generate_ids([[5], [5]], greedy), fresh.generate_ids([[5], [5]], greedy)
+    assert [g.token_ids for g in got] == [w.token_ids for w in want]
+
+
 def test_a_weight_change_drops_the_kept_caches(engines):
     keeping, fresh = engines
     prompt = _user(9, 0, keeping.tokenizer.vocab_size)

@@ -100,7 +100,9 @@ class KeptCaches:
         if rows is None:
             return None
         rows = list(rows)
-        shaped = next(row for row in rows if row)  # a one-id prompt has no cache of its own
+        shaped = next((row for row in rows if row), None)  # a one-id prompt has no cache of its own
+        if shaped is None:  # one-id prompts only: generate runs them whole
+            return None
         stacked = []
         for layer, (k0, v0) in enumerate(shaped):
             keys, values = [], []
