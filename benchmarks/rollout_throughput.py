@@ -190,8 +190,7 @@ def _generate_batch_rate(engine, batch: int, new_tokens: int, repeats: int) -> f
 
     from trainer.policies import SamplingConfig
 
-    ids = engine.tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True)
-    ids = list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+    ids = engine.encode_chat(CHAT)
     config = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=SamplingConfig().temperature,
                               top_p=1.0, top_k=0, eos_token_id=engine.eos_token_id,
                               pad_token_id=engine.tokenizer.pad_token_id)

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 
 DECODE_PATHS = ("generate", "static")
+
+
 class HFEngine(PolicyEngine):
     """Any local Hugging Face causal-LM folder. `model` may be passed in to share weights with training."""
 
@@ -177,10 +179,8 @@ class HFEngine(PolicyEngine):
         if loops is not None and params.max_new_tokens >= loops.rule.window:
             check = lambda new, t: loops(new, None)  # noqa: E731
         stop = self.stop_event
-        feed = None
-        if self.token_listener is not None:
-            tokens = _TokenFeed(self.token_listener, self._keys(len(prompt_ids)), self._stop_ids)
-            feed = tokens.put_rows
+        feed = _TokenFeed(self.token_listener, self._keys(len(prompt_ids)), self._stop_ids).put_rows \
+            if self.token_listener is not None else None
         with torch.inference_mode():
             new, logprobs = self._static.decode(
                 input_ids, attention, params.max_new_tokens, params.temperature, params.top_p, row_keys,

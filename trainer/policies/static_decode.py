@@ -179,13 +179,28 @@ class _Slot:
         self.ended |= (chosen[:, None] == self.stops[None, :]).any(dim=-1)
         self.ids.copy_(chosen[:, None])
 
+    def forward(self, model: Any) -> Any:
+        """Logits [B, V] of the ids in `ids`, written at the cache's running column (decode attention)."""
+        out = model(input_ids=self.ids, position_ids=self.positions, attention_mask=self.mask[:, None, None, :],
+                    past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :]
+
+    def write_rows(self, rows: slice, columns: slice, layers: list[tuple[Any, Any]]) -> None:
+        """Copy each layer's (keys, values) [rows, heads, columns, dim] into the static cache (allocated at the
+        first write, [batch, heads, length, dim], as transformers' first update would)."""
+        for layer, (keys, values) in zip(self.cache.layers, layers):
+            if not layer.is_initialized:
+                layer.lazy_initialization(keys[:1].expand(self.batch, -1, -1, -1),
+                                          values[:1].expand(self.batch, -1, -1, -1))
+            layer.keys[rows, :, columns] = keys
+            layer.values[rows, :, columns] = values
+
     def advance(self, model: Any, picker: Picker) -> None:
         """One decode step, all on the device (the captured unit): feed the last chosen ids at their cache
         column, pick and record the next ids, move positions and the mask one column on."""
-        out = model(input_ids=self.ids, position_ids=self.positions, attention_mask=self.mask[:, None, None, :],
-                    past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        logits = self.forward(model)
         self.step += 1
-        self.record(*picker(out.logits[:, -1, :], self.step[0]))
+        self.record(*picker(logits, self.step[0]))
         self.positions += 1
         self.column += 1
         self.mask.index_fill_(1, self.column, True)
@@ -256,13 +271,8 @@ class StaticDecoder:
         if prefix is None:  # rows in groups of at most PREFILL_TOKENS padded tokens, each group's cache copied in
             return self._prefill_in_groups(slot, ids, attn, positions, group)
         for row, layers in enumerate(prefix):
-            for layer, (keys, values) in zip(slot.cache.layers, layers):
-                if not layer.is_initialized:  # allocates [batch, heads, length, dim] like the first update would
-                    layer.lazy_initialization(keys.expand(slot.batch, -1, -1, -1),
-                                              values.expand(slot.batch, -1, -1, -1))
-                start = width - 1 - keys.shape[2]
-                layer.keys[row, :, start:width - 1] = keys[0]
-                layer.values[row, :, start:width - 1] = values[0]
+            if layers:  # a one-id prompt has no cache of its own
+                slot.write_rows(slice(row, row + 1), slice(width - 1 - layers[0][0].shape[2], width - 1), layers)
         for layer in slot.cache.layers:
             layer.cumulative_length.fill_(width - 1)
         slot.ids.copy_(ids[:, -1:])
@@ -270,9 +280,7 @@ class StaticDecoder:
         slot.mask.zero_()
         slot.mask[:, :width] = attn.bool()
         with _DecodeAttention(self.model):
-            out = self.model(input_ids=slot.ids, position_ids=slot.positions, past_key_values=slot.cache,
-                             attention_mask=slot.mask[:, None, None, :], use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1, :]
+            return slot.forward(self.model)
 
     def _prefill_in_groups(self, slot: _Slot, ids: Any, attn: Any, positions: Any, group: int) -> Any:
         """The whole prompt run through the model `group` rows at a time (the peak of one group's forward),
@@ -287,12 +295,7 @@ class StaticDecoder:
             out = self.model(input_ids=ids[rows], attention_mask=attn[rows], position_ids=positions[rows],
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
             logits.append(out.logits[:, -1, :])
-            for layer, made in zip(slot.cache.layers, cache.layers):
-                if not layer.is_initialized:
-                    layer.lazy_initialization(made.keys[:1].expand(slot.batch, -1, -1, -1),
-                                              made.values[:1].expand(slot.batch, -1, -1, -1))
-                layer.keys[rows, :, :ids.shape[1]] = made.keys
-                layer.values[rows, :, :ids.shape[1]] = made.values
+            slot.write_rows(rows, slice(0, ids.shape[1]), [(layer.keys, layer.values) for layer in cache.layers])
             del out, cache
         for layer in slot.cache.layers:
             layer.cumulative_length.fill_(ids.shape[1])
@@ -329,7 +332,8 @@ class StaticDecoder:
         slot.positions.copy_(positions[:, -1:] + 1)
         slot.column.fill_(width)
         slot.mask.zero_()
-        slot.mask[:, :width + 1] = torch.cat([attn.bool(), attn.new_ones((batch, 1), dtype=torch.bool)], dim=1)
+        slot.mask[:, :width] = attn.bool()
+        slot.mask[:, width] = True  # the first chosen id's own column
         chosen = 1  # ids recorded so far
         if on_tokens is not None:
             on_tokens(slot.tokens[:rows, :1])
