@@ -39,7 +39,8 @@ def trainer(*args: str, wait: bool = True) -> subprocess.Popen | subprocess.Comp
 
 
 def stored(store) -> dict[int, tuple]:
-    """dialogue id -> (row id, created_at, scores, reasons) of its judge rows judged without error."""
+    """dialogue id -> (row id, created_at, scores, reasons) of its judge rows judged without error. A row judged
+    again is told by (id, created_at): SQLite gives a new row the id of the highest row just deleted."""
     with read_scope(store) as s:
         return {r.dialogue_id: (r.id, r.created_at, dict(r.scores), dict(r.reasons))
                 for r in s.scalars(select(JudgeScore).where(JudgeScore.status == "ok"))}
@@ -152,7 +153,7 @@ def test_ctrl_c_stops_a_forced_judge_run_and_its_resume_keeps_what_it_judged_aga
         os.kill(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) == 1
         job = job_queue.get_job(store, job_id)
-        rejudged = {d for d, row in stored(store).items() if row[0] != first[d][0]}
+        rejudged = {d for d, row in stored(store).items() if row[:2] != first[d][:2]}
         assert job["status"] == "cancelled" and 2 <= len(rejudged) < len(DIALOGUES) and job["step"] == len(rejudged)
         calls = server.calls
 
@@ -162,7 +163,7 @@ def test_ctrl_c_stops_a_forced_judge_run_and_its_resume_keeps_what_it_judged_aga
         assert (out["skipped"], out["judged"], out["left"]) == (len(rejudged), len(DIALOGUES) - len(rejudged), 0)
         assert server.calls - calls == len(DIALOGUES) - len(rejudged)
     after = stored(store)
-    assert all(after[d][0] != first[d][0] for d in after)  # every dialogue judged again by the forced run ...
+    assert all(after[d][:2] != first[d][:2] for d in after)  # every dialogue judged again by the forced run ...
     assert {d: r[2:] for d, r in after.items()} == {d: r[2:] for d, r in first.items()}  # ... to the same scores
     assert job_queue.get_job(store, job_id)["status"] == "succeeded"
 
