@@ -94,7 +94,7 @@ def test_a_killed_judge_run_shows_dead_and_resumes_judging_only_the_rest(store, 
     assert code == 0 and (uninterrupted["judged"], uninterrupted["skipped"]) == (len(DIALOGUES), 0)
     again = stored(store)
     assert {d: r[2:] for d, r in again.items()} == {d: r[2:] for d, r in after.items()}
-    assert all(again[d][0] != after[d][0] for d in after)  # judged anew, not skipped
+    assert all(again[d][:2] != after[d][:2] for d in after)  # judged anew, not skipped
     assert len({tuple(sorted(r[2].items())) for r in after.values()}) > 2  # the scores tell dialogues apart
     assert uninterrupted["means"] == out["means"]
 
