@@ -222,3 +222,26 @@ def test_a_token_listener_sees_each_row_grow_before_generate_returns(hf, decode)
         assert calls[-1][1][row] == [t for t in g.token_ids if t not in hf._stop_ids]
         lengths = [len(rows[row]) for _, rows in calls]
         assert lengths == sorted(lengths)  # only ever grows
+
+
+@pytest.mark.parametrize("decode", ["generate", "static"])
+def test_a_stopped_batch_sends_its_last_tokens_to_the_listener_once(hf, decode):
+    """A batch stopped part way (the engine's stop event, set here by the listener's second call) ends early, and
+    the listener is not handed the same tokens twice."""
+    if decode == "static":
+        hf = HFEngine(hf.path, model=hf.model, tokenizer=hf.tokenizer, decode="static")
+    calls = []
+
+    def listen(keys, rows):
+        calls.append([list(r) for r in rows])
+        if len(calls) == 2:
+            hf.stop_event.set()
+
+    hf.token_listener, hf.batch_keys, hf.stop_event = listen, ["dlg-a", "dlg-b"], threading.Event()
+    try:
+        prompts = [hf.encode_text("hello there"), hf.encode_text("how are you today")]
+        gens = hf.generate_ids(prompts, SamplingConfig(temperature=1.0, max_new_tokens=48), seeds=[1, 2])
+    finally:
+        hf.token_listener, hf.batch_keys, hf.stop_event = None, None, None
+    assert max(len(g.token_ids) for g in gens) < 48
+    assert all(a != b for a, b in zip(calls, calls[1:]))

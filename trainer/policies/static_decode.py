@@ -334,7 +334,7 @@ class StaticDecoder:
         slot.mask.zero_()
         slot.mask[:, :width] = attn.bool()
         slot.mask[:, width] = True  # the first chosen id's own column
-        chosen = 1  # ids recorded so far
+        chosen = fed = 1  # ids recorded so far; ids sent to on_tokens so far
         if on_tokens is not None:
             on_tokens(slot.tokens[:rows, :1])
         with _DecodeAttention(self.model):
@@ -342,6 +342,7 @@ class StaticDecoder:
                 if chosen % CHECK_EVERY == 0 or should_stop():
                     if on_tokens is not None:
                         on_tokens(slot.tokens[:rows, :chosen])
+                        fed = chosen
                     if check_rows is not None:
                         flagged = check_rows(slot.tokens[:rows, :chosen], chosen)
                         if flagged is not None:
@@ -356,6 +357,6 @@ class StaticDecoder:
                     slot.graph.replay()
                 chosen += 1
         self.columns = width + chosen - 1  # the last chosen ids were never run through the model
-        if on_tokens is not None:
+        if on_tokens is not None and fed < chosen:
             on_tokens(slot.tokens[:rows, :chosen])
         return slot.tokens[:rows, :chosen].cpu(), slot.logprobs[:rows, :chosen].cpu()
