@@ -195,6 +195,11 @@ class _Slot:
             layer.keys[rows, :, columns] = keys
             layer.values[rows, :, columns] = values
 
+    def set_filled(self, columns: int) -> None:
+        """Tell every cache layer its first `columns` columns are filled (the next write goes after them)."""
+        for layer in self.cache.layers:
+            layer.cumulative_length.fill_(columns)
+
     def advance(self, model: Any, picker: Picker) -> None:
         """One decode step, all on the device (the captured unit): feed the last chosen ids at their cache
         column, pick and record the next ids, move positions and the mask one column on."""
@@ -261,7 +266,7 @@ class StaticDecoder:
                  prefix: Optional[Iterable[list[tuple[Any, Any]]]]) -> Any:
         """The first id's logits [B, V]: the whole prompt run through the model, or with the rows' kept caches
         (`prefix`: per row, each layer's keys and values of every prompt id but the last, copied in at the row's
-        left-padded columns as they come) only the last column."""
+        left-padded columns as they come) only the last column, under the prompt's mask (set by decode)."""
         width = ids.shape[1]
         group = max(1, PREFILL_TOKENS // width)
         if prefix is None and group >= slot.batch:
@@ -273,12 +278,9 @@ class StaticDecoder:
         for row, layers in enumerate(prefix):
             if layers:  # a one-id prompt has no cache of its own
                 slot.write_rows(slice(row, row + 1), slice(width - 1 - layers[0][0].shape[2], width - 1), layers)
-        for layer in slot.cache.layers:
-            layer.cumulative_length.fill_(width - 1)
+        slot.set_filled(width - 1)
         slot.ids.copy_(ids[:, -1:])
         slot.positions.copy_(positions[:, -1:])
-        slot.mask.zero_()
-        slot.mask[:, :width] = attn.bool()
         with _DecodeAttention(self.model):
             return slot.forward(self.model)
 
@@ -297,8 +299,7 @@ class StaticDecoder:
             logits.append(out.logits[:, -1, :])
             slot.write_rows(rows, slice(0, ids.shape[1]), [(layer.keys, layer.values) for layer in cache.layers])
             del out, cache
-        for layer in slot.cache.layers:
-            layer.cumulative_length.fill_(ids.shape[1])
+        slot.set_filled(ids.shape[1])
         return torch.cat(logits)
 
     def decode(self, input_ids: Any, attention: Any, max_new_tokens: int, temperature: float, top_p: float,
@@ -324,6 +325,8 @@ class StaticDecoder:
         slot.row_keys[:rows] = row_keys.to(self.device)
         picker = Picker(temperature, top_p, slot.row_keys)
         positions = (attn.long().cumsum(-1) - 1).clamp(min=0)
+        slot.mask.zero_()
+        slot.mask[:, :width] = attn.bool()
         logits = self._prefill(slot, ids, attn, positions, prefix)
         slot.step.zero_()
         slot.ended.zero_()
@@ -331,8 +334,6 @@ class StaticDecoder:
         del logits
         slot.positions.copy_(positions[:, -1:] + 1)
         slot.column.fill_(width)
-        slot.mask.zero_()
-        slot.mask[:, :width] = attn.bool()
         slot.mask[:, width] = True  # the first chosen id's own column
         chosen = fed = 1  # ids recorded so far; ids sent to on_tokens so far
         if on_tokens is not None:
