@@ -27,9 +27,10 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   generate's growing cache concatenates one layer at a time (old and new copies of one layer live together);
   the prompt's forward (prefill) holds, in its widest layer, the hidden stream, q/k/v/attention output and the
   MLP's gate, up and product (p s_rows (6 h + 3 I); the static path runs rows in groups of at most
-  STATIC_PREFILL_TOKENS padded tokens, each group's own cache copied into the static cache after), plus on CPU the left-padded batch's boolean s x s mask and
-  the float32 copy SDPA's fused CPU kernel makes of it (5 bytes per entry and row; no per-head scores); the logits of the last position and
-  the sampler's float32 / float64 working copies (p + 32 bytes per vocabulary entry and row). Each dialogue's
+  STATIC_PREFILL_TOKENS padded tokens, each group's own cache copied into the static cache after), plus on
+  CPU the left-padded batch's boolean s x s mask and the float32 copy SDPA's fused CPU kernel makes of it
+  (5 bytes per entry and row; no per-head scores); the logits of the last position and the sampler's
+  float32 / float64 working copies (p + 32 bytes per vocabulary entry and row). Each dialogue's
   cache is also kept between its turns (trainer.policies.kept_caches.KeptCaches, at most KEPT_DIALOGUES):
   sampling_kept_kv, up to max_dialogue_tokens a dialogue (none with max_turns 1: the trainer's engine keeps
   none); on the generate path (CPU) beside the batch's left-padded copy built from it (counted in the cache
