@@ -171,12 +171,11 @@ CHAT = [{"role": "system", "content": "You are a kind listener."},
 def _decode_rate(engine, batch: int, new_tokens: int, repeats: int) -> float:
     from trainer.policies import SamplingConfig
 
-    chat = CHAT
-    engine.generate([chat], SamplingConfig(max_new_tokens=4, seed=0))  # warm-up
+    engine.generate([CHAT], SamplingConfig(max_new_tokens=4, seed=0))  # warm-up
     best = 0.0
     for r in range(repeats):
         t0 = time.perf_counter()
-        gens = engine.generate([chat] * batch, SamplingConfig(max_new_tokens=new_tokens, seed=r))
+        gens = engine.generate([CHAT] * batch, SamplingConfig(max_new_tokens=new_tokens, seed=r))
         rate = sum(len(g.token_ids) for g in gens) / (time.perf_counter() - t0)
         best = max(best, rate)
     return best
