@@ -44,6 +44,7 @@ TINY_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, nu
 # Memory bandwidth by device name (NVIDIA's data sheets: H200 SXM 4.8 TB/s, H100 SXM 3.35 TB/s, H100 PCIe 2.0 TB/s)
 BANDWIDTH_TBPS = {"H200": 4.8, "H100 PCIe": 2.0, "H100": 3.35, "A100": 2.0}
 PLAN_SLACK = 1.25  # the plan may exceed the measured reserved memory by at most this factor
+SECTIONS = ("decode", "logits", "paper_shape", "prefill")  # the measuring sections, in the order they run
 
 
 class Budget:
@@ -333,14 +334,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--budget-s", type=float, default=450.0, help="sections starting after this are skipped")
     ap.add_argument("--workdir", default="/tmp/rlver_gpu_check")
     ap.add_argument("--cases", default="ppo-full,grpo-full,grpo-overlap,ppo-overlap,ppo-lora-gc,ppo-full-generate")
-    ap.add_argument("--sections", default="decode,logits,paper_shape,prefill",
+    ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="the measuring sections to run before the training cases ('none': the cases only)")
     ap.add_argument("--no-tests", action="store_true")
     args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
+    if unknown := sections - {"none", *SECTIONS}:
+        ap.error(f"--sections: unknown {','.join(sorted(unknown))}: give none or {','.join(SECTIONS)}")
     budget = Budget(args.budget_s)
-    workdir = Path(args.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir := Path(args.workdir)).mkdir(parents=True, exist_ok=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     results: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tiny": args.tiny}
