@@ -59,7 +59,8 @@ def init_distributed(zero_stage: int) -> tuple[int, int]:
 def leave_process_group() -> None:
     """Destroy the process group before the interpreter exits (registered by init_distributed). Left to the
     C++ static destructors, gloo's threads were sometimes still joinable and the rank aborted ("terminate
-    called without an active exception", exit -6) after its work was done: one ZeRO-3 run in six here."""
+    called without an active exception", exit -6) after its work was done: one ZeRO-3 run in six here. A run that
+    ends well also passes a `barrier` first (RLTrainer.train): see there."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
@@ -111,6 +112,9 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
 
 
 def barrier() -> None:
+    """Wait for every rank. On gloo it also completes every collective this rank enqueued before it: a rank
+    that leaves with an asynchronous collective (ZeRO-3's gathers) still finishing on gloo's threads can have it
+    end during the interpreter's teardown, and the thread that then frees its tensors aborts the rank (-6)."""
     if world()[1] > 1 and torch.distributed.is_initialized():
         torch.distributed.barrier()
 

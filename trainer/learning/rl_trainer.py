@@ -32,7 +32,7 @@ from storage import code_version, lab_home
 from trainer.config import ConfigError, TrainConfig
 from trainer.learning import algorithms
 from trainer.learning.checkpoints import clean_partial, load_checkpoint, prune_checkpoints, save_checkpoint
-from trainer.learning.distributed import all_gather_objects, broadcast_object, init_distributed, is_main
+from trainer.learning.distributed import all_gather_objects, barrier, broadcast_object, init_distributed, is_main
 from trainer.learning.learner import Learner, make_batch
 from trainer.learning.overlap import version_lag, within_bound
 from trainer.learning.step_metrics import dialogue_summary, lost_dialogue, rollout_metrics
@@ -102,7 +102,7 @@ class RLTrainer:
             self._log(f"resumed from {resume} at step {self.start_step}")
         self.policy_engine = self._make_policy_engine(policy_path)
         self.rollout = self._make_rollout()
-        self.overlap: Any = None  # trainer.learning.overlap.OverlappedRollouts, started by the first step (max_staleness)
+        self.overlap: Any = None  # learning.overlap.OverlappedRollouts, started by the first step (max_staleness)
         self.last_metrics: dict[str, float] = {}
         self.last_samples: list = []  # this rank's dialogues of the last step
         self.last_rewards: list[float] = []  # and their rewards
@@ -318,6 +318,7 @@ class RLTrainer:
         finally:
             self._stop_overlap()
             self.tracking.close()
+        barrier()  # no rank leaves with a collective still in flight (see distributed.barrier)
         return {"steps": step, "metrics": self.last_metrics, "checkpoint": self.last_checkpoint,
                 "output_dir": str(self.output_dir)}
 
