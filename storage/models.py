@@ -10,8 +10,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from storage.kept_text import KeptString, KeptText
 
 
 def utcnow() -> datetime:
@@ -37,7 +39,7 @@ class Created:
 class Recorded(Created):
     """A result row: the code version that wrote it, and when."""
 
-    code_version: Mapped[str] = mapped_column(String(64), default="", sort_order=CODE_VERSION_ORDER)
+    code_version: Mapped[str] = mapped_column(KeptString(64), default="", sort_order=CODE_VERSION_ORDER)
 
 
 class RecordedRun(Recorded):
@@ -56,27 +58,27 @@ class StoreMeta(Base):
     """Facts about the store itself, e.g. its id ("store_id"), which keys job folders on disk."""
 
     __tablename__ = "store_meta"
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(Text, default="")
+    key: Mapped[str] = mapped_column(KeptString(64), primary_key=True)
+    value: Mapped[str] = mapped_column(KeptText, default="")
 
 
 class Persona(Base, Edited):
     """A simulated-user profile (see simulator.personas.profile.Profile for the validated form)."""
 
     __tablename__ = "persona"
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
-    language: Mapped[str] = mapped_column(String(8), default="en")
-    persona: Mapped[str] = mapped_column(Text, default="")
-    background: Mapped[str] = mapped_column(Text, default="")
-    explicit_goal: Mapped[str] = mapped_column(Text, default="")
-    hidden_need: Mapped[str] = mapped_column(Text, default="")
-    need_category: Mapped[str] = mapped_column(String(32), default="")
-    personality: Mapped[str] = mapped_column(String(16), default="")
+    id: Mapped[str] = mapped_column(KeptString(64), primary_key=True)
+    name: Mapped[str] = mapped_column(KeptString(200), default="")
+    language: Mapped[str] = mapped_column(KeptString(8), default="en")
+    persona: Mapped[str] = mapped_column(KeptText, default="")
+    background: Mapped[str] = mapped_column(KeptText, default="")
+    explicit_goal: Mapped[str] = mapped_column(KeptText, default="")
+    hidden_need: Mapped[str] = mapped_column(KeptText, default="")
+    need_category: Mapped[str] = mapped_column(KeptString(32), default="")
+    personality: Mapped[str] = mapped_column(KeptString(16), default="")
     traits: Mapped[list[Any]] = mapped_column(default=list)
-    first_line: Mapped[str] = mapped_column(Text, default="")
-    difficulty: Mapped[str] = mapped_column(String(16), default="standard")
-    source: Mapped[str] = mapped_column(String(32), default="user")  # builtin | rlver | sage | user
+    first_line: Mapped[str] = mapped_column(KeptText, default="")
+    difficulty: Mapped[str] = mapped_column(KeptString(16), default="standard")
+    source: Mapped[str] = mapped_column(KeptString(32), default="user")  # builtin | rlver | sage | user
     extra: Mapped[dict[str, Any]] = mapped_column(default=dict)  # unknown keys kept from imports
 
 
@@ -85,30 +87,30 @@ class Job(Base):
 
     __tablename__ = "job"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))  # train | benchmark | rollout
-    name: Mapped[str] = mapped_column(String(200), default="")
+    kind: Mapped[str] = mapped_column(KeptString(16))  # train | benchmark | rollout
+    name: Mapped[str] = mapped_column(KeptString(200), default="")
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # queued | running | succeeded | failed | cancelled | interrupted
-    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    status: Mapped[str] = mapped_column(KeptString(16), default="queued", index=True)
     pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     heartbeat_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     step: Mapped[int] = mapped_column(Integer, default=0)
     total_steps: Mapped[int] = mapped_column(Integer, default=0)
-    log_path: Mapped[str] = mapped_column(Text, default="")
-    output_dir: Mapped[str] = mapped_column(Text, default="")
-    error: Mapped[str] = mapped_column(Text, default="")
+    log_path: Mapped[str] = mapped_column(KeptText, default="")
+    output_dir: Mapped[str] = mapped_column(KeptText, default="")
+    error: Mapped[str] = mapped_column(KeptText, default="")
     seed: Mapped[int] = mapped_column(Integer, default=0)
-    code_version: Mapped[str] = mapped_column(String(64), default="")
+    code_version: Mapped[str] = mapped_column(KeptString(64), default="")
     parent_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True)  # clone / resume
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
     # where the owner runs (its host name, with `pid`) and what started it: local | ray (trainer.jobs.backend)
-    host: Mapped[str] = mapped_column(String(255), default="", server_default="")
-    backend: Mapped[str] = mapped_column(String(16), default="local", server_default="local")
-    backend_address: Mapped[str] = mapped_column(Text, default="", server_default="")  # Ray's Jobs API (http://..)
-    backend_job_id: Mapped[str] = mapped_column(String(64), default="", server_default="")  # Ray's submission id
+    host: Mapped[str] = mapped_column(KeptString(255), default="", server_default="")
+    backend: Mapped[str] = mapped_column(KeptString(16), default="local", server_default="local")
+    backend_address: Mapped[str] = mapped_column(KeptText, default="", server_default="")  # Ray's Jobs API (http://..)
+    backend_job_id: Mapped[str] = mapped_column(KeptString(64), default="", server_default="")  # Ray's submission id
 
     metrics: Mapped[list["Metric"]] = relationship(back_populates="job", cascade="all, delete-orphan")
     checkpoints: Mapped[list["Checkpoint"]] = relationship(back_populates="job", cascade="all, delete-orphan")
@@ -120,14 +122,14 @@ class EvalRun(Base, RecordedRun):
     __tablename__ = "eval_run"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
-    model_ref: Mapped[str] = mapped_column(Text, default="")
+    name: Mapped[str] = mapped_column(KeptString(200), default="")
+    model_ref: Mapped[str] = mapped_column(KeptText, default="")
     simulator_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
-    profile_set_hash: Mapped[str] = mapped_column(String(64), default="")
+    fingerprint_hash: Mapped[str] = mapped_column(KeptString(64), default="", index=True)
+    profile_set_hash: Mapped[str] = mapped_column(KeptString(64), default="")
     protocol: Mapped[dict[str, Any]] = mapped_column(default=dict)
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    status: Mapped[str] = mapped_column(KeptString(16), default="running")
     score: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     success: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     failure: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
@@ -143,25 +145,25 @@ class Dialogue(Base, RecordedRun):
 
     __tablename__ = "dialogue"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    persona_id: Mapped[Optional[str]] = mapped_column(String(64), nullable=True, index=True)
+    persona_id: Mapped[Optional[str]] = mapped_column(KeptString(64), nullable=True, index=True)
     persona_snapshot: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the profile as used
-    source: Mapped[str] = mapped_column(String(16), default="rollout")  # rollout|train|benchmark|import|chat
-    collection: Mapped[str] = mapped_column(String(200), default="", index=True)  # e.g. imported file name
-    external_id: Mapped[str] = mapped_column(String(128), default="")
-    policy_ref: Mapped[str] = mapped_column(Text, default="")
-    mode: Mapped[str] = mapped_column(String(8), default="direct")  # think | direct
+    source: Mapped[str] = mapped_column(KeptString(16), default="rollout")  # rollout|train|benchmark|import|chat
+    collection: Mapped[str] = mapped_column(KeptString(200), default="", index=True)  # e.g. imported file name
+    external_id: Mapped[str] = mapped_column(KeptString(128), default="")
+    policy_ref: Mapped[str] = mapped_column(KeptText, default="")
+    mode: Mapped[str] = mapped_column(KeptString(8), default="direct")  # think | direct
     simulator_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
+    fingerprint_hash: Mapped[str] = mapped_column(KeptString(64), default="", index=True)
     job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True, index=True)
     step: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
-    group_id: Mapped[str] = mapped_column(String(64), default="")
+    group_id: Mapped[str] = mapped_column(KeptString(64), default="")
     eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True, index=True)
     # running | finished | failed | cancelled
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    status: Mapped[str] = mapped_column(KeptString(16), default="running")
     final_emotion: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     # success | failure | goodbye | max_turns | error | cancelled
-    outcome: Mapped[str] = mapped_column(String(16), default="")
-    error: Mapped[str] = mapped_column(Text, default="")
+    outcome: Mapped[str] = mapped_column(KeptString(16), default="")
+    error: Mapped[str] = mapped_column(KeptText, default="")
     n_turns: Mapped[int] = mapped_column(Integer, default=0)  # policy turns
     seed: Mapped[int] = mapped_column(Integer, default=0)
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -179,15 +181,15 @@ class Turn(Base, Created):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"), index=True)
     index: Mapped[int] = mapped_column(Integer)
-    role: Mapped[str] = mapped_column(String(16))  # user | assistant
-    text: Mapped[str] = mapped_column(Text, default="")
-    think_text: Mapped[str] = mapped_column(Text, default="")
+    role: Mapped[str] = mapped_column(KeptString(16))  # user | assistant
+    text: Mapped[str] = mapped_column(KeptText, default="")
+    think_text: Mapped[str] = mapped_column(KeptText, default="")
     emotion: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     delta: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     inner: Mapped[dict[str, Any]] = mapped_column(default=dict)  # analysis, planning, components
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
-    error: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(KeptText, default="")
     # policy turns of training: updates the sampling weights had seen (overlapped training samples with
     # weights up to max_staleness updates behind the learner); NULL for user turns and untracked engines
     policy_version: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
@@ -201,7 +203,7 @@ class Metric(Base, Created):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
-    name: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(KeptString(64))
     value: Mapped[float] = mapped_column(Float)
 
     job: Mapped[Job] = relationship(back_populates="metrics")
@@ -212,7 +214,7 @@ class Checkpoint(Base, Created):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("job.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer)
-    path: Mapped[str] = mapped_column(Text)
+    path: Mapped[str] = mapped_column(KeptText)
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
     job: Mapped[Job] = relationship(back_populates="checkpoints")
@@ -229,14 +231,14 @@ class JudgeScore(Base, Recorded):
     eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True,
                                                        index=True)  # the dialogue's, for a run's radar
     judge_fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)  # endpoint, model, prompt, sampling
-    judge_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
-    status: Mapped[str] = mapped_column(String(16), default="ok")  # ok | error
-    error_kind: Mapped[str] = mapped_column(String(16), default="")  # parse | refusal | timeout | empty | backend
-    error: Mapped[str] = mapped_column(Text, default="")
+    judge_hash: Mapped[str] = mapped_column(KeptString(64), default="", index=True)
+    status: Mapped[str] = mapped_column(KeptString(16), default="ok")  # ok | error
+    error_kind: Mapped[str] = mapped_column(KeptString(16), default="")  # parse | refusal | timeout | empty | backend
+    error: Mapped[str] = mapped_column(KeptText, default="")
     scores: Mapped[dict[str, Any]] = mapped_column(default=dict)  # dimension -> 1..5
     reasons: Mapped[dict[str, Any]] = mapped_column(default=dict)  # dimension -> text
     mean: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
-    raw: Mapped[str] = mapped_column(Text, default="")  # the judge's last answer
+    raw: Mapped[str] = mapped_column(KeptText, default="")  # the judge's last answer
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -249,9 +251,9 @@ class PersonaSet(Base, Recorded):
 
     __tablename__ = "persona_set"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    content_hash: Mapped[str] = mapped_column(String(64), default="")
-    source_kind: Mapped[str] = mapped_column(String(16), default="manual")  # filter|generation|import|split|manual
+    name: Mapped[str] = mapped_column(KeptString(200), unique=True)
+    content_hash: Mapped[str] = mapped_column(KeptString(64), default="")
+    source_kind: Mapped[str] = mapped_column(KeptString(16), default="manual")  # filter|generation|import|split|manual
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # what made it: filters, generation id, file ...
 
     members: Mapped[list["PersonaSetMember"]] = relationship(
@@ -266,7 +268,7 @@ class PersonaSetMember(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     set_id: Mapped[int] = mapped_column(ForeignKey("persona_set.id", ondelete="CASCADE"), index=True)
     position: Mapped[int] = mapped_column(Integer)
-    persona_id: Mapped[str] = mapped_column(String(64))
+    persona_id: Mapped[str] = mapped_column(KeptString(64))
 
     persona_set: Mapped[PersonaSet] = relationship(back_populates="members")
 
@@ -277,17 +279,17 @@ class PersonaGeneration(Base, RecordedRun):
 
     __tablename__ = "persona_generation"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    endpoint: Mapped[str] = mapped_column(String(200), default="")  # host:port of the base URL, never a key
-    model: Mapped[str] = mapped_column(String(200), default="")
-    prompt_version: Mapped[str] = mapped_column(String(32), default="")
-    prompt_sha256: Mapped[str] = mapped_column(String(64), default="")
+    endpoint: Mapped[str] = mapped_column(KeptString(200), default="")  # host:port of the base URL, never a key
+    model: Mapped[str] = mapped_column(KeptString(200), default="")
+    prompt_version: Mapped[str] = mapped_column(KeptString(32), default="")
+    prompt_sha256: Mapped[str] = mapped_column(KeptString(64), default="")
     spec: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the GenerationSpec as loaded
     settings: Mapped[dict[str, Any]] = mapped_column(default=dict)  # threshold, sampling, response format
     # running | finished | cancelled | failed
-    status: Mapped[str] = mapped_column(String(16), default="running")
+    status: Mapped[str] = mapped_column(KeptString(16), default="running")
     n_planned: Mapped[int] = mapped_column(Integer, default=0)
     n_done: Mapped[int] = mapped_column(Integer, default=0)  # slots answered (any status)
-    error: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(KeptText, default="")
     seed: Mapped[int] = mapped_column(Integer, default=0)
 
 
@@ -302,14 +304,14 @@ class PersonaCandidate(Base, Edited):
     plan: Mapped[dict[str, Any]] = mapped_column(default=dict)  # what the slot asked for
     profile: Mapped[dict[str, Any]] = mapped_column(default=dict)  # Profile.to_dict(), or what could be read
     # pending | accepted | rejected | invalid | duplicate
-    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
-    validation_error: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(KeptString(16), default="pending", index=True)
+    validation_error: Mapped[str] = mapped_column(KeptText, default="")
     lint_warnings: Mapped[int] = mapped_column(Integer, default=0)
     lint: Mapped[list[Any]] = mapped_column(default=list)  # [{"field", "problem"}]
     similarity: Mapped[Optional[float]] = mapped_column(Float, nullable=True)  # to the nearest persona
-    nearest_id: Mapped[str] = mapped_column(String(64), default="")
-    persona_id: Mapped[str] = mapped_column(String(64), default="")  # the stored persona once accepted
-    raw: Mapped[str] = mapped_column(Text, default="")  # the model's last answer
+    nearest_id: Mapped[str] = mapped_column(KeptString(64), default="")
+    persona_id: Mapped[str] = mapped_column(KeptString(64), default="")  # the stored persona once accepted
+    raw: Mapped[str] = mapped_column(KeptText, default="")  # the model's last answer
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # calls made for this slot (repairs included)
     regenerated: Mapped[int] = mapped_column(Integer, default=0)
     latency_s: Mapped[float] = mapped_column(Float, default=0.0)
@@ -322,17 +324,17 @@ class Experiment(Base, RecordedRun):
 
     __tablename__ = "experiment"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
+    name: Mapped[str] = mapped_column(KeptString(200), default="")
     base: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the base TrainConfig fields (file + inline)
     grid: Mapped[dict[str, Any]] = mapped_column(default=dict)  # field -> values (cartesian product)
     benchmark: Mapped[dict[str, Any]] = mapped_column(default=dict)  # BenchmarkConfig fields of the held-out run
     judge: Mapped[dict[str, Any]] = mapped_column(default=dict)  # {} or {model, base_url, ...}
     parallel: Mapped[int] = mapped_column(Integer, default=1)  # cells launched at once
-    source: Mapped[str] = mapped_column(Text, default="")  # the grid file's text as given
+    source: Mapped[str] = mapped_column(KeptText, default="")  # the grid file's text as given
     # queued | running | succeeded | failed | cancelled
-    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    status: Mapped[str] = mapped_column(KeptString(16), default="queued", index=True)
     runner_pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
-    error: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(KeptText, default="")
 
     cells: Mapped[list["ExperimentCell"]] = relationship(back_populates="experiment", cascade="all, delete-orphan",
                                                          order_by="ExperimentCell.index")
@@ -349,11 +351,11 @@ class ExperimentCell(Base):
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the grid's values of this cell
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the full TrainConfig
     # queued | training | benchmarking | judging | succeeded | failed | cancelled
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(KeptString(16), default="queued")
     train_job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True, index=True)
     benchmark_job_id: Mapped[Optional[int]] = mapped_column(ForeignKey("job.id"), nullable=True, index=True)
     eval_run_id: Mapped[Optional[int]] = mapped_column(ForeignKey("eval_run.id"), nullable=True)
-    error: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(KeptText, default="")
 
     experiment: Mapped[Experiment] = relationship(back_populates="cells")
 
@@ -364,14 +366,14 @@ class Comparison(Base, RecordedRun):
 
     __tablename__ = "comparison"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
+    name: Mapped[str] = mapped_column(KeptString(200), default="")
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)  # CompareConfig fields
-    a_ref: Mapped[str] = mapped_column(Text, default="")  # the policies' model references as resolved
-    b_ref: Mapped[str] = mapped_column(Text, default="")
+    a_ref: Mapped[str] = mapped_column(KeptText, default="")  # the policies' model references as resolved
+    b_ref: Mapped[str] = mapped_column(KeptText, default="")
     eval_runs: Mapped[dict[str, Any]] = mapped_column(default=dict)  # {"a": [ids per seed], "b": [...]}
     summary: Mapped[dict[str, Any]] = mapped_column(default=dict)  # paired_summary(...) of the finished pairs
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | succeeded | failed
-    error: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(KeptString(16), default="running")  # running | succeeded | failed
+    error: Mapped[str] = mapped_column(KeptText, default="")
 
 
 class ComparisonPair(Base):
@@ -381,7 +383,7 @@ class ComparisonPair(Base):
     __table_args__ = (UniqueConstraint("comparison_id", "persona_id", "seed"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     comparison_id: Mapped[int] = mapped_column(ForeignKey("comparison.id", ondelete="CASCADE"), index=True)
-    persona_id: Mapped[str] = mapped_column(String(200))
+    persona_id: Mapped[str] = mapped_column(KeptString(200))
     seed: Mapped[int] = mapped_column(Integer, default=0)
     a_dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id"))
     b_dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id"))

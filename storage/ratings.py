@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy import Float, ForeignKey, Integer, UniqueConstraint, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from storage.db import read_scope, session_scope
+from storage.kept_text import KeptString, KeptText
 from storage.models import Base, Created, Dialogue, Recorded
 from storage.rows import as_dict
 
@@ -30,12 +31,12 @@ class HumanRating(Base, Created):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"), index=True)
     turn_index: Mapped[int] = mapped_column(Integer)  # the user turn's message position
-    rater: Mapped[str] = mapped_column(String(200), index=True)
+    rater: Mapped[str] = mapped_column(KeptString(200), index=True)
     delta: Mapped[float] = mapped_column(Float)  # the rater's change
     simulator_delta: Mapped[float | None] = mapped_column(Float, nullable=True)  # the stored change then
-    fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)  # whose change that was
-    rating_set: Mapped[str] = mapped_column(String(200), default="")  # how the turn was chosen (e.g. eval:3)
-    note: Mapped[str] = mapped_column(Text, default="")
+    fingerprint_hash: Mapped[str] = mapped_column(KeptString(64), default="", index=True)  # whose change that was
+    rating_set: Mapped[str] = mapped_column(KeptString(200), default="")  # how the turn was chosen (e.g. eval:3)
+    note: Mapped[str] = mapped_column(KeptText, default="")
 
 
 class ShadowJudgement(Base, Recorded):
@@ -47,13 +48,13 @@ class ShadowJudgement(Base, Recorded):
     dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"), index=True)
     turn_index: Mapped[int] = mapped_column(Integer)  # the person's turn answering the reply
     fingerprint: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the simulator that judged
-    fingerprint_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
+    fingerprint_hash: Mapped[str] = mapped_column(KeptString(64), default="", index=True)
     emotion_before: Mapped[float | None] = mapped_column(Float, nullable=True)  # the person's, before
     delta: Mapped[float | None] = mapped_column(Float, nullable=True)
     emotion: Mapped[float | None] = mapped_column(Float, nullable=True)
     inner: Mapped[dict[str, Any]] = mapped_column(default=dict)  # the simulator's analysis and plan
-    reply_text: Mapped[str] = mapped_column(Text, default="")  # what the simulator would have said
-    error: Mapped[str] = mapped_column(Text, default="")
+    reply_text: Mapped[str] = mapped_column(KeptText, default="")  # what the simulator would have said
+    error: Mapped[str] = mapped_column(KeptText, default="")
 
 
 RATING_FIELDS = ("dialogue_id", "turn_index", "rater", "delta", "simulator_delta", "fingerprint_hash", "rating_set",

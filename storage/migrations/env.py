@@ -6,12 +6,21 @@ from alembic import context
 from sqlalchemy import create_engine
 
 import storage  # noqa: F401  every ORM module imported: Base.metadata is the whole store
+from storage.kept_text import KeptText
 from storage.models import Base
+
+
+def _render_item(kind: str, item, autogen_context):
+    """A revision spells a kept text column as the SQL type it is (sa.Text(), sa.String(length=n)): the escaping
+    is the code's, not the schema's."""
+    if kind == "type" and isinstance(item, KeptText):
+        return f"sa.{item.impl!r}"
+    return False
 
 
 def _run(connection) -> None:
     context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True,
-                      compare_type=True)
+                      compare_type=True, render_item=_render_item)
     with context.begin_transaction():
         context.run_migrations()
 
