@@ -132,7 +132,11 @@ def test_cpu_plan_measures_a_step_of_the_tiny_model(tiny_model_dir, tmp_path):
     path = tiny_train_config(tmp_path, tiny_model_dir, steps=50, dialogues_per_step=8, minibatch_size=4)
     plan = memory_plan.plan_config(TrainConfig.from_yaml(path), memory_gib=16)
     assert plan.extra["device"] == "cpu" and plan.seconds_per_step > 0
-    assert "step_measured" in plan.parts and "transient_peak" not in plan.parts and plan.fits
+    # one memory figure: the count (what the job's admission and log use); the probe's measure stands beside it
+    assert "transient_peak" in plan.parts and plan.fits and plan.extra["measured_gib"] > 0
+    counted = memory_plan.plan_config(TrainConfig.from_yaml(path), memory_gib=16, probe=False)
+    assert plan.per_gpu_gib == counted.per_gpu_gib
+    assert any(n.startswith(f"measured by the probe: {plan.extra['measured_gib']:g} GiB") for n in plan.notes)
     probe_note = plan.notes[-1]
     assert "one real step of 8 dialogue(s)" in probe_note and "after two warm-up steps of 4" in probe_note
     assert "torch thread(s)" in probe_note and plan.extra["measured_on"]["threads"] >= 1

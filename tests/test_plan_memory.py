@@ -260,3 +260,27 @@ def test_learner_phase_peak_lies_within_the_plan_and_a_quarter_below_it(tiny_mod
     planned = (learner_phase + plan.parts["policy_grads_optimizer"]) * memory_plan.GIB
     assert shape.vocab == 152_064 and plan_memory.logit_chunk_bytes(shape, 2 * s, 4) > 0.8 * planned
     assert measured <= planned <= 1.25 * measured, (measured / memory_plan.GIB, planned / memory_plan.GIB)
+
+
+def test_a_one_turn_dialogue_is_counted_at_its_longest_first_prompt_and_a_budget_at_one_minibatch():
+    one_turn = TrainConfig(max_turns=1, max_new_tokens=48, max_dialogue_tokens=2048, dialogues_per_step=32,
+                           minibatch_size=8, micro_batch_size=4, max_tokens_per_micro_batch=2048)
+    assert plan_memory.dialogue_tokens(one_turn, 115) == (115, 163)
+    assert plan_memory.dialogue_tokens(one_turn, None) == (2048, 2048)  # not counted: the budget's cap
+    assert plan_memory.dialogue_tokens(TrainConfig(max_turns=3, max_dialogue_tokens=2048), 115) == (2048, 2048)
+    assert plan_memory.micro_batch_tokens(one_turn, 163) == 8 * 163  # one minibatch's rows, under the budget
+    assert plan_memory.micro_batch_tokens(one_turn) == 2048
+    assert plan_memory.micro_batch_tokens(TrainConfig(micro_batch_size=4, max_dialogue_tokens=512)) == 4 * 512
+
+
+@pytest.mark.model
+def test_the_cpu_demo_counts_its_first_prompt_and_the_simulators_models():
+    """cpu-demo's plan without the probe (what a job's admission and log use) within 1.25x of the probe's
+    measured 3.39 GiB (2026-11-28) and 3.47 GiB (2026-11-24): it counts the offline simulator's models and the
+    one-turn dialogue at its longest first prompt, not at max_dialogue_tokens."""
+    from trainer.presets import preset_dict
+
+    plan = memory_plan.plan_config(TrainConfig.from_dict(preset_dict("cpu-demo")), probe=False)
+    assert plan.extra["device"] == "cpu" and plan.parts["simulator_models"] > 0.5
+    assert any(n.startswith("sampling and activations at ") for n in plan.notes)
+    assert 3.39 / 1.25 <= plan.per_gpu_gib <= 3.39 * 1.25, plan.parts

@@ -37,7 +37,9 @@ from trainer.plan_memory import (
     activation_bytes,
     cuda_workspace_bytes,
     decode_graph_bytes,
+    dialogue_tokens,
     kv_bytes_per_token,
+    micro_batch_tokens,
     optimizer_step_bytes,
     sampling_bytes,
     transient_notes,
@@ -230,8 +232,12 @@ def _gib(n: float) -> float:
 
 
 def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelShape], hw: Hardware,
-              memory_known: bool = True, seconds_per_step: Optional[float] = None) -> Plan:
-    """The memory plan of `config` on `hw`; `critic` is the critic's base model (PPO only)."""
+              memory_known: bool = True, seconds_per_step: Optional[float] = None,
+              first_prompt: Optional[int] = None, simulator_bytes: int = 0) -> Plan:
+    """The memory plan of `config` on `hw`; `critic` is the critic's base model (PPO only); first_prompt: the
+    longest first prompt's tokens, which bounds a one-turn dialogue; simulator_bytes: the offline simulator's
+    models in the process (trainer.plan_offline)."""
+    prompt, row = dialogue_tokens(config, first_prompt)
     dtype_bytes = DTYPE_BYTES[config.dtype]
     offload_opt, offload_params = offload_settings(config)
     stage = config.zero_stage
@@ -258,24 +264,26 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
         parts["sampling_policy_copy"] = policy.total_params * dtype_bytes
     if config.rollout_backend == "vllm":
         parts["vllm_weights"], parts["vllm_kv_cache"] = vllm_bytes(policy, config, hw, memory_known)
-    act = {ck: activation_bytes(policy, config, hw.device, ck) for ck in (True, False)}
+    act = {ck: activation_bytes(policy, config, hw.device, ck, row) for ck in (True, False)}
     if critic is not None and critic is not policy and config.algorithm == "ppo":  # another critic model
-        act = {ck: max(v, activation_bytes(critic, config, hw.device, ck)) for ck, v in act.items()}
+        act = {ck: max(v, activation_bytes(critic, config, hw.device, ck, row)) for ck, v in act.items()}
     critic_trainable = critic_total if config.algorithm == "ppo" else 0
     transients = {"activations": act[config.gradient_checkpointing],
                   "optimizer_step_temp": optimizer_step_bytes(policy, max(trainable, critic_trainable), config,
                                                               hw.device)}
     if config.rollout_backend == "transformers":
-        transients.update(sampling_bytes(policy, config, hw.device, hw.total_gpus))
+        transients.update(sampling_bytes(policy, config, hw.device, hw.total_gpus, prompt))
         if hw.device == "cuda":  # the static path keeps its cache (and graph) between calls
             parts["sampling_kv_cache"] = transients.pop("sampling_kv_cache")
             parts["sampling_decode_graph"] = decode_graph_bytes(policy, config, hw.total_gpus)
     if hw.device == "cuda":
         parts["cuda_workspaces"] = cuda_workspace_bytes(config.rollout_backend == "transformers")
+    if simulator_bytes:
+        parts["simulator_models"] = simulator_bytes
     parts["transient_peak"] = transient_peak(transients, overlapped)
     total = sum(parts.values())
     fits = total <= hw.memory_gib * GIB
-    notes = _notes(config, policy, hw, memory_known, stage, offload_opt, offload_params, trainable, parts)
+    notes = _notes(config, policy, hw, memory_known, stage, offload_opt, offload_params, trainable, parts, row)
     notes += transient_notes(config, overlapped)
     if config.rollout_backend == "vllm":
         need = kv_bytes_per_token(policy) * config.max_dialogue_tokens
@@ -303,10 +311,14 @@ def make_plan(config: TrainConfig, policy: ModelShape, critic: Optional[ModelSha
 
 
 def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: bool, stage: int,
-           offload_opt: bool, offload_params: bool, trainable: int, parts: dict[str, int]) -> list[str]:
+           offload_opt: bool, offload_params: bool, trainable: int, parts: dict[str, int], row: int) -> list[str]:
     where = (f"{hw.nodes} node(s) x {hw.gpus_per_node} GPU(s) of {hw.memory_gib:g} GiB ({hw.memory_source})"
              if hw.device == "cuda" else f"this CPU, one process, {hw.memory_gib:g} GiB ({hw.memory_source}); "
                                          "the parts are per process, in RAM")
+    length = ("max_dialogue_tokens, an upper bound" if row == config.max_dialogue_tokens
+              else "the longest first prompt and its reply")
+    batch = (f"micro-batches of at most {micro_batch_tokens(config, row)} padded tokens"
+             if config.max_tokens_per_micro_batch else f"b={config.micro_batch_size}")
     notes = [f"planned for {where}",
              f"parameters: {policy.name} {policy.total_params:,} ({trainable:,} trained"
              f"{', LoRA r=' + str(config.lora_r) if config.lora else ''}); from {policy.source}",
@@ -314,8 +326,8 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
                                  f"DeepSpeed ZeRO-{stage} estimator (offload optimizer: {offload_opt}, "
                                  f"parameters: {offload_params})"),
              f"activations: the tensors autograd keeps per decoder layer (RMSNorm, attention, gated MLP of width "
-             f"{policy.intermediate}), s={config.max_dialogue_tokens} (max_dialogue_tokens, an upper bound), "
-             f"b={config.micro_batch_size}, gradient checkpointing {'on' if config.gradient_checkpointing else 'off'}, "
+             f"{policy.intermediate}), s={row} ({length}), "
+             f"{batch}, gradient checkpointing {'on' if config.gradient_checkpointing else 'off'}, "
              "plus the loss's logits at the policy's tokens"]
     if config.algorithm == "ppo":
         notes.append("the critic's activations come after the policy's backward and are not added")
@@ -333,31 +345,9 @@ def _notes(config: TrainConfig, policy: ModelShape, hw: Hardware, memory_known: 
                      "(trainer.plan_memory)")
     if not memory_known:
         notes.append(f"GPU memory {hw.memory_gib:g} GiB is assumed: pass --gpu-memory")
-    if SimulatorSpec(config.simulator).kind == "offline" and hw.device == "cpu":
-        notes.append("the offline simulator's own models (SmolLM2 coherence judge, MiniLM) are in step_measured "
-                     "when the probe ran, else on top")
+    if SimulatorSpec(config.simulator).kind == "offline" and hw.device == "cpu" and "simulator_models" not in parts:
+        notes.append("the offline simulator's own models (SmolLM2, MiniLM) are not counted: not on this machine")
     return notes
-
-
-def measured_step_memory(plan: Plan, step_memory_bytes: int) -> None:
-    """On CPU, replace the activations' upper bound by what the probe's steps measurably added (part
-    'step_measured': activations, rollout caches, the simulator's lazily loaded models), less the gradients
-    and optimizer states the first step allocated (counted in their own parts)."""
-    states = sum(v for k, v in plan.parts.items() if k.endswith("_grads_optimizer")) * GIB
-    measured = max(0.0, step_memory_bytes - states)
-    bound = plan.parts.pop("transient_peak")
-    plan.parts["step_measured"] = _gib(measured)
-    plan.per_gpu_gib = round(sum(plan.parts.values()), 2)
-    kv_problem = any(n.startswith("does not fit: vLLM") for n in plan.notes)
-    plan.fits = plan.per_gpu_gib <= plan.extra["memory_gib"] and not kv_problem
-    plan.notes = [n for n in plan.notes if not n.startswith("does not fit: ") or n.startswith("does not fit: vLLM")]
-    if plan.per_gpu_gib > plan.extra["memory_gib"]:
-        plan.notes.append(f"does not fit: {plan.per_gpu_gib:g} GiB needed per process of "
-                          f"{plan.extra['memory_gib']:g} GiB")
-    plan.notes.append(f"step_measured: what the probe's steps added to the process (peak resident size less the "
-                      f"size before them, less gradients and optimizer states: activations, rollout caches, the "
-                      f"simulator's models) {_gib(measured)} GiB, in place of the transient parts' bound at "
-                      f"max_dialogue_tokens ({bound:g} GiB)")
 
 
 def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional[int] = None,
@@ -371,6 +361,10 @@ def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional
     critic = None
     if config.algorithm == "ppo":
         critic = model_shape(config.critic_model) if config.critic_model else policy
+    from trainer.plan_offline import longest_first_prompt, simulator_model_bytes
+
+    first = longest_first_prompt(config) if config.max_turns == 1 else None
+    simulator = simulator_model_bytes(config) if hw.device == "cpu" else None
     seconds, probe_note = None, "seconds_per_step: null on a GPU plan (no probe is run)"
     if hw.device == "cpu":
         if not probe:
@@ -388,8 +382,13 @@ def plan_config(config: TrainConfig, gpus: Optional[int] = None, nodes: Optional
                 probe_note = f"seconds_per_step not measured: {exc}"
             except (RuntimeError, OSError, ValueError) as exc:
                 probe_note = f"seconds_per_step not measured: the probe step failed ({exc})"
-    plan = make_plan(config, policy, critic, hw, known, seconds)
+    plan = make_plan(config, policy, critic, hw, known, seconds, first[0] if first else None,
+                     simulator[0] if simulator else 0)
+    plan.notes += ([f"sampling and activations at {first[0]} prompt tokens, not max_dialogue_tokens: {first[1]}"]
+                   if first else []) + ([f"simulator_models: {simulator[1]}"] if simulator else [])
     if seconds is not None:
+        from trainer.plan_probe import measured_step_memory
+
         measured_step_memory(plan, result.step_memory_bytes)
         plan.extra["measured_on"] = measured_on
     plan.notes.append(probe_note)

@@ -2,8 +2,10 @@
 forward/backward, or steps the optimizer, each from the code that allocates it.
 
 - activations (the learner's forward/backward of its widest micro-batch: micro_batch_size x max_dialogue_tokens
-  padded tokens, or max_tokens_per_micro_batch when set, trainer.learning.batch.micro_batches; p = bytes of the
-  training dtype): the tensors autograd keeps per decoder layer of a Llama/Qwen2-style model
+  padded tokens, or max_tokens_per_micro_batch when set, filled with at most one minibatch's rows,
+  trainer.learning.batch.micro_batches; with one policy turn the rows are the counted first prompt and its
+  reply, `dialogue_tokens`; p = bytes of the training dtype): the tensors autograd keeps per decoder layer
+  of a Llama/Qwen2-style model
   (RMSNorm, rotary attention through SDPA, gated SiLU MLP of width I), read off transformers' modeling code:
   each RMSNorm keeps its float32 copy of the input and the normalised output (2 x (4 + p) s b h); attention keeps
   q, k and v after the rotary embedding (k and v repeated to all heads), SDPA's output and o_proj's input
@@ -90,12 +92,24 @@ def layer_activation_bytes(shape: Any, s: int, b: int, p: int, device: str, lora
     return s * b * per_token + 4 * a * s * b  # + the fused attention's float32 log-sum-exp per head and token
 
 
-def micro_batch_tokens(config: Any) -> int:
-    """The padded tokens of the learner's widest micro-batch: micro_batch_size x max_dialogue_tokens, or with
-    max_tokens_per_micro_batch the budget (a row longer than it goes alone: max_dialogue_tokens)."""
+def dialogue_tokens(config: Any, first_prompt: Optional[int] = None) -> tuple[int, int]:
+    """(the longest prompt a policy turn samples from, the longest dialogue the learner trains on). Both are
+    max_dialogue_tokens (the budget's cap), except when the policy speaks once (max_turns 1) and the longest first
+    prompt was counted (trainer.plan_prompts): that prompt, and that prompt with its reply."""
+    s = config.max_dialogue_tokens
+    if first_prompt and config.max_turns == 1:
+        prompt = min(s, first_prompt)
+        return prompt, min(s, prompt + config.max_new_tokens)
+    return s, s
+
+
+def micro_batch_tokens(config: Any, row_tokens: Optional[int] = None) -> int:
+    """The padded tokens of the learner's widest micro-batch: micro_batch_size x the longest row, or with
+    max_tokens_per_micro_batch the budget, filled with rows of one minibatch (a row longer than it goes alone)."""
+    row = row_tokens or config.max_dialogue_tokens
     if config.max_tokens_per_micro_batch:
-        return max(config.max_tokens_per_micro_batch, config.max_dialogue_tokens)
-    return config.micro_batch_size * config.max_dialogue_tokens
+        return max(row, min(config.max_tokens_per_micro_batch, config.minibatch_size * row))
+    return config.micro_batch_size * row
 
 
 def logit_chunk_bytes(shape: Any, positions: int, p: int) -> int:
@@ -106,9 +120,10 @@ def logit_chunk_bytes(shape: Any, positions: int, p: int) -> int:
     return chunk * shape.vocab * HEAD_BYTES_PER_LOGIT + positions * (2 * p * shape.hidden + 12)
 
 
-def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool) -> int:
+def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool,
+                     row_tokens: Optional[int] = None) -> int:
     """Peak activations of one forward/backward of the widest micro-batch (micro_batch_tokens)."""
-    tokens, p = micro_batch_tokens(config), DTYPE_BYTES[config.dtype]
+    tokens, p = micro_batch_tokens(config, row_tokens), DTYPE_BYTES[config.dtype]
     targets = list(config.lora_target_modules) if config.lora else []
     dropout_width = sum(shape.intermediate if t == "down_proj" else shape.hidden for t in targets) \
         if config.lora_dropout > 0 else 0
@@ -116,7 +131,8 @@ def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool) 
                                    dropout_width)
     layers = (p * tokens * shape.hidden * shape.layers + layer) if checkpointing else layer * shape.layers
     final_norm = (4 + p) * tokens * shape.hidden
-    rows = tokens // config.max_dialogue_tokens if not config.max_tokens_per_micro_batch else tokens
+    # a micro-batch's rows: micro_batch_size, or under a token budget at most one minibatch's dialogues
+    rows = config.micro_batch_size if not config.max_tokens_per_micro_batch else min(config.minibatch_size, tokens)
     positions = min(tokens, rows * config.max_turns * config.max_new_tokens)
     return int(layers + final_norm + logit_chunk_bytes(shape, positions, p))
 
@@ -133,13 +149,15 @@ def kv_bytes_per_token(shape: Any, dtype_bytes: int = 2) -> int:
     return 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes
 
 
-def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int) -> dict[str, int]:
-    """The transformers engine's peak while it samples every dialogue of the rank at once, by part."""
+def sampling_bytes(shape: Any, config: Any, device: str, total_gpus: int,
+                   prompt_tokens: Optional[int] = None) -> dict[str, int]:
+    """The transformers engine's peak while it samples every dialogue of the rank at once, by part; prompt_tokens:
+    the longest prompt (dialogue_tokens; max_dialogue_tokens when not given)."""
     p = DTYPE_BYTES[config.dtype]
     rows = -(-config.dialogues_per_step // total_gpus)
     if config.max_staleness:  # the overlapped rollout may hold the next step's dialogues as well
         rows *= 2
-    s = config.max_dialogue_tokens
+    s = prompt_tokens or config.max_dialogue_tokens
     if device == "cuda":  # the engine's "auto" decode path is the static one (trainer.policies.hf_engine)
         batch, length = static_graph_batch_length(config, total_gpus)
         kv = batch * length * kv_bytes_per_token(shape, p)

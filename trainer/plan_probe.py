@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Any, Optional
 
 from trainer.config import TrainConfig
 
@@ -166,3 +166,26 @@ def measure_seconds_per_step(config: TrainConfig, time_limit_s: Optional[float] 
             "cores: the machine's other load counts in it")
     return ProbeResult(round(seconds, 1), round(seconds, 2), timed, 1.0, note, max(0, peak - before), threads,
                        round(load, 2))
+
+
+def measured_step_memory(plan: Any, step_memory_bytes: int) -> None:
+    """On CPU, put what the probe's steps measurably added (activations, rollout caches, the simulator's lazily
+    loaded models; less the gradients and optimizer states the first step allocated, counted in their own parts)
+    beside the counted plan: extra['measured_gib'] is the persistent parts plus that. The plan's figure stays
+    the count, the one the job's admission and log use (trainer.jobs.admission, without a probe), so a job has
+    one memory figure everywhere; a measured peak above it is a "does not fit" when over the memory."""
+    from trainer.plan_memory import GIB
+
+    states = sum(v for k, v in plan.parts.items() if k.endswith("_grads_optimizer")) * GIB
+    measured = max(0.0, step_memory_bytes - states)
+    persistent = sum(v for k, v in plan.parts.items() if k != "transient_peak")
+    plan.extra["measured_gib"] = round(persistent + measured / GIB, 2)
+    plan.extra["step_measured_gib"] = round(measured / GIB, 2)
+    if plan.extra["measured_gib"] > plan.extra["memory_gib"]:
+        plan.fits = False
+        plan.notes.append(f"does not fit: the probe measured {plan.extra['measured_gib']:g} GiB per process of "
+                          f"{plan.extra['memory_gib']:g} GiB")
+    plan.notes.append(f"measured by the probe: {plan.extra['measured_gib']:g} GiB per process (the persistent parts "
+                      f"and {round(measured / GIB, 2):g} GiB its steps added: activations, rollout caches, the "
+                      f"simulator's models) against the counted {plan.per_gpu_gib:g} GiB (transient_peak "
+                      f"{plan.parts.get('transient_peak', 0):g} GiB)")

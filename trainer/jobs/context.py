@@ -200,7 +200,7 @@ class JobContext:
 
         self._threads_before = torch.get_num_threads()  # given back at exit (a job run in a shell's process)
         torch.set_num_threads(self.resources.threads)
-        print(f"job {self.job_id} takes {self.resources.memory_gib:g} of {limits.memory_gib:g} GiB "
+        print(f"job {self.job_id} takes {self.resources.memory_gib:.1f} of {limits.memory_gib:.1f} GiB "
               f"({self.resources.why}) and {self.resources.threads} of {limits.cores} cores' threads", flush=True)
 
     def _release(self) -> None:
