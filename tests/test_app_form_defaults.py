@@ -15,7 +15,8 @@ import pytest
 
 from app import preflight
 from app.render import md, outcomes_text, split_turn_problems, turn_html
-from app.services import benchmark_form, training, training_plan
+from app.services import benchmark_form, training
+from app.services.plans import training_plan
 from tests.conftest import REPO, free_port
 
 
@@ -172,12 +173,10 @@ def test_a_plan_is_kept_per_preset_and_shown_when_the_view_opens(tiny_model_dir)
 
     assert f"No plan of {md('cpu-demo')} yet" in training_plan.opening_plan("cpu-demo")  # Markdown-escaped
     config = TrainConfig(model=str(tiny_model_dir), dtype="bfloat16").to_dict()
-    key = training_plan.start_plan(config, ["--gpus", "1", "--gpu-memory", "1"], preset="cpu-demo")
-    from tests.helpers import wait_for
-
-    wait_for(lambda: "Planning" not in training_plan.plan_progress(key, 3), timeout=300)
+    plan = training_plan.quick_plan(config, ["--gpus", "1", "--gpu-memory", "1"], preset="cpu-demo")
     shown = training_plan.opening_plan("cpu-demo")
-    assert f"The last plan of {md('cpu-demo')}" in shown and "Fits" in shown
+    assert f"The last plan of {md('cpu-demo')}" in shown and "Fits" in shown and plan["fits"]
+    key = training_plan.plan_key(config, ["--gpus", "1", "--gpu-memory", "1"])
     assert training_plan.kept_plan("cpu-demo")["key"] == key
 
 

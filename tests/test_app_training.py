@@ -8,7 +8,8 @@ import time
 import pytest
 from helpers import wait_for
 
-from app.services import training, training_plan
+from app.services import training
+from app.services.plans import training_plan
 from storage import Checkpoint, Job, Metric, session_scope
 from storage.models import utcnow
 from trainer.jobs import queue as job_queue
@@ -287,7 +288,7 @@ def test_plan_markdown_and_hardware_arguments():
             "parts": {"policy_weights": 10.0, "activations": 20.0}, "seconds_per_step": None,
             "notes": ["does not fit: <b>largest</b>"]}
     text = training_plan.plan_markdown(plan, 10)
-    assert text.startswith("**Does not fit**: 30 GiB per GPU of 24 GiB") and "| activations | 20.00 |" in text
+    assert text.startswith("**Does not fit**: 30.0 GiB per GPU of 24.0 GiB") and "| activations | 20.00 |" in text
     assert "<b>" not in text and "not measured (a GPU plan)" in text
     cpu = {**plan, "fits": True, "device": "cpu", "seconds_per_step": 90.0}
     assert "90 s per step x 40 steps = about 1.0 hours" in training_plan.plan_markdown(cpu, 40)

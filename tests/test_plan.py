@@ -207,7 +207,7 @@ def test_every_preset_fits_the_hardware_it_is_made_for():
     """The paper presets on 4 nodes x 8 GPUs of 80 GiB, the one-GPU presets on their GPU, cpu-demo (without its
     probe; its variants too) in the 23.5 GiB of the machine it is made for; the Training view plans each for the
     same hardware."""
-    from app.services.training_plan import PRESET_HARDWARE
+    from app.services.plans.training_plan import PRESET_HARDWARE
     from trainer.presets import PRESETS, preset_dict
 
     expected = {"one-gpu-lora-grpo-7b": (1, 1, 80.0), "one-gpu-grpo-1.5b": (1, 1, 24.0),

@@ -200,7 +200,8 @@ def test_two_training_steps_with_each_turn_estimator(tiny_model_dir, tmp_path, a
 
 
 def test_the_training_form_offers_the_estimators_and_names_a_mismatch():
-    from app.services import training, training_plan
+    from app.services import training
+    from app.services.plans import training_plan
 
     assert training.field_choices("advantage") == ("dialogue", "turn_grpo", "turn_gae")
     values, extra, _ = training_plan.preset_form("cpu-demo-turn-grpo")

@@ -95,7 +95,7 @@ def layer_activation_bytes(shape: Any, s: int, b: int, p: int, device: str, lora
 def dialogue_tokens(config: Any, first_prompt: Optional[int] = None) -> tuple[int, int]:
     """(the longest prompt a policy turn samples from, the longest dialogue the learner trains on). Both are
     max_dialogue_tokens (the budget's cap), except when the policy speaks once (max_turns 1) and the longest first
-    prompt was counted (trainer.plan_prompts): that prompt, and that prompt with its reply."""
+    prompt was counted (trainer.plan_offline): that prompt, and that prompt with its reply."""
     s = config.max_dialogue_tokens
     if first_prompt and config.max_turns == 1:
         prompt = min(s, first_prompt)

@@ -51,7 +51,8 @@ def step_progress_text(store: Any, detail: Optional[dict[str, Any]], now: Option
     act = step_activity(store, int(detail["id"]))
     now = now or utcnow()
     if act is None:
-        return "loading the policy and the simulated users; no dialogue of step 1 has begun yet"
+        return ("loading the policy and the simulated users; no dialogue of step 1 has begun yet"
+                + planned_time_left(detail, total, now))
     elapsed = max(1e-9, (now - act["started"]).total_seconds())
     of = f" of {total}" if total else ""
     if per_step and act["finished"] >= per_step:
@@ -65,7 +66,25 @@ def step_progress_text(store: Any, detail: Optional[dict[str, Any]], now: Option
     if total and done and isinstance(started, datetime):  # the pace of the steps done so far
         run_s = max(0.0, (now - started).total_seconds())
         text += f"; about {_duration(run_s / done * max(0, total - done))} left for the job at the pace so far"
+    else:
+        text += planned_time_left(detail, total, now)
     return text
+
+
+def planned_time_left(detail: dict[str, Any], total: int, now: datetime) -> str:
+    """'; about 10.5 h left for the job (the plan's 820 s a step, until a step of its own ends)' for a training job
+    that has finished no step yet, when a timed plan of its settings exists (app.services.plans.training_plan); ''
+    otherwise."""
+    from app.services.plans.training_plan import planned_step_seconds
+
+    per_step = planned_step_seconds(detail.get("config") or {})
+    started = detail.get("started_at")
+    if not per_step or not total or detail.get("status") == "queued":
+        return ""
+    run_s = max(0.0, (now - started).total_seconds()) if isinstance(started, datetime) else 0.0
+    left = max(0.0, per_step * total - run_s)
+    return (f"; about {_duration(left)} left for the job (the plan's {per_step:.0f} s a step, until a step of its "
+            "own ends)")
 
 
 def jobs_rows_now(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:

@@ -14,7 +14,8 @@ import gradio as gr
 
 from app.context import LabContext, changed_only
 from app.render import code, md
-from app.services import job_progress, training, training_plan
+from app.services import job_progress, training
+from app.services.plans import probe_task as plan_probe_task, training_plan
 
 POLL_S = 2.0  # while a job or a plan is live; app.context.IDLE_POLL_S otherwise
 
@@ -76,10 +77,11 @@ def build(ctx: LabContext) -> None:
             with gr.Row():
                 plan_btn = gr.Button("Plan", elem_id="train-plan-btn")
                 launch = gr.Button("Launch", variant="primary", elem_id="train-launch")
+                stop_probe = gr.Button("Stop the timing", elem_id="train-probe-stop", size="sm")
             confirm = gr.Checkbox(False, label="launch anyway", visible=False, elem_id="train-confirm")
             launch_msg = gr.Markdown("", elem_id="train-launch-msg")
             plan_md = gr.Markdown(training_plan.opening_plan(DEFAULT_PRESET), elem_id="train-plan")
-            plan_key = gr.State(None)  # the plan under way or shown (app.services.training_plan.start_plan)
+            plan_key = gr.State(None)  # the timed probe followed (app.services.plans.probe_task)
             grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
             gr.Markdown("### Jobs")
@@ -132,14 +134,14 @@ def build(ctx: LabContext) -> None:
         return [*updates, {"sig": sig, "sent": sent}]
 
     def plan_shown(key: Any):
-        shown_plan = training_plan.plan_progress(key, training_plan.task_steps(key)) if key else None
+        shown_plan = plan_probe_task.progress(key) if key else None
         return gr.skip() if shown_plan is None else shown_plan
 
     def tick(jid: Any, old: Any, sent: Any, key: Any):
         """The jobs table (list_jobs shows stalled / dead jobs as such: derived, nothing written), the poll's
         pace, the picked job and the plan under way."""
         jobs = job_queue.list_jobs(store)
-        live = any(j["status"] in training.LIVE_STATUSES for j in jobs) or training_plan.plan_running(key)
+        live = any(j["status"] in training.LIVE_STATUSES for j in jobs) or plan_probe_task.running(key)
         (table_update, pace), sent = changed_only(
             [job_progress.jobs_rows_now(store, jobs), ctx.poll_pace(live, POLL_S)], sent)
         return [table_update, pace, sent, *show(jid, old), plan_shown(key)]
@@ -156,32 +158,45 @@ def build(ctx: LabContext) -> None:
         config, per_field, other = checked(form, extra_yaml, check_paths=False)
         if config is None:
             return [*per_field, other, "No plan: fix the fields marked ⚠.", gr.skip(), gr.skip(), gr.skip(), gr.skip()]
-        key = training_plan.start_plan(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib),
-                                       preset_name or "")
-        return [*per_field, other, "", training_plan.plan_progress(key, config.steps), key, gr.Timer(value=POLL_S),
-                None]  # the poll follows the plan at once; the next tick sends its pace again
+        args = training_plan.plan_args(n_gpus, n_nodes, gib)
+        quick = training_plan.quick_plan(config.to_dict(), args, preset_name or "")
+        if quick.get("error") or quick.get("device") != "cpu" or quick.get("seconds_per_step") is not None:
+            return [*per_field, other, "", training_plan.plan_markdown(quick, config.steps), None, gr.skip(), None]
+        key = plan_probe_task.start(config.to_dict(), args, preset_name or "", quick)  # the time, in the background
+        return [*per_field, other, "", plan_probe_task.progress(key), key, gr.Timer(value=POLL_S),
+                None]  # the poll follows the probe at once; the next tick sends its pace again
 
     def on_open(preset_name: str, key: Any):
-        """The kept plan of the preset, or (none kept) a plan started now; a plan already shown stays."""
+        """A probe already followed stays; else a probe still running (a reloaded page), the kept plan of the
+        preset, or (none kept) its quick plan, made now (seconds; no probe: that takes the cores)."""
         if key:
             return gr.skip(), gr.skip()
-        started = training_plan.plan_on_open(preset_name)
-        if started:
-            return training_plan.plan_progress(started, training_plan.task_steps(started)), started
+        running = plan_probe_task.running_key(preset_name)
+        if running:
+            return plan_probe_task.progress(running), running
+        if training_plan.kept_plan(preset_name) is None and training_plan.plan_on_open_allowed():
+            quick = training_plan.preset_quick_plan(preset_name)
+            if quick is not None:
+                return quick, gr.skip()
         return training_plan.opening_plan(preset_name), gr.skip()
 
-    def on_launch(job_name: str, *values: Any):
+    def on_launch(preset_name: str, job_name: str, *values: Any):
         *form, extra_yaml, n_gpus, n_nodes, gib, confirmed = values
         config, per_field, other = checked(form, extra_yaml)
         if config is None:
             return [*per_field, other, "Not launched: fix the fields marked ⚠.", *[gr.skip()] * 7]
-        plan = training_plan.plan_now(config.to_dict(), training_plan.plan_args(n_gpus, n_nodes, gib))
+        args = training_plan.plan_args(n_gpus, n_nodes, gib)
+        plan = training_plan.quick_plan(config.to_dict(), args)  # the timed plan when one of these settings ended
         reason = training_plan.confirmation_reason(plan, config.steps)
         if reason and not confirmed:
             return [*per_field, other, f"Not launched: {md(reason)}. Tick **launch anyway** and press Launch again "
                                        "to launch it all the same.", gr.skip(), gr.skip(), gr.skip(), gr.skip(),
                     training_plan.plan_markdown(plan, config.steps), gr.update(visible=True, value=False), None]
+        stopped = [k for k in {plan_probe_task.running_key(), plan_probe_task.running_key(preset_name)}
+                   if plan_probe_task.cancel(k, "Launch")]  # never waited for: the job takes every core
         new_id, message = training.launch_training_job(store, url, config, job_name)
+        if stopped:
+            message += " The timing probe was stopped so that the job has the cores."
         return [*per_field, other, message, training.jobs_rows(job_queue.list_jobs(store)), gr.Timer(value=POLL_S),
                 None, new_id, training_plan.plan_markdown(plan, config.steps), gr.update(visible=False, value=False),
                 None]
@@ -243,10 +258,12 @@ def build(ctx: LabContext) -> None:
     plan_btn.click(on_plan, [preset, *widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md,
                                                                         plan_key, timer, table_sent])
     # the kept plan on every page load; a plan started only when this tab is opened (a probe takes the cores)
-    ctx.load_hooks.append((lambda name: training_plan.opening_plan(name), [preset], plan_md))
+    ctx.load_hooks.append((on_open, [preset, plan_key], [plan_md, plan_key]))  # a reloaded page finds its probe
     if ctx.current_tab is not None:
         ctx.current_tab.select(on_open, [preset, plan_key], [plan_md, plan_key])
-    launch.click(on_launch, [name, *widgets, extra, *hardware_boxes, confirm],  # the plan shown: Launch's
+    stop_probe.click(lambda key: plan_probe_task.progress(key) if plan_probe_task.cancel(key, "Stop") else gr.skip(),
+                     [plan_key], plan_md)
+    launch.click(on_launch, [preset, name, *widgets, extra, *hardware_boxes, confirm],  # the plan shown: Launch's
                  [*errors, general, launch_msg, table, timer, table_sent, job_id, plan_md, confirm, plan_key])
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)

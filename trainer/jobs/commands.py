@@ -39,14 +39,15 @@ def start_command(store_url: Optional[str], args: list[str], log_path: Path,
     return proc
 
 
-def run_command(args: list[str], output_path: Path, timeout_s: float) -> bool:
+def run_command(args: list[str], output_path: Path, timeout_s: float,
+                stop: Optional[threading.Event] = None) -> bool:
     """Run `python -m trainer ARGS` to its end, its stdout and stderr written to output_path. False when it ran
-    past timeout_s (its process group is then killed). A warm process's exit code is the starter's to collect,
-    so callers judge the result by the output (a command's JSON line, its last error line)."""
+    past timeout_s or `stop` was set (its process group is then killed). A warm process's exit code is the
+    starter's to collect, so callers judge the result by the output (a command's JSON line, its last error line)."""
     proc = start_command(None, args, output_path, f"run-{args[0] if args else 'trainer'}")
     deadline = time.monotonic() + timeout_s
     while pid_alive(proc.pid):  # a cold one is reaped by start_command's thread; a zombie counts as ended
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or (stop is not None and stop.is_set()):
             signal_group(proc.pid, signal.SIGKILL)
             return False
         time.sleep(WAIT_POLL_S)

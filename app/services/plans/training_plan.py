@@ -3,12 +3,13 @@
 A preset fills the form: the fields the form has, and every other setting it makes in the YAML box, so the
 job launched is the preset (trainer.presets). The plan is `python -m trainer plan --json` run in its own
 process (the models it counts and the probe step it trains stay out of the app), cached per config and
-hardware: a second Plan or Launch of the same settings does not measure again.
+hardware: a second Plan or Launch of the same settings does not count again.
 
-Plan runs in the background (`start_plan`): the view polls `plan_progress` and shows how long the plan has
-run and, from the last plan of the preset, about how long it takes. The last plan of each preset is kept
-in the lab home (plans/PRESET.json), so the view opens on it. Each plan says what its time was measured
-on: the machine's load and the probe's threads.
+The quick plan (`quick_plan`: memory counted, no probe) answers in seconds and is what Launch checks; its memory
+figure is the one the job's admission and log use. The timed probe runs in the background
+(app.services.plans.probe_task) and adds the time per step and the measured peak. The last plan of each preset
+is kept in the lab home (plans/PRESET.json), so the view opens on it. Each timed plan says what its time was
+measured on: the machine's load and the probe's threads.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,21 +34,6 @@ _PLANS: dict[str, dict[str, Any]] = {}
 _OUTPUTS: dict[str, Path] = {}  # plan key -> the output file of its command while it runs (the probe's progress)
 PROBE_LIMIT_S = 900.0  # the web's plans start no probe step after this (`plan --probe-limit`); then no time
 PLAN_ON_OPEN_ENV = "RLVER_LAB_PLAN_ON_OPEN"  # "0": opening the Training view plans nothing (tests)
-
-
-@dataclass
-class PlanTask:
-    """A plan being made in a background thread (`plan` is set when it is done)."""
-    key: str
-    preset: str
-    steps: int
-    started: float = field(default_factory=time.monotonic)
-    expected_s: Optional[float] = None  # how long the last plan of the preset took
-    plan: Optional[dict[str, Any]] = None
-
-
-_TASKS: dict[str, PlanTask] = {}
-_TASKS_LOCK = threading.Lock()
 
 
 def preset_choices() -> list[str]:
@@ -101,18 +86,22 @@ def plan_key(config: dict[str, Any], args: list[str]) -> str:
 
 
 def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 1800,
-                 probe_limit_s: float = PROBE_LIMIT_S) -> dict[str, Any]:
+                 probe_limit_s: float = PROBE_LIMIT_S, probe: bool = True,
+                 stop: Optional[threading.Event] = None) -> dict[str, Any]:
     """The plan of a validated config (its dict) from `python -m trainer plan --json`, cached; on failure
     {'error': why}. The command forks from the lab's warm starter where it can (trainer.jobs.commands), so a
-    plan does not spend ~10 s of CPU importing torch and transformers first. Its probe starts no step after
-    probe_limit_s (the plan then says the time was not measured, and why); timeout_s bounds the whole command."""
+    plan does not spend ~10 s of CPU importing torch and transformers first. Its probe (probe=False: none, the
+    quick plan) starts no step after probe_limit_s (the plan then says the time was not measured, and why);
+    timeout_s bounds the whole command; `stop` set kills it."""
     import yaml
 
     from trainer.jobs.commands import run_command
 
-    key = plan_key(config, args)
+    key = plan_key(config, args) + ("" if probe else " quick")
     if key in _PLANS:
         return _PLANS[key]
+    if not probe and plan_key(config, args) in _PLANS:  # a timed plan counts the same memory
+        return _PLANS[plan_key(config, args)]
     load_before, started = os.getloadavg()[0], time.monotonic()
     with tempfile.TemporaryDirectory(prefix="plan-") as folder:
         path, output = Path(folder) / "config.yaml", Path(folder) / "plan.out"
@@ -120,11 +109,12 @@ def compute_plan(config: dict[str, Any], args: list[str], timeout_s: float = 180
         _OUTPUTS[key] = output
         try:
             done = run_command(["plan", "--config", str(path), "--json", "--probe-limit", f"{probe_limit_s:g}",
-                                *args], output, timeout_s)
+                                *(() if probe else ("--no-probe",)), *args], output, timeout_s, stop)
         finally:
             _OUTPUTS.pop(key, None)
         if not done:
-            return {"error": f"the plan took more than {timeout_s:.0f} s"}
+            return {"error": "the plan was stopped" if stop is not None and stop.is_set() else
+                    f"the plan took more than {timeout_s:.0f} s"}
         text = output.read_text(errors="replace")
     plan = _last_json_object(text)
     if plan is None:  # a failed plan prints "error: ..." last
@@ -167,7 +157,8 @@ def kept_plan(preset: str) -> Optional[dict[str, Any]]:
     return kept if isinstance(kept, dict) and isinstance(kept.get("plan"), dict) else None
 
 
-def _keep(preset: str, key: str, steps: int, plan: dict[str, Any]) -> None:
+def keep(preset: str, key: str, steps: int, plan: dict[str, Any]) -> None:
+    """Keep the plan as the preset's last (never half-written; nothing for a failed plan or no preset)."""
     if not preset or plan.get("error"):
         return
     path = _kept_path(preset)
@@ -177,64 +168,13 @@ def _keep(preset: str, key: str, steps: int, plan: dict[str, Any]) -> None:
     tmp.replace(path)  # never half-written
 
 
-def start_plan(config: dict[str, Any], args: list[str], preset: str = "") -> str:
-    """Plan a validated config in a background thread (at once when cached); returns the key to poll
-    `plan_progress` with. A second call for the same settings joins the plan under way."""
-    key = plan_key(config, args)
-    steps = int(config.get("steps") or 0)
-    with _TASKS_LOCK:
-        task = _TASKS.get(key)
-        if task is not None and task.plan is None:
-            return key
-        kept = kept_plan(preset) if preset else None
-        expected = ((kept or {}).get("plan") or {}).get("measured_on", {}).get("plan_seconds")
-        task = _TASKS[key] = PlanTask(key, preset, steps, expected_s=expected, plan=_PLANS.get(key))
-    if task.plan is not None:
-        _keep(preset, key, steps, task.plan)
-        return key
-
-    def run() -> None:
-        try:
-            plan = compute_plan(config, args)
-        except Exception as exc:  # noqa: BLE001  the view must hear of it, not wait for ever
-            plan = {"error": f"the plan could not be made: {type(exc).__name__}: {exc}"}
-        _keep(preset, key, steps, plan)
-        task.plan = plan
-
-    threading.Thread(target=run, name=f"plan-{preset or 'config'}", daemon=True).start()
-    return key
-
-
-def plan_now(config: dict[str, Any], args: list[str]) -> dict[str, Any]:
-    """The plan, waiting for one of the same settings under way rather than measuring twice (Launch)."""
-    task = _TASKS.get(plan_key(config, args))
-    while task is not None and task.plan is None:
-        time.sleep(0.5)
-    return task.plan if task is not None else compute_plan(config, args)
-
-
-def plan_progress(key: Optional[str], steps: int) -> Optional[str]:
-    """The plan's Markdown when it is done; while it runs, how long it has run and about how long it takes
-    (from the preset's last plan); None for an unknown key."""
-    from trainer.benchmarking.progress import duration_text
-
-    task = _TASKS.get(key or "")
-    if task is None:
-        return None
-    if task.plan is not None:
-        return plan_markdown(task.plan, steps)
-    elapsed = time.monotonic() - task.started
-    line = (f"**Planning…** {duration_text(elapsed)} so far: counting the models' parameters, then on CPU "
-            "training one small real step of these settings to time it")
-    stage = probe_stage(key or "")
-    if stage:
-        line += f" (now: {md(stage)})"
-    if task.expected_s:
-        left = max(0.0, task.expected_s - elapsed)
-        line += (f"; the last plan of {md(task.preset)} took {duration_text(task.expected_s)}, so about "
-                 f"{duration_text(left)} left" if left else f"; longer than the last plan of {md(task.preset)} "
-                 f"({duration_text(task.expected_s)}): the machine may be busier")
-    return line + ". You can launch meanwhile: Launch waits for this plan."
+def quick_plan(config: dict[str, Any], args: list[str], preset: str = "") -> dict[str, Any]:
+    """The plan without the probe (memory counted, no time), in seconds; kept as the preset's last plan when the
+    preset has none yet (a timed plan is kept over it)."""
+    plan = compute_plan(config, args, probe=False)
+    if preset and kept_plan(preset) is None:
+        keep(preset, plan_key(config, args), int(config.get("steps") or 0), plan)
+    return plan
 
 
 def probe_stage(key: str) -> str:
@@ -252,8 +192,9 @@ def opening_plan(preset: str) -> str:
     """What the plan box shows when the view opens: the preset's kept plan, or how to get one."""
     kept = kept_plan(preset)
     if kept is None:
-        return (f"No plan of {md(preset)} yet. Press **Plan** to see the memory and the time this job needs "
-                "(on CPU it trains one small step to time it, a few minutes).")
+        return (f"No plan of {md(preset)} yet. Press **Plan**: the memory this job needs at once, then on CPU the "
+                "time per step, measured in the background by training one small step (minutes; on a busy 2-core "
+                "machine 15-25). Launch never waits for it.")
     return (f"*The last plan of {md(preset)} (press **Plan** after changing the form):*\n\n"
             + plan_markdown(kept["plan"], int(kept.get("steps") or 0)))
 
@@ -271,7 +212,7 @@ def confirmation_reason(plan: dict[str, Any], steps: int) -> str:
         return f"no plan ({plan['error']})"
     reasons = []
     if not plan.get("fits", False):
-        reasons.append(f"it will not fit ({plan.get('per_gpu_gib')} GiB needed of {plan.get('memory_gib')} GiB)")
+        reasons.append(f"it will not fit ({memory_text(plan)} needed of {plan.get('memory_gib', 0):.1f} GiB)")
     seconds = run_seconds(plan, steps)
     if seconds is not None and seconds > DAY_S:
         reasons.append(f"it will run for about {seconds / DAY_S:.1f} days ({steps} steps x "
@@ -286,9 +227,11 @@ def plan_markdown(plan: Optional[dict[str, Any]], steps: int) -> str:
     if plan.get("error"):
         return f"**No plan:** {md(plan['error'])}"
     where = "GPU" if plan.get("device") == "cuda" else "process (CPU)"
-    head = (f"**{'Fits' if plan['fits'] else 'Does not fit'}**: {plan['per_gpu_gib']:g} GiB per {where} of "
-            f"{plan.get('memory_gib', 0):g} GiB" + (f" · {plan.get('gpus')} GPU(s)" if plan.get("device") == "cuda"
-                                                    else ""))
+    head = (f"**{'Fits' if plan['fits'] else 'Does not fit'}**: {memory_text(plan)} per {where} of "
+            f"{plan.get('memory_gib', 0):.1f} GiB" + (f" · {plan.get('gpus')} GPU(s)" if plan.get("device") == "cuda"
+                                                      else ""))
+    if plan.get("measured_gib") is not None:
+        head += f" (the probe measured {plan['measured_gib']:.1f} GiB)"
     rows = ["| part | GiB |", "|---|---:|"] + [f"| {md(k)} | {v:.2f} |" for k, v in plan["parts"].items()]
     seconds = run_seconds(plan, steps)
     time_line = (f"time: not measured{' (a GPU plan)' if plan.get('device') == 'cuda' else ''}"
@@ -297,6 +240,11 @@ def plan_markdown(plan: Optional[dict[str, Any]], steps: int) -> str:
                  f"{seconds / 3600:.1f} hours")
     notes = "\n".join(f"- {md(n)}" for n in plan.get("notes", []))
     return "\n\n".join([head, "\n".join(rows), time_line + measured_on_text(plan), notes])
+
+
+def memory_text(plan: dict[str, Any]) -> str:
+    """A job's one memory figure, rounded: the plan's count, as its admission and its log say it."""
+    return f"{float(plan.get('per_gpu_gib') or 0):.1f} GiB"
 
 
 def measured_on_text(plan: dict[str, Any]) -> str:
@@ -310,25 +258,44 @@ def measured_on_text(plan: dict[str, Any]) -> str:
     return f" (measured on {on.get('cores')} cores{threads}{load}, {on.get('at', '')})"
 
 
-def plan_running(key: Optional[str]) -> bool:
-    """Whether the plan of `key` is still being made."""
-    task = _TASKS.get(key or "")
-    return task is not None and task.plan is None
+def plan_on_open_allowed() -> bool:
+    """Whether opening the Training view may make a quick plan (RLVER_LAB_PLAN_ON_OPEN=0: not, in tests)."""
+    return os.environ.get(PLAN_ON_OPEN_ENV, "1") != "0"
 
 
-def task_steps(key: Optional[str]) -> int:
-    """The steps of the config a plan was started for (its time line multiplies by them)."""
-    task = _TASKS.get(key or "")
-    return task.steps if task else 0
-
-
-def plan_on_open(preset: str) -> Optional[str]:
-    """Start planning a preset as it stands when the Training view opens with no kept plan of it (unless
-    RLVER_LAB_PLAN_ON_OPEN=0); the key to poll, or None when nothing was started."""
+def preset_quick_plan(preset: str) -> Optional[str]:
+    """The Markdown of a preset's quick plan as it stands (memory counted, no probe; seconds), or None for an
+    unknown preset."""
     from trainer.config import TrainConfig
     from trainer.presets import preset_dict
 
-    if os.environ.get(PLAN_ON_OPEN_ENV, "1") == "0" or preset not in preset_choices() or kept_plan(preset):
+    if preset not in preset_choices():
         return None
+    config = TrainConfig.from_dict(preset_dict(preset)).to_dict()
     gpus, nodes, gib = PRESET_HARDWARE.get(preset, (None, None, None))
-    return start_plan(TrainConfig.from_dict(preset_dict(preset)).to_dict(), plan_args(gpus, nodes, gib), preset)
+    plan = quick_plan(config, plan_args(gpus, nodes, gib), preset)
+    return (plan_markdown(plan, int(config.get("steps") or 0)) + "\n\n*Memory only: press **Plan** to time a step "
+            "as well (in the background; Launch never waits for it).*")
+
+
+def planned_step_seconds(config: dict[str, Any]) -> Optional[float]:
+    """The time per step a timed plan of these settings measured (this app's plans, or a preset's kept plan),
+    whatever hardware it was asked for; None when none was timed. A job shows its time left from it until a step
+    of its own has ended."""
+    want = {k: v for k, v in config.items() if k not in NOT_PLANNING_KEYS}
+    plans = [(k.removesuffix(" quick"), p) for k, p in _PLANS.items()]
+    folder = _kept_path("x").parent
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            kept = json.loads(path.read_text())
+            plans.append((kept["key"], kept["plan"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    for key, plan in plans:
+        try:
+            same = json.loads(key)[0] == json.loads(json.dumps(want, sort_keys=True))
+        except (ValueError, IndexError, TypeError):
+            continue
+        if same and isinstance(plan, dict) and plan.get("seconds_per_step"):
+            return float(plan["seconds_per_step"])
+    return None
