@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 # (FIXTURE_MARKS). Nothing is guessed from source text. `model` is also enforced: a test without it that reaches
 # the packaged SmolLM2 or MiniLM fails with a message saying to mark it (_packaged_models_need_the_model_mark).
 FIXTURE_MARKS = {"lab_server": ("browser",), "browser_page": ("browser",), "shared_data": ("data",),
-                 "shared_reference": ("data",), "postgres_server": ("postgres",), "postgres_url": ("postgres",)}
+                 "shared_reference": ("data",), "postgres_server": ("postgres",), "postgres_url": ("postgres",),
+                 "ray_cluster": ("process",)}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -125,6 +126,26 @@ def postgres_server():
         yield server
     finally:
         server.stop()
+
+
+# --- Ray: a cluster of real nodes on this machine (testkit.cluster.ray_nodes), one per test module -------------
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """Two Ray nodes on this machine, CPU only: the head (custom resource `lab_node_head`, the Jobs API at
+    `.address`) and a second raylet joined with `ray start --address` (`lab_node_b`). `.node_id(name)`,
+    `.kill_raylet(name)`, `.wait_node_dead(name)`, `.add_node(name)`: testkit/cluster/ray_nodes.py."""
+    yield from ray_nodes(("lab_node_b",))
+
+
+def ray_nodes(node_names: tuple[str, ...]):
+    """For a module fixture: the head and one raylet per name (testkit.cluster.ray_nodes.running_cluster), with
+    the suite's PostgreSQL password in the nodes' environment; skipped when Ray is not installed."""
+    pytest.importorskip("ray.job_submission", reason="Ray is not installed (pip install -e '.[cluster]')")
+    from testkit.cluster.ray_nodes import running_cluster
+    from testkit.postgres import PASSWORD
+
+    with running_cluster(node_names, env={"PYTHONPATH": str(REPO), "PGPASSWORD": PASSWORD}, cwd=REPO) as cluster:
+        yield cluster
 
 
 @pytest.fixture

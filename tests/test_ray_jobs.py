@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import ray_nodes
 from helpers import (
     N_PERSONAS,
     SEEDED_USER,
@@ -36,7 +35,7 @@ from sqlalchemy import select
 
 from app.services.training import job_summary_md
 from storage import Dialogue, Job, Turn, make_store, read_scope, session_scope
-from testkit.postgres import PASSWORD
+from testkit.cluster.ray_nodes import free_port
 from trainer.benchmarking.benchmark import start_benchmark_job
 from trainer.benchmarking.compare import CompareConfig
 from trainer.benchmarking.compare_runs import start_comparison_job
@@ -45,55 +44,14 @@ from trainer.jobs import queue as job_queue
 from trainer.jobs.context import JobContext
 
 REPO = Path(__file__).resolve().parent.parent
-# every port of the head its own free one: another Ray on the machine (CI has none) keeps its defaults
-PORT_FLAGS = ("--ray-client-server-port", "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-              "--runtime-env-agent-port", "--metrics-export-port", "--node-manager-port", "--object-manager-port")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def ray_head(postgres_server):
-    """A one-node Ray cluster on this machine; its Jobs API address (http://127.0.0.1:PORT)."""
-    pytest.importorskip("ray.job_submission", reason="Ray is not installed (pip install -e '.[cluster]')")
-    ray_bin = Path(sys.executable).parent / "ray"
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
-    dashboard = free_port()
-    env = dict(os.environ, PYTHONPATH=str(REPO), PGPASSWORD=PASSWORD,
-               RAY_DISABLE_USAGE_STATS="1")
-    log = open(Path(temp) / "head.log", "wb")
-    head = subprocess.Popen([str(ray_bin), "start", "--head", "--num-cpus", "2", "--disable-usage-stats", "--block",
-                             "--port", str(free_port()), "--dashboard-port", str(dashboard),
-                             "--dashboard-host", "127.0.0.1", "--include-dashboard", "true",
-                             *(arg for flag in PORT_FLAGS for arg in (flag, str(free_port()))), "--temp-dir", temp],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    address = f"http://127.0.0.1:{dashboard}"
-    try:
-        wait_for(lambda: head.poll() is None and _answers(address) or head.poll() is not None, timeout=180,
-                 every=1.0)
-        assert head.poll() is None, (Path(temp) / "head.log").read_text()[-3000:]
-        yield address
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` and what it started (a SIGTERM may leave
-        try:  # the raylet hanging: the group gets SIGKILL after a short wait; Ray's workers end with it)
-            head.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def _answers(address: str) -> bool:
-    try:
-        ray_jobs.resolve_address(address)
-        return True
-    except backend.BackendError:
-        return False
+    """A one-node Ray cluster on this machine (testkit.cluster.ray_nodes); its Jobs API address
+    (http://127.0.0.1:PORT)."""
+    for cluster in ray_nodes(()):
+        yield cluster.address
 
 
 @pytest.fixture

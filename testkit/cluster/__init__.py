@@ -1,0 +1,1 @@
+"""Test clusters on this one machine: Ray nodes (ray_nodes)."""
