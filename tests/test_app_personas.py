@@ -115,3 +115,31 @@ def test_import_reports_every_bad_line_and_keep_valid(browser_page, lab_server, 
     expect(report).to_contain_text("1 stored")
     assert persona_store.get_profile(lab_server.store, "ui-imported").need_category == "useful_advice"
     assert persona_store.get_profile(lab_server.store, "ui-imported-bad") is None
+
+
+def test_the_form_refuses_an_id_and_a_name_the_import_refuses(browser_page, lab_server, tmp_path):
+    """The id and length rules are the import's (Profile.errors): shown under the field when it is left, and Save
+    stores nothing; the same line in a file is refused by the import."""
+    from simulator.personas.io import import_profiles
+
+    page = browser_page
+    new_form(page)
+    fill(page, "persona-id", "bad id with spaces!")
+    page.locator("#persona-id textarea").blur()
+    expect(page.locator("#err-id")).to_contain_text("may hold only letters, digits")
+    fill_night_nurse(page, "bad id with spaces!", "Long night.")
+    fill(page, "persona-name", "N" * 5000)
+    page.locator("#persona-name textarea").blur()
+    expect(page.locator("#err-name")).to_contain_text("a name is at most 120")
+    page.click("#persona-save")
+    expect(page.locator("#persona-status")).to_contain_text("Not saved")
+    expect(page.locator("#err-id")).to_contain_text("no spaces")
+    assert persona_store.get_profile(lab_server.store, "bad id with spaces!") is None
+    expect(page.locator("#persona-id textarea")).to_be_editable()  # not locked: nothing was saved
+    fill(page, "persona-id", "good-id")
+    page.locator("#persona-id textarea").blur()
+    expect(page.locator("#err-id")).to_be_hidden()
+    line = {"id": "bad id with spaces!", "name": "Sam", "persona": "p", "background": "b", "hidden_need": "h",
+            "need_category": "deep_empathy", "personality": "passive"}
+    report = import_profiles(json.dumps(line).encode())
+    assert report.profiles == [] and [e.field for e in report.errors] == ["id"]

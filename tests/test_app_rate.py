@@ -75,3 +75,25 @@ def test_rate_view_blind_reveal_refusals_import_and_report(browser_page, lab_ser
     expect(page.locator("#rate-scatter .scatterlayer .trace")).to_have_count(2)
     expect(page.locator("#rate-bars .barlayer .trace")).to_have_count(2)
     assert page.dialogs == []
+
+
+@pytest.mark.browser
+def test_an_untouched_submit_is_refused_under_the_field_and_stores_nothing(browser_page, lab_server):
+    """The change box opens empty and is emptied again by Load: Submit without a value is refused, never read
+    as 0 (the agreement figures are made of these ratings)."""
+    page, store = browser_page, lab_server.store
+    page.reload()
+    did = make_dialogue(store, persona_id="en-32-zoe-kim", fp="fp-untouched", changes=[4.0])
+    page.get_by_role("tab", name="Rate the simulator").click()
+    page.locator("#rate-rater textarea").fill("cleo")
+    page.locator("#rate-set textarea").fill(f"dialogue:{did}")
+    page.click("#rate-load")
+    expect(page.locator("#rate-progress")).to_contain_text("1 turn(s) left")
+    expect(page.locator("#rate-change input")).to_have_value("")
+    page.click("#rate-submit")
+    expect(page.locator("#err-rate-change")).to_contain_text("change: set your guess")
+    assert [r for r in list_ratings(store) if r["rater"] == "cleo"] == []
+    _rate(page, "0")  # a 0 the rater typed is a rating
+    expect(page.locator("#rate-reveal")).to_contain_text("the simulator's change was +4")
+    expect(page.locator("#err-rate-change")).to_have_text("")
+    assert [r["delta"] for r in list_ratings(store) if r["rater"] == "cleo"] == [0.0]

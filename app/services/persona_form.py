@@ -39,3 +39,12 @@ def form_values(p: Optional[Profile]) -> list:
         return ["", "", "en", "standard", None, None, "", "", "", "", "", ""]
     return [p.id, p.name, p.language, p.difficulty, p.need_category or None, p.personality or None,
             ", ".join(p.traits), p.persona, p.background, p.hidden_need, p.explicit_goal, p.first_line]
+
+
+def early_problems(values: dict[str, Any], fields: tuple[str, ...] = ("id", "name")) -> dict[str, str]:
+    """The problems of `fields` as the form stands (the import's rules: Profile.errors), shown under each field
+    as soon as it is left, before any Save; an empty field is not yet a problem here (Save says it is required)."""
+    data = {f: (values.get(f) or "") for f in FIELDS}
+    data["traits"] = split_traits(data["traits"])
+    errors = Profile.from_dict(data).errors()
+    return {f: errors[f] for f in fields if f in errors and str(values.get(f) or "").strip()}

@@ -11,7 +11,8 @@ import gradio as gr
 
 from app.context import LabContext
 from app.render import md
-from app.services.persona_form import FIELDS, FORM, NEED_CHOICES, PERSONALITY_CHOICES, form_profile, form_values
+from app.services.persona_form import (FIELDS, FORM, NEED_CHOICES, PERSONALITY_CHOICES, early_problems, form_profile,
+                                       form_values)
 from app.views import persona_generation_panel, persona_preview
 from simulator.access import export_path
 from simulator.personas import lint
@@ -243,6 +244,13 @@ def build(ctx: LabContext) -> None:
         (comp.submit if comp is search else comp.change)(refresh, filters, list_out)
     search.change(refresh, filters, list_out)
     table.select(on_select, None, form_out + [confirm_row, status])
+    def on_leave(name: str, *values):
+        problem = early_problems(dict(zip(FIELDS, values)), (name,)).get(name)
+        return gr.update(value=f"⚠ {md(problem)}", visible=True) if problem else gr.update(value="", visible=False)
+
+    for name in ("id", "name"):  # the import's rules, under the field as soon as it is left
+        at = FIELDS.index(name)
+        inputs[at].blur(lambda *v, n=name: on_leave(n, *v), inputs, errs[at])
     save_btn.click(on_save, [editing] + inputs + filters, form_out + [status] + list_out)
     new_btn.click(lambda: load(None) + [""], None, form_out + [status])
     dup_btn.click(on_duplicate, [editing] + filters, form_out + [status] + list_out)

@@ -5,6 +5,7 @@ Import/export of the RLVER/SAGE JSONL format and of the lab's own JSONL live in 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
@@ -27,6 +28,8 @@ PERSONALITIES: dict[str, str] = {"negative": "负面型", "passive": "被动型"
 LANGUAGES = ("en", "zh")
 DIFFICULTIES = ("standard", "challenging")
 MAX_FIELD_CHARS = 20_000
+MAX_NAME_CHARS = 120  # a name is shown in tables, headers and file names
+ID_PATTERN = re.compile(r"\w[\w.:-]*")  # letters (any script), digits, _ . : - ; what the import and the form accept
 TEXT_FIELDS = ("id", "name", "persona", "background", "hidden_need", "first_line", "explicit_goal", "source")
 REQUIRED_TEXT = ("id", "name", "persona", "background", "hidden_need")
 # what each required text holds, said with "is required" so the message tells what to write
@@ -99,6 +102,11 @@ class Profile:
                 errs[name] = "contains a lone surrogate (\\ud800-\\udfff): not valid Unicode text"
         if isinstance(self.id, str) and len(self.id) > 64 and "id" not in errs:
             errs["id"] = "is longer than 64 characters"
+        if isinstance(self.id, str) and "id" not in errs and not ID_PATTERN.fullmatch(self.id):
+            errs["id"] = (f"may hold only letters, digits and - _ . : (no spaces), got {quote(self.id)}; "
+                          "e.g. en-40-sam-lee")
+        if isinstance(self.name, str) and len(self.name) > MAX_NAME_CHARS and "name" not in errs:
+            errs["name"] = f"is {len(self.name)} characters; a name is at most {MAX_NAME_CHARS}"
         for name, label, allowed in (("need_category", "category", NEED_CATEGORIES),
                                      ("personality", "personality", PERSONALITIES),
                                      ("language", "language", LANGUAGES), ("difficulty", "difficulty", DIFFICULTIES)):

@@ -80,8 +80,10 @@ def build(ctx: LabContext) -> None:
         with gr.Column(scale=7):
             item = gr.HTML(elem_id="rate-item")
             with gr.Row():
-                change = gr.Number(None, label="Emotion change you think the persona felt (the rules clamp to ±10)",
-                                   elem_id="rate-change")
+                with gr.Column(min_width=200):
+                    change = gr.Number(None, label="Emotion change you think the persona felt (the rules clamp to "
+                                       "±10)", elem_id="rate-change")
+                    change_error = gr.Markdown("", elem_classes="field-error", elem_id="err-rate-change")
                 note = gr.Textbox(label="Note (optional)", elem_id="rate-note")
             with gr.Row():
                 submit = gr.Button("Submit", variant="primary", elem_id="rate-submit")
@@ -106,46 +108,54 @@ def build(ctx: LabContext) -> None:
         bars = gr.Plot(elem_id="rate-bars")
 
     def show(items: list[dict], status: str):
+        """The next item; the change box emptied (an untouched box is refused, never read as 0)."""
         if not items:
-            return items, status or "**Nothing left to rate in this set.**", "", "", ""
+            return items, status or "**Nothing left to rate in this set.**", "", "", "", None, ""
         first = items[0]
         view = ratings.blind_view(store, first["dialogue_id"], first["turn_index"])
         return (items, f"{status} {len(items)} turn(s) left · dialogue {first['dialogue_id']}, turn "
-                       f"{first['turn_index']}", persona_md(view["persona"]), item_html(view), "")
+                       f"{first['turn_index']}", persona_md(view["persona"]), item_html(view), "", None, "")
 
     def on_load(name, spec, request: gr.Request):
         try:
             items = ratings.rating_queue(store, spec, _rater(name, request))
         except ValueError as exc:
-            return [], f"**Cannot load:** {md(exc)}", "", "", ""
+            return [], f"**Cannot load:** {md(exc)}", "", "", "", None, ""
         return show(items, "")
 
     rated_shown = gr.State(None)  # the turn just rated while it is still on the page
     load.click(lambda: None, None, rated_shown)
-    load.click(on_load, [rater, rating_set], [queue, progress, persona, item, reveal])
+    shown_item = [queue, progress, persona, item, reveal, change, change_error]
+    load.click(on_load, [rater, rating_set], shown_item)
 
     def on_submit(items, name, spec, value, note_, rated, request: gr.Request):
         if rated:  # Submit again on the turn just rated (still on the page until Next turn)
             return (items, f"**Not stored:** you already rated {md(rated)}; its judgement is shown. Press **Next "
-                           "turn** for the next one.", gr.update(), gr.update(), rated)
+                           "turn** for the next one.", gr.update(), gr.update(), rated, "")
         if not items:
-            return items, "**Load a rating set first.**", gr.update(), gr.update(), None
+            return items, "**Load a rating set first.**", gr.update(), gr.update(), None, ""
+        if value is None or (isinstance(value, str) and not value.strip()):  # never a default the rater did not set
+            return (items, "", gr.update(), gr.update(), None,
+                    "⚠ change: set your guess of the persona's emotion change (a number, 0 included) before "
+                    "submitting; nothing was stored")
         first = items[0]
         try:
             judged = ratings.record_rating(store, _rater(name, request), first["dialogue_id"], first["turn_index"],
                                            value, rating_set=spec, note=note_)
         except DuplicateRating as exc:
-            return items[1:], f"**Not stored:** {md(exc)}", gr.update(), gr.update(), None
+            return items[1:], f"**Not stored:** {md(exc)}", gr.update(), gr.update(), None, ""
         except ValueError as exc:  # nothing stored; the item stays
-            return items, f"**Not stored:** {md(exc)}", gr.update(), gr.update(), None
+            return items, f"**Not stored:** {md(exc)}", gr.update(), gr.update(), None, f"⚠ {md(exc)}"
         shown = ratings.reveal(judged)
         lines = [f"**You said {float(value):+g}; the simulator's change was {shown['simulator_delta']:+g}.**"]
         lines += [f"- {k}: {md(v)}" for k, v in shown["thoughts"].items()]
-        return items[1:], "\n".join(lines), None, "", f"dialogue {first['dialogue_id']}, turn {first['turn_index']}"
+        return (items[1:], "\n".join(lines), None, "", f"dialogue {first['dialogue_id']}, turn {first['turn_index']}",
+                "")
 
     submit.click(on_submit, [queue, rater, rating_set, change, note, rated_shown],
-                 [queue, reveal, change, note, rated_shown])
-    skip.click(lambda items: (*show(items, ""), None), queue, [queue, progress, persona, item, reveal, rated_shown])
+                 [queue, reveal, change, note, rated_shown, change_error])
+    change.input(lambda: "", None, change_error)  # the field's error goes once the field changes
+    skip.click(lambda items: (*show(items, ""), None), queue, [*shown_item, rated_shown])
 
     def on_export():
         path = Path(tempfile.mkdtemp(prefix="ratings-")) / "ratings.jsonl"
