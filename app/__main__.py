@@ -33,7 +33,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m app", description="Serve the RLVER Lab web app.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=7860)
-    p.add_argument("--db", default=None, help="SQLAlchemy URL of the store (default RLVER_LAB_DB or lab_data/lab.db)")
+    p.add_argument("--db", default=None, help="the store: a SQLite file's path or a SQLAlchemy URL (default RLVER_LAB_DB or lab_data/lab.db)")
     p.add_argument("--auth-file", default=None, metavar="PATH",
                    help="require the login user:password read from this file's first line")
     p.add_argument("--auth", default=None, metavar="USER:PASSWORD",
@@ -118,7 +118,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = parse_args(argv)
+    from storage.db import db_arguments
+
+    args = parse_args(db_arguments(list(sys.argv[1:] if argv is None else argv)))
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from app import preflight

@@ -219,8 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     from storage import exit_code
+    from storage.db import db_arguments
+
+    argv = db_arguments(list(sys.argv[1:] if argv is None else argv))
 
     if argv and argv[0] in PLUGINS:
         return exit_code(lambda: _run_plugin(argv[0], argv[1:]))

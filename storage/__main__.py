@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from storage.db import check_reachable, default_url, make_store, masked
+from storage.db import check_reachable, db_arguments, default_url, make_store, masked
 from storage.migrate import (
     MIGRATIONS,
     alembic_config,
@@ -80,7 +80,7 @@ def revision(url: str, message: str, empty: bool) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(db_arguments(list(sys.argv[1:] if argv is None else argv)))
     url = args.db or default_url()
     if args.command == "status":
         return exit_code(lambda: status(url))

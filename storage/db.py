@@ -39,8 +39,29 @@ def lab_home() -> Path:
 
 
 def default_url() -> str:
-    """RLVER_LAB_DB (any SQLAlchemy URL) or a SQLite file in lab_home()."""
-    return os.environ.get("RLVER_LAB_DB") or f"sqlite:///{lab_home() / 'lab.db'}"
+    """RLVER_LAB_DB (a SQLAlchemy URL or a SQLite file's path) or a SQLite file in lab_home()."""
+    env = os.environ.get("RLVER_LAB_DB")
+    return store_url(env) if env else f"sqlite:///{lab_home() / 'lab.db'}"
+
+
+def store_url(value: str) -> str:
+    """A store as given: a SQLAlchemy URL (kept as it is) or a plain file path, a SQLite file (made
+    sqlite:///ABSOLUTE-PATH, so that the lab's job processes, started elsewhere, open the same file)."""
+    if "://" in value or value.startswith("sqlite:"):
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def db_arguments(argv: list[str]) -> list[str]:
+    """A command line with the value of every `--db VALUE` / `--db=VALUE` made a URL (store_url): what each of
+    the lab's commands does first, so `--db lab.db` works wherever `--db sqlite:///lab.db` does."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--db" and i + 1 < len(out):
+            out[i + 1] = store_url(out[i + 1])
+        elif arg.startswith("--db="):
+            out[i] = "--db=" + store_url(arg[len("--db="):])
+    return out
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -107,7 +128,7 @@ def make_store(url: Optional[str] = None, create: bool = True) -> Engine:
     """Open the store at `url` (default_url() when None). create=True: connect now (StoreError, one line
     naming the URL without its password, when the store cannot be reached) and bring the schema to the head
     revision (storage.migrate), saying on stderr in one line what an upgrade of an existing store did."""
-    url = normalize_url(url or default_url())
+    url = normalize_url(store_url(url) if url else default_url())
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
         Path(url[len("sqlite:///"):]).expanduser().parent.mkdir(parents=True, exist_ok=True)
     kwargs: dict = {}

@@ -193,3 +193,22 @@ def test_two_processes_create_a_fresh_store_at_once(db_url: str):
     with read_scope(store) as s:
         assert s.query(Job).count() == 3
     store.dispose()
+
+
+def test_db_takes_a_plain_file_path_or_a_url(tmp_path, monkeypatch):
+    """`--db lab.db` is a SQLite file (made absolute, so a job process started elsewhere opens the same file);
+    a URL stays as it is; every command rewrites its --db first (db_arguments), and RLVER_LAB_DB likewise."""
+    from storage.db import db_arguments, default_url, store_url
+
+    monkeypatch.chdir(tmp_path)
+    assert store_url("lab.db") == f"sqlite:///{tmp_path / 'lab.db'}"
+    assert store_url("sqlite:///x.db") == "sqlite:///x.db"
+    assert store_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert db_arguments(["benchmark", "--db", "lab.db", "--quick"]) == ["benchmark", "--db",
+                                                                        f"sqlite:///{tmp_path / 'lab.db'}", "--quick"]
+    assert db_arguments(["--db=sub/lab.db"]) == [f"--db=sqlite:///{tmp_path / 'sub' / 'lab.db'}"]
+    monkeypatch.setenv("RLVER_LAB_DB", "env.db")
+    assert default_url() == f"sqlite:///{tmp_path / 'env.db'}"
+    store = make_store("plain.db")
+    store.dispose()
+    assert (tmp_path / "plain.db").exists()

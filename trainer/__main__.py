@@ -68,7 +68,9 @@ def backend_flags(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    argv, flags = backend_flags(list(sys.argv[1:] if argv is None else argv))
+    from storage.db import db_arguments
+
+    argv, flags = backend_flags(db_arguments(list(sys.argv[1:] if argv is None else argv)))
     if flags:
         from storage.db import default_url
         from trainer.jobs.backend import BackendError, configure
