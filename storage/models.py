@@ -111,6 +111,7 @@ class Job(Base):
     backend: Mapped[str] = mapped_column(KeptString(16), default="local", server_default="local")
     backend_address: Mapped[str] = mapped_column(KeptText, default="", server_default="")  # Ray's Jobs API (http://..)
     backend_job_id: Mapped[str] = mapped_column(KeptString(64), default="", server_default="")  # Ray's submission id
+    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # launches before this one (resumes)
 
     metrics: Mapped[list["Metric"]] = relationship(back_populates="job", cascade="all, delete-orphan")
     checkpoints: Mapped[list["Checkpoint"]] = relationship(back_populates="job", cascade="all, delete-orphan")
@@ -335,6 +336,9 @@ class Experiment(Base, RecordedRun):
     status: Mapped[str] = mapped_column(KeptString(16), default="queued", index=True)
     runner_pid: Mapped[Optional[int]] = mapped_column(Integer, nullable=True)
     error: Mapped[str] = mapped_column(KeptText, default="")
+    # the runner's host and heartbeat, with runner_pid: who runs it, and whether it lives (trainer.experiments.owner)
+    runner_host: Mapped[str] = mapped_column(KeptString(255), default="", server_default="")
+    runner_heartbeat_at: Mapped[Optional[datetime]] = mapped_column(DateTime, nullable=True)
 
     cells: Mapped[list["ExperimentCell"]] = relationship(back_populates="experiment", cascade="all, delete-orphan",
                                                          order_by="ExperimentCell.index")

@@ -215,12 +215,13 @@ def test_compare_start_names_every_problem_under_its_field(store, db_url, tmp_pa
     from app.services import compare_jobs
 
     message, cid, errors = compare_jobs.start(store, db_url, "default", str(tmp_path / "gone"), "nonsense-set",
-                                              "offline", 0, 0, 2.5)
-    assert cid is None and set(errors) == {"b", "profiles", "seeds", "max_new_tokens"}, errors
+                                              "offline", 0, 0, 2.5, -1)
+    assert cid is None and set(errors) == {"b", "profiles", "seeds", "max_new_tokens", "gpus"}, errors
     assert "not found" in errors["b"] and "unknown persona set" in errors["profiles"]
-    assert message == "Not started: fix the 4 problem(s) marked ⚠."
+    assert errors["gpus"] == "must be an integer >= 0, got -1"
+    assert message == "Not started: fix the 5 problem(s) marked ⚠."
     texts = compare_jobs.error_texts(errors)
-    assert [bool(t) for t in texts] == [False, True, True, False, False, True, True, False]
+    assert [bool(t) for t in texts] == [False, True, True, False, False, True, True, True, False]
     assert compare.list_comparisons(store) == []
     assert compare_jobs.start(store, db_url, "default", "default", "builtin:heldout", "offline:v9", 1, 1, 8
                               )[2].keys() == {"simulator"}

@@ -107,32 +107,50 @@ def test_create_cancel_and_reopen_in_the_store(store, tmp_path, tiny_model_dir):
         experiment_grid.cancel_experiment(store, 999)
 
 
-@pytest.mark.process
-def test_the_runner_owns_its_experiment_by_lock_and_a_running_one_without_runner_shows_dead(store, tmp_path,
-                                                                                            tiny_model_dir):
+def test_the_runner_owns_its_experiment_in_the_store_and_a_running_one_without_runner_shows_dead(store, tmp_path,
+                                                                                                  tiny_model_dir):
+    """Ownership and liveness from the store, whichever machine reads it: a runner of this host lives while its
+    pid does and it beats; one of another host while it beats; a dead one is resumable and its pid forgotten."""
+    from datetime import timedelta
+
     from storage import Experiment, session_scope
+    from storage.models import utcnow
+    from trainer.experiments.owner import RunnerHeartbeat
     from trainer.experiments.runner import run_experiment, runner_alive
-    from trainer.jobs.owner import JobLock
+    from trainer.jobs.backend import host_name
+
+    def set_runner(pid, host, beat_age_s):
+        with session_scope(store) as s:
+            exp = s.get(Experiment, eid)
+            exp.status, exp.runner_pid, exp.runner_host = "running", pid, host
+            exp.runner_heartbeat_at = utcnow() - timedelta(seconds=beat_age_s)
 
     eid = experiment_grid.create_experiment(store, experiment_grid.load_grid(tiny_grid(tmp_path, tiny_model_dir)))
-    with session_scope(store) as s:  # what a runner killed with -9 leaves
+    with session_scope(store) as s:  # what a runner killed with -9 before its first beat leaves
         s.get(Experiment, eid).status = "running"
     exp = experiment_grid.experiment_detail(store, eid)
     assert exp["status"] == "dead" and exp["stored_status"] == "running" and not runner_alive(exp)
     assert [e["status"] for e in experiment_grid.list_experiments(store)] == ["dead"]
-    lock = JobLock(experiment_grid.runner_folder(experiment_grid.runners_root(store), eid))
-    assert lock.acquire()  # a live runner (this process) holds the experiment
-    try:
+    for pid, host in ((os.getpid(), host_name()), (12345, "another-node")):  # live runners, here and elsewhere
+        set_runner(pid, host, beat_age_s=1)
         exp = experiment_grid.experiment_detail(store, eid)
-        assert exp["status"] == "running" and exp["runner"] == os.getpid() and runner_alive(exp)
-        with pytest.raises(experiment_grid.ExperimentError, match=f"already run by live process {os.getpid()}"):
+        assert exp["status"] == "running" and exp["runner"] == pid and runner_alive(exp)
+        with pytest.raises(experiment_grid.ExperimentError, match=f"already run by live process {pid} on {host}"):
             run_experiment(store, "unused://", eid)
-        with pytest.raises(experiment_grid.ExperimentError, match=f"being run by live process {os.getpid()}"):
+        with pytest.raises(experiment_grid.ExperimentError, match=f"being run by live process {pid} on {host}"):
             experiment_grid.reopen_experiment(store, eid)
-    finally:
-        lock.release()
+    set_runner(12345, "another-node", beat_age_s=120)  # its heartbeat stopped: dead, resumable from here
+    assert experiment_grid.experiment_detail(store, eid)["status"] == "dead"
+    set_runner(2 ** 22 + 7, host_name(), beat_age_s=1)  # a runner of this host whose process is gone: dead at once
+    assert experiment_grid.experiment_detail(store, eid)["status"] == "dead"
     assert experiment_grid.reopen_experiment(store, eid) == []
-    assert experiment_grid.experiment_detail(store, eid)["status"] == "queued"
+    exp = experiment_grid.experiment_detail(store, eid)
+    assert exp["status"] == "queued" and (exp["runner_pid"], exp["runner_host"]) == (None, "")
+    set_runner(os.getpid(), host_name(), beat_age_s=0)  # a runner that lost its experiment stops beating it
+    beat = RunnerHeartbeat(store, eid, os.getpid())
+    assert beat.beat()
+    set_runner(12345, "another-node", beat_age_s=0)
+    assert not beat.beat() and beat.lost
 
 
 # ------------------------------------------------------------------------------------ real job processes
@@ -188,6 +206,8 @@ def test_cancel_stops_the_experiment_and_resume_continues_from_the_checkpoint(st
                    timeout=300)
     first = lambda: experiment_grid.experiment_detail(store, eid)["cells"][0]  # noqa: E731
     wait_for(lambda: first()["train_job_id"] and job_queue.last_checkpoint(store, first()["train_job_id"]), timeout=900)
+    second = run_in_process("trainer", "experiment", "--resume", str(eid), "--db", db_url, "--json")
+    assert second.returncode == 2 and f"{eid} is being run by live process {p.pid} on " in second.stderr
     canceller = experiment_cli(db_url, "--cancel", str(eid))
     assert canceller.wait(timeout=300) == 0
     _, err = p.communicate(timeout=600)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ray_nodes
 from helpers import (
     N_PERSONAS,
@@ -34,7 +35,7 @@ from helpers import (
 from sqlalchemy import select
 
 from app.services.training import job_summary_md
-from storage import Dialogue, Job, Turn, make_store, read_scope, session_scope
+from storage import Dialogue, Job, Turn, make_store, read_scope, session_scope, store_id
 from testkit.cluster.ray_nodes import free_port
 from trainer.benchmarking.benchmark import start_benchmark_job
 from trainer.benchmarking.compare import CompareConfig
@@ -249,3 +250,67 @@ def test_two_hosts_never_claim_one_job(store, monkeypatch, tmp_path):
         second._claim()
     with pytest.raises(job_queue.JobOwnershipLost, match="node-b"):
         first.progress(1, 2)
+
+
+def ray_jobs_of(address: str, store, job_id: int) -> list:
+    """Every Ray job of the cluster submitted for lab job `job_id` of `store` (its metadata says which)."""
+    from ray.job_submission import JobSubmissionClient
+
+    return [j for j in JobSubmissionClient(address).list_jobs() if (j.metadata or {}).get("rlver_lab_job") ==
+            str(job_id) and j.metadata.get("rlver_lab_store") == store_id(store)]
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_an_experiment_on_ray_submits_each_attempt_once_says_what_it_waits_for_and_cancel_leaves_nothing(
+        on_ray, tiny_model_dir, tmp_path):
+    """A one-cell experiment whose training job asks for a GPU the cluster lacks: the runner polls while Ray
+    keeps the job PENDING and submits it once (a second submission of the attempt is refused by Ray); the job
+    says what it waits for; Cancel ends the cell, the job and the runner, and leaves nothing queued or dead."""
+    from trainer.experiments import grid as experiment_grid
+    from trainer.jobs import remote
+    from trainer.jobs.admission import queued_behind
+
+    store, url = on_ray
+    address = os.environ[backend.JOBS_ENV]
+    config = yaml.safe_load(tiny_train_config(tmp_path, tiny_model_dir).read_text())
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"name": "gpu-wait", "base": {**config, "gpus": 1}, "grid": {"seed": [0]},
+                                    "benchmark": {"profiles": "builtin:heldout", "limit": 1}}))
+    runner = subprocess.Popen([sys.executable, "-m", "trainer", "--jobs", address, "--shared-dir",
+                               os.environ[backend.SHARED_ENV], "experiment", "--grid", str(grid), "--db", url,
+                               "--json"], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eid = wait_for(lambda: experiment_grid.list_experiments(store) and
+                       experiment_grid.list_experiments(store)[0]["id"], timeout=300)
+        cell = lambda: experiment_grid.experiment_detail(store, eid)["cells"][0]  # noqa: E731
+        job_id = wait_for(lambda: cell()["train_job_id"], timeout=300)
+        wait_for(lambda: shown(store, job_id)["backend_job_id"], timeout=300)
+        beat = lambda: experiment_grid.experiment_detail(store, eid)["runner_heartbeat_at"]  # noqa: E731
+        first = wait_for(beat, timeout=60)
+        wait_for(lambda: (beat() - first).total_seconds() >= 5, timeout=120)  # the runner looked again, often
+        submitted = ray_jobs_of(address, store, job_id)
+        assert [j.submission_id for j in submitted] == [f"lab-{store_id(store)}-job{job_id}-attempt0"]
+        assert submitted[0].status.value == "PENDING"
+        job = shown(store, job_id)
+        assert job["status"] == "queued" and job["error"].startswith("waiting for 1 GPU, 1 CPU (Ray job lab-")
+        assert "no node of the cluster has 1 GPU" in job["error"] and queued_behind(store, job_id) == job["error"]
+        with pytest.raises(ray_jobs.AlreadySubmitted):
+            remote.launch(store, url, job_id, backend.current())
+        with pytest.raises(ray_jobs.AlreadySubmitted):
+            ray_jobs.submit(address, job_id, {}, {}, str(REPO), submission=submitted[0].submission_id)
+        assert len(ray_jobs_of(address, store, job_id)) == 1
+        assert experiment_grid.cancel_experiment(store, eid) == "cancelled"
+        _, err = runner.communicate(timeout=300)
+        assert runner.returncode == 143, err[-3000:]
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    exp = experiment_grid.experiment_detail(store, eid)
+    assert exp["status"] == "cancelled" and [c["status"] for c in exp["cells"]] == ["cancelled"]
+    assert exp["runner_pid"] is None and exp["runner"] is None
+    job = shown(store, job_id)
+    assert job["status"] == "cancelled" and job["error"] == "cancelled before Ray started it"
+    assert {j["status"] for j in job_queue.list_jobs(store)} == {"cancelled"}
+    assert len(ray_jobs_of(address, store, job_id)) == 1

@@ -87,6 +87,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"note: `{command}` runs in this process, on this machine; with --jobs ray only train, resume and "
                   "the jobs the app launches go to the cluster (docs/cluster.md)", file=sys.stderr)
     parser = argparse.ArgumentParser(prog="python -m trainer", description="RLVER Lab trainer commands")
+    parser.add_argument("--jobs", metavar="local|auto|ray://HEAD:10001|http://HEAD:8265",
+                        help="where the jobs this command launches run: local processes (the default) or a Ray "
+                             "cluster (docs/cluster.md); before COMMAND")
+    parser.add_argument("--shared-dir", metavar="PATH", help="a folder every node sees, for the job folders "
+                                                            "(needed with a Ray cluster); before COMMAND")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (_, help_text) in COMMANDS.items():

@@ -28,6 +28,7 @@ FIELDS: list[tuple[str, str, Any]] = [
     ("mode", "mode", "direct"),
     ("seed", "seed (empty = 0)", 0),
     ("name", "name (optional)", ""),
+    ("gpus", "GPUs its job asks a Ray node for (1: a local policy on a GPU; 0 on one machine)", 0),
     ("quick", "quick look: one persona, replies capped at 16 tokens", False),
 ]
 NAMES = [f[0] for f in FIELDS]
@@ -83,6 +84,7 @@ def form_config(values: dict[str, Any]) -> tuple[Optional[dict[str, Any]], dict[
     config["max_new_tokens"] = _number("max_new_tokens", v["max_new_tokens"], True, 0, errors)
     config["temperature"] = _number("temperature", v["temperature"], False, DEFAULTS["temperature"], errors)
     config["seed"] = _number("seed", v["seed"], True, 0, errors)
+    config["gpus"] = _number("gpus", v["gpus"], True, 0, errors)
     if v["quick"]:  # one persona, short replies (a smaller cap typed in the form is kept)
         config["limit"] = QUICK["limit"]
         if not config["max_new_tokens"] or config["max_new_tokens"] > QUICK_REPLY_CAP:

@@ -24,7 +24,7 @@ def policy_choices(store: Store) -> list[tuple[str, str]]:
     return [("default (the packaged SmolLM2)", DEFAULT_POLICY), *compare_runs.stored_policies(store)]
 
 
-FIELDS = ("a", "b", "profiles", "simulator", "limit", "seeds", "max_new_tokens")  # the Start form's, in order
+FIELDS = ("a", "b", "profiles", "simulator", "limit", "seeds", "max_new_tokens", "gpus")  # the Start form's, in order
 GENERAL = "_general"
 
 
@@ -51,13 +51,13 @@ def field_of(problem_key: str) -> str:
 
 
 def start(store: Store, store_url: str, a: Optional[str], b: Optional[str], profiles: Optional[str],
-          simulator: Optional[str], limit: Any, seeds: Any, max_new_tokens: Any
+          simulator: Optional[str], limit: Any, seeds: Any, max_new_tokens: Any, gpus: Any = 0
           ) -> tuple[str, Optional[int], dict[str, str]]:
     """Check every input and launch the comparison's job: (message, comparison id or None when refused, the
     problems by form field, every one named at once; GENERAL for those the form has no field of)."""
     errors: dict[str, str] = {}
     numbers = {name: _int(value, name, default, errors) for name, value, default in
-               (("limit", limit, 0), ("seeds", seeds, 1), ("max_new_tokens", max_new_tokens, 0))}
+               (("limit", limit, 0), ("seeds", seeds, 1), ("max_new_tokens", max_new_tokens, 0), ("gpus", gpus, 0))}
     config = CompareConfig(a=(a or "").strip(), b=(b or "").strip(), profiles=(profiles or "").strip(),
                            simulator=(simulator or "").strip(), **numbers)
     for key, problem in compare_runs.comparison_problems(store, config).items():

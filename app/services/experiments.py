@@ -88,7 +88,8 @@ def summary_md(exp: Optional[dict[str, Any]]) -> str:
     """The experiment's header: status, runner, grid, benchmark, judge, code version."""
     if not exp:
         return "Pick an experiment (or launch one from the Training view's Experiment section)."
-    runner = "runner alive" if runner_alive(exp) else "no runner" if exp["status"] in ("queued", "running") else ""
+    runner = f"runner alive: process {exp['runner']} on {md(exp.get('runner_host') or '?')}" if runner_alive(exp) \
+        else "no runner" if exp["status"] in ("queued", "running") else ""
     done = sum(c["status"] == "succeeded" for c in exp["cells"])
     lines = [f"**Experiment #{exp['id']}** · {md(exp['name'])} · **{md(exp['status'])}**"
              + (f" ({runner})" if runner else "") + f" · {done}/{len(exp['cells'])} cells done · parallel "

@@ -81,7 +81,7 @@ def job_summary_md(detail: Optional[dict[str, Any]]) -> str:
              f"{md(progress_text(detail))}"]
     facts = [("model", cfg.get("model")), ("algorithm", cfg.get("algorithm")), ("mode", cfg.get("mode")),
              ("simulator", cfg.get("simulator")), ("seed", detail.get("seed")), ("pid", detail.get("pid")),
-             ("node", detail.get("host")),
+             ("node", " · Ray node ".join(filter(None, (detail.get("host"), detail.get("ray_node"))))),
              ("Ray job", detail.get("backend_job_id") if detail.get("backend") == "ray" else None),
              ("heartbeat", heartbeat_text(detail) or _when(detail.get("heartbeat_at"))),
              ("code", detail.get("code_version"))]

@@ -345,7 +345,7 @@ def _form_fields() -> tuple[list[Any], list[Any]]:
                         widget = gr.Radio(choices=["direct", "think"], value=default, label=label, elem_id=key)
                     elif name == "simulator_base_url":
                         widget = endpoint_field(label, elem_id=key)
-                    elif name in ("limit", "seed", "max_new_tokens"):
+                    elif name in ("limit", "seed", "max_new_tokens", "gpus"):
                         widget = gr.Number(value=default, precision=0, label=label, elem_id=key)
                     elif name == "quick":
                         widget = gr.Checkbox(value=default, label=label, elem_id=key)

@@ -68,6 +68,10 @@ def build(ctx: LabContext) -> None:
                 max_new = gr.Number(value=0, precision=0, label="max new tokens per reply (0 = the protocol's)",
                                     elem_id="cmp-max-new")
                 under("max_new_tokens")
+            with gr.Column(min_width=120):
+                gpus = gr.Number(value=0, precision=0, label="GPUs its job asks a Ray node for (1: local policies "
+                                 "on a GPU)", elem_id="cmp-gpus")
+                under("gpus")
         with gr.Row():
             start = gr.Button("Start", variant="primary", elem_id="cmp-start")
             cancel = gr.Button("Cancel", elem_id="cmp-cancel")
@@ -117,8 +121,8 @@ def build(ctx: LabContext) -> None:
         choices = compare_service.comparison_choices(store)
         return gr.update(choices=choices, value=_same_comparison(choices, current))
 
-    def on_start(a, b, spec, sim, n, k, cap):
-        message, cid, problems = compare_jobs.start(store, ctx.store_url, a, b, spec, sim, n, k, cap)
+    def on_start(a, b, spec, sim, n, k, cap, gpus):
+        message, cid, problems = compare_jobs.start(store, ctx.store_url, a, b, spec, sim, n, k, cap, gpus)
         texts = compare_jobs.error_texts(problems)
         if cid is None:
             return message, *texts, gr.skip(), gr.skip()
@@ -144,7 +148,7 @@ def build(ctx: LabContext) -> None:
         return message + "\n\n" + compare_jobs.progress_md(store, cid)
 
     error_boxes = [errs[n] for n in (*compare_jobs.FIELDS, compare_jobs.GENERAL)]
-    start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new],
+    start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new, gpus],
                 [start_msg, *error_boxes, job_md, pick])
     cancel.click(lambda c: on_control("cancel", c), pick, job_md)
     resume.click(lambda c: on_control("resume", c), pick, job_md)

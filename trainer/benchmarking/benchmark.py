@@ -93,6 +93,7 @@ class BenchmarkConfig:
     policy_max_retries: int = 4
     seed: int = 0
     name: str = ""
+    gpus: int = 0  # GPUs its job asks a Ray node for (1: a local policy on a GPU); resources, not the protocol
 
     def errors(self) -> dict[str, str]:
         e: dict[str, str] = {}
@@ -112,7 +113,7 @@ class BenchmarkConfig:
             e["temperature"] = f"must be >= 0, got {self.temperature!r}"
         if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
             e["top_p"] = f"must be in (0, 1], got {self.top_p!r}"
-        for name in ("max_new_tokens", "max_tokens", "concurrency"):
+        for name in ("max_new_tokens", "max_tokens", "concurrency", "gpus"):
             v = getattr(self, name)
             low = 1 if name == "concurrency" else 0
             if not isinstance(v, int) or isinstance(v, bool) or v < low:

@@ -50,6 +50,7 @@ class CompareConfig:
     b_base_url: str = path_field("endpoint")
     limit: int = 0  # first N personas of the spec (0 = all)
     name: str = ""
+    gpus: int = 0  # GPUs its job asks a Ray node for (1: local policies on a GPU)
 
     def errors(self) -> dict[str, str]:
         e = {}
@@ -62,6 +63,8 @@ class CompareConfig:
             e.update({k: v for k, v in problems.items() if k not in e})
         if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
             e["seeds"] = f"must be an integer >= 1, got {self.seeds!r}"
+        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus < 0:
+            e["gpus"] = f"must be an integer >= 0, got {self.gpus!r}"
         e.update(config_errors(self))  # every declared path and endpoint, refused before anything is opened
         return e
 

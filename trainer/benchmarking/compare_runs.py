@@ -70,7 +70,8 @@ def create_comparison(store: Engine, config: CompareConfig) -> tuple[int, int]:
         s.add(row)
         s.flush()
         comparison_id = row.id
-    job_id = create_job(store, COMPARE_JOB_KIND, {"comparison_id": comparison_id}, seed=config.seed,
+    job_config = {"comparison_id": comparison_id, **({"gpus": config.gpus} if config.gpus else {})}
+    job_id = create_job(store, COMPARE_JOB_KIND, job_config, seed=config.seed,
                         name=config.name or f"compare {config.a} vs {config.b}")
     return comparison_id, job_id
 

@@ -8,7 +8,8 @@ persona generation, "judge" a judge run. Exit status of `job`: 0 succeeded, 1 fa
 writes nothing: a job whose owner is gone shows as "dead" and one whose heartbeat is late while its
 process lives as "stalled", the reason in its error (trainer.jobs.liveness), so the CLI alone shows the
 truth; `jobs JOB_ID` exits 2 for an unknown job. With --json each job also
-gives its last checkpoint and policy_path, the trained model in it (None without a checkpoint).
+gives its host and backend (local | ray, with Ray's submission id), its last checkpoint and policy_path, the
+trained model in it (None without a checkpoint); `jobs JOB_ID --json` of a Ray job also its Ray node id.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
 
     store = make_store(args.db)
     try:
+        if problem := _node_problem(store, args.job_id):
+            print(f"error: job {args.job_id}: {problem}", file=sys.stderr)
+            return 2
         if int(os.environ.get("WORLD_SIZE", 1)) > 1:  # one rank a GPU (a Ray job asking for several): join first
             from trainer.config import TrainConfig
             from trainer.learning.distributed import init_distributed
@@ -46,8 +50,23 @@ def run(args: argparse.Namespace) -> int:
         store.dispose()
 
 
+def _node_problem(store: Any, job_id: int) -> str:
+    """A Ray job on a node whose code or environment differs from the submitter's: the job ends failed with the
+    one line naming the node (trainer.jobs.node_check); '' otherwise."""
+    from trainer.jobs import remote
+    from trainer.jobs.node_check import node_problem
+
+    if not node_problem():
+        return ""
+    job = job_queue.get_job(store, job_id) or {}
+    problem = node_problem(remote.node_of(job.get("backend_address", ""), job.get("backend_job_id", "")))
+    remote.fail_unlaunched(store, job_id, problem)
+    return problem
+
+
 # ------------------------------------------------------------------------------------ python -m trainer jobs
-LIST_COLUMNS = ("id", "kind", "status", "step", "total_steps", "pid", "heartbeat_at", "name", "error")
+LIST_COLUMNS = ("id", "kind", "status", "step", "total_steps", "pid", "heartbeat_at", "name", "error", "host",
+                "backend", "backend_job_id")
 
 
 def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +81,8 @@ def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
 def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any]:
     row = {k: (str(job[k]) if k == "heartbeat_at" and job[k] is not None else job[k]) for k in LIST_COLUMNS}
     row.update(checkpoint=checkpoint, policy_path=policy_path(checkpoint))
+    if "ray_node" in job:  # one job shown: the Ray node its process runs on
+        row["ray_node"] = job["ray_node"]
     return row
 
 

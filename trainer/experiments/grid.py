@@ -42,7 +42,7 @@ from storage import (
 )
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
-from trainer.jobs.owner import owner_pid
+from trainer.experiments.owner import describe_runner, runner_lives
 
 GRID_KEYS = ("name", "base_config", "base", "grid", "benchmark", "judge", "parallel")
 JUDGE_KEYS = ("model", "base_url", "temperature", "max_tokens", "prompt_version", "max_in_flight")
@@ -241,32 +241,27 @@ def experiment_row(session: Session, experiment_id: int) -> Experiment:
 
 
 def runners_root(store: Store) -> Path:
-    """Where experiment runners keep their logs and owner locks (one folder per store)."""
+    """Where experiment runners started by this machine keep their logs (one folder per store)."""
     return lab_home() / "experiments" / store_id(store)
 
 
-def runner_folder(root: Path, experiment_id: int) -> Path:
-    """The folder whose owner lock (trainer.jobs.owner) the experiment's runner holds while it runs."""
-    return root / str(experiment_id)
-
-
-def _with_runner(row: dict[str, Any], root: Path) -> dict[str, Any]:
-    """`runner`: the pid of the live process holding the experiment's lock, or None. An experiment stored as
-    running with no runner shows as "dead" (derived, as for jobs: trainer.jobs.liveness); resume continues it."""
-    runner = owner_pid(runner_folder(root, row["id"]))
-    row["stored_status"], row["runner"] = row["status"], runner
-    if row["status"] == "running" and runner is None:
+def _with_runner(row: dict[str, Any]) -> dict[str, Any]:
+    """`runner`: the pid of the live runner of the experiment (on `runner_host`), or None (trainer.experiments.owner:
+    from the store, whatever machine reads it). An experiment stored as running with no live runner shows as "dead"
+    (derived, as for jobs: trainer.jobs.liveness); resume continues it, from any machine."""
+    alive = runner_lives(row["runner_pid"], row["runner_host"], row["runner_heartbeat_at"])
+    row["stored_status"], row["runner"] = row["status"], row["runner_pid"] if alive else None
+    if row["status"] == "running" and not alive:
         row["status"] = "dead"
-        row["error"] = row["error"] or "dead: no runner holds the experiment; resume continues it"
+        row["error"] = row["error"] or "dead: no live runner holds the experiment; resume continues it"
     return row
 
 
 def list_experiments(store: Store, limit: int = 100) -> list[dict[str, Any]]:
     """Newest first, as plain dicts (every Experiment column, `n_cells` and `runner`; see _with_runner)."""
-    root = runners_root(store)
     with read_scope(store) as s:
         rows = list(s.scalars(select(Experiment).order_by(Experiment.id.desc()).limit(limit)))
-        return [_with_runner({**as_dict(e), "n_cells": len(e.cells)}, root) for e in rows]
+        return [_with_runner({**as_dict(e), "n_cells": len(e.cells)}) for e in rows]
 
 
 def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, Any]]:
@@ -274,12 +269,11 @@ def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, An
     or None when it does not exist."""
     from trainer.jobs import queue as job_queue
 
-    root = runners_root(store)
     with read_scope(store) as s:
         exp = s.get(Experiment, experiment_id)
         if exp is None:
             return None
-        out = _with_runner(as_dict(exp), root)
+        out = _with_runner(as_dict(exp))
         cells = [(as_dict(c), cell_label(c.params)) for c in exp.cells]
     status = {j: (job_queue.get_job(store, j) or {}).get("status", "") for c, _ in cells
               for j in (c["train_job_id"], c["benchmark_job_id"]) if j}
@@ -298,6 +292,7 @@ def cancel_experiment(store: Store, experiment_id: int) -> str:
         if exp.status in EXPERIMENT_FINAL:
             return exp.status
         exp.status, exp.finished_at, exp.error = "cancelled", utcnow(), "cancelled"
+        _forget_dead_runner(exp)
         live = []
         for cell in exp.cells:
             if cell.status not in CELL_FINAL:
@@ -314,11 +309,11 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
     runner is alive. Returns the reopened job ids."""
     from trainer.jobs import queue as job_queue
 
-    runner = owner_pid(runner_folder(runners_root(store), experiment_id))
     with read_scope(store) as s:
         exp = experiment_row(s, experiment_id)
-        if runner is not None:
-            raise ExperimentError({"experiment": f"{experiment_id} is being run by live process {runner}"})
+        if runner_lives(exp.runner_pid, exp.runner_host, exp.runner_heartbeat_at):
+            raise ExperimentError({"experiment": f"{experiment_id} is being run by live "
+                                                 f"{describe_runner(exp.runner_pid, exp.runner_host)}"})
         cells = [(c.id, c.status, c.train_job_id, c.benchmark_job_id) for c in exp.cells]
     reopened = []
     for _, status, *job_ids in cells:
@@ -338,5 +333,12 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
             if cell.status != "succeeded":
                 cell.status, cell.error = "queued", ""
         exp.status, exp.error, exp.finished_at = "queued", "", None
+        _forget_dead_runner(exp)
     return reopened
+
+
+def _forget_dead_runner(exp: Experiment) -> None:
+    """Clear the runner a row names once it is dead (a killed runner's pid must not stay on the row)."""
+    if not runner_lives(exp.runner_pid, exp.runner_host, exp.runner_heartbeat_at):
+        exp.runner_pid, exp.runner_host, exp.runner_heartbeat_at = None, "", None
 

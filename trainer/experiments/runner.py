@@ -9,9 +9,9 @@ the Training and Benchmark views and follow the store's job queue (one job runs 
 `parallel` N, up to N cells have their jobs launched and waiting in that queue). All the state is in the
 store: a killed runner loses nothing, and `python -m trainer experiment --resume ID` picks up where it was
 (jobs still running are waited for, stopped ones reopened, a training job continuing from its checkpoint).
-The runner holds the experiment's owner lock (trainer.jobs.owner, in trainer.experiments.grid.runner_folder) while it
-runs, as a job process holds its job's: a second runner is refused, and an experiment stored as running
-whose runner is gone shows as "dead" when read (trainer.experiments.grid), never "running".
+The runner owns the experiment in the store, with its pid, host and heartbeat (trainer.experiments.owner), as a Ray
+job's process owns its job: a second runner, on any machine, is refused while it lives, and an experiment stored
+as running whose runner is gone shows as "dead" when read (trainer.experiments.grid), resumable from anywhere.
 """
 from __future__ import annotations
 
@@ -23,18 +23,11 @@ from sqlalchemy import select
 
 from storage import EvalRun, Experiment, ExperimentCell, Store, read_scope, session_scope
 from storage.models import utcnow
-from trainer.experiments.grid import (
-    CELL_FINAL,
-    ExperimentError,
-    experiment_detail,
-    experiment_row,
-    runner_folder,
-    runners_root,
-)
+from trainer.experiments.grid import CELL_FINAL, ExperimentError, experiment_detail, experiment_row, runners_root
+from trainer.experiments.owner import RunnerHeartbeat, claim_runner, release_runner
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from trainer.jobs import queue as job_queue
 from trainer.jobs.commands import start_command
-from trainer.jobs.owner import JobLock, owner_pid
 
 POLL_S = 1.0
 IN_FLIGHT = ("training", "benchmarking", "judging")
@@ -45,9 +38,12 @@ def run_experiment(store: Store, store_url: str, experiment_id: int, log: Log = 
                    poll_s: float = POLL_S) -> int:
     """Move the cells along until every one is final (or the experiment is cancelled); exit status 0 all
     succeeded, 1 some failed, 143 cancelled. ExperimentError when another live runner holds it or it is done."""
-    lock = _claim(store, experiment_id)
+    heartbeat = _claim(store, experiment_id)
     try:
         while True:
+            if heartbeat.lost:
+                log(f"experiment {experiment_id}: another runner took it over; this one stops")
+                return EXIT_FAILED
             exp = experiment_detail(store, experiment_id)
             if exp["status"] == "cancelled":
                 log(f"experiment {experiment_id} cancelled")
@@ -66,30 +62,23 @@ def run_experiment(store: Store, store_url: str, experiment_id: int, log: Log = 
                 return _finish(store, experiment_id, cells, log)
             time.sleep(poll_s)
     finally:
-        with session_scope(store) as s:
-            exp = s.get(Experiment, experiment_id)
-            if exp.runner_pid == os.getpid():
-                exp.runner_pid = None
-        lock.release()
+        heartbeat.stop()
+        release_runner(store, experiment_id, os.getpid())
 
 
-def _claim(store: Store, experiment_id: int) -> JobLock:
-    """Take the experiment's owner lock (refused while another live runner holds it) and mark it running."""
-    folder = runner_folder(runners_root(store), experiment_id)
-    lock = JobLock(folder)
-    if not lock.acquire():
-        raise ExperimentError({"experiment": f"{experiment_id} is already run by live process {owner_pid(folder)}"})
-    try:
-        with session_scope(store) as s:
-            exp = experiment_row(s, experiment_id)
-            if exp.status in ("succeeded", "failed", "cancelled"):
-                raise ExperimentError({"experiment": f"{experiment_id} is {exp.status}; resume it to run what did "
-                                                     "not finish"})
-            exp.status, exp.runner_pid, exp.finished_at = "running", os.getpid(), None
-    except BaseException:
-        lock.release()
-        raise
-    return lock
+def _claim(store: Store, experiment_id: int) -> RunnerHeartbeat:
+    """Take the experiment in the store (refused while another live runner holds it, on any host), mark it
+    running and start the runner's heartbeat."""
+    with session_scope(store) as s:
+        exp = experiment_row(s, experiment_id)
+        if exp.status in ("succeeded", "failed", "cancelled"):
+            raise ExperimentError({"experiment": f"{experiment_id} is {exp.status}; resume it to run what did "
+                                                 "not finish"})
+        holder = claim_runner(exp, os.getpid())
+        if holder:
+            raise ExperimentError({"experiment": f"{experiment_id} is already run by live {holder}"})
+        exp.status, exp.finished_at = "running", None
+    return RunnerHeartbeat(store, experiment_id, os.getpid()).start()
 
 
 def _finish(store: Store, experiment_id: int, cells: list[dict[str, Any]], log: Log) -> int:
@@ -164,7 +153,7 @@ def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job
             return True  # its process is still letting go of the job: look again next time
         log(f"{where}: job #{job['id']} did not come up in time ({job['error']}); launching it again")
         job = _job(store, job["id"])
-    if job["status"] == "queued" and job["pid"] is None:
+    if job["status"] == "queued" and job["pid"] is None and not job["backend_job_id"]:  # never launched
         _start(store, store_url, cell["id"], phase, {}, job["id"], log, where)
         return True
     if job["status"] in ("queued", "running", "stalled"):
@@ -191,6 +180,9 @@ def _start(store: Store, store_url: str, cell_id: int, phase: str, links: dict[s
         job_queue.launch(store_url, job_id)
         log(f"{where}: {phase} (job #{job_id})")
     except (job_queue.JobError, OSError) as exc:
+        if _job(store, job_id)["status"] in ("queued", "running"):  # launched already (by a runner before this one)
+            log(f"{where}: job #{job_id}: {exc}")
+            return
         _set(store, cell_id, status="failed", error=f"job #{job_id} could not start: {exc}")
 
 

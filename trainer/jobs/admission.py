@@ -156,19 +156,22 @@ def fits(mine: JobResources, running: list[JobResources], limits: MachineLimits)
 
 
 def jobs_ahead(s: Session, job_id: int, stale_after_s: float = STALE_AFTER_S) -> list[Job]:
-    """The live jobs of the queued kinds job `job_id` waits behind ([] when it may start): every one when an
+    """The live local jobs of the queued kinds job `job_id` waits behind ([] when it may start): every one when an
     older one still waits (first come, first served); else the running ones (stalled included: its process
-    still holds the memory) when it does not fit beside them. Ray jobs, and jobs on different machines, run
-    one at a time. Dead ones never block."""
-    live = [j for j in s.scalars(select(Job).where(Job.id != job_id, Job.pid.is_not(None),
+    still holds the memory) when it does not fit beside them. Local jobs on different machines run one at a
+    time. Dead ones never block. A job of the ray backend waits for nothing here, and none waits for it: Ray
+    starts each when the resources it asked for are free (trainer.jobs.ray_jobs)."""
+    me = s.get(Job, job_id)
+    if me is not None and me.backend != LOCAL:
+        return []
+    live = [j for j in s.scalars(select(Job).where(Job.id != job_id, Job.pid.is_not(None), Job.backend == LOCAL,
                                                    Job.kind.in_(QUEUED_KINDS), Job.status.in_(("running", "queued"))))
             if shown_status(j, stale_after_s)[0] != "dead" and (j.status == "running" or j.id < job_id)]
     running = [j for j in live if j.status == "running"]
     if len(running) < len(live):
         return live
-    me = s.get(Job, job_id)
-    if not running or me is None or any(j.backend != LOCAL or j.host != me.host for j in running + [me]):
-        return running  # Ray places its jobs, and a job on another machine is not this machine's to share
+    if not running or me is None or any(j.host != me.host for j in running + [me]):
+        return running  # a job on another machine is not this machine's to share
     limits = machine_limits()
     mine = read_resources(me.output_dir, limits)
     return [] if fits(mine, [read_resources(j.output_dir, limits) for j in running], limits) else running
@@ -193,11 +196,14 @@ def behind_text(ahead: list[Job], now: Any = None) -> str:
 
 
 def queued_behind(store: Any, job_id: Optional[int]) -> str:
-    """behind_text for a queued job of the queued kinds (what the CLI prints, for the views); '' otherwise."""
+    """behind_text for a queued job of the queued kinds (what the CLI prints, for the views), or for a job of the
+    ray backend what it waits for; '' otherwise."""
     if job_id is None:
         return ""
     with read_scope(store) as s:
         job = s.get(Job, int(job_id))
         if job is None or job.status != "queued" or job.kind not in QUEUED_KINDS:
             return ""
+        if job.backend != LOCAL:  # Ray starts it: what it waits for is Ray's to say (trainer.jobs.liveness)
+            return shown_status(job)[1] or "queued (submitted to Ray)"
         return behind_text(jobs_ahead(s, int(job_id)))

@@ -119,10 +119,10 @@ def shared_root() -> Optional[Path]:
 
 
 def job_resources(kind: str, config: dict[str, Any]) -> dict[str, Any]:
-    """What a job asks the cluster for (Ray's entrypoint_num_cpus / _num_gpus / _memory): a training job the
-    GPUs of its config's `gpus`, every job one CPU; `resources: {cpus, gpus, memory_gib}` in a job's config
-    overrides either."""
-    gpus = int(config.get("gpus") or 0) if kind == "train" else 0
+    """What a job asks the cluster for (Ray's entrypoint_num_cpus / _num_gpus / _memory): the GPUs of its
+    config's `gpus` (a training job's per node; a benchmark's or a comparison's 1 when it runs a local model on
+    a GPU), every job one CPU; `resources: {cpus, gpus, memory_gib}` in a job's config overrides either."""
+    gpus = int(config.get("gpus") or 0)
     cpus: float = 1.0
     memory = 0
     extra = config.get("resources") or {}

@@ -1,6 +1,7 @@
 """Processes running `python -m trainer ARGS`: `start_command` starts one in the background (a job, an
 experiment runner), `run_command` runs one to its end and returns its output (the Training view's plans).
-Both fork from the warm starter where they can (trainer.jobs.starter), else start a cold interpreter."""
+Both fork from the warm starter where they can (trainer.jobs.starter), else start a cold interpreter. `log_tail`
+reads the end of such a process's log."""
 from __future__ import annotations
 
 import os
@@ -65,3 +66,14 @@ def signal_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
+    """The last lines of a log file ('' when there is none yet)."""
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - max_bytes))
+        lines = f.read().decode("utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-max_lines:])

@@ -223,6 +223,8 @@ class JobContext:
                 if cancelled:
                     me.status, me.finished_at, me.error = "cancelled", me.finished_at or utcnow(), "cancelled"
                     ahead = []
+                elif self.backend != LOCAL:  # Ray started it once the resources it asked for were free
+                    ahead = []
                 else:
                     ahead = self._ahead(s) if self.kind in QUEUED_KINDS else self._ahead_in_lane(s)
                 if not ahead and not cancelled:

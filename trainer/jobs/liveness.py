@@ -32,7 +32,7 @@ from sqlalchemy import select
 from storage import Job, Store, read_scope, session_scope
 from storage.models import utcnow
 from trainer.jobs import ray_jobs
-from trainer.jobs.backend import RAY, host_name
+from trainer.jobs.backend import RAY, host_name, job_resources
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive
 
 STALE_AFTER_S = 30.0
@@ -79,12 +79,34 @@ def _ray_status(job: Job, stale_after_s: float) -> tuple[str, str]:
             return "dead", f"dead: Ray job {job.backend_job_id} ended before its process took the job ({said})"
         return "dead", (f"dead: no heartbeat since {job.heartbeat_at} and Ray job {job.backend_job_id} ended ({said}); "
                         "resume continues from the last checkpoint")
-    if job.pid is None:
-        return job.status, ""  # submitted, waiting for a node (or the cluster does not answer)
+    if job.pid is None:  # submitted: waiting for a node with what it asked for (or the cluster does not answer)
+        return job.status, waiting_text(job) if state == "PENDING" else ""
     why = "the Ray cluster does not answer" if state == ray_jobs.UNREACHABLE else \
         f"Ray job {job.backend_job_id} is {state}"
     return "stalled", (f"stalled: no heartbeat since {job.heartbeat_at} (more than {stale_after_s:g} s); {why} "
                        f"(process {job.pid} on {job.host})")
+
+
+def _amounts(asked: dict[str, float]) -> str:
+    names = {"GPU": "GPU", "CPU": "CPU", "memory": "GiB memory"}
+    shown = [(k, v / 2 ** 30 if k == "memory" else v) for k, v in sorted(asked.items(), key=lambda kv: kv[0] != "GPU")]
+    return ", ".join(f"{v:g} {names.get(k, k)}" for k, v in shown if v)
+
+
+def waiting_text(job: Job) -> str:
+    """What a Ray job Ray has not started yet waits for: the resources it asked for, and whether the cluster
+    has them at all (its nodes' totals), e.g. "waiting for 1 GPU, 1 CPU: no node of the cluster has a GPU"."""
+    asked = {{"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}[k]: float(v)
+             for k, v in job_resources(job.kind, job.config or {}).items()}
+    text = f"waiting for {_amounts(asked)} (Ray job {job.backend_job_id} is PENDING until one node has them free)"
+    load = ray_jobs.cluster_load(job.backend_address)
+    if load is None:
+        return text
+    lacking = [k for k, v in asked.items() if v and load["totals"].get(k, 0.0) < v]
+    if lacking:
+        return f"{text}; no node of the cluster has {' or '.join(_amounts({k: asked[k]}) for k in lacking)}"
+    demand = "; ".join(f"{_amounts(shape)} x{count}" for shape, count in load["demand"])
+    return f"{text}; the cluster's pending demand: {demand}" if demand else text
 
 
 def _reap_unlocked(store: Store, job_id: int, seen: tuple) -> bool:

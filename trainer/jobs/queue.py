@@ -29,7 +29,6 @@ and Cancel, resume and the log go through trainer.jobs.remote: no lock file, the
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -56,7 +55,7 @@ from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpo
 from trainer.jobs import remote
 from trainer.jobs.backend import LOCAL, RAY, BackendError, host_name, shared_root
 from trainer.jobs.backend import current as current_backend
-from trainer.jobs.commands import signal_group, start_command
+from trainer.jobs.commands import log_tail, signal_group, start_command
 from trainer.jobs.liveness import STALE_AFTER_S, admission_error, reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
 
@@ -147,7 +146,11 @@ def launch(store_url: str, job_id: int) -> int:
                 raise JobError(str(exc)) from None
             return 0
         log_path = folder / "job.log"
-        proc = start_command(store_url, ["job", str(job_id)], log_path, f"reap-job-{job_id}")
+        try:
+            proc = start_command(store_url, ["job", str(job_id)], log_path, f"reap-job-{job_id}")
+        except OSError as exc:  # no process: the row ends failed, not queued for one that never comes
+            remote.fail_unlaunched(store, job_id, f"could not start: {exc}")
+            raise
         with session_scope(store) as s:
             job = s.get(Job, job_id)
             job.log_path, job.backend = str(log_path), LOCAL
@@ -338,17 +341,6 @@ def job_for(store: Engine, kind: str, key: str, value: int) -> Optional[dict[str
         return _job_dict(job) if job is not None else None
 
 
-def log_tail(path: str, max_lines: int = 200, max_bytes: int = 65536) -> str:
-    """The last lines of a log file ('' when there is none yet)."""
-    if not path or not os.path.exists(path):
-        return ""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - max_bytes))
-        lines = f.read().decode("utf-8", errors="replace").splitlines()
-    return "\n".join(lines[-max_lines:])
-
-
 def job_detail(store: Engine, job_id: int, log_lines: int = 200,
                stale_after_s: float = STALE_AFTER_S) -> Optional[dict[str, Any]]:
     """Everything a job view shows: the job's columns (see _job_dict), metrics as series {name: {"step":
@@ -368,6 +360,8 @@ def job_detail(store: Engine, job_id: int, log_lines: int = 200,
         out["checkpoints"] = [{"step": c.step, "path": c.path, "metrics": c.metrics, "created_at": c.created_at}
                               for c in s.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id)
                                                  .order_by(Checkpoint.step, Checkpoint.id))]
+    if out["backend"] == RAY:  # the Ray node its process runs on (two raylets of one machine share its host name)
+        out["ray_node"] = remote.node_of(out["backend_address"], out["backend_job_id"])
     from_ray = remote.log_text(out["backend_address"], out["backend_job_id"]) if log_lines and \
         out["backend"] == RAY else None  # the Ray job's output, as Ray keeps it
     out["log_tail"] = "\n".join(from_ray.splitlines()[-log_lines:]) if from_ray is not None else \

@@ -10,15 +10,21 @@ Ray is imported only here and only when the ray backend is used (`pip install -e
 """
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import time
+import urllib.request
 from functools import lru_cache
 from typing import Any, Optional
 
 
 class BackendError(ValueError):
     """The job backend settings cannot work, or the cluster refused a job (one line naming the flag or job)."""
+
+
+class AlreadySubmitted(BackendError):
+    """Ray already has a job of this submission id: this attempt was submitted before (it is not submitted again)."""
 
 RAY_MISSING = "the ray backend needs Ray: pip install -e '.[cluster]' (make setup installs it)"
 TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
@@ -63,9 +69,16 @@ def entrypoint(python: str, project_root: str, job_id: int, gpus: int) -> str:
     return f"cd {shlex.quote(project_root)} && exec {' '.join(shlex.quote(c) for c in cmd)}"
 
 
+def submission_id(store_key: str, job_id: int, attempt: int) -> str:
+    """The Ray submission id of one attempt of a lab job (lab-<store id>-job<id>-attempt<n>): the same attempt
+    submitted twice is refused by Ray (AlreadySubmitted), never run twice."""
+    return f"lab-{store_key}-job{job_id}-attempt{attempt}"
+
+
 def submit(address: str, job_id: int, env: dict[str, str], resources: dict[str, Any], project_root: str,
-           name: str = "") -> str:
-    """Submit job `job_id` as a Ray job; returns its submission id."""
+           name: str = "", submission: Optional[str] = None, store_key: str = "") -> str:
+    """Submit job `job_id` as a Ray job under the submission id `submission` (Ray makes one when None); returns
+    the submission id. AlreadySubmitted when Ray has that id already; BackendError when it refuses the job."""
     gpus = int(resources.get("entrypoint_num_gpus") or 0)
     env_vars = dict(env, RAY_JOB_STOP_WAIT_TIME_S=str(STOP_WAIT_S), PYTHONUNBUFFERED="1")
     deadline = time.monotonic() + AGENT_WAIT_S
@@ -73,14 +86,17 @@ def submit(address: str, job_id: int, env: dict[str, str], resources: dict[str, 
         try:
             return _client(address).submit_job(
                 entrypoint=entrypoint(sys.executable, project_root, job_id, gpus),
-                runtime_env={"env_vars": env_vars}, metadata={"rlver_lab_job": str(job_id), "name": name[:100]},
-                **resources)
+                runtime_env={"env_vars": env_vars}, metadata={"rlver_lab_job": str(job_id), "rlver_lab_store": store_key,
+                                                               "name": name[:100]},
+                submission_id=submission, **resources)
         except BackendError:
             raise
         except Exception as exc:
             if "No available agent" in str(exc) and time.monotonic() < deadline:  # a head still starting up
                 time.sleep(1.0)
                 continue
+            if submission and "already exists" in str(exc):
+                raise AlreadySubmitted(f"job {job_id}: Ray job {submission} was submitted already") from None
             raise BackendError(f"job {job_id}: the Ray cluster at {address} refused it: {exc}") from None
 
 
@@ -115,6 +131,19 @@ def logs(address: str, submission_id: str) -> Optional[str]:
     """The job's output as Ray keeps it, or None when the cluster cannot give it."""
     try:
         return _client(address).get_job_logs(submission_id)
+    except Exception:
+        return None
+
+
+def cluster_load(address: str) -> Optional[dict[str, Any]]:
+    """What the cluster holds and what waits for it, from the dashboard's autoscaler report (what `ray status`
+    prints): {"totals": {resource: amount}, "demand": [({resource: amount}, count), ...]}; None when the
+    cluster does not say."""
+    try:
+        with urllib.request.urlopen(f"{address.rstrip('/')}/api/cluster_status", timeout=10) as answer:
+            report = json.load(answer)["data"]["clusterStatus"]["loadMetricsReport"]
+        totals = {name: float(pair[1]) for name, pair in report["usage"].items() if not name.startswith("node:")}
+        return {"totals": totals, "demand": [(dict(shape), int(count)) for shape, count in report["resourceDemand"]]}
     except Exception:
         return None
 

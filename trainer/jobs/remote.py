@@ -13,11 +13,12 @@ from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine
 
-from storage import Job, read_scope, session_scope
+from storage import Job, read_scope, session_scope, store_id
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
 from trainer.jobs import ray_jobs
 from trainer.jobs.backend import RAY, SHARED_ENV, Backend, job_resources, store_url_for_nodes
+from trainer.jobs.node_check import submitted_env
 from trainer.jobs.ray_jobs import BackendError
 
 # what a Ray job's process gets from the launcher's environment: the lab's settings (the store URL without its
@@ -33,21 +34,43 @@ def job_env(store_url: str) -> dict[str, str]:
     env.update({k: v for k, v in os.environ.items() if k.startswith("RLVER_LAB_ACCESS")})
     env["RLVER_LAB_DB"] = store_url_for_nodes(store_url)
     env["PYTHONPATH"] = str(PROJECT_ROOT)
+    env.update(submitted_env())  # what the node must hold too (trainer.jobs.node_check)
     return env
 
 
 def launch(store: Engine, store_url: str, job_id: int, backend: Backend) -> str:
-    """Submit queued job `job_id` as a Ray job and record it on the row; returns the submission id."""
+    """Submit queued job `job_id` as a Ray job and record it on the row; returns the submission id. Its
+    submission id is the attempt's own (ray_jobs.submission_id): a job submitted already (the row names its Ray
+    job) is refused, and so by Ray is a second submission of the same attempt. A job the cluster refuses ends
+    failed with Ray's reason (BackendError), so no row waits queued for a process that never comes."""
     with read_scope(store) as s:
         job = s.get(Job, job_id)
-        kind, config, name, folder = job.kind, dict(job.config), job.name, job.output_dir
-    resources = job_resources(kind, config)
-    submission = ray_jobs.submit(backend.address, job_id, job_env(store_url), resources, str(PROJECT_ROOT), name)
-    with session_scope(store) as s:
-        job = s.get(Job, job_id)
-        job.backend, job.backend_address, job.backend_job_id = RAY, backend.address, submission
-        job.log_path = str(Path(folder) / "job.log")
+        kind, config, name, folder, attempt = job.kind, dict(job.config), job.name, job.output_dir, job.attempt
+        if job.backend == RAY and job.backend_job_id:
+            raise ray_jobs.AlreadySubmitted(f"job {job_id} was submitted already as Ray job {job.backend_job_id}")
+    store_key = store_id(store)
+    submission = ray_jobs.submission_id(store_key, job_id, attempt)
+    try:
+        ray_jobs.submit(backend.address, job_id, job_env(store_url), job_resources(kind, config), str(PROJECT_ROOT),
+                        name, submission=submission, store_key=store_key)
+    except ray_jobs.AlreadySubmitted:
+        raise
+    except BackendError as exc:
+        fail_unlaunched(store, job_id, str(exc), backend=RAY, backend_address=backend.address)
+        raise
+    finally:  # the row names its Ray job whatever Ray answered: a second launch of this attempt is refused
+        with session_scope(store) as s:
+            job = s.get(Job, job_id)
+            job.backend, job.backend_address, job.backend_job_id = RAY, backend.address, submission
+            job.log_path = str(Path(folder) / "job.log")
     return submission
+
+
+def fail_unlaunched(store: Engine, job_id: int, reason: str, **values: Any) -> None:
+    """A job whose launch failed (no process was started, or the cluster refused it) ends failed with the reason,
+    unless a process took it meanwhile."""
+    write_if_unchanged(store, job_id, _row(store, job_id), lambda j: j.status == "queued" and j.pid is None,
+                       status="failed", finished_at=utcnow(), error=f"failed: {reason}", **values)
 
 
 def _row(store: Engine, job_id: int) -> tuple:
@@ -79,12 +102,20 @@ def wait_ended(address: str, submission: str, timeout_s: float = END_WAIT_S) -> 
 def cancel(store: Engine, job_id: int, final_statuses: tuple) -> None:
     """Cancel: Ray stops the job (SIGTERM: the process ends its unit and marks itself cancelled; SIGKILL after
     ray_jobs.STOP_WAIT_S). A job whose process never took it, or was killed, is marked cancelled here once Ray
-    says it ended."""
+    says it ended. Ray cannot stop a job it has not started (PENDING: waiting for resources): a job no process
+    took is marked cancelled at once, and should Ray start it later, its process finds it cancelled and ends."""
     with read_scope(store) as s:
         job = s.get(Job, job_id)
         address, submission = job.backend_address, job.backend_job_id
+    unclaimed = lambda j: j.status not in final_statuses and j.pid is None  # noqa: E731
     if submission:
         ray_jobs.stop(address, submission)
+        seen = _row(store, job_id)
+        if ray_jobs.state(address, submission) == "PENDING" and \
+                write_if_unchanged(store, job_id, seen, unclaimed, status="cancelled", finished_at=utcnow(),
+                                   error="cancelled before Ray started it"):
+            return
+        ray_jobs.stop(address, submission)  # again: it may have started since (a stop before that does nothing)
         wait_ended(address, submission)
     if submission and not ray_jobs.ended(address, submission):
         return  # still ending (or the cluster does not answer): the process writes its own status
@@ -114,10 +145,20 @@ def reopen(store: Engine, job_id: int, resumable: tuple, shown: Callable[[Job], 
         raise BackendError(f"job {job_id} is {status}; only an interrupted, failed or cancelled job can be resumed")
     seen = _row(store, job_id)
     if not write_if_unchanged(store, job_id, seen, lambda j: True, status="queued", error="", finished_at=None,
-                              pid=None, host="", backend_job_id=""):
+                              pid=None, host="", backend_job_id="", attempt=_attempt(store, job_id) + 1):
         raise BackendError(f"job {job_id} was taken by another process meanwhile; look again")
+
+
+def _attempt(store: Engine, job_id: int) -> int:
+    with read_scope(store) as s:
+        return s.get(Job, job_id).attempt
 
 
 def log_text(address: str, submission: str) -> Optional[str]:
     """The job's output from Ray (None when the cluster cannot give it: the caller reads the log file)."""
     return ray_jobs.logs(address, submission) if submission else None
+
+
+def node_of(address: str, submission: str) -> str:
+    """The Ray node id the job's process runs (or ran) on; '' when unknown."""
+    return ray_jobs.node_of(address, submission) if submission else ""
