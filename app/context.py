@@ -92,6 +92,16 @@ class LabContext:
         """Updates for `[tabs, job_link]`: switch to the Training view following `job_id`."""
         return self._open("training", job_id)
 
+    def jobs_button(self, elem_id: str) -> None:
+        """A button opening the one jobs list (the Training view's: every kind, started here or from a shell),
+        for a view that starts jobs. Call inside the view's build()."""
+        import gradio as gr
+
+        if self.tabs is None:
+            return
+        button = gr.Button("All jobs (every kind) →", size="sm", elem_id=elem_id)
+        button.click(lambda: gr.Tabs(selected="training"), None, self.tabs, **LINK_EVENT)
+
     def open_experiment(self, experiment_id: Optional[int]) -> tuple:
         """Updates for `[tabs, experiment_link]`: switch to the Experiments view showing `experiment_id`."""
         return self._open("experiments", experiment_id)

@@ -72,14 +72,14 @@ def test_partial_replies_give_tokens_so_far_and_the_time_left_for_the_turn():
     now[0] = 104.0
     partial.listener(["a", "b", ""], [[1, 2, 3, 4, 5], [7], [9, 9]])
     assert partial.progress("a") == ([1, 2, 3, 4, 5], 45 * 4.0 / 4)  # 1 s a token from here, 45 to the cap
-    assert writing_words(partial, ["a", "b"]) == "writing: 6 tokens so far, at most about 45 s left for the turn"
+    assert writing_words(partial, ["a", "b"]) == "writing: 6 tokens so far, about 45 s left for the turn at its pace so far"
     partial.listener(["a"], [[8]])  # shorter than before: the dialogue's next reply began
     assert partial.progress("a") == ([8], None)
     partial.done("a")
     assert partial.progress("a") is None and writing_words(partial, ["a"]) == ""
     assert seconds_left(10, 9.0, 8) == 0 and seconds_left(1, 5.0, 8) is None
     html = partial_html("<b>so far", 3, None)
-    assert "&lt;b&gt;so far" in html and "3 tokens so far, estimating the time left" in html
+    assert "&lt;b&gt;so far" in html and "3 tokens so far, reading the prompt" in html
 
 
 @pytest.mark.model

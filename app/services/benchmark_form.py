@@ -120,7 +120,7 @@ def form_problems(store: Any, values: dict[str, Any]) -> tuple[Optional[dict[str
 
 
 def expected_text(store: Any, values: dict[str, Any]) -> str:
-    """What the form's benchmark is expected to take, before Start: 'Expected: about 30 s at most (1 dialogue
+    """What the form's benchmark is expected to take, before Start: 'Expected: about 30 s (1 dialogue
     × 10 replies × 16 tokens at 7.8 tok/s, ...)'. Erring long (trainer.benchmarking.progress.expected_seconds)."""
     from simulator.personas.specs import PersonaSpecError
     from trainer.benchmarking.checks import first_profiles
@@ -141,7 +141,7 @@ def expected_text(store: Any, values: dict[str, Any]) -> str:
     cap, turns = config["max_new_tokens"] or LOCAL_REPLY_CAP, protocol_rules().max_turns
     seconds = expected_seconds(n, turns, cap, pace)
     tokens = min(cap, pace.get("reply_tokens") or cap)
-    return (f"Expected: about {duration_text(seconds)} at most ({n} dialogue{'s' if n != 1 else ''} × {turns} "
+    return (f"Expected: about {duration_text(seconds)} ({n} dialogue{'s' if n != 1 else ''} × {turns} "
             f"replies × {tokens:.0f} tokens at {pace['tokens_per_s']:.1f} tok/s, {pace['source']}; a busy machine "
             "takes longer).")
 
@@ -168,6 +168,13 @@ def start(store: Any, store_url: str, values: dict[str, Any]) -> tuple[Optional[
     except OSError as exc:
         return None, {}, f"Not started: the job could not be launched ({md(exc)})."
     n = "every" if not config["limit"] else f"the first {config['limit']}"
+    from app.services.job_wait import expectation_with_wait, queue_wait
+
+    behind, wait = queue_wait(store, job_id)
+    if behind:  # it waits its turn: say so, behind what, and how long with the wait
+        return job_id, {}, (f"Benchmark job #{job_id} is **{md(behind)}** on {n} profile(s) of "
+                            f"{md(config['profiles'])}: it starts when there is room (every job is in the Jobs "
+                            f"list). {expectation_with_wait(expected_text(store, values), wait)}")
     return job_id, {}, (f"Benchmark job #{job_id} started on {n} profile(s) of {md(config['profiles'])}; its "
                         "progress is below and its run joins the leaderboard when it finishes.")
 
@@ -192,9 +199,9 @@ def job_progress_line(store: Any, job: dict[str, Any]) -> str:
     if run_id is not None:
         text = progress_text(run_progress(store, run_id, protocol_rules().max_turns))
         return f"eval run {run_id}: {text}" if text else ""
-    from trainer.jobs.admission import queued_behind
+    from app.services.job_wait import queue_wait
 
-    if waiting := queued_behind(store, int(job["id"])):
+    if waiting := queue_wait(store, int(job["id"]))[0]:
         return waiting
     if job.get("status") in ("queued", "running", "stalled"):
         return "starting: loading the policy and the simulated users (no dialogue has begun yet)"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from app.render import md
+from app.services.job_wait import queue_wait
 from storage import Store
 from trainer.benchmarking import compare_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.benchmarking.compare import CompareConfig, comparison_job
 from trainer.jobs import queue as job_queue
-from trainer.jobs.admission import queued_behind
 
 DEFAULT_POLICY = "default"
 LIVE = ("running", "queued", "stalled")
@@ -92,7 +92,7 @@ def progress_md(store: Store, comparison_id: Optional[int]) -> str:
     p = compare_runs.comparison_progress(store, comparison_id)
     if not p:
         return f"Comparison #{comparison_id} does not exist."
-    waiting = queued_behind(store, p["job_id"])  # its job waits its turn: say behind what, not "running"
+    waiting = queue_wait(store, p["job_id"])[0]  # its job waits its turn: say behind what, not "running"
     line = f"Comparison #{comparison_id}: **{'queued' if waiting else p['status']}**"
     if waiting:
         return f"{line} · {waiting}"

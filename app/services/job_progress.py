@@ -94,10 +94,10 @@ def jobs_rows_now(store: Any, jobs: list[dict[str, Any]]) -> list[list[Any]]:
 
     rows = jobs_rows(jobs)
     at = JOB_HEADERS.index("progress")
-    from trainer.jobs.admission import queued_behind
+    from app.services.job_wait import queue_wait
 
     for row, job in zip(rows, jobs):
-        if job.get("status") == "queued" and (waiting := queued_behind(store, int(job["id"]))):
+        if job.get("status") == "queued" and (waiting := queue_wait(store, int(job["id"]))[0]):
             row[JOB_HEADERS.index("note")] = waiting
         if job.get("kind") != "train" or job.get("status") not in ("queued", "running", "stalled"):
             continue

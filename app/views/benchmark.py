@@ -192,6 +192,7 @@ def build(ctx: LabContext) -> None:
         form, errors = _form_fields()
         expected = gr.Markdown(benchmark_form.expected_text(store, {}), elem_id="bench-expected")
         start = gr.Button("Start benchmark", variant="primary", elem_id="bench-start")
+        ctx.jobs_button("bench-all-jobs")
         start_msg = gr.Markdown("", elem_id="bench-msg")
         general = gr.Markdown("", elem_classes="field-error", elem_id="bench-err-general")
         progress_md = gr.Markdown("", elem_id="bench-progress")

@@ -76,6 +76,7 @@ def build(ctx: LabContext) -> None:
             start = gr.Button("Start", variant="primary", elem_id="cmp-start")
             cancel = gr.Button("Cancel", elem_id="cmp-cancel")
             resume = gr.Button("Resume", elem_id="cmp-resume")
+            ctx.jobs_button("cmp-all-jobs")
         start_msg = gr.Markdown("", elem_id="cmp-start-msg")  # Start's answer: the poll never writes here
         under(compare_jobs.GENERAL)
         job_md = gr.Markdown("", elem_id="cmp-job")

@@ -34,6 +34,7 @@ def build(ctx: LabContext) -> None:
         pick = gr.Dropdown(choices=[], value=None, label="experiment", scale=4, elem_id="exp-pick")
         cancel = gr.Button("Cancel experiment", scale=1, elem_id="exp-cancel")
         resume = gr.Button("Resume experiment", scale=1, elem_id="exp-resume")
+        ctx.jobs_button("exp-all-jobs")
     with gr.Accordion("Launch arms side by side: a grid over reward x advantage, the cells' curves on one plot",
                       open=False, elem_id="exp-arms"):
         arms_text = gr.Textbox(value=experiments.arms_grid(), lines=14, max_lines=40, label="grid (YAML)",

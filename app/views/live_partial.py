@@ -56,20 +56,22 @@ def seconds_left(n_tokens: int, elapsed_s: float, cap: int) -> Optional[float]:
 
 def partial_html(said: str, n_tokens: int, left_s: Optional[float]) -> str:
     """The reply in progress as a bubble under the dialogue: its text so far and how far it has got."""
-    left = "estimating the time left" if left_s is None else f"at most about {left_s:.0f} s left for this turn"
+    left = ("reading the prompt (a first reply also waits for the model to load)" if left_s is None else
+            f"about {left_s:.0f} s left for this turn at its pace so far (a busier machine takes longer)")
     return (f"<div class='turn turn-partial'><div class='turn-head'><b>Policy</b> writing: "
             f"{n_tokens} token{'s' if n_tokens != 1 else ''} so far, {left}</div>"
             f"<div class='turn-text'>{text(said)}▌</div></div>")
 
 
 def writing_words(partial: PartialReplies, keys: list[str]) -> str:
-    """'writing: 12 tokens so far, at most about 30 s left for the turn' over the replies in progress."""
+    """'writing: 12 tokens so far, about 30 s left for the turn at its pace so far' over the replies in progress:
+    an estimate (the pace moves with the machine's load), never said as a bound."""
     shown = [p for p in (partial.progress(k) for k in keys) if p is not None]
     if not shown:
         return ""
     tokens = sum(len(ids) for ids, _ in shown)
     lefts = [left for _, left in shown if left is not None]
-    left = f", at most about {max(lefts):.0f} s left for the turn" if lefts else ""
+    left = f", about {max(lefts):.0f} s left for the turn at its pace so far" if lefts else ""
     return f"writing: {tokens} token{'s' if tokens != 1 else ''} so far{left}"
 
 

@@ -84,7 +84,7 @@ def build(ctx: LabContext) -> None:
             plan_key = gr.State(None)  # the timed probe followed (app.services.plans.probe_task)
             grid, launch_grid, grid_msg = _experiment_section()
         with gr.Column(scale=3):
-            gr.Markdown("### Jobs")
+            gr.Markdown("### Jobs: every kind (training, benchmarks, comparisons, ...), from here or from a shell")
             table = gr.Dataframe(headers=training.JOB_HEADERS, value=[],  # filled on load (after any login)
                                  interactive=False, elem_id="train-jobs", label="click a row to follow the job")
             with gr.Row():
@@ -268,7 +268,8 @@ def build(ctx: LabContext) -> None:
     table.select(on_pick_row, None, job_id)
     job_id.change(show, [job_id], detail_outputs)
     timer.tick(tick, [job_id, shown, table_sent, plan_key], [table, timer, table_sent, *detail_outputs, plan_md])
-    ctx.refresh_on_show(lambda: (training.jobs_rows(job_queue.list_jobs(store)), None), None, [table, table_sent])
+    ctx.refresh_on_show(lambda: (job_progress.jobs_rows_now(store, job_queue.list_jobs(store)), None), None,
+                        [table, table_sent])
     ctx.refresh_on_show(lambda: gr.update(choices=training.persona_set_choices(store)), None,  # stored sets too
                         widgets[training.FORM_NAMES.index("persona_set")])
     for button, action in ((cancel, "cancel"), (resume, "resume"), (clone, "clone")):
