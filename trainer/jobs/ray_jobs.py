@@ -135,10 +135,22 @@ def logs(address: str, submission_id: str) -> Optional[str]:
         return None
 
 
+LOAD_TTL_S = 5.0  # a listing of many waiting jobs asks the cluster once
+_loads: dict[str, tuple[float, Optional[dict[str, Any]]]] = {}
+
+
 def cluster_load(address: str) -> Optional[dict[str, Any]]:
     """What the cluster holds and what waits for it, from the dashboard's autoscaler report (what `ray status`
     prints): {"totals": {resource: amount}, "demand": [({resource: amount}, count), ...]}; None when the
-    cluster does not say."""
+    cluster does not say. Kept LOAD_TTL_S seconds."""
+    seen = _loads.get(address)
+    if seen is not None and time.monotonic() - seen[0] < LOAD_TTL_S:
+        return seen[1]
+    _loads[address] = (time.monotonic(), _read_load(address))
+    return _loads[address][1]
+
+
+def _read_load(address: str) -> Optional[dict[str, Any]]:
     try:
         with urllib.request.urlopen(f"{address.rstrip('/')}/api/cluster_status", timeout=10) as answer:
             report = json.load(answer)["data"]["clusterStatus"]["loadMetricsReport"]
