@@ -40,11 +40,12 @@ def test_play_view_stores_the_person_and_reveals_the_shadow_after(browser_page, 
     page.locator("#play-message textarea").fill("It is quiet at home.")
     expect(page.locator("#play-emotion input")).to_have_value("")  # no emotion until the person sets one
     page.click("#play-send")
-    expect(page.locator("#play-status")).to_contain_text("emotion: set 'Your emotion now' (0-100) before sending")
+    expect(page.locator("#err-play-emotion")).to_contain_text("emotion: set 'Your emotion now' (0-100) before sending")
+    expect(page.locator("#play-status")).to_contain_text("fix the field marked")
     assert len(load_dialogue(store, dialogue_id)["turns"]) == 2
     page.locator("#play-emotion input").fill("150")
     page.click("#play-send")
-    expect(page.locator("#play-status")).to_contain_text("emotion: must lie between 0 and 100")
+    expect(page.locator("#err-play-emotion")).to_contain_text("emotion: must lie between 0 and 100")
     expect(page.locator("#play-message textarea")).to_have_value("It is quiet at home.")  # nothing lost
     assert len(load_dialogue(store, dialogue_id)["turns"]) == 2 and shadows_of(store, dialogue_id) == []
 
@@ -87,4 +88,44 @@ def test_play_view_stores_the_person_and_reveals_the_shadow_after(browser_page, 
         second = s.scalars(select(Dialogue.id).where(Dialogue.source == "human").order_by(Dialogue.id.desc())).first()
     d = load_dialogue(store, second)
     assert [t["role"] for t in d["turns"]] == ["user", "assistant"] and d["outcome"] == "player_ended"
+    release_policies()
+
+
+@pytest.mark.process
+@pytest.mark.browser
+@pytest.mark.model
+def test_play_streams_the_reply_and_a_closed_tab_abandons_the_dialogue(browser_page, lab_server):
+    """The reply shows as it is written (tokens so far under the dialogue, as in Live rollout), then stands as a
+    turn; a page closed mid-dialogue ends it as abandoned, kept in the store."""
+    import re
+
+    from helpers import wait_for
+
+    store = lab_server.store
+    page = browser_page.context.browser.new_page()
+    page.goto(lab_server.url)
+    page.get_by_role("tab", name="Play the user").click()
+    expect(page.locator("#play-card")).to_contain_text("Hidden need")
+    page.locator("#play-policy textarea").fill("default")  # SmolLM2: a reply of seconds, written token by token
+    page.locator("#play-opening textarea").fill("I could not sleep again. Everything feels heavy and I keep "
+                                                "going over what my sister said; can you tell me what you think?")
+    page.click("#play-start")
+    partial = page.locator("#play-chat .turn-partial")
+    expect(partial).to_contain_text(re.compile(r"writing: \d+ tokens? so far"), timeout=180_000)
+    expect(page.locator("#play-status")).to_contain_text("The policy is writing its reply")
+    expect(page.locator("#play-chat .turn-assistant")).to_have_count(1, timeout=180_000)
+    expect(partial).to_have_count(0)
+    with __import__("storage").read_scope(store) as s:
+        from sqlalchemy import select
+
+        from storage import Dialogue
+
+        dialogue_id = s.scalars(select(Dialogue.id).where(Dialogue.source == "human")
+                                .order_by(Dialogue.id.desc())).first()
+    assert load_dialogue(store, dialogue_id)["status"] == "running"
+    page.close()
+    ended = wait_for(lambda: (d := load_dialogue(store, dialogue_id))["status"] != "running" and d, timeout=120,
+                     every=0.5)
+    assert (ended["status"], ended["outcome"]) == ("cancelled", "abandoned")
+    assert [t["role"] for t in ended["turns"]] == ["user", "assistant"]  # kept as it stood
     release_policies()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Optional
 
 from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import NEED_CATEGORIES, Profile
@@ -34,6 +34,8 @@ ENDINGS = {PLAYER_ENDED: "you ended it", "success": "your emotion reached 100 (s
            "max_turns": "the policy used its last reply", "error": "the policy failed"}
 _ENGINES: dict[tuple[str, str], Any] = {}  # policies loaded for play, by (spec, base URL): one kept at a time
 _ENGINES_LOCK = threading.Lock()
+_GENERATE_LOCK = threading.Lock()
+_OPEN: dict[str, tuple[Any, "PlayState"]] = {}  # page session -> (store, its dialogue in progress)
 
 
 @dataclass
@@ -90,12 +92,29 @@ def _engine(policy: str, policy_url: str) -> Any:
         return _ENGINES[key]
 
 
-def _policy_reply(store: Any, state: PlayState) -> None:
-    """Ask the policy for its next reply and store it."""
+def reply_key(state: PlayState) -> str:
+    """The key a reply in progress is shown under (the engine's token listener hears it with this key)."""
+    return f"play-{state.dialogue_id}"
+
+
+def decoder(policy: str, policy_url: str = "") -> Callable[[list[int]], str]:
+    """The policy's decode (tokens so far -> text), for showing a reply as it is written."""
+    engine = _engine(policy, policy_url)
+    return engine.decode if getattr(engine, "tokenizer", None) is not None else (lambda ids: "")
+
+
+def _policy_reply(store: Any, state: PlayState, listener: Optional[Callable] = None) -> None:
+    """Ask the policy for its next reply and store it; `listener` (an engine token listener) hears its tokens
+    as they are sampled (engines that sample elsewhere, an API, call it never)."""
     engine = _engine(state.policy, state.policy_url)
     system = {"role": "system", "content": system_prompt("direct", state.profile.language)}
     params = SamplingConfig(temperature=1.0, max_new_tokens=int(state.max_new_tokens)).validate()
-    g = engine.generate([[system, *state.messages]], params, seeds=[state.seed * 7919 + state.replies])[0]
+    with _GENERATE_LOCK:  # one reply at a time on a shared engine: its listener and keys are this reply's
+        engine.token_listener, engine.batch_keys = listener, [reply_key(state)] if listener else None
+        try:
+            g = engine.generate([[system, *state.messages]], params, seeds=[state.seed * 7919 + state.replies])[0]
+        finally:
+            engine.token_listener, engine.batch_keys = None, None
     if g.finish_reason == "error":
         raise RuntimeError(f"the policy failed: {g.error}")
     _, reply, _ = visible_reply(g.text, "direct")
@@ -110,7 +129,8 @@ def _policy_reply(store: Any, state: PlayState) -> None:
 
 def start_play(store: Any, profile: Profile, opening: str, player: str, policy: str, policy_url: str = "",
                simulator: str = "offline", simulator_url: str = "", pack: str = "own", rules: str = DEFAULT_RULES,
-               max_turns: int = 10, max_new_tokens: int = 96, seed: int = 0) -> PlayState:
+               max_turns: int = 10, max_new_tokens: int = 96, seed: int = 0, listener: Optional[Callable] = None,
+               session: str = "") -> PlayState:
     """Store the dialogue and the person's opening, then get the policy's first reply. ValueError (or
     SpecError) naming the field on bad input; nothing is stored then."""
     if not (opening or "").strip():
@@ -140,7 +160,10 @@ def start_play(store: Any, profile: Profile, opening: str, player: str, policy: 
                        inner={"tier": tier(start), "human": True})
     state = PlayState(dialogue_id, profile, policy.strip(), policy_url.strip(), sim, player or "", int(max_turns),
                       int(max_new_tokens), int(seed), [{"role": "user", "content": opening.strip()}], start)
-    _policy_reply(store, state)
+    if session:
+        abandon(session)  # a dialogue this page left unfinished for a new one ends as abandoned
+        _OPEN[session] = (store, state)
+    _policy_reply(store, state, listener)
     return state
 
 
@@ -169,8 +192,8 @@ def end_without_answer(store: Any, state: PlayState) -> None:
     dialogues.finish_dialogue(store, state.dialogue_id, "finished", state.emotion, outcome=PLAYER_ENDED)
 
 
-def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: str = "", end: bool = False
-           ) -> dict[str, Any]:
+def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: str = "", end: bool = False,
+           listener: Optional[Callable] = None) -> dict[str, Any]:
     """The person's answer to the last reply: stored with their emotion and thoughts, then the shadow
     judgement, then (unless the dialogue ended) the policy's next reply. Returns the shadow judgement ({} when
     End came with no answer: nothing is stored but the ending, at the last emotion). An empty or bad emotion
@@ -202,7 +225,7 @@ def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: s
         outcome = "goodbye"
     if not outcome:
         try:
-            _policy_reply(store, state)
+            _policy_reply(store, state, listener)
         except (RuntimeError, SpecError, ValueError) as exc:
             outcome, shadow = "error", {**shadow, "policy_error": str(exc)}
     if outcome:
@@ -210,6 +233,16 @@ def answer(store: Any, state: PlayState, message: str, emotion: Any, thoughts: s
         dialogues.finish_dialogue(store, state.dialogue_id, "failed" if outcome == "error" else "finished", value,
                                   outcome=outcome, error=shadow.get("policy_error", ""))
     return shadow
+
+
+def abandon(session: str) -> None:
+    """A closed (or reloaded) page ends its dialogue: kept, as abandoned at the person's last emotion (a reply
+    being written still lands, then nothing more)."""
+    store, state = _OPEN.pop(session, (None, None))
+    if state is None or state.ended:
+        return
+    state.ended = "abandoned"
+    dialogues.finish_dialogue(store, state.dialogue_id, "cancelled", state.emotion, outcome="abandoned")
 
 
 def ending_text(state: PlayState) -> str:
