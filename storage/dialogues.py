@@ -66,3 +66,13 @@ def load_dialogue(store: Engine, dialogue_id: int) -> Optional[dict[str, Any]]:
         if d is None:
             return None
         return {**as_dict(d), "turns": [as_dict(t) for t in d.turns]}
+
+
+def drop_dialogue(store: Engine, dialogue_id: int) -> None:
+    """Delete a dialogue and its turns (a training dialogue cancelled before the policy said anything: clutter,
+    not data)."""
+    from sqlalchemy import delete
+
+    with session_scope(store) as s:
+        s.execute(delete(Turn).where(Turn.dialogue_id == dialogue_id))
+        s.execute(delete(Dialogue).where(Dialogue.id == dialogue_id))

@@ -289,3 +289,17 @@ def test_the_quick_look_on_the_default_policy_ends_in_the_browser(lab_server, br
     run = eval_runs.get_eval_run(store, eval_run_of_job(store, job_id))
     assert (run["name"], run["config"]["limit"], run["config"]["max_new_tokens"]) == ("quick look", 1, 16)
     assert page.dialogs == []
+
+
+def test_equal_scores_share_a_rank_and_a_comparisons_sides_stay_off_the_board(store):
+    from storage import Comparison
+
+    first, _ = _eval_run(store, "first", OFFLINE, [40, 40, 40])
+    second, _ = _eval_run(store, "second", OFFLINE, [40, 40, 40])
+    third, _ = _eval_run(store, "third", OFFLINE, [10, 10, 10])
+    side_a, _ = _eval_run(store, "compare A seed 0", OFFLINE, [90, 90, 90])
+    with session_scope(store) as s:
+        s.add(Comparison(name="c", eval_runs={"a": [side_a], "b": []}, status="succeeded"))
+    rows = benchmark_view.lab_rows(eval_runs.leaderboard(store, include_published=False))
+    assert [(r[2], r[1]) for r in rows] == [(first, 1), (second, 1), (third, 3)]
+    assert eval_runs.shared_ranks([{"score": 8.0}] * 4) == [1, 1, 1, 1]

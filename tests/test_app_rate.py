@@ -97,3 +97,14 @@ def test_an_untouched_submit_is_refused_under_the_field_and_stores_nothing(brows
     expect(page.locator("#rate-reveal")).to_contain_text("the simulator's change was +4")
     expect(page.locator("#err-rate-change")).to_have_text("")
     assert [r["delta"] for r in list_ratings(store) if r["rater"] == "cleo"] == [0.0]
+
+
+def test_a_report_of_too_few_ratings_is_one_line():
+    from app.views.people.rate import report_md
+    from simulator.evaluation.agreement import agreement_report
+
+    rows = [{"dialogue_id": 1, "turn_index": t, "rater": "a", "delta": d, "simulator_delta": s,
+             "fingerprint_hash": "f", "need_category": "n", "personality": "p"} for t, d, s in ((2, 3.0, 5.0),
+                                                                                              (4, -2.0, 1.0))]
+    text = report_md(agreement_report(rows, n_boot=20))
+    assert "\n" not in text and text.startswith("2 rating(s) of 2 turn(s) by 1 rater(s): too few")

@@ -147,3 +147,11 @@ def test_fidelity_chart_of_a_collection_in_browser(browser_page, lab_server, tmp
     page.locator("#transcript-collection input").click()
     page.get_by_role("option", name="fidelity-one_result.jsonl (1 imported)").click()
     expect(page.locator("#transcript-fidelity-summary")).to_contain_text("1 judged changes in 1 dialogue(s)")
+
+
+def test_the_empty_collection_line_only_for_an_empty_collection(store):
+    assert transcripts_view.summary_md(store, "source:human") == "No dialogues in this collection yet."
+    running = start_dialogue(store, persona_id="p", source="human", policy_ref="default")
+    add_turn(store, running, 0, "user", "hey", emotion=40.0)
+    text = transcripts_view.summary_md(store, "source:human")
+    assert text.startswith("None of these dialogues is scored") and "No dialogues" not in text

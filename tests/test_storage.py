@@ -212,3 +212,32 @@ def test_db_takes_a_plain_file_path_or_a_url(tmp_path, monkeypatch):
     store = make_store("plain.db")
     store.dispose()
     assert (tmp_path / "plain.db").exists()
+
+
+def test_a_cancelled_training_dialogue_without_a_reply_is_not_kept(store):
+    """Cancelling a training job mid-rollout ends its dialogues; those in which the policy never spoke are
+    dropped (clutter in Transcripts), the others and every other source's are kept."""
+    from types import SimpleNamespace
+
+    from simulator.personas.builtin import builtin_profiles
+    from storage.dialogues import load_dialogue
+    from storage.recorder import DialogueRecorder
+    from trainer.rollout.types import RolloutConfig
+
+    profile = builtin_profiles()[0]
+    recorder = DialogueRecorder(store)
+
+    def started(source: str) -> int:
+        return recorder.dialogue_started(SimpleNamespace(
+            config=RolloutConfig(source=source), profile=profile, policy_ref="default", simulator_fingerprint={},
+            fingerprint_hash="fp", group_id=0, seed=0, policy={}))
+
+    cancelled = SimpleNamespace(status="cancelled", final_emotion=None, outcome="cancelled", error="stopped")
+    silent, spoke, live = started("train"), started("train"), started("rollout")
+    for d in (silent, spoke, live):
+        recorder.turn_recorded(d, {"role": "user", "index": 0, "text": "hi", "emotion": 40.0})
+    recorder.turn_recorded(spoke, {"role": "assistant", "index": 1, "text": "hello"})
+    for d in (silent, spoke, live):
+        recorder.dialogue_finished(d, cancelled)
+    assert load_dialogue(store, silent) is None
+    assert load_dialogue(store, spoke)["status"] == "cancelled" and load_dialogue(store, live)["status"] == "cancelled"

@@ -65,8 +65,6 @@ def summary_md(store: Store, key: str) -> str:
         return ""
     where = collection_filter(key)
     groups = fingerprint_groups(store, where)
-    if not groups:
-        return "No finished dialogues in this collection yet."
     lines = []
     for g in groups:
         summary = transcripts.dialogues_summary(store, g["where"])
@@ -76,6 +74,11 @@ def summary_md(store: Store, key: str) -> str:
         lines.append(f"**Score {summary.score:.1f}** (95% CI {summary.ci_low:.1f}–{summary.ci_high:.1f}) · "
                      f"success {summary.success} · failure {summary.failure} · n {summary.n}{errors} · simulator "
                      f"{md(simulator_label(g['fingerprint'], g['fingerprint_hash']))}")
+    if not lines:  # the empty-collection line only when it is empty
+        if not collection_dialogues(store, key, 1):
+            return "No dialogues in this collection yet."
+        return ("None of these dialogues is scored (running, stopped and failed ones, and those people played, "
+                "are not).")
     if len(lines) == 1:
         return lines[0]
     return (f"This collection holds dialogues of {len(lines)} simulators or rule sets; each is scored on its own "

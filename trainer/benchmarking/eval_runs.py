@@ -12,7 +12,7 @@ from simulator.evaluation.published import PUBLISHED_FINGERPRINT, published_rows
 from simulator.evaluation.scoring import BenchmarkSummary, sentient_summary
 from simulator.evaluation.transcripts import dialogues_summary
 from simulator.personas.profile import NEED_CATEGORIES, PERSONALITIES
-from storage import Dialogue, EvalRun, Job, Turn, as_dict, read_scope, session_scope
+from storage import Comparison, Dialogue, EvalRun, Job, Turn, as_dict, read_scope, session_scope
 from storage.models import utcnow
 from storage.queries import SCORED_STATUSES
 from trainer.jobs.liveness import shown_status
@@ -156,10 +156,14 @@ def leaderboard(store: Engine, include_published: bool = True) -> list[dict[str,
     """Finished eval runs grouped by simulator fingerprint hash and profile set: each group is ranked on
     its own, never mixed with another fingerprint. Group: fingerprint_hash, profile_set_hash, simulator
     (the fingerprint dict), published (bool), rows (rank, eval run columns), newest group first. The
-    published reference rows (their own simulator, DeepSeek-V3) come last as a group of their own."""
+    published reference rows (their own simulator, DeepSeek-V3) come last as a group of their own. A
+    comparison's sides are not benchmark runs (they are the Compare view's) and stay off it; runs with the same
+    score share a rank (1, 1, 3)."""
     with read_scope(store) as s:
+        sides = {int(i) for c in s.scalars(select(Comparison)) for ids in (c.eval_runs or {}).values()
+                 for i in (ids or [])}
         runs = [as_dict(r) for r in s.scalars(select(EvalRun).where(EvalRun.status == "succeeded",
-                                                                    EvalRun.n > 0))]
+                                                                    EvalRun.n > 0)) if r.id not in sides]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         groups[(r["fingerprint_hash"], r["profile_set_hash"], protocol_key(r["protocol"]))].append(r)
@@ -170,12 +174,22 @@ def leaderboard(store: Engine, include_published: bool = True) -> list[dict[str,
                     "protocol_hash": proto, "protocol": rows[0]["protocol"],
                     "replay": rows[0]["simulator_fingerprint"].get("backend") == "replay",
                     "simulator": rows[0]["simulator_fingerprint"],
-                    "rows": [dict(r, rank=i + 1, published=False) for i, r in enumerate(rows)],
+                    "rows": [dict(r, rank=rank, published=False) for r, rank in zip(rows, shared_ranks(rows))],
                     "_latest": max(r["finished_at"] or r["created_at"] for r in rows)})
     out.sort(key=lambda g: g.pop("_latest"), reverse=True)
     if include_published:
         pub = published_rows()
         out.append({"fingerprint_hash": PUBLISHED_FINGERPRINT, "profile_set_hash": "published", "published": True,
                     "simulator": {"backend": "openai", "model": pub[0]["simulator"]},
-                    "rows": [dict(r, rank=i + 1) for i, r in enumerate(pub)]})
+                    "rows": [dict(r, rank=rank) for r, rank in zip(pub, shared_ranks(pub))]})
     return out
+
+
+def shared_ranks(rows: list[dict[str, Any]]) -> list[int]:
+    """Competition ranks of rows sorted by score, best first: equal scores share a rank, the next rank skips
+    (8.0, 8.0, 7.5 -> 1, 1, 3)."""
+    ranks: list[int] = []
+    for i, row in enumerate(rows):
+        tied = i and (row.get("score") or 0.0) == (rows[i - 1].get("score") or 0.0)
+        ranks.append(ranks[-1] if tied else i + 1)
+    return ranks

@@ -38,7 +38,14 @@ def persona_md(persona: dict[str, Any]) -> str:
 
 
 def report_md(report: dict[str, Any]) -> str:
-    """The report as a Markdown table: all ratings, then per fingerprint, need and personality."""
+    """The report as a Markdown table: all ratings, then per fingerprint, need and personality; one line when
+    the ratings are too few for any interval (the point values so far in it)."""
+    o = report["overall"]
+    if all(o[s].get("ci_low") is None for s, _ in STATS):
+        values = ", ".join(f"{label} {o[s]['value']:.2f}" for s, label in STATS if o[s]["value"] is not None)
+        return (f"{o['n_ratings']} rating(s) of {o['n_units']} turn(s) by {o['n_raters']} rater(s): too few for an "
+                f"agreement report (intervals need 3 rated turns or more, agreement between people a turn rated "
+                f"twice); so far {md(values) or 'no value'}. Rate more turns and compute again.")
     notes: list[str] = []
 
     def cell(e: dict[str, Any], where: str) -> str:
@@ -55,7 +62,6 @@ def report_md(report: dict[str, Any]) -> str:
         rows += [(f"{key.split('_')[0]} {name}", a) for name, a in report[f"by_{key}"].items()]
     body = "\n".join(f"| {md(name)} | {a['spearman']['n']} | " + " | ".join(cell(a[s], f"{name}, {label}") for s, label in STATS)
                      + " |" for name, a in rows)
-    o = report["overall"]
     return (f"{o['n_ratings']} rating(s) of {o['n_units']} turn(s) by {o['n_raters']} rater(s); 95% bootstrap "
             f"intervals (*k: k resamples had no value and are left out). *sim - people* above 0: the simulator "
             f"is more generous than people.\n\n{head}\n{body}" + ("\n\n**Empty cells:**\n" + "\n".join(notes)
