@@ -260,6 +260,11 @@ def test_compare_start_errors_stay_under_their_fields(lab_server, browser_page, 
     expect(page.locator("#cmp-err-b")).to_contain_text("not found")
     page.locator("#cmp-profiles input").fill("builtin:heldout")
     page.locator("#cmp-profiles input").press("Enter")
+    expect(page.locator("#cmp-err-profiles")).to_have_text("")  # the field changed: its error goes at once
+    expect(page.locator("#cmp-err-b")).to_contain_text("not found")  # the others' stay
+    expect(page.locator("#cmp-expected")).to_contain_text("16 dialogues of up to 10 replies × 4096 tokens")
+    page.locator("#cmp-quick input").check()  # B has never run here: its pace is unknown, the counts are said
+    expect(page.locator("#cmp-expected")).to_contain_text("2 dialogues of up to 10 replies × 16 tokens")
     page.locator("#cmp-start").click()
     expect(page.locator("#cmp-err-profiles")).to_have_text("")
     expect(page.locator("#cmp-start-msg")).to_contain_text("Not started: fix the 1 problem(s) marked ⚠.")
@@ -337,3 +342,23 @@ def test_reproducing_a_stored_run_plays_the_same_dialogues(store, tiny_model_dir
     assert compare.get_comparison(store, cid)["summary"]["ties"] == 3
     with pytest.raises(BenchmarkInputError, match="eval_run: 999 does not exist"):
         compare.reproduce_config(store, 999)
+
+
+def test_a_mistyped_name_is_not_found_and_the_form_says_what_to_expect(store, db_url, monkeypatch):
+    """From the web a bare name is 'not found' (no path check's permission words, and nothing looked up on the
+    machine); a path outside the lab keeps the permission message, whatever exists there; the form's line says
+    what a comparison is expected to take, and a quick look's is shorter."""
+    from app.services import compare_jobs
+    from simulator.access import ACCESS_ENV, Access
+
+    monkeypatch.setenv(ACCESS_ENV, Access.web(logged_in=True).to_json())
+    _, cid, errors = compare_jobs.start(store, db_url, "my-checkpiont", "default", "builtin:heldout", "offline",
+                                        1, 1, 16)
+    assert cid is None and errors["a"].startswith("'my-checkpiont' not found") and "b" not in errors
+    for outside in ("/etc", "/nowhere/at/all"):
+        _, _, errors = compare_jobs.start(store, db_url, outside, "default", "builtin:heldout", "offline", 1, 1, 16)
+        assert "not found" not in errors["a"] and "must lie inside the lab's folders" in errors["a"]
+    full = compare_jobs.expected_text(store, "default", "default", "builtin:heldout", 0, 1, 0)
+    quick = compare_jobs.expected_text(store, "default", "default", "builtin:heldout", 1, 1, 16)
+    assert full.startswith("Expected: about ") and "2 sides × 8 personas × 1 seed" in full
+    assert "2 sides × 1 persona × 1 seed" in quick and "16 tokens" in quick

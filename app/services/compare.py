@@ -38,7 +38,7 @@ def pair_rows(pairs: list[dict[str, Any]]) -> list[list[Any]]:
 
 def summary_md(comparison: Optional[dict[str, Any]]) -> str:
     if not comparison:
-        return "Pick a comparison (run one with `python -m trainer compare --a POLICY --b POLICY`)."
+        return "Pick a comparison in the list above, or start one with the form."
     s = comparison.get("summary") or {}
     cfg = comparison.get("config") or {}
     head = (f"**#{comparison['id']}** A = {code(cfg.get('a', ''))}, B = {code(cfg.get('b', ''))} · "

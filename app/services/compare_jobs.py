@@ -50,6 +50,50 @@ def field_of(problem_key: str) -> str:
     return GENERAL
 
 
+def bare_name_problem(text: str) -> str:
+    """For a policy typed in the web form: a bare name (no folder, no spec kind) is no path the visitor may name
+    there, so it is reported as not found, in words that hold whatever exists on the machine (no existence
+    oracle); '' for anything else (a spec, a path: checked as usual)."""
+    from simulator.access import current_access
+
+    name = (text or "").strip()
+    if not current_access().from_web or not name or name == DEFAULT_POLICY or "/" in name or ":" in name:
+        return ""
+    return (f"{name!r} not found: no stored checkpoint or model folder has that name; pick one from the list, or "
+            "type the folder's full path")
+
+
+def expected_text(store: Store, a: Optional[str], b: Optional[str], spec: Optional[str], limit: Any, seeds: Any,
+                  max_new_tokens: Any) -> str:
+    """What a comparison is expected to take, before Start: both sides' dialogues at each policy's last pace
+    (the benchmark form's estimate, erring long; 'about', never a bound). '' while the form is not valid."""
+    from trainer.benchmarking.checks import first_profiles
+    from trainer.benchmarking.progress import DEFAULT_PACE, duration_text, expected_seconds, last_pace
+    from trainer.benchmarking.protocol import LOCAL_REPLY_CAP, protocol_rules
+
+    errors: dict[str, str] = {}
+    n_limit, k, cap = (_int(limit, "limit", 0, errors), _int(seeds, "seeds", 1, errors),
+                       _int(max_new_tokens, "max_new_tokens", 0, errors))
+    try:
+        n = len(first_profiles((spec or "").strip(), n_limit, store))
+    except Exception:  # noqa: BLE001  a bad spec: Start names it under its field
+        return ""
+    if errors or n < 1 or k < 1:
+        return ""
+    turns, cap = protocol_rules().max_turns, cap or LOCAL_REPLY_CAP
+    total, words = 0.0, []
+    for side, policy in (("A", (a or "").strip()), ("B", (b or "").strip())):
+        pace = last_pace(store, policy) or (DEFAULT_PACE if policy == DEFAULT_POLICY else None)
+        if pace is None:
+            return (f"Expected time: unknown until {side}'s policy has run here once (a quick look finds out); "
+                    f"{2 * n * k} dialogues of up to {turns} replies × {cap} tokens.")
+        total += expected_seconds(n * k, turns, cap, pace)
+        words.append(f"{side} at {pace['tokens_per_s']:.1f} tok/s")
+    return (f"Expected: about {duration_text(total)} (2 sides × {n} persona{'s' if n != 1 else ''} × {k} seed"
+            f"{'s' if k != 1 else ''} × {turns} replies × {cap} tokens, {', '.join(words)}; a busy machine takes "
+            "longer).")
+
+
 def start(store: Store, store_url: str, a: Optional[str], b: Optional[str], profiles: Optional[str],
           simulator: Optional[str], limit: Any, seeds: Any, max_new_tokens: Any, gpus: Any = 0
           ) -> tuple[str, Optional[int], dict[str, str]]:
@@ -60,6 +104,9 @@ def start(store: Store, store_url: str, a: Optional[str], b: Optional[str], prof
                (("limit", limit, 0), ("seeds", seeds, 1), ("max_new_tokens", max_new_tokens, 0), ("gpus", gpus, 0))}
     config = CompareConfig(a=(a or "").strip(), b=(b or "").strip(), profiles=(profiles or "").strip(),
                            simulator=(simulator or "").strip(), **numbers)
+    for side, text in (("a", a), ("b", b)):
+        if problem := bare_name_problem(text or ""):
+            errors[side] = problem
     for key, problem in compare_runs.comparison_problems(store, config).items():
         field = field_of(key)
         if field not in errors:

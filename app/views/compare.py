@@ -73,6 +73,11 @@ def build(ctx: LabContext) -> None:
                                  "on a GPU)", elem_id="cmp-gpus")
                 under("gpus")
         with gr.Row():
+            quick = gr.Checkbox(False, label="quick look: 1 persona, 1 seed, 16-token replies (minutes, not hours)",
+                                elem_id="cmp-quick")
+            expected = gr.Markdown(compare_jobs.expected_text(store, "default", "default", "builtin:heldout", 0, 1, 0),
+                                   elem_id="cmp-expected")
+        with gr.Row():
             start = gr.Button("Start", variant="primary", elem_id="cmp-start")
             cancel = gr.Button("Cancel", elem_id="cmp-cancel")
             resume = gr.Button("Resume", elem_id="cmp-resume")
@@ -149,6 +154,12 @@ def build(ctx: LabContext) -> None:
         return message + "\n\n" + compare_jobs.progress_md(store, cid)
 
     error_boxes = [errs[n] for n in (*compare_jobs.FIELDS, compare_jobs.GENERAL)]
+    form = [a_pick, b_pick, profiles, simulator, limit, seeds, max_new]
+    for name, box in zip(compare_jobs.FIELDS, form):  # a field's error goes once the field changes
+        box.change(lambda: "", None, errs[name])
+        box.change(lambda a, b, spec, _sim, n, k, cap: compare_jobs.expected_text(store, a, b, spec, n, k, cap), form,
+                   expected)
+    quick.change(lambda on: (1, 1, 16) if on else (0, 1, 0), quick, [limit, seeds, max_new])
     start.click(on_start, [a_pick, b_pick, profiles, simulator, limit, seeds, max_new, gpus],
                 [start_msg, *error_boxes, job_md, pick])
     cancel.click(lambda c: on_control("cancel", c), pick, job_md)
