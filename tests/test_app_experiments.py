@@ -61,3 +61,24 @@ def test_launch_a_grid_from_training_and_watch_the_experiment_page_fill(lab_serv
     finally:
         grid.cancel_experiment(lab_server.store, experiment_id)
     assert page.dialogs == []
+
+
+def test_the_grid_says_what_its_cells_take_before_launch(monkeypatch, tmp_path):
+    """Each cell's steps at the time per step of a timed plan of its settings ('about'); a cell with none says so."""
+    from app.services import experiments as experiments_service
+    from app.services.plans import training_plan
+    from storage.db import PROJECT_ROOT
+    from trainer.config import TrainConfig
+    from trainer.experiments import grid
+
+    monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path / "home"))
+    text = experiments_service.example_grid()
+    spec = grid.parse_grid(text, PROJECT_ROOT, check_paths=False)
+    first = TrainConfig.from_dict({**spec.base, **spec.cells()[0]}).to_dict()
+    training_plan.keep("cpu-demo", training_plan.plan_key(first, []), first["steps"],
+                       {"fits": True, "per_gpu_gib": 1.0, "seconds_per_step": 60.0})
+    preview = experiments_service.time_preview(text)
+    assert preview.startswith(f"**{len(spec.cells())} training cell(s)**")
+    assert f"- cell 1 ({grid.cell_label(spec.cells()[0])}): about " in preview.replace("\\_", "_")
+    assert "- cell 2 " in preview and "not timed yet" in preview
+    assert experiments_service.time_preview("grid: [") == ""

@@ -51,6 +51,39 @@ def experiment_choices(store: Store) -> list[tuple[str, int]]:
             for e in grid.list_experiments(store)]
 
 
+def time_preview(grid_text: str) -> str:
+    """What an experiment's cells are expected to take before Launch: each cell's steps at the time per step of a
+    timed plan of its settings (app.services.plans.training_plan), 'about', never a bound; a cell with no timed plan
+    says so. '' for a grid that does not parse (Launch names its problems)."""
+    from app.services.plans.training_plan import planned_step_seconds
+    from trainer.benchmarking.progress import duration_text
+    from trainer.config import TrainConfig
+
+    try:
+        spec = grid.parse_grid(grid_text or "", PROJECT_ROOT, check_paths=False)
+        configs = [TrainConfig.from_dict({**spec.base, **cell}).to_dict() for cell in spec.cells()]
+    except Exception:  # noqa: BLE001  any grid problem: Launch reports it in full
+        return ""
+    lines, known = [], []
+    for i, (cell, config) in enumerate(zip(spec.cells(), configs), 1):
+        per_step = planned_step_seconds(config)
+        steps = int(config.get("steps") or 0)
+        if per_step:
+            known.append(per_step * steps)
+            lines.append(f"- cell {i} ({md(grid.cell_label(cell))}): about {duration_text(per_step * steps)} "
+                         f"({steps} steps × {per_step:.0f} s, a timed plan of its settings)")
+        else:
+            lines.append(f"- cell {i} ({md(grid.cell_label(cell))}): {steps} steps, not timed yet (Plan in the "
+                         "Training view with its settings times a step)")
+    at_once = max(1, int(spec.parallel or 1))
+    head = (f"**{len(configs)} training cell(s)**, {at_once} at a time, each then benchmarked on "
+            f"{md(spec.benchmark.get('profiles', ''))}")
+    if known:
+        head += (f"; the timed ones about {duration_text(sum(known) / at_once)} together"
+                 + ("" if len(known) == len(configs) else ", the others on top"))
+    return head + ".\n\n" + "\n".join(lines)
+
+
 def launch_experiment(store: Store, store_url: str, grid_text: str) -> tuple[Optional[int], str]:
     """Check a grid (relative base_config paths from the project root), record the experiment and start its
     runner in the background; (experiment id or None, the message to show: every problem on its own line)."""

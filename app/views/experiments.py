@@ -39,6 +39,8 @@ def build(ctx: LabContext) -> None:
                       open=False, elem_id="exp-arms"):
         arms_text = gr.Textbox(value=experiments.arms_grid(), lines=14, max_lines=40, label="grid (YAML)",
                                elem_id="exp-arms-grid")
+        arms_preview = gr.Markdown(experiments.time_preview(experiments.arms_grid()), elem_id="exp-arms-preview")
+        arms_text.blur(experiments.time_preview, arms_text, arms_preview)  # what the cells take, before Launch
         arms_launch = gr.Button("Launch experiment", variant="primary", elem_id="exp-arms-launch")
     action_msg = gr.Markdown("", elem_id="exp-action-msg")
     summary = gr.Markdown(experiments.summary_md(None), elem_id="exp-summary")

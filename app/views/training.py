@@ -292,6 +292,8 @@ def _experiment_section() -> tuple[gr.Textbox, gr.Button, gr.Markdown]:
                       elem_id="train-experiment"):
         grid = gr.Textbox(value=experiments.example_grid(), lines=16, max_lines=40, label="grid (YAML)",
                           elem_id="exp-grid")
+        preview = gr.Markdown(experiments.time_preview(experiments.example_grid()), elem_id="exp-preview")
+        grid.blur(experiments.time_preview, grid, preview)  # what the cells take, before Launch
         launch_grid = gr.Button("Launch experiment", variant="primary", elem_id="exp-launch")
         grid_msg = gr.Markdown("", elem_id="exp-launch-msg")
     return grid, launch_grid, grid_msg
