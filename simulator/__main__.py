@@ -15,6 +15,7 @@
     python -m simulator fidelity FILE|--eval-run N|--job J [--step S] [--db URL] [--json]   (simulator.evaluation.fidelity)
     python -m simulator agreement --ratings FILE|--db URL|--set human:NAME [--json]   (simulator.cli.agreement)
     python -m simulator import-human FILE --format esconv|jsonl [--name NAME] [--keep-valid]   (simulator.cli.import_human)
+    python -m simulator calibrate --set human:NAME --simulator SPEC --name CAL   (simulator.cli.calibrate)
 
 A bad file exits with status 1 and one line per problem on stderr ("line N: field: reason"). `personas
 export` and `personas list` on a store with no profiles seed the built-in ones first, as the app does.
@@ -34,7 +35,8 @@ PLUGINS = {"probe": ("simulator.evaluation.probes", "probe the simulated user wi
            "prompt": ("simulator.cli.prompt", "render the exact messages of a simulator step (prompt packs)"),
            "fidelity": ("simulator.evaluation.fidelity", "emotion changes of dialogues vs the published DeepSeek-V3 ones"),
            "agreement": ("simulator.cli.agreement", "the simulated user's emotion changes against human ratings"),
-           "import-human": ("simulator.cli.import_human", "store a human-played corpus (ESConv, JSONL) as human:NAME")}
+           "import-human": ("simulator.cli.import_human", "store a human-played corpus (ESConv, JSONL) as human:NAME"),
+           "calibrate": ("simulator.cli.calibrate", "fit a simulator's emotion changes to a human set's ratings")}
 # every command of `python -m simulator` (rlver-lab routes these names here)
 COMMANDS = ("score", "personas", "transcripts", *PLUGINS)
 

@@ -61,8 +61,8 @@ def people_change(state: dict[str, Any] | None) -> float | None:
 
 
 def units_of(dialogues: Sequence[dict[str, Any]], deltas: dict[tuple, float | None]) -> dict[str, Any]:
-    """Per-turn units (dialogue position, score, simulator change, score midpoint) and per-dialogue units
-    (simulator total, people's change) of one simulator."""
+    """Per-turn units (dialogue position, score, simulator change, its per-reply parts, score midpoint) and
+    per-dialogue units (simulator total and its parts, people's change) of one simulator."""
     turns, whole, unjudged = [], [], 0
     for pos, d in enumerate(dialogues):
         span: list[float | None] = []
@@ -78,13 +78,14 @@ def units_of(dialogues: Sequence[dict[str, Any]], deltas: dict[tuple, float | No
             if role == "user" and score is not None:
                 if span and all(v is not None for v in span):
                     turns.append({"dialogue": pos, "score": float(score), "sim": float(sum(span)),
-                                  "mid": (lo + hi) / 2, "groups": d["groups"]})
+                                  "parts": [float(v) for v in span], "mid": (lo + hi) / 2, "groups": d["groups"]})
                 elif span:
                     unjudged += 1
                 span = []
         change = people_change(d["state"])
         if change is not None and total and all(v is not None for v in total):
-            whole.append({"dialogue": pos, "people": change, "sim": float(sum(total)), "groups": d["groups"]})
+            whole.append({"dialogue": pos, "people": change, "sim": float(sum(total)),
+                          "parts": [float(v) for v in total], "groups": d["groups"]})
     return {"turns": turns, "dialogues": whole, "n_unjudged": unjudged}
 
 

@@ -71,12 +71,16 @@ class SentientAgent:
     """Simulated user for one dialogue. `seed` makes native backends deterministic."""
 
     def __init__(self, profile: Profile, backend: Any, rules: EmotionRules = EmotionRules(), seed: int = 0,
-                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2, pack: Any = "own"):
+                 prompt_version: str = DEFAULT_VERSION, max_repairs: int = 2, pack: Any = "own",
+                 calibration: Any = None):
         """`pack`: the prompt pack of chat backends (simulator.user.packs): a pack object or its spec
-        ("own", "sage:DIR"); "v1" or None = the earlier templates of `prompt_version`, rendered here."""
+        ("own", "sage:DIR"); "v1" or None = the earlier templates of `prompt_version`, rendered here.
+        `calibration`: a simulator.evaluation.calibration.Calibration mapping each judged change onto people's
+        scale before the emotion rules (None: the judged change as it is)."""
         from simulator.user.packs import load_pack
 
         self.profile, self.backend, self.rules, self.seed = profile, backend, rules, seed
+        self.calibration = calibration
         self.prompt_version, self.max_repairs = prompt_version, max_repairs
         self.pack = load_pack(pack) if isinstance(pack, str) else pack
         if hasattr(backend, "check_profile"):
@@ -96,6 +100,8 @@ class SentientAgent:
         else:
             fp.update({"prompt_version": self.prompt_version, "prompt_hash": prompt_hash(self.prompt_version)})
         fp["rules"] = self.rules.to_dict()
+        if self.calibration is not None:
+            fp["calibration"] = self.calibration.fingerprint()
         return fp
 
     def fingerprint_hash(self) -> str:
@@ -147,7 +153,10 @@ class SentientAgent:
         try:
             analysis, raw_e, tok_e = await self._emotion_step(history, reply)
             before = self.emotion
-            self.emotion, delta = self.rules.apply(before, analysis["change"])
+            change = analysis["change"]
+            if self.calibration is not None:
+                analysis["uncalibrated_change"], change = change, self.calibration.apply(change)
+            self.emotion, delta = self.rules.apply(before, change)
             out, raw_r, tok_r = await self._reply_step(history, reply, analysis, delta)
         except (BackendError, ParseError) as exc:
             return self._fail(str(exc), start)
@@ -157,7 +166,7 @@ class SentientAgent:
         if not outcome and self.rules.end_on_goodbye and says_goodbye(out["reply"]):
             outcome = "goodbye"
         inner = {k: v for k, v in analysis.items() if k != "change"}
-        inner.update({"raw_change": analysis["change"], "tier": tier(self.emotion),
+        inner.update({"raw_change": change, "tier": tier(self.emotion),
                       "planning": out.get("planning", ""), "plan": out.get("plan", {})})
         if raw_e or raw_r:
             inner["raw"] = {"emotion": raw_e, "reply": raw_r}

@@ -35,6 +35,7 @@ class SimulatorSpec:
     seed: int = 0
     api_key: Optional[str] = field(default=None, repr=False)  # command line only, else OPENAI_API_KEY; never recorded
     access: Optional[Access] = None  # who asks (None: this process's caller, simulator.access)
+    calibration: str = ""  # a fitted map of the judged changes onto people's scale, by name (evaluation.calibration)
 
     @classmethod
     def from_config(cls, config: Any, rules: Any = None) -> "SimulatorSpec":
@@ -43,7 +44,8 @@ class SimulatorSpec:
         return cls(spec=config.simulator, base_url=config.simulator_base_url or "", pack=config.prompt_pack,
                    rules=rules if rules is not None else getattr(config, "simulator_preset", "rlver-hard"),
                    temperature=config.simulator_temperature, max_tokens=config.simulator_max_tokens,
-                   traffic=TrafficLimits.from_config(config, "simulator_"), seed=config.seed)
+                   traffic=TrafficLimits.from_config(config, "simulator_"), seed=config.seed,
+                   calibration=getattr(config, "calibration", "") or "")
 
     @property
     def kind(self) -> str:
@@ -86,7 +88,23 @@ class SimulatorSpec:
                 e["rules"] = str(exc.args[0] if exc.args else exc)
         if self.traffic is not None:
             e.update(self.traffic.errors(prefix + "_"))
+        if self.calibration:
+            if self.kind == "python":
+                e["calibration"] = "outside code (python:) is its own simulated user; calibrate its scores there"
+            else:
+                try:
+                    self.load_calibration()
+                except (ValueError, OSError) as exc:
+                    e["calibration"] = str(exc).removeprefix("calibration: ")
         return e
+
+    def load_calibration(self) -> Any:
+        """The named Calibration, or None without one (ValueError naming the problem)."""
+        if not self.calibration:
+            return None
+        from simulator.user.calibration import load_calibration
+
+        return load_calibration(self.calibration)
 
     def backend_options(self) -> dict[str, Any]:
         """The backend's keyword arguments (None values are dropped by make_backend)."""
@@ -110,9 +128,10 @@ class SimulatorSpec:
         rules = self.rules if isinstance(self.rules, EmotionRules) else get_rules(self.rules)
         backend = make_backend(self.spec, **self.backend_options())
         prompts = load_pack(self.pack)
+        calibration = self.load_calibration()
 
         def factory(profile: Profile, seed: int) -> SentientAgent:
-            return SentientAgent(profile, backend, rules, seed=seed, pack=prompts)
+            return SentientAgent(profile, backend, rules, seed=seed, pack=prompts, calibration=calibration)
 
         return factory
 

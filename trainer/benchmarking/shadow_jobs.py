@@ -35,7 +35,7 @@ from trainer.jobs.queue import JobError, create_job
 from trainer.rollout.build import simulator_factory
 
 SHADOW_JOB_KIND = "shadow"
-SPEC_KEYS = ("spec", "base_url", "pack", "rules", "temperature", "max_tokens")
+SPEC_KEYS = ("spec", "base_url", "pack", "rules", "temperature", "max_tokens", "calibration")
 
 
 def shadow_seed(seed: int, set_spec: str, external_id: str, turn_index: int) -> int:

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pack", default="own", help="prompt pack of an openai: simulator")
     parser.add_argument("--rules", default="rlver-hard", help="emotion rules preset")
     parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--calibration", default="", help="a calibration of the simulator (python -m simulator "
+                                                          "calibrate): its changes mapped onto people's scale")
     parser.add_argument("--seed", type=int, default=0, help="the run's seed (each turn's is derived from it)")
     parser.add_argument("--resume", type=int, default=None, metavar="JOB_ID")
     parser.add_argument("--stop-owner", action="store_true", help="with --resume: kill a stalled owner first")
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.set_spec:
                 raise ValueError("--set: required (human:NAME), unless --resume")
             settings = {"spec": args.simulator, "base_url": args.base_url, "pack": args.pack, "rules": args.rules,
-                        "temperature": args.temperature}
+                        "temperature": args.temperature, "calibration": args.calibration}
             job_id, summary = shadow_jobs.run_shadow_foreground(store, settings, args.set_spec, args.seed,
                                                                 clean_stdout=args.json)
     except (ValueError, JobError) as exc:

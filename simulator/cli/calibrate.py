@@ -1,0 +1,124 @@
+"""`python -m simulator calibrate --set human:NAME --simulator SPEC --name CAL [--folds 5] [--json]`: fit a
+calibration of a simulator to the people of a human set (simulator.evaluation.calibration).
+
+Reads the simulator's shadow judgements of the set (`python -m trainer shadow --set human:NAME --simulator SPEC`
+first; a shadow run is a resumable job), cross-validates over dialogues, prints the agreement tables before and
+after on the held-out folds with their intervals, fits the map on every dialogue and saves it as CAL (in the
+lab's folder, calibrations/CAL.json). Then `--calibration CAL` on a simulator applies it, and its fingerprint
+changes (`python -m trainer shadow ... --calibration CAL` judges the set again under it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", dest="set_spec", required=True, help="the human set: human:NAME")
+    parser.add_argument("--simulator", default="offline", help="the simulator whose judgements are calibrated")
+    parser.add_argument("--base-url", default="", help="endpoint of an openai: simulator")
+    parser.add_argument("--pack", default="own", help="prompt pack of an openai: simulator")
+    parser.add_argument("--rules", default="rlver-hard", help="emotion rules preset (as the shadow run had)")
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--fingerprint", default="", help="pick the judgements by fingerprint hash prefix instead")
+    parser.add_argument("--name", required=True, help="the calibration's name (lowercase, digits, - and _)")
+    parser.add_argument("--folds", type=int, default=5, help="dialogue-grouped cross-validation folds (default 5)")
+    parser.add_argument("--turn-points", type=float, default=5.0, help="emotion points per step of a person's score")
+    parser.add_argument("--state-points", type=float, default=25.0, help="emotion points per pre/post state step")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="the folds' and the intervals' seed")
+    parser.add_argument("--db", default=None, help="the store (a SQLite file or a SQLAlchemy URL)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def judged_hash(store: Any, args: argparse.Namespace, dialogues: list[dict[str, Any]],
+                sims: dict[str, Any]) -> str:
+    """The fingerprint hash of the judgements to fit: by --fingerprint prefix, else the spec's own."""
+    if args.fingerprint:
+        chosen = [h for h in sims if h.startswith(args.fingerprint)]
+        if len(chosen) != 1:
+            raise ValueError(f"--fingerprint: {len(chosen)} simulators' judgements start with {args.fingerprint!r}")
+        return chosen[0]
+    from simulator.personas.profile import Profile
+    from simulator.user.spec import SimulatorSpec
+    from storage import Dialogue, read_scope
+
+    spec = SimulatorSpec(args.simulator, base_url=args.base_url, pack=args.pack, rules=args.rules,
+                         temperature=args.temperature)
+    if problems := spec.errors():
+        raise ValueError("; ".join(f"--{k.replace('_', '-')}: {v}" for k, v in problems.items()))
+    with read_scope(store) as s:
+        persona = dict(s.get(Dialogue, dialogues[0]["id"]).persona_snapshot or {})
+    fp_hash = spec.factory()(Profile.from_dict(persona), args.seed).fingerprint_hash()
+    if fp_hash not in sims:
+        raise ValueError(f"--simulator: {args.simulator} (fingerprint {fp_hash}) has not judged {args.set_spec}; run "
+                         f"python -m trainer shadow --set {args.set_spec} --simulator {args.simulator} first")
+    return fp_hash
+
+
+def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from simulator.evaluation.calibration import change_by_score, cross_validate, fit_map
+    from simulator.user.calibration import Calibration, save_calibration
+    from simulator.evaluation.human_agreement import load_set, tables, units_of
+    from storage.db import lab_home
+
+    dialogues, sims = load_set(store, args.set_spec)
+    if not sims:
+        raise ValueError(f"--set: no simulator has judged {args.set_spec}; run python -m trainer shadow first")
+    fp_hash = judged_hash(store, args, dialogues, sims)
+    units = units_of(dialogues, sims[fp_hash]["deltas"])
+    held = cross_validate(units, args.turn_points, k=args.folds, seed=args.seed)
+    before = {"turns": [u for u in units["turns"]], "dialogues": units["dialogues"]}
+    figures = {"before": tables(before, args.n_boot, args.seed, args.turn_points, args.state_points),
+               "after": tables(held, args.n_boot, args.seed, args.turn_points, args.state_points),
+               "change_by_score": {"before": change_by_score(units["turns"]), "after": change_by_score(held["turns"])},
+               "folds": args.folds, "n_turns": len(units["turns"]), "n_dialogue_states": len(units["dialogues"])}
+    knots = fit_map([u["parts"] for u in units["turns"]],
+                    [(u["score"] - u["mid"]) * args.turn_points for u in units["turns"]])
+    data = {"set": args.set_spec, "n_dialogues": len(dialogues), "n_turns": len(units["turns"]),
+            "turn_points_per_step": args.turn_points, "seed": args.seed,
+            "external_ids_hash": _ids_hash([d["external_id"] or str(d["id"]) for d in dialogues])}
+    cal = Calibration(args.name, *knots, simulator_fingerprint_hash=fp_hash, data=data, report=figures)
+    path = save_calibration(cal, lab_home())
+    return {"name": cal.name, "hash": cal.hash(), "path": str(path), "simulator_fingerprint_hash": fp_hash,
+            "knots_x": cal.knots_x, "knots_y": cal.knots_y, **figures}
+
+
+def _ids_hash(ids: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
+
+
+def format_result(r: dict[str, Any]) -> str:
+    def cell(e: dict[str, Any]) -> str:
+        if e["value"] is None:
+            return "-"
+        ci = "" if e["ci_low"] is None else f" [{e['ci_low']:.2f}, {e['ci_high']:.2f}]"
+        return f"{e['value']:.3f}{ci} (n {e['n']})"
+
+    lines = [f"calibration {r['name']} ({r['hash']}) of simulator {r['simulator_fingerprint_hash']}: "
+             f"{r['n_turns']} rated turn(s), {r['folds']}-fold cross-validation over dialogues; saved {r['path']}",
+             "map: " + ", ".join(f"{x:+.2f}->{y:+.2f}" for x, y in zip(r["knots_x"], r["knots_y"])),
+             f"{'held-out figure':<36}{'before':<34}after"]
+    for level in ("turns", "dialogues"):
+        for stat in ("spearman", "mean_diff"):
+            lines.append(f"{level + ' ' + stat:<36}{cell(r['before'][level][stat]):<34}{cell(r['after'][level][stat])}")
+    lines.append("mean simulator change at each person's score (before -> after): " + "; ".join(
+        f"{s}: {b['mean']:+.1f} -> {r['change_by_score']['after'].get(s, {}).get('mean', float('nan')):+.1f}"
+        for s, b in r["change_by_score"]["before"].items()))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage import make_store
+
+    try:
+        result = calibrate(make_store(args.db), args)
+    except (OSError, ValueError) as exc:
+        print(f"calibrate: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result) if args.json else format_result(result))
+    return 0

@@ -1,0 +1,163 @@
+"""Calibration of a simulated user to people (simulator.evaluation.calibration, `python -m simulator calibrate`):
+a known distortion is recovered, cross-validation never puts one dialogue on both sides, the command fits on a
+store's shadow judgements and saves a calibration that a simulator spec applies, and the calibrated simulator's
+fingerprint differs from the uncalibrated one."""
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_sim_profile
+
+from simulator.evaluation.calibration import cross_validate, fit_map, grouped_folds
+from simulator.user.calibration import Calibration, load_calibration, save_calibration
+from simulator.evaluation.human_agreement import human_agreement, load_set, units_of
+from simulator.evaluation.human_corpora import import_corpus
+from simulator.user.spec import SimulatorSpec
+from storage import session_scope
+from storage.ratings import ShadowJudgement
+from testkit.human_corpus import quality_dialogue
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def distorted(true_change: float) -> float:
+    """A harsh, compressed simulator: people's +10 reads as -1, their -10 as -11 (half the scale, 6 points down)."""
+    return 0.5 * true_change - 6.0
+
+
+def spans(n: int, seed: int) -> tuple[list[list[float]], list[float], list[int]]:
+    """Rated spans of 1-3 replies, each reply's true change on the people's scale, the person's mapped score the
+    span's sum; the simulator reports the distorted changes. Returns (simulator spans, targets, dialogue)."""
+    rng = np.random.default_rng(seed)
+    sims, targets, dialogue = [], [], []
+    for k in range(n):
+        true = rng.choice([-10.0, -5.0, 0.0, 5.0, 10.0], size=int(rng.integers(1, 4)))
+        sims.append([distorted(t) for t in true])
+        targets.append(float(true.sum()))
+        dialogue.append(k // 4)
+    return sims, targets, dialogue
+
+
+def test_the_fit_recovers_a_known_distortion():
+    sims, targets, _ = spans(400, seed=0)
+    x, y = fit_map(sims, targets)
+    cal = Calibration("recovered", x, y)
+    for true in (-10.0, -5.0, 0.0, 5.0, 10.0):
+        assert cal.apply(distorted(true)) == pytest.approx(true, abs=1e-6)
+    assert all(b >= a for a, b in zip(y, y[1:]))  # monotone
+    assert cal.apply(distorted(-10.0) - 50) == pytest.approx(-10.0, abs=1e-6)  # flat beyond the ends
+
+
+def test_a_decreasing_truth_is_fitted_monotone_not_reversed():
+    """A simulator whose changes run against people gets the best non-decreasing map: a flat one."""
+    rng = np.random.default_rng(1)
+    true = rng.choice([-10.0, 0.0, 10.0], size=300)
+    x, y = fit_map([[-t] for t in true], list(true))
+    assert y[0] == pytest.approx(y[-1], abs=1e-6) and y[0] == pytest.approx(float(true.mean()), abs=1e-6)
+
+
+def test_cross_validation_never_puts_one_dialogue_on_both_sides():
+    sims, targets, dialogue = spans(300, seed=2)
+    units = {"turns": [{"dialogue": d, "score": t / 5.0 + 3.0, "mid": 3.0, "sim": sum(s), "parts": s}
+                       for s, t, d in zip(sims, targets, dialogue)], "dialogues": []}
+    held = cross_validate(units, turn_points=5.0, k=5, seed=3)
+    seen = []
+    for fold in held["folds"]:
+        assert not set(fold["fitted_on"]) & set(fold["held_out"])
+        assert set(fold["fitted_on"]) | set(fold["held_out"]) == set(dialogue)
+        seen += fold["held_out"]
+    assert sorted(seen) == sorted(set(dialogue))  # each dialogue held out exactly once
+    assert len(held["turns"]) == len(units["turns"])
+    # out of fold, the recovered map brings every held-out span onto the people's scale
+    assert max(abs(u["sim"] - (u["score"] - 3.0) * 5.0) for u in held["turns"]) < 1e-6
+    with pytest.raises(ValueError, match="folds"):
+        grouped_folds(3, 5, 0)
+
+
+def corpus(n: int) -> str:
+    rng = np.random.default_rng(0)
+    return "\n".join(json.dumps(quality_dialogue(k, rng)) for k in range(n))
+
+
+def judge_with_distortion(store, set_spec: str, fp_hash: str) -> None:
+    """Shadow judgements of a scripted simulator: each reply's change the distortion of the person's next score."""
+    dialogues, _ = load_set(store, set_spec)
+    with session_scope(store) as s:
+        for d in dialogues:
+            turns, previous = d["turns"], None
+            for pos, (index, role, _) in enumerate(turns):
+                if role == "user" and previous == "assistant":
+                    later = next((sc for _, r, sc in turns[pos:] if r == "user" and sc is not None), 3.0)
+                    s.add(ShadowJudgement(dialogue_id=d["id"], turn_index=index, fingerprint={"backend": "scripted"},
+                                          fingerprint_hash=fp_hash, delta=distorted((later - 3.0) * 5.0)))
+                previous = role
+
+
+@pytest.mark.process
+def test_the_calibrate_command_fits_saves_and_improves_the_held_out_difference(store, db_url, tmp_path):
+    import_corpus(store, corpus(40), "jsonl", "cal-people")
+    judge_with_distortion(store, "human:cal-people", "feedc0de" * 8)
+    env = {"PATH": "/usr/bin:/bin", "RLVER_LAB_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-m", "simulator", "calibrate", "--set", "human:cal-people",
+                          "--fingerprint", "feedc0de", "--name", "scripted-cal", "--db", db_url, "--json",
+                          "--n-boot", "200"], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    before, after = result["before"]["turns"], result["after"]["turns"]
+    assert before["mean_diff"]["value"] < -4.0  # the distortion's harshness, seen by the agreement report
+    assert abs(after["mean_diff"]["value"]) < 0.5 < abs(before["mean_diff"]["value"])
+    assert after["spearman"]["n"] == before["spearman"]["n"] == result["n_turns"] > 100
+    saved = load_calibration("scripted-cal", tmp_path)
+    assert saved.simulator_fingerprint_hash == "feedc0de" * 8 and saved.hash() == result["hash"]
+    assert saved.data["set"] == "human:cal-people" and saved.report["folds"] == 5
+    for true in (-10.0, 0.0, 10.0):
+        assert saved.apply(distorted(true)) == pytest.approx(true, abs=0.5)
+    # the report of the existing agreement command is unchanged by a calibration (the judgements are as stored)
+    report = human_agreement(store, "human:cal-people", n_boot=50)
+    assert report["by_fingerprint"]["feedc0de" * 8]["turns"]["mean_diff"]["value"] == pytest.approx(
+        before["mean_diff"]["value"])
+    bad = subprocess.run([sys.executable, "-m", "simulator", "calibrate", "--set", "human:cal-people",
+                          "--simulator", "offline", "--name", "Bad Name", "--db", db_url], capture_output=True,
+                         text=True, cwd=REPO, env=env, timeout=300)
+    assert bad.returncode == 1 and "has not judged human:cal-people" in bad.stderr, bad.stderr
+
+
+def test_a_bad_calibration_is_named_in_the_spec_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path))
+    assert "no calibration named" in SimulatorSpec("offline", calibration="missing").errors()["calibration"]
+    assert "is not a name" in SimulatorSpec("offline", calibration="../x").errors()["calibration"]
+    assert "outside code" in SimulatorSpec("python:testkit.scripted_shadow:follower",
+                                           calibration="missing").errors()["calibration"]
+    with pytest.raises(ValueError, match="knots"):
+        Calibration.from_dict({"name": "x", "knots_x": [1.0, 0.0], "knots_y": [0.0, 1.0]})
+
+
+@pytest.mark.model
+def test_a_calibrated_simulator_maps_each_change_and_has_its_own_fingerprint(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path))
+    save_calibration(Calibration("halved", [-20.0, 20.0], [-8.0, 12.0]), tmp_path)  # f(d) = 0.5 d + 2
+    replies = ["That sounds exhausting; what happened after the meeting?", "ok", "You did what you could."]
+
+    def play(spec: SimulatorSpec):
+        agent = spec.factory()(make_sim_profile(), 7)
+
+        async def go():
+            await agent.opening()
+            return [await agent.respond([], r) for r in replies]
+        return agent, asyncio.run(go())
+
+    plain_agent, plain = play(SimulatorSpec("offline", rules="standard"))
+    cal_agent, calibrated = play(SimulatorSpec("offline", rules="standard", calibration="halved"))
+    assert plain_agent.fingerprint_hash() != cal_agent.fingerprint_hash()
+    assert cal_agent.fingerprint()["calibration"]["name"] == "halved"
+    assert calibrated[0].inner["uncalibrated_change"] == plain[0].inner["raw_change"]  # the same first judgement
+    for c in calibrated:
+        raw = c.inner["uncalibrated_change"]
+        assert c.inner["raw_change"] == pytest.approx(0.5 * raw + 2.0)
