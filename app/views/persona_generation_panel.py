@@ -53,6 +53,7 @@ def build(ctx: LabContext, editor: Sequence[Any], editing: Any, title: Any,
             start_btn = gr.Button("Generate", variant="primary", elem_id="gen-start")
             cancel_btn = gr.Button("Cancel", variant="stop", elem_id="gen-cancel")
             resume_btn = gr.Button("Resume", elem_id="gen-resume")
+            ctx.jobs_button("gen-all-jobs")
             pick = gr.Dropdown(persona_generation_jobs.choices(store), value=None, label="Generation",
                                allow_custom_value=True, elem_id="gen-pick")
         progress = gr.HTML(persona_generation_form.progress_html(None), elem_id="gen-progress")

@@ -46,6 +46,7 @@ def build(ctx: LabContext) -> None:
             start = gr.Button("Start", variant="primary", elem_id="people-start")
             refresh = gr.Button("Refresh", elem_id="people-refresh")
             resume = gr.Button("Resume the last run cut off", elem_id="people-resume")
+            ctx.jobs_button("people-all-jobs")
         shadow_status = gr.Markdown(elem_id="people-shadow-status")
         runs = gr.Markdown(elem_id="people-runs")
         resumable = gr.State(None)
