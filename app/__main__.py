@@ -1,6 +1,6 @@
 """`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
 [--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...] [--endpoint NAME=URL[,KEY_VAR] ...]
-[--endpoints-file PATH] [--allow-free-urls] [--behind-proxy] [--max-live-jobs N] [--max-generations N]
+[--endpoints-file PATH] [--allow-free-urls] [--behind-proxy [ADDRESSES]] [--max-live-jobs N] [--max-generations N]
 [--job-cores N] [--job-memory-gib G] [--max-upload-mb MB] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
@@ -13,12 +13,15 @@ process and the jobs it starts (simulator.access).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 from app.trust import is_loopback
+
+LOOPBACK_PROXIES = "127.0.0.1,::1"  # what a bare --behind-proxy trusts: a proxy on this machine
 
 
 def parse_auth(value: str) -> tuple[str, str]:
@@ -67,9 +70,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                         "with CUDA, less 2 GiB); jobs that fit run side by side, the others wait their turn")
     p.add_argument("--max-upload-mb", type=int, default=100, metavar="MB",
                    help="the largest file a web page may upload (default 100)")
-    p.add_argument("--behind-proxy", action="store_true",
-                   help="trust X-Forwarded-* headers (a reverse proxy in front sets them); without it they are "
-                        "dropped before Gradio sees them")
+    p.add_argument("--behind-proxy", nargs="?", const=LOOPBACK_PROXIES, default="", metavar="ADDRESSES",
+                   help="trust X-Forwarded-* headers (a reverse proxy in front sets them) and take the client "
+                        "address from X-Forwarded-For when the request comes from one of ADDRESSES (comma-"
+                        f"separated addresses or networks; default {LOOPBACK_PROXIES}); without it they are "
+                        "dropped and the client address is the socket's")
     p.add_argument("--allow-free-urls", action="store_true",
                    help="let web callers type an endpoint URL besides the named ones; such a URL never gets a key")
     p.add_argument("--jobs", default=None, metavar="local|ray://HEAD:10001|auto",
@@ -105,6 +110,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     missing = [d for d in args.allow_path if not Path(d).expanduser().is_dir()]
     if missing:
         p.error(f"--allow-path {missing[0]}: not a folder")
+    try:
+        for proxy in filter(None, (a.strip() for a in args.behind_proxy.split(","))):
+            ipaddress.ip_network(proxy, strict=False)
+    except ValueError as exc:
+        p.error(f"--behind-proxy: {exc} (give the proxies' addresses or networks, comma-separated)")
     if args.max_generations < 1:
         p.error(f"--max-generations must be at least 1, got {args.max_generations}")
     if args.job_cores < 0 or args.job_memory_gib < 0:

@@ -160,10 +160,13 @@ class GuardedApp(App):
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
            auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False,
-           extra_hosts: Iterable[str] = (), behind_proxy: bool = False, max_upload_mb: int = MAX_UPLOAD_MB):
+           extra_hosts: Iterable[str] = (), behind_proxy: str = "", max_upload_mb: int = MAX_UPLOAD_MB):
     """Launch with the lab's settings: theme/css here (Gradio 6), no SSR, no outside connections, and only
-    requests for loopback, `host` or `extra_hosts` (--allowed-host) from pages of those sites answered."""
-    app = GuardedApp(allowed_hosts(host, extra_hosts), behind_proxy, default_response_class=ORJSONResponse)
+    requests for loopback, `host` or `extra_hosts` (--allowed-host) from pages of those sites answered.
+    `behind_proxy`: the addresses of the reverse proxies whose X-Forwarded-* headers are believed ('' none:
+    uvicorn, which Gradio starts, then rewrites neither the client address nor the scheme)."""
+    os.environ["FORWARDED_ALLOW_IPS"] = behind_proxy  # uvicorn reads it when Gradio makes its Config
+    app = GuardedApp(allowed_hosts(host, extra_hosts), bool(behind_proxy), default_response_class=ORJSONResponse)
     return demo.launch(
         server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
         _app=app, max_file_size=f"{int(max_upload_mb)}mb",

@@ -21,13 +21,17 @@ included).
 from __future__ import annotations
 
 import asyncio
+import math
 import ipaddress
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
 _FORWARDED = re.compile(r"^(x-forwarded-|forwarded$|x-real-ip$)", re.I)
+LOOPBACK_ORIGINS = ("127.0.0.1", "::1", "localhost")
+# a Host (or an Origin's host) is exactly one name or address and an optional port: no lists, no spaces
+ONE_HOST = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-_]*)(:[0-9]{1,5})?$")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
 REFUSED = (b"RLVER Lab answers only to its own host names (loopback, or a name its owner allowed with "
            b"--allowed-host) and to pages of its own site.\n")
@@ -75,19 +79,22 @@ class HostOriginGuard:
         request came to (a page of another local service is another site); another name the owner allowed may
         come with any port (a proxy in front)."""
         host = headers.get("host", "")
-        if not self.allowed(host_name(host)):
+        if not ONE_HOST.match(host) or not self.allowed(host_name(host)):
             return "host"
         origin = headers.get("origin")
         if origin is not None:
             parts = urlsplit(origin)
             name = host_name(parts.netloc)
-            if parts.scheme not in ("http", "https") or not self.allowed(name):
+            if parts.scheme not in ("http", "https") or not ONE_HOST.match(parts.netloc) or not self.allowed(name):
                 return "origin"
             try:
                 origin_port = parts.port or (443 if parts.scheme == "https" else 80)
             except ValueError:
                 return "origin"
-            if is_loopback(name) and origin_port != _port(host, parts.scheme):
+            # a loopback page is the lab's own only under the name and port the request came to, or under
+            # one of the usual loopback names (127.0.0.2 is another address, so another site)
+            if is_loopback(name) and (origin_port != _port(host, parts.scheme)
+                                      or (name not in LOOPBACK_ORIGINS and name != host_name(host))):
                 return "origin"
         return ""
 
@@ -130,41 +137,98 @@ _API_INFO = re.compile(rb"(gradio_api_info\s*=\s*)\{.*?\}(\s*;\s*</script>)", re
 NOT_LOGGED_IN = b'{"detail":"Not authenticated"}'
 
 
-FREE_LOGIN_TRIES = 3  # failed logins from one address before each further try waits
+# Login tries (docs/security.md): failed tries are counted per client address and per account *before* the
+# password is checked, one try per client and per account is looked at at a time (a try arriving while another
+# is pending is refused with 429), and after FREE_LOGIN_TRIES failures each further try waits 1, 2, 4 ... s (at
+# most MAX_LOGIN_WAIT_S) before it is looked at; a successful login clears both counts. Counting before the
+# check keeps concurrent tries from out-racing the delay: a try's delay is decided, and the next try's count
+# raised, before its answer is known, and a second try cannot start while the first waits.
+FREE_LOGIN_TRIES = 3  # failed logins from one client, or for one account, before each further try waits
 MAX_LOGIN_WAIT_S = 30.0
+
+
+class LoginThrottle:
+    """Per-key (`client:ADDRESS`, `account:NAME`) failure counts and pending tries."""
+
+    def __init__(self) -> None:
+        self.failures: dict[str, int] = {}
+        self.pending: set[str] = set()
+
+    def wait_s(self, keys: Iterable[str]) -> float:
+        """How long a try under `keys` waits before it is looked at (the longest of its keys)."""
+        extra = max((self.failures.get(k, 0) for k in keys), default=0) - FREE_LOGIN_TRIES
+        return 0.0 if extra < 0 else min(2.0 ** extra, MAX_LOGIN_WAIT_S)
+
+    def begin(self, keys: list[str]) -> Optional[float]:
+        """Start a try: None when another try under one of `keys` is pending (refuse it), else the seconds
+        it must wait. The try is counted as failed now; `succeeded` takes that back."""
+        if any(k in self.pending for k in keys):
+            return None
+        wait = self.wait_s(keys)
+        self.pending.update(keys)
+        for key in keys:
+            self.failures[key] = self.failures.get(key, 0) + 1
+        return wait
+
+    def succeeded(self, keys: list[str]) -> None:
+        for key in keys:
+            self.failures.pop(key, None)
+
+    def end(self, keys: list[str]) -> None:
+        self.pending.difference_update(keys)
+
+    def retry_after_s(self, keys: list[str]) -> int:
+        """What a refused try is told to wait (the next try's delay, at least 1 s)."""
+        return max(1, math.ceil(self.wait_s(keys)))
+
+
+def login_keys(client: str, account: str) -> list[str]:
+    return [f"client:{client}", f"account:{account.strip()}"]
+
+
+MAX_LOGIN_BODY = 64 * 1024  # a login form is a user name and a password
+TOO_MANY_TRIES = b'{"detail":"Another login try for this client or account is being looked at; try again later"}'
 
 
 class LoginGate:
     """ASGI middleware for a lab with a login: before it, only LOGIN_PAGE_PATHS and LOGIN_PAGE_PREFIXES
     answer (401 for everything else, websockets closed), and the login page's embedded API description is
     emptied. `logged_in(cookies)` says whether a request's cookies hold a live login (Gradio's tokens).
-    After FREE_LOGIN_TRIES failed logins from one address, each further try waits 1, 2, 4 ... s (at most
-    MAX_LOGIN_WAIT_S) before it is looked at; a successful login clears the count."""
+    Login tries are counted and slowed per client address (the socket's, or the trusted proxy's report with
+    --behind-proxy) and per account before the password is checked (LoginThrottle)."""
 
     def __init__(self, app: Any, logged_in: Callable[[dict[str, str]], bool]):
         self.app, self.logged_in = app, logged_in
-        self.failures: dict[str, int] = {}
+        self.throttle = LoginThrottle()
         self.sleep: Callable[[float], Any] = asyncio.sleep
 
-    def login_wait_s(self, address: str) -> float:
-        extra = self.failures.get(address, 0) - FREE_LOGIN_TRIES
-        return 0.0 if extra < 0 else min(2.0 ** extra, MAX_LOGIN_WAIT_S)
-
     async def _login(self, scope: dict, receive: Any, send: Any) -> None:
-        address = (scope.get("client") or ("?",))[0]
-        wait = self.login_wait_s(address)
-        if wait:
-            await self.sleep(wait)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_LOGIN_BODY:
+                return await _answer(send, 413, b'{"detail":"login form too large"}')
+        keys = login_keys((scope.get("client") or ("?",))[0], await _form_user(scope, body))
+        wait = self.throttle.begin(keys)
+        if wait is None:
+            return await _answer(send, 429, TOO_MANY_TRIES,
+                                 [(b"retry-after", str(self.throttle.retry_after_s(keys)).encode())])
+        try:
+            if wait:
+                await self.sleep(wait)
 
-        async def counted(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                if message.get("status") == 200:
-                    self.failures.pop(address, None)
-                else:
-                    self.failures[address] = self.failures.get(address, 0) + 1
-            await send(message)
+            async def counted(message: dict) -> None:
+                if message["type"] == "http.response.start" and message.get("status") == 200:
+                    self.throttle.succeeded(keys)
+                await send(message)
 
-        return await self.app(scope, receive, counted)
+            return await self.app(scope, _replay(body), counted)
+        finally:
+            self.throttle.end(keys)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket") or self.logged_in(_cookies(scope)):
@@ -179,11 +243,40 @@ class LoginGate:
             return await self._login(scope, receive, send)
         if path in LOGIN_PAGE_PATHS or path.startswith(LOGIN_PAGE_PREFIXES):
             return await self.app(scope, receive, send)
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(NOT_LOGGED_IN)).encode())]})
-        await send({"type": "http.response.body", "body": NOT_LOGGED_IN})
-        return None
+        return await _answer(send, 401, NOT_LOGGED_IN)
+
+
+async def _answer(send: Any, status: int, body: bytes, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes) -> Any:
+    """A `receive` that hands the app the body already read, then waits for the client to go away."""
+    sent = False
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def _form_user(scope: dict, body: bytes) -> str:
+    """The user name a login form names ('' when it names none or cannot be read)."""
+    from starlette.requests import Request
+
+    try:
+        form = await Request({**scope, "type": "http"}, _replay(body)).form()
+        return str(form.get("username") or "")
+    except Exception:  # a malformed form: Gradio answers it; the try still counts for its client
+        return ""
 
 
 def _cookies(scope: dict) -> dict[str, str]:

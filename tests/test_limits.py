@@ -72,10 +72,10 @@ def test_costly_numbers_have_upper_bounds_from_the_web_named_in_the_message(monk
     assert WEB_BOUNDS["count"] >= 500
 
 
-def test_failed_logins_from_one_address_wait_longer_each_time():
+def test_failed_logins_wait_longer_each_time_per_address_and_per_account():
     import asyncio
 
-    from app.trust import FREE_LOGIN_TRIES, MAX_LOGIN_WAIT_S, LoginGate
+    from app.trust import FREE_LOGIN_TRIES, MAX_LOGIN_WAIT_S, LoginGate, login_keys
 
     status, waited = {"code": 400}, []
 
@@ -89,23 +89,25 @@ def test_failed_logins_from_one_address_wait_longer_each_time():
     gate = LoginGate(gradio, logged_in=lambda cookies: False)
     gate.sleep = wait
 
-    def attempt(address: str = "10.0.0.7") -> None:
+    def attempt(address: str = "10.0.0.7", user: str = "ana") -> None:
         async def noop(message):
             return None
 
         async def receive():
-            return {"type": "http.request"}
+            return {"type": "http.request", "body": f"username={user}&password=wrong".encode()}
 
-        asyncio.run(gate({"type": "http", "method": "POST", "path": "/login", "headers": [],
-                          "client": (address, 1)}, receive, noop))
+        asyncio.run(gate({"type": "http", "method": "POST", "path": "/login", "client": (address, 1),
+                          "headers": [(b"content-type", b"application/x-www-form-urlencoded")]}, receive, noop))
 
     for _ in range(FREE_LOGIN_TRIES + 6):
         attempt()
     assert waited == [1.0, 2.0, 4.0, 8.0, 16.0, MAX_LOGIN_WAIT_S]  # the first FREE_LOGIN_TRIES wait nothing
-    assert gate.login_wait_s("10.0.0.8") == 0.0  # another address is not slowed
+    assert gate.throttle.wait_s(login_keys("10.0.0.8", "bo")) == 0.0  # another address and account: not slowed
+    assert gate.throttle.wait_s(login_keys("10.0.0.8", "ana")) == MAX_LOGIN_WAIT_S  # the account is
+    assert gate.throttle.wait_s(login_keys("10.0.0.7", "bo")) == MAX_LOGIN_WAIT_S  # and so is the address
     status["code"] = 200
     attempt()
-    assert gate.login_wait_s("10.0.0.7") == 0.0  # a login clears the count
+    assert gate.throttle.wait_s(login_keys("10.0.0.7", "ana")) == 0.0  # a login clears the count
 
 
 def test_the_live_view_and_play_refuse_costly_numbers_from_the_web(store, monkeypatch):

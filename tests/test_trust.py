@@ -122,6 +122,9 @@ def test_the_host_names_the_lab_answers_to():
     # a page of another local service (same loopback name, another port) is another site
     assert guard.refusal({"host": "127.0.0.1:7860", "origin": "http://127.0.0.1:8080"}) == "origin"
     assert guard.refusal({"host": "127.0.0.1", "origin": "http://127.0.0.1"}) == ""
+    assert guard.refusal({"host": "127.0.0.1:7860, evil.example"}) == "host"  # one name, not a list
+    assert guard.refusal({"host": "127.0.0.1:7860", "origin": "http://127.0.0.2:7860"}) == "origin"
+    assert guard.refusal({"host": "127.0.0.2:7860", "origin": "http://127.0.0.2:7860"}) == ""  # same origin
 
 
 def _through(guard_of, headers: list[tuple[bytes, bytes]]) -> tuple[int, list]:
