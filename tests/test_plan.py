@@ -51,6 +51,19 @@ def test_paper_ppo_fits_the_papers_hardware_and_not_one_24_gib_gpu():
 
 
 @pytest.mark.process
+def test_the_plan_has_the_shape_the_job_runs():
+    """No --nodes / --gpus: the config's `nodes` and `gpus`, the shape its job runs on the ray backend (nodes x
+    gpus ranks); flags that differ from the config are planned, and a note says how to train that shape."""
+    own = _plan_cli("--config", PAPER_PPO, "--set", "nodes=4", "--set", "gpus=8", "--gpu-memory", "80")
+    flags = _plan_cli("--config", PAPER_PPO, "--gpus", "8", "--nodes", "4", "--gpu-memory", "80")
+    assert own["shape"] == flags["shape"] == {"nodes": 4, "gpus_per_node": 8, "ranks": 32}
+    assert own["per_gpu_gib"] == flags["per_gpu_gib"] and own["gpus"] == 32
+    assert not any("the config trains" in n for n in own["notes"])
+    assert any("the config trains nodes: 1, gpus: 0" in n and "--set nodes=4 --set gpus=8" in n
+               for n in flags["notes"])
+
+
+@pytest.mark.process
 def test_plan_cli_refuses_bad_input_naming_the_flag():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     for args, expected in ((["--preset", "cpu-demo", "--gpus", "0"], "--gpus: must be at least 1"),

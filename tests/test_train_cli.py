@@ -65,6 +65,9 @@ def test_invalid_config_is_refused_with_the_field_named(tmp_path: Path, db_url: 
     r = trainer_run("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
                     "--set", "persona_set=nobody", "--db", db_url, env_home=tmp_path / "home")
     assert r.returncode == 2 and "persona_set: unknown persona set 'nobody'" in r.stderr
+    r = trainer_run("train", "--config", str(config), "--set", "actor_lr=1e-4", "--set", "group_size=2",
+                    "--set", "nodes=2", "--db", db_url, env_home=tmp_path / "home")  # two nodes, one process
+    assert r.returncode == 2 and "nodes: 2 with gpus: 0 runs 2 rank(s), placed by Ray" in r.stderr, r.stderr
     store = make_store(db_url)
     with read_scope(store) as s:
         assert s.scalars(select(Job)).all() == []  # nothing half-created

@@ -39,7 +39,7 @@ ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
 ADVANTAGES = {"dialogue": ALGORITHMS, "turn_grpo": ("grpo",), "turn_gae": ("ppo",)}
 GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
 MODES = ("think", "direct")
-RECORDED_KEYS = ("personas",)  # written on a job's config by its run (what it resolved), never settings
+RECORDED_KEYS = ("personas", "ray_ranks")  # written on a job's config by its run (what it resolved), never settings
 ROLLOUT_BACKENDS = ("transformers", "vllm")  # the policy engine that samples the rollouts: HFEngine | VLLMEngine
 # settings given under an old name: read under the new one, with a warning (both given: an error)
 RENAMED_SETTINGS = {"engine": "rollout_backend"}
@@ -144,6 +144,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     device: str = "auto"  # auto | cpu | cuda
     gpus: int = 0  # GPUs of one node the job asks for (the ray backend: through Ray, one rank each); 0 = none asked
+    nodes: int = 1  # nodes the job spans (the ray backend): gpus ranks on each, one CPU rank each with gpus 0
     seed: int = 0
     output_dir: str = path_field("folder")  # '' = the job's folder (lab_home()/jobs/ID)
     save_every: int = 50  # checkpoint every K steps (and at the last step); 0 = only at the end
@@ -311,7 +312,7 @@ class TrainConfig:
         if not 0 < self.top_p <= 1:
             e["top_p"] = f"must be in (0, 1], got {self.top_p}"
         for name in ("steps", "dialogues_per_step", "minibatch_size", "micro_batch_size", "ppo_epochs",
-                     "max_turns", "max_new_tokens", "max_dialogue_tokens", "lora_r", "lora_alpha"):
+                     "max_turns", "max_new_tokens", "max_dialogue_tokens", "lora_r", "lora_alpha", "nodes"):
             if getattr(self, name) < 1:
                 e[name] = f"must be at least 1, got {getattr(self, name)}"
         for name in ("save_every", "keep_checkpoints", "warmup_steps", "seed", "reward_length_target",

@@ -44,9 +44,12 @@ class RankJob:
 
 def _run_train(store: Store, job: Any) -> dict[str, Any]:
     from trainer.config import TrainConfig
+    from trainer.learning.distributed import check_ranks, world
     from trainer.learning.rl_trainer import RLTrainer
 
-    return RLTrainer(TrainConfig.from_dict(job.config), store=store, job=job).train()
+    config = TrainConfig.from_dict(job.config)
+    check_ranks(config.nodes, config.gpus, world()[1])  # the shape planned is the shape run
+    return RLTrainer(config, store=store, job=job).train()
 
 
 def _run_benchmark(store: Store, job: Any) -> dict[str, Any]:

@@ -9,7 +9,8 @@ writes nothing: a job whose owner is gone shows as "dead" and one whose heartbea
 process lives as "stalled", the reason in its error (trainer.jobs.liveness), so the CLI alone shows the
 truth; `jobs JOB_ID` exits 2 for an unknown job. With --json each job also
 gives its host and backend (local | ray, with Ray's submission id), its last checkpoint and policy_path, the
-trained model in it (None without a checkpoint); `jobs JOB_ID --json` of a Ray job also its Ray node id.
+trained model in it (None without a checkpoint); `jobs JOB_ID --json` of a Ray job also its Ray node id, and a
+training job across Ray nodes (`nodes` > 1) its `ranks`: each rank's number, node rank, Ray node id and node IP.
 """
 from __future__ import annotations
 
@@ -83,6 +84,9 @@ def _row(job: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any
     row.update(checkpoint=checkpoint, policy_path=policy_path(checkpoint))
     if "ray_node" in job:  # one job shown: the Ray node its process runs on
         row["ray_node"] = job["ray_node"]
+    ranks = (job.get("config") or {}).get("ray_ranks")  # a training job across Ray nodes: where each rank runs
+    if ranks:
+        row["ranks"] = ranks
     return row
 
 

@@ -2,7 +2,9 @@
 
 Prints, before anything runs, the per-GPU memory of a training config part by part (trainer.plan) and,
 for a CPU config, the time per step measured with a small real step (trainer.plan_probe). --json prints
-one JSON object: per_gpu_gib, parts, fits, seconds_per_step, notes (and the details the plan used).
+one JSON object: per_gpu_gib, parts, fits, seconds_per_step, notes (and the details the plan used). The shape
+planned (`shape`: nodes, gpus_per_node, ranks) is --nodes / --gpus, else the config's `nodes` / `gpus`: the
+shape its job runs on the ray backend (docs/cluster.md); a note says when the two differ.
 Exit status: 0 planned (fits or not), 2 bad input.
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import contextlib
 import json
 import sys
+from typing import Any, Optional
 
 from trainer.cli.train import add_config_arguments, load_config
 
@@ -28,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on CPU, start no probe step after this many seconds (default 1200); the plan then "
                              "says the time was not measured")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+
+
+def planned_shape(config: Any, gpus: Optional[int], nodes: Optional[int]) -> tuple[Optional[int], int]:
+    """(GPUs per node, nodes) to plan for: --gpus / --nodes when given, else the config's `gpus` (None when 0:
+    a CPU plan) and `nodes`, the shape its job runs (nodes x max(gpus, 1) ranks)."""
+    return (gpus if gpus is not None else (config.gpus or None)), (nodes if nodes is not None else config.nodes)
 
 
 def _problem(args: argparse.Namespace) -> str:
@@ -54,9 +63,15 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config, args.set, args.preset)
         config.validate(check_paths=False)  # the plan is made where the model may not be
         # with --json, stdout is the plan alone: what DeepSpeed and the probe's trainer print goes to stderr
+        gpus, nodes = planned_shape(config, args.gpus, args.nodes)
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-            plan = plan_config(config, args.gpus, args.nodes, args.gpu_memory, probe=not args.no_probe,
+            plan = plan_config(config, gpus, nodes, args.gpu_memory, probe=not args.no_probe,
                                probe_limit_s=args.probe_limit)
+        plan.extra["shape"] = {"nodes": nodes, "gpus_per_node": gpus or 0, "ranks": nodes * max(gpus or 0, 1)}
+        if (gpus or 0, nodes) != (config.gpus, config.nodes):
+            plan.notes.append(f"the config trains nodes: {config.nodes}, gpus: {config.gpus}; this plan is for "
+                              f"nodes: {nodes}, gpus: {gpus or 0} (train it with --set nodes={nodes} --set "
+                              f"gpus={gpus or 0})")
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ The job runs through trainer.job_runner.run_job, as every job does. Exit status:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -81,14 +82,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, args.set, args.preset)
         config.validate()
-    except ConfigError as exc:
+        if config.nodes > 1 and not on_ray():  # here the ranks are this process and its launcher's
+            from trainer.learning.distributed import check_ranks
+
+            check_ranks(config.nodes, config.gpus, int(os.environ.get("WORLD_SIZE", 1)))
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     from simulator.personas.store import open_store
     from trainer.jobs import queue as job_queue
     from trainer.learning.distributed import broadcast_object, init_distributed
 
-    rank, _ = init_distributed(config.zero_stage)
+    rank, _ = (0, 1) if on_ray() else init_distributed(config.zero_stage)  # on Ray the job's ranks run there
     store = open_store(args.db)
     try:
         job_id = None

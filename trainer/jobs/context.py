@@ -12,6 +12,7 @@ work loop stops at its next check, and the exit leaves the row to its new owner.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -31,6 +32,7 @@ from trainer.jobs.admission import behind_text, job_resources, jobs_ahead, machi
 from trainer.jobs.backend import LOCAL, host_name
 from trainer.jobs.liveness import reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive
+from trainer.jobs.ray_ranks import RANKS_ENV
 from trainer.jobs.queue import (
     HEARTBEAT_S,
     QUEUE_POLL_S,
@@ -151,6 +153,8 @@ class JobContext:
         try:
             self._take_resources()  # before the claim: a claimed job goes straight to its turn
             self._claim()
+            if os.environ.get(RANKS_ENV):  # a training job across Ray nodes: where each rank runs
+                self.record_config("ray_ranks", json.loads(os.environ[RANKS_ENV]))
             self._thread = threading.Thread(target=self._heartbeat, daemon=True, name=f"heartbeat-{self.job_id}")
             self._thread.start()
             self._wait_turn()

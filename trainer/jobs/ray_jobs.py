@@ -60,10 +60,14 @@ def resolve_address(value: str) -> str:
                            "with `ray start --head` (docs/cluster.md)") from None
 
 
-def entrypoint(python: str, project_root: str, job_id: int, gpus: int) -> str:
-    """The shell command Ray runs: the lab's own job command from its checkout."""
+def entrypoint(python: str, project_root: str, job_id: int, gpus: int, nodes: int = 1, cpus: float = 1.0) -> str:
+    """The shell command Ray runs: the lab's own job command from its checkout; for a training job across
+    nodes (nodes > 1, `gpus` per node) the driver that places its ranks (trainer.jobs.ray_ranks)."""
     cmd = [python, "-m", "trainer", "job", str(job_id)]
-    if gpus > 1:  # one rank a GPU, the lab's DeepSpeed path (torchrun-style RANK / WORLD_SIZE / MASTER_ADDR)
+    if nodes > 1:
+        cmd = [python, "-m", "trainer.jobs.ray_ranks", str(job_id), f"--nodes={nodes}", f"--gpus={gpus}",
+               f"--cpus={cpus:g}"]
+    elif gpus > 1:  # one rank a GPU, the lab's DeepSpeed path (torchrun-style RANK / WORLD_SIZE / MASTER_ADDR)
         cmd = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", "-m", "trainer",
                "job", str(job_id)]
     return f"cd {shlex.quote(project_root)} && exec {' '.join(shlex.quote(c) for c in cmd)}"
@@ -76,16 +80,20 @@ def submission_id(store_key: str, job_id: int, attempt: int) -> str:
 
 
 def submit(address: str, job_id: int, env: dict[str, str], resources: dict[str, Any], project_root: str,
-           name: str = "", submission: Optional[str] = None, store_key: str = "") -> str:
+           name: str = "", submission: Optional[str] = None, store_key: str = "", nodes: int = 1) -> str:
     """Submit job `job_id` as a Ray job under the submission id `submission` (Ray makes one when None); returns
-    the submission id. AlreadySubmitted when Ray has that id already; BackendError when it refuses the job."""
+    the submission id. AlreadySubmitted when Ray has that id already; BackendError when it refuses the job. With
+    nodes > 1, `resources` are what each node's ranks ask (the driver itself asks nothing and runs on the head)."""
     gpus = int(resources.get("entrypoint_num_gpus") or 0)
+    cpus = float(resources.get("entrypoint_num_cpus") or 1.0)
+    command = entrypoint(sys.executable, project_root, job_id, gpus, nodes, cpus)
+    resources = resources if nodes <= 1 else {}
     env_vars = dict(env, RAY_JOB_STOP_WAIT_TIME_S=str(STOP_WAIT_S), PYTHONUNBUFFERED="1")
     deadline = time.monotonic() + AGENT_WAIT_S
     while True:
         try:
             return _client(address).submit_job(
-                entrypoint=entrypoint(sys.executable, project_root, job_id, gpus),
+                entrypoint=command,
                 runtime_env={"env_vars": env_vars}, metadata={"rlver_lab_job": str(job_id), "rlver_lab_store": store_key,
                                                                "name": name[:100]},
                 submission_id=submission, **resources)

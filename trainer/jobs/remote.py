@@ -50,9 +50,10 @@ def launch(store: Engine, store_url: str, job_id: int, backend: Backend) -> str:
             raise ray_jobs.AlreadySubmitted(f"job {job_id} was submitted already as Ray job {job.backend_job_id}")
     store_key = store_id(store)
     submission = ray_jobs.submission_id(store_key, job_id, attempt)
+    nodes = int(config.get("nodes") or 1) if kind == "train" else 1  # a training job across nodes: ray_ranks
     try:
         ray_jobs.submit(backend.address, job_id, job_env(store_url), job_resources(kind, config), str(PROJECT_ROOT),
-                        name, submission=submission, store_key=store_key)
+                        name, submission=submission, store_key=store_key, nodes=nodes)
     except ray_jobs.AlreadySubmitted:
         raise
     except BackendError as exc:

@@ -56,6 +56,15 @@ def init_distributed(zero_stage: int) -> tuple[int, int]:
     return world()
 
 
+def check_ranks(nodes: int, gpus: int, world_size: int) -> None:
+    """A run of `nodes` > 1 has nodes x max(gpus, 1) ranks (trainer.jobs.ray_ranks places them on the ray
+    backend); started with another number (one local process, a launcher set otherwise) it would train another
+    shape than the one planned: ValueError naming the settings."""
+    if nodes > 1 and world_size != nodes * max(gpus, 1):
+        raise ValueError(f"nodes: {nodes} with gpus: {gpus} runs {nodes * max(gpus, 1)} rank(s), placed by Ray "
+                         f"(--jobs ray, docs/cluster.md); this run has {world_size}")
+
+
 def leave_process_group() -> None:
     """Destroy the process group before the interpreter exits (registered by init_distributed). Left to the
     C++ static destructors, gloo's threads were sometimes still joinable and the rank aborted ("terminate
