@@ -32,7 +32,6 @@ from trainer.jobs.admission import behind_text, job_resources, jobs_ahead, machi
 from trainer.jobs.backend import LOCAL, host_name
 from trainer.jobs.liveness import reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive
-from trainer.jobs.ray_ranks import RANKS_ENV
 from trainer.jobs.queue import (
     HEARTBEAT_S,
     QUEUE_POLL_S,
@@ -44,6 +43,7 @@ from trainer.jobs.queue import (
     job_dir,
     last_checkpoint,
 )
+from trainer.learning.ray_ranks import RANKS_ENV
 
 # kinds that wait for each other only, at most LANE_LIMITS[kind] at once per store (the owner raises it with
 # the named environment variable, which `python -m app --max-generations N` sets): persona generations, so

@@ -62,10 +62,10 @@ def resolve_address(value: str) -> str:
 
 def entrypoint(python: str, project_root: str, job_id: int, gpus: int, nodes: int = 1, cpus: float = 1.0) -> str:
     """The shell command Ray runs: the lab's own job command from its checkout; for a training job across
-    nodes (nodes > 1, `gpus` per node) the driver that places its ranks (trainer.jobs.ray_ranks)."""
+    nodes (nodes > 1, `gpus` per node) the driver that places its ranks (trainer.learning.ray_ranks)."""
     cmd = [python, "-m", "trainer", "job", str(job_id)]
     if nodes > 1:
-        cmd = [python, "-m", "trainer.jobs.ray_ranks", str(job_id), f"--nodes={nodes}", f"--gpus={gpus}",
+        cmd = [python, "-m", "trainer.learning.ray_ranks", str(job_id), f"--nodes={nodes}", f"--gpus={gpus}",
                f"--cpus={cpus:g}"]
     elif gpus > 1:  # one rank a GPU, the lab's DeepSpeed path (torchrun-style RANK / WORLD_SIZE / MASTER_ADDR)
         cmd = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", "-m", "trainer",

@@ -57,7 +57,7 @@ def init_distributed(zero_stage: int) -> tuple[int, int]:
 
 
 def check_ranks(nodes: int, gpus: int, world_size: int) -> None:
-    """A run of `nodes` > 1 has nodes x max(gpus, 1) ranks (trainer.jobs.ray_ranks places them on the ray
+    """A run of `nodes` > 1 has nodes x max(gpus, 1) ranks (trainer.learning.ray_ranks places them on the ray
     backend); started with another number (one local process, a launcher set otherwise) it would train another
     shape than the one planned: ValueError naming the settings."""
     if nodes > 1 and world_size != nodes * max(gpus, 1):

@@ -1,6 +1,6 @@
 """A training job across nodes on the ray backend (`nodes: K`, `gpus: N` per node): the Ray job's driver.
 
-    python -m trainer.jobs.ray_ranks JOB_ID --nodes K --gpus N [--cpus C]
+    python -m trainer.learning.ray_ranks JOB_ID --nodes K --gpus N [--cpus C]
 
 Ray places the ranks: one placement group of K bundles `{CPU: C, GPU: N}` with the STRICT_SPREAD strategy (each
 bundle on a different node), one `NodeRanks` actor in each bundle, and each actor starts its node's ranks, the
@@ -157,7 +157,7 @@ def _wait(ray: Any, runs: list) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.jobs.ray_ranks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainer.learning.ray_ranks", description=__doc__.splitlines()[0])
     parser.add_argument("job_id", type=int)
     parser.add_argument("--nodes", type=int, required=True)
     parser.add_argument("--gpus", type=int, default=0, help="GPUs per node (0: one CPU rank per node, gloo)")
