@@ -35,6 +35,7 @@ from trainer.jobs.queue import JobError, create_job
 from trainer.rollout.build import simulator_factory
 
 SHADOW_JOB_KIND = "shadow"
+SHADOW_CONCURRENCY = 32  # dialogues judged at once
 SPEC_KEYS = ("spec", "base_url", "pack", "rules", "temperature", "max_tokens", "calibration")
 
 
@@ -118,50 +119,64 @@ def set_state(agent: Any, emotion: float | None, replies: int) -> float:
 
 def shadow_job(store: Any, ctx: Any) -> dict[str, Any]:
     """The work of a shadow job (`ctx` a JobContext): play the simulator over every reply not yet judged under
-    its fingerprint, reporting progress (turns done of all) and stopping between turns when cancelled."""
+    its fingerprint, reporting progress (turns done of all) and stopping between turns when cancelled. Up to
+    SHADOW_CONCURRENCY dialogues are judged at once in one event loop (a dialogue's turns one after another, as
+    each starts from the emotion the one before left), so the offline user's embeddings and an endpoint's
+    requests batch across dialogues; every judgement's seed and starting emotion are those of a sequential run."""
     config = ctx.config
     factory = simulator_factory(spec_of(config["simulator"]))
     fp_hash, seed, set_spec = config["fingerprint_hash"], int(config["seed"]), config["set"]
-    total, done, played, errors = int(config["total"]), 0, 0, 0
+    total = int(config["total"])
+    count = {"done": 0, "played": 0, "errors": 0}
     began = time.monotonic()
-    for dialogue_id in config["dialogue_ids"]:
-        facts, messages = dialogue_items(store, dialogue_id)
-        have = stored_shadows(store, dialogue_id, fp_hash)
-        profile = Profile.from_dict(facts["persona"])
-        emotion: float | None = None
-        for n, pos in enumerate(judged_positions(messages)):
-            index = messages[pos]["index"]
-            if index in have:
-                emotion = have[index]["emotion"] if have[index]["emotion"] is not None else emotion
-                done += 1
-                continue
-            if ctx.cancelled:
-                return summarize(store, config, played, errors, total - done)
-            agent = factory(profile, shadow_seed(seed, set_spec, facts["external_id"], index))
-            if fingerprint_hash(agent.fingerprint()) != fp_hash:
-                raise JobError(f"shadow job {ctx.job_id}: the simulator is not the one the job started with "
-                               f"(fingerprint {fp_hash}, now {fingerprint_hash(agent.fingerprint())}); start a "
-                               "new shadow run")
-            emotion = set_state(agent, emotion, n)
-            history = [{"role": m["role"], "content": m["content"]} for m in messages[:pos - 1]]
-            try:
-                ut = run_coroutine(agent.respond(history, messages[pos - 1]["content"]))
-                row = {"delta": None if ut.error else ut.delta, "emotion": None if ut.error else ut.emotion,
-                       "inner": ut.inner or {}, "reply_text": ut.text or "", "error": ut.error or ""}
-            except Exception as exc:  # recorded beside the turn; the run goes on
-                row = {"delta": None, "emotion": None, "inner": {}, "reply_text": "",
-                       "error": f"{type(exc).__name__}: {exc}"}
-            add_shadow(store, dialogue_id=dialogue_id, turn_index=index, fingerprint=config["fingerprint"],
-                       fingerprint_hash=fp_hash, emotion_before=emotion, code_version=code_version(), **row)
-            emotion = row["emotion"] if row["emotion"] is not None else emotion
-            played, done = played + 1, done + 1
-            errors += bool(row["error"])
-            ctx.progress(done, total)
-            if played % 25 == 0:
-                rate = (time.monotonic() - began) / played
-                print(f"shadow: {done}/{total} turns, about {rate * (total - done):.0f} s left", flush=True)
-    ctx.progress(done, total)
-    return summarize(store, config, played, errors, total - done)
+
+    async def judge_dialogue(dialogue_id: int, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            facts, messages = dialogue_items(store, dialogue_id)
+            have = stored_shadows(store, dialogue_id, fp_hash)
+            profile = Profile.from_dict(facts["persona"])
+            emotion: float | None = None
+            for n, pos in enumerate(judged_positions(messages)):
+                index = messages[pos]["index"]
+                if index in have:
+                    emotion = have[index]["emotion"] if have[index]["emotion"] is not None else emotion
+                    count["done"] += 1
+                    continue
+                if ctx.cancelled:
+                    return
+                agent = factory(profile, shadow_seed(seed, set_spec, facts["external_id"], index))
+                if fingerprint_hash(agent.fingerprint()) != fp_hash:
+                    raise JobError(f"shadow job {ctx.job_id}: the simulator is not the one the job started with "
+                                   f"(fingerprint {fp_hash}, now {fingerprint_hash(agent.fingerprint())}); start a "
+                                   "new shadow run")
+                emotion = set_state(agent, emotion, n)
+                history = [{"role": m["role"], "content": m["content"]} for m in messages[:pos - 1]]
+                try:
+                    ut = await agent.respond(history, messages[pos - 1]["content"])
+                    row = {"delta": None if ut.error else ut.delta, "emotion": None if ut.error else ut.emotion,
+                           "inner": ut.inner or {}, "reply_text": ut.text or "", "error": ut.error or ""}
+                except Exception as exc:  # recorded beside the turn; the run goes on
+                    row = {"delta": None, "emotion": None, "inner": {}, "reply_text": "",
+                           "error": f"{type(exc).__name__}: {exc}"}
+                add_shadow(store, dialogue_id=dialogue_id, turn_index=index, fingerprint=config["fingerprint"],
+                           fingerprint_hash=fp_hash, emotion_before=emotion, code_version=code_version(), **row)
+                emotion = row["emotion"] if row["emotion"] is not None else emotion
+                count["played"] += 1
+                count["done"] += 1
+                count["errors"] += bool(row["error"])
+                ctx.progress(count["done"], total)
+                if count["played"] % 25 == 0:
+                    rate = (time.monotonic() - began) / count["played"]
+                    print(f"shadow: {count['done']}/{total} turns, about {rate * (total - count['done']):.0f} s left",
+                          flush=True)
+
+    async def every_dialogue() -> None:
+        gate = asyncio.Semaphore(SHADOW_CONCURRENCY)
+        await asyncio.gather(*(judge_dialogue(i, gate) for i in config["dialogue_ids"]))
+
+    run_coroutine(every_dialogue())
+    ctx.progress(count["done"], total)
+    return summarize(store, config, count["played"], count["errors"], total - count["done"])
 
 
 def summarize(store: Any, config: dict[str, Any], played: int, errors: int, left: int) -> dict[str, Any]:
