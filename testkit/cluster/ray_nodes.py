@@ -33,7 +33,8 @@ from typing import Any, Callable, Iterator, Optional
 
 HEAD = "lab_node_head"  # the head's own custom resource
 OBJECT_STORE_BYTES = 80 * 2 ** 20  # Ray's smallest object store is 75 MiB
-START_TIMEOUT_S = 240.0  # a Ray node on 2 loaded cores takes tens of seconds to come up
+START_TIMEOUT_S = 240.0
+START_TRIES = 3  # a Ray node on 2 loaded cores takes tens of seconds to come up
 # every port a node opens, each a free one of its own
 NODE_PORT_FLAGS = ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
                    "--metrics-export-port", "--node-manager-port", "--object-manager-port")
@@ -105,23 +106,36 @@ class RayCluster:
 
     def start_head(self, num_cpus: int = 2, name: str = HEAD) -> str:
         """Start the head; returns the Jobs API address once it answers and lists the head alive."""
-        ports = {flag: free_port() for flag in HEAD_PORT_FLAGS}
-        self.gcs_address = f"127.0.0.1:{ports['--port']}"
-        self.address = f"http://127.0.0.1:{ports['--dashboard-port']}"
-        flags = ["--head", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-                 *(a for flag, port in ports.items() for a in (flag, str(port)))]
-        node = self._start(name, num_cpus, flags)
-        self._wait_alive(node)
+        def flags() -> list[str]:
+            ports = {flag: free_port() for flag in HEAD_PORT_FLAGS}
+            self.gcs_address = f"127.0.0.1:{ports['--port']}"
+            self.address = f"http://127.0.0.1:{ports['--dashboard-port']}"
+            return ["--head", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
+                    *(a for flag, port in ports.items() for a in (flag, str(port)))]
+
+        self._start_alive(name, num_cpus, flags)
         return self.address
 
     def add_node(self, name: str, num_cpus: int = 2) -> str:
         """Start a raylet joining the head, with custom resource `name`; returns its Ray node id once alive."""
         if not self.gcs_address:
             raise RayClusterError("start the head first")
-        flags = ["--address", self.gcs_address, *(a for flag in NODE_PORT_FLAGS for a in (flag, str(free_port())))]
-        node = self._start(name, num_cpus, flags)
-        self._wait_alive(node)
-        return node.node_id
+        return self._start_alive(name, num_cpus, lambda: [
+            "--address", self.gcs_address, *(a for flag in NODE_PORT_FLAGS for a in (flag, str(free_port())))]).node_id
+
+    def _start_alive(self, name: str, num_cpus: int, flags: Callable[[], list[str]]) -> RayNode:
+        """Start a node and wait until Ray lists it alive. `ray start` gives a raylet 30 s to register (fixed in
+        Ray); on a loaded machine it can miss that and exit: it is started again (fresh ports), START_TRIES times."""
+        for attempt in range(1, START_TRIES + 1):
+            node = self._start(name, num_cpus, flags())
+            try:
+                self._wait_alive(node)
+                return node
+            except RayClusterError as exc:
+                _end(node)
+                if attempt == START_TRIES or "exited" not in str(exc) or "timed out during startup" not in str(exc):
+                    raise
+        raise AssertionError("unreachable")
 
     def _wait_alive(self, node: RayNode) -> None:
         def alive() -> bool:
