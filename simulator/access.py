@@ -56,7 +56,7 @@ WEB_BOUNDS = {"steps": 100_000, "dialogues_per_step": 1024, "group_size": 64, "p
               "max_new_tokens": 8192, "max_dialogue_tokens": 131_072, "max_tokens": 131_072,
               "simulator_max_tokens": 8192, "concurrency": 256, "seeds": 20, "count": 500, "group": 64,
               "simulator_max_in_flight": 256, "policy_max_in_flight": 256, "simulator_max_retries": 20,
-              "policy_max_retries": 20, "limit": 100_000}
+              "policy_max_retries": 20, "limit": 100_000, "cells": 64, "parallel": 8}
 
 
 class AccessError(ValueError):

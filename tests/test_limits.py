@@ -140,7 +140,6 @@ def test_live_jobs_from_the_web_stop_at_the_owners_ceiling(store, monkeypatch):
     assert generation_store.list_generations(store) == []  # nothing recorded for a refused start
     job_queue.cancel(store, first)
     assert job_queue.create_job(store, "train", {})  # a slot is free again
-    assert job_queue.create_job(store, "train", {}, admitted=True)  # a cell of a started experiment, beyond it
     monkeypatch.delenv(ACCESS_ENV)
     assert all(job_queue.create_job(store, "train", {}) for _ in range(3))  # the command line: no ceiling
 
@@ -154,3 +153,45 @@ def test_a_deeply_nested_yaml_from_the_web_is_one_line_naming_the_field():
     assert caught.value.errors == {"grid file": "not valid YAML (nested too deeply)"}
     config, errors = training_service.config_from_form({}, "a: " + "[" * 5000, check_paths=False)[:2]
     assert config is None and "other settings: not valid YAML (nested too deeply)" in errors.values()
+
+
+def test_a_grid_from_the_web_stays_within_the_bounds_and_its_runner_and_cells_count(store, monkeypatch):
+    """parallel and the number of cells within WEB_BOUNDS (counted before any cell is built), and an experiment
+    needs room under --max-live-jobs for its runner and a cell; a live runner counts as a live job."""
+    import os
+
+    from simulator.access import ACCESS_ENV, WEB_BOUNDS, Access
+    from storage import Experiment, session_scope
+    from storage.models import utcnow
+    from trainer.experiments.grid import ExperimentError, create_experiment, parse_grid
+    from trainer.jobs.backend import host_name
+    from trainer.jobs.liveness import live_count
+
+    monkeypatch.setenv(ACCESS_ENV, Access.web(logged_in=False, max_live_jobs=3).to_json())
+    seeds = ", ".join(str(i) for i in range(500))
+    huge = "\n".join(f"  {key}: [{', '.join(str(v) for v in range(1, 11))}]" for key in
+                      ("seed", "steps", "dialogues_per_step", "group_size", "ppo_epochs", "max_turns",
+                       "max_new_tokens", "save_every", "lora_r", "warmup_steps"))
+    for text, field, got in ((f"name: x\nparallel: 1000000\ngrid:\n  seed: [{seeds}]\n", "cells", "500"),
+                             ("name: x\nparallel: 1000000\ngrid:\n  seed: [1, 2]\n", "parallel", "1,000,000"),
+                             (f"name: x\ngrid:\n{huge}\n", "cells", "10,000,000,000")):
+        with pytest.raises(ExperimentError) as caught:
+            parse_grid(text, check_paths=False)
+        bound = WEB_BOUNDS[field]
+        assert caught.value.errors[field] == (f"at most {bound:,} from the web page (got {got}); larger runs start "
+                                              "from the command line"), caught.value.errors
+    spec = parse_grid("name: x\nparallel: 2\ngrid:\n  seed: [1, 2]\n", check_paths=False)
+    job_queue.create_job(store, "train", {})
+    with session_scope(store) as s:  # a live runner of another experiment (this process, beating now)
+        s.add(Experiment(name="other", status="running", runner_pid=os.getpid(), runner_host=host_name(),
+                         runner_heartbeat_at=utcnow()))
+    assert live_count(store) == 2
+    with pytest.raises(ExperimentError) as caught:
+        create_experiment(store, spec)
+    assert "2 jobs are queued or running and this needs 2" in caught.value.errors["jobs"]
+    assert "--max-live-jobs 3" in caught.value.errors["jobs"]
+    assert job_queue.create_job(store, "benchmark", {})  # one job fits: the third place
+    with pytest.raises(job_queue.JobError, match="3 jobs are queued or running.*--max-live-jobs 3"):
+        job_queue.create_job(store, "benchmark", {})  # the runner holds a place like a job
+    monkeypatch.delenv(ACCESS_ENV)
+    assert create_experiment(store, spec)  # the command line: no ceiling

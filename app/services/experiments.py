@@ -89,9 +89,9 @@ def launch_experiment(store: Store, store_url: str, grid_text: str) -> tuple[Opt
     runner in the background; (experiment id or None, the message to show: every problem on its own line)."""
     try:
         spec = grid.parse_grid(grid_text, PROJECT_ROOT)
+        experiment_id = grid.create_experiment(store, spec)
     except grid.ExperimentError as exc:
         return None, "Not launched:\n\n" + "\n".join(f"- **{md(k)}**: {md(v)}" for k, v in exc.errors.items())
-    experiment_id = grid.create_experiment(store, spec)
     try:
         launch_runner(store, store_url, experiment_id)
     except OSError as exc:

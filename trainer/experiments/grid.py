@@ -18,6 +18,7 @@ block sets one. Every problem is reported at once, each naming the key (and the 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -42,7 +43,8 @@ from storage import (
 )
 from storage.db import PROJECT_ROOT
 from storage.models import utcnow
-from trainer.experiments.owner import describe_runner, runner_lives
+from trainer.experiments.owner import describe_runner
+from trainer.jobs.liveness import admission_error, runner_lives
 
 GRID_KEYS = ("name", "base_config", "base", "grid", "benchmark", "judge", "parallel")
 JUDGE_KEYS = ("model", "base_url", "temperature", "max_tokens", "prompt_version", "max_in_flight")
@@ -120,11 +122,16 @@ def parse_grid(text: str, folder: Optional[Path] = None, check_paths: bool = Tru
     parallel = data.get("parallel", 1)
     if not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1:
         errors["parallel"] = f"must be a whole number >= 1, got {parallel!r}"
+    elif problem := current_access().bound_error("parallel", parallel):
+        errors["parallel"] = problem
     benchmark = _benchmark_fields(data.get("benchmark"), errors)
     judge = _judge_fields(data.get("judge"), errors)
     # the cells are checked even when the file has other problems, over the grid keys that are well formed,
     # so every problem is named at once (an unknown algorithm beside a bad `parallel`)
     checkable = {k: v for k, v in grid.items() if f"grid.{k}" not in errors}
+    if problem := current_access().bound_error("cells", math.prod(len(v) for v in checkable.values())):
+        errors["cells"] = problem  # counted before a cell is built: a grid of 10^10 cells is never enumerated
+        checkable = {}
     spec = ExperimentSpec(name=(name or "").strip() if isinstance(name, str) else "", base=base, grid=checkable,
                           benchmark=benchmark, judge=judge, parallel=parallel, source=text)
     for i, params in enumerate(spec.cells(), start=1):
@@ -220,8 +227,13 @@ def _judge_fields(block: Any, errors: dict[str, str]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- the store
 def create_experiment(store: Store, spec: ExperimentSpec) -> int:
-    """Record a queued experiment and its cells (nothing runs until experiment_runner.run_experiment)."""
+    """Record a queued experiment and its cells (nothing runs until experiment_runner.run_experiment).
+    ExperimentError on `jobs` when a web caller has no room under the owner's ceiling of live jobs for its
+    runner and first cell (trainer.jobs.liveness.admission_error)."""
     from trainer.config import TrainConfig
+
+    if problem := admission_error(store, needed=2):
+        raise ExperimentError({"jobs": problem})
 
     with session_scope(store) as s:
         exp = Experiment(name=spec.name, base=spec.base, grid=spec.grid, benchmark=spec.benchmark, judge=spec.judge,
@@ -306,8 +318,12 @@ def cancel_experiment(store: Store, experiment_id: int) -> str:
 def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
     """Put what did not finish back in the queue for a resume: cells not succeeded go back to queued and
     their stopped jobs are reopened (a training job continues from its last checkpoint). Refused while a
-    runner is alive. Returns the reopened job ids."""
+    runner is alive, and for a web caller without room for a runner and a cell (as create_experiment). Returns
+    the reopened job ids."""
     from trainer.jobs import queue as job_queue
+
+    if problem := admission_error(store, needed=2):
+        raise ExperimentError({"jobs": problem})
 
     with read_scope(store) as s:
         exp = experiment_row(s, experiment_id)

@@ -13,7 +13,7 @@ limit and another took it, or the row was cleared) sees it at its next beat and 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Optional
 
 from sqlalchemy import update
@@ -21,18 +21,9 @@ from sqlalchemy import update
 from storage import Experiment, Store, session_scope
 from storage.models import utcnow
 from trainer.jobs.backend import host_name
-from trainer.jobs.liveness import STALE_AFTER_S
-from trainer.jobs.owner import pid_alive
+from trainer.jobs.liveness import STALE_AFTER_S, runner_lives
 
 HEARTBEAT_S = 2.0
-
-
-def runner_lives(pid: Optional[int], host: str, heartbeat_at: Optional[datetime],
-                 stale_after_s: float = STALE_AFTER_S) -> bool:
-    """Whether the runner a row names lives (see the module docstring)."""
-    if pid is None or heartbeat_at is None or utcnow() - heartbeat_at > timedelta(seconds=stale_after_s):
-        return False
-    return pid_alive(pid) if host == host_name() else True
 
 
 def describe_runner(pid: Optional[int], host: str) -> str:

@@ -28,6 +28,7 @@ from trainer.experiments.owner import RunnerHeartbeat, claim_runner, release_run
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from trainer.jobs import queue as job_queue
 from trainer.jobs.commands import start_command
+from trainer.jobs.liveness import admission_error
 
 POLL_S = 1.0
 IN_FLIGHT = ("training", "benchmarking", "judging")
@@ -101,8 +102,9 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
     where = f"cell {cell['index'] + 1} ({cell['label']})"
     if cell["train_job_id"] is None:
         config = cell["config"]
-        job_id = job_queue.create_job(store, "train", config, name=f"{exp['name']} · {cell['label']}",
-                                      seed=int(config.get("seed", 0)), admitted=True)  # the experiment was
+        job_id = _create_job(store, "train", config, f"{exp['name']} · {cell['label']}", int(config.get("seed", 0)))
+        if job_id is None:
+            return
         _start(store, store_url, cell["id"], "training", {"train_job_id": job_id}, job_id, log, where)
         return
     if cell["benchmark_job_id"] is None:
@@ -115,8 +117,9 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
         if last is None:
             return _set(store, cell["id"], status="failed", error=f"training job #{job['id']} left no checkpoint")
         config = _benchmark_config(exp, cell, last["path"])
-        bench_id = job_queue.create_job(store, "benchmark", config, name=config["name"], seed=config["seed"],
-                                        admitted=True)
+        bench_id = _create_job(store, "benchmark", config, config["name"], config["seed"])
+        if bench_id is None:
+            return
         _start(store, store_url, cell["id"], "benchmarking", {"benchmark_job_id": bench_id}, bench_id, log, where)
         return
     job = _job(store, cell["benchmark_job_id"])
@@ -135,6 +138,17 @@ def _advance(store: Store, store_url: str, exp: dict[str, Any], cell: dict[str, 
         note = judge_eval_run(store, exp["judge"], run_id)
     _set(store, cell["id"], status="succeeded", eval_run_id=run_id, error=note)
     log(f"{where}: held-out score {score} (eval run {run_id})" + (f"; {note}" if note else ""))
+
+
+def _create_job(store: Store, kind: str, config: dict[str, Any], name: str, seed: int) -> Optional[int]:
+    """A cell's next job, or None while the owner's ceiling of live jobs is reached (--max-live-jobs, for a
+    runner the web started): the cell waits its turn and is looked at again at the next poll."""
+    try:
+        return job_queue.create_job(store, kind, config, name=name, seed=seed)
+    except job_queue.JobError:
+        if admission_error(store):
+            return None
+        raise
 
 
 def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job: dict[str, Any], log: Log,

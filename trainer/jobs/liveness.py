@@ -29,7 +29,7 @@ from typing import Optional
 
 from sqlalchemy import select
 
-from storage import Job, Store, read_scope, session_scope
+from storage import Experiment, Job, Store, read_scope, session_scope
 from storage.models import utcnow
 from trainer.jobs import ray_jobs
 from trainer.jobs.backend import RAY, host_name, job_resources
@@ -151,18 +151,39 @@ def reap_dead_jobs(store: Store) -> list[int]:
     return reaped
 
 
-def admission_error(store: Store) -> str:
-    """Why a web caller may not add a job now ('' when it may): the owner's --max-live-jobs jobs are queued or
-    running already (dead ones do not count). The command line has no ceiling."""
+def runner_lives(pid: Optional[int], host: str, heartbeat_at: Optional[datetime],
+                 stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Whether the experiment runner a row names lives (trainer.experiments.owner): its heartbeat is fresh and,
+    when it runs on this host, its pid lives."""
+    if pid is None or heartbeat_at is None or utcnow() - heartbeat_at > timedelta(seconds=stale_after_s):
+        return False
+    return pid_alive(pid) if host == host_name() else True
+
+
+def live_count(store: Store) -> int:
+    """What runs or waits to run now, every kind together: the live jobs (queued or running and not dead:
+    training, benchmark, comparison, persona generation, import, an experiment's cells) and the live
+    experiment runners."""
+    with read_scope(store) as s:
+        jobs = sum(shown_status(j)[0] != "dead"
+                   for j in s.scalars(select(Job).where(Job.status.in_(LIVE_STORED))))
+        runners = sum(runner_lives(e.runner_pid, e.runner_host, e.runner_heartbeat_at)
+                      for e in s.scalars(select(Experiment).where(Experiment.status.in_(LIVE_STORED))))
+    return jobs + runners
+
+
+def admission_error(store: Store, needed: int = 1) -> str:
+    """Why a web caller may not start `needed` more jobs now ('' when it may): with them, more than the
+    owner's --max-live-jobs would be queued or running (live_count: every job, whatever its kind, and every
+    experiment runner). The command line has no ceiling."""
     from simulator.access import current_access
 
     limit = current_access().max_live_jobs
     if not limit:
         return ""
-    with read_scope(store) as s:
-        live = [j for j in s.scalars(select(Job).where(Job.status.in_(("queued", "running"))))
-                if shown_status(j)[0] != "dead"]
-    if len(live) < limit:
+    live = live_count(store)
+    if live + needed <= limit:
         return ""
-    return (f"{len(live)} jobs are queued or running, the most the lab's owner allows from the web page "
-            f"(--max-live-jobs {limit}): cancel one or wait for one to end")
+    asked = "" if needed == 1 else f" and this needs {needed} (an experiment's runner and its first cell)"
+    return (f"{live} jobs are queued or running{asked}, the most the lab's owner allows from the web page is "
+            f"{limit} (--max-live-jobs {limit}): cancel one or wait for one to end")

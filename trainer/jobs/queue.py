@@ -96,10 +96,10 @@ def jobs_root(store: Engine) -> Path:
 
 # ------------------------------------------------------------------------------------------ service API
 def create_job(store: Engine, kind: str, config: dict[str, Any], name: str = "",
-               parent_id: Optional[int] = None, seed: int = 0, admitted: bool = False) -> int:
+               parent_id: Optional[int] = None, seed: int = 0) -> int:
     """Record a queued job (nothing runs until `launch`). Returns its id. JobError when a web caller is at the
-    owner's ceiling of live jobs, unless `admitted` (a cell of an experiment the web already started)."""
-    if not admitted and (problem := admission_error(store)):
+    owner's ceiling of live jobs (an experiment's cells included: its runner waits for room)."""
+    if problem := admission_error(store):
         raise JobError(f"jobs: {problem}")
     if kind not in JOB_KINDS:
         raise JobError(f"kind: unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
@@ -244,7 +244,10 @@ def _write_unowned(store: Engine, job_id: int, folder: str, when: Any, **values:
 
 def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False) -> int:
     """Launch an interrupted / failed / cancelled / dead job again under the same id; it continues from its last
-    checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid."""
+    checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid. A web
+    caller at the owner's ceiling of live jobs is refused, as for a new job."""
+    if problem := admission_error(store):
+        raise JobError(f"jobs: {problem}")
     reopen(store, job_id, stop_owner=stop_owner)
     return launch(store_url, job_id)
 
