@@ -48,12 +48,15 @@ class Endpoint:
 @dataclass(frozen=True)
 class Route:
     """Where one client sends its requests and with which key; `shown` is what messages name (the endpoint's
-    name for an owner's endpoint, else the URL's host)."""
+    name for an owner's endpoint, else the URL's host). `owners` is False for a URL a web caller typed
+    (--allow-free-urls): its client gets nothing of the owner's configuration, and its answers' text is not
+    shown (simulator.llm.openai_client.openai_client, error_detail)."""
 
     url: str
     api_key: str = field(default="", repr=False)
     shown: str = ""
     follow_redirects: bool = True
+    owners: bool = True
 
 
 def _same_url(a: str, b: str) -> bool:
@@ -137,7 +140,7 @@ def web_route(field_name: str, text: str, endpoints: tuple[Endpoint, ...], free_
     if free_urls and is_url(text):
         from simulator.llm.hashing import endpoint_host
 
-        return Route(text, "", endpoint_host(text), follow_redirects=False)
+        return Route(text, "", endpoint_host(text), follow_redirects=False, owners=False)
     raise ValueError(refused_text([e.name for e in endpoints], free_urls))
 
 

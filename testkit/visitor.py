@@ -3,7 +3,7 @@ over its own HTTP API as a page would call it, the list read from the app's /con
 dependencies), so a test covers every view and every handler, including ones added later, instead of a
 hand-picked few (`sweep`, inputs chosen by the component's kind and label); and `RecordingServer`, a real
 listener on 127.0.0.1 that records every request it gets and answers like an OpenAI-compatible endpoint (a
-chat completion, or with `redirect_to` an HTTP 307 elsewhere), to see exactly what leaves the lab: which
+chat completion, with `redirect_to` an HTTP 307 elsewhere, with `status` an error), to see exactly what leaves the lab: which
 URL was called and which key came with it."""
 from __future__ import annotations
 
@@ -78,8 +78,10 @@ REPLY = "I hear you. What happened next?"
 
 
 class RecordingServer:
-    def __init__(self, redirect_to: Optional[str] = None, reply: str = REPLY):
-        self.redirect_to, self.reply = redirect_to, reply
+    def __init__(self, redirect_to: Optional[str] = None, reply: str = REPLY, status: int = 200,
+                 error: str = "invalid api key"):
+        """`status` other than 200: every request is answered so, with OpenAI's error body holding `error`."""
+        self.redirect_to, self.reply, self.status, self.error = redirect_to, reply, status, error
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -108,6 +110,14 @@ class RecordingServer:
                     self.send_header("Location", server.redirect_to + self.path.split("/v1", 1)[-1])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
+                    return
+                if server.status != 200:
+                    body = json.dumps({"error": {"message": server.error, "type": "invalid_request_error"}}).encode()
+                    self.send_response(server.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
                     return
                 body = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
                                    "model": "m", "choices": [{"index": 0, "finish_reason": "stop",

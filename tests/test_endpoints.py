@@ -32,6 +32,7 @@ from trainer.policies.spec import PolicySpec
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER_KEY, OPENAI_KEY, CANARY = "owner-key-5d1f0e", "openai-key-a7c2b9", "canary-value-93e4d1"
+ORG_CANARY, PROJECT_CANARY = "org-canary-3391", "proj-canary-8812"
 
 
 def as_web(monkeypatch: pytest.MonkeyPatch, **kw) -> Access:
@@ -86,10 +87,10 @@ def test_a_web_caller_reaches_only_the_owners_endpoints_each_with_its_own_key(mo
     assert (route.url, route.api_key) == ("http://127.0.0.1:7/v1", "")  # a typed URL gets no key at all
     # every client resolves through the caller's Access: the backends, the engine, the generator, the specs
     as_web(monkeypatch, endpoints=(parse_endpoint("owner=http://127.0.0.1:8/v1,OWNER_KEY"),))
-    assert OpenAIBackend("m", base_url="owner")._api_key == OWNER_KEY
+    assert OpenAIBackend("m", base_url="owner").route.api_key == OWNER_KEY
     assert OpenAIEngine("m", base_url="owner", api_key=CANARY)._key == OWNER_KEY
     gen = generation_store.make_generator("owner", "m", api_key_env="CANARY_SECRET")
-    assert gen.backend._api_key == OWNER_KEY
+    assert gen.backend.route.api_key == OWNER_KEY
     for build in (lambda: OpenAIBackend("m", base_url="http://127.0.0.1:7/v1", api_key=CANARY),
                   lambda: OpenAIEngine("m", base_url="http://127.0.0.1:7/v1"),
                   lambda: generation_store.make_generator("http://127.0.0.1:7/v1", "m", api_key_env="CANARY_SECRET")):
@@ -111,11 +112,11 @@ def test_the_command_line_keeps_free_urls_and_keys(monkeypatch):
     monkeypatch.delenv(ACCESS_ENV, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     assert current_access().urls_allowed
-    assert OpenAIBackend("m", base_url="http://127.0.0.1:7/v1")._api_key == OPENAI_KEY
-    assert OpenAIBackend("m", base_url="http://127.0.0.1:7/v1", api_key="handed")._api_key == "handed"
+    assert OpenAIBackend("m", base_url="http://127.0.0.1:7/v1").route.api_key == OPENAI_KEY
+    assert OpenAIBackend("m", base_url="http://127.0.0.1:7/v1", api_key="handed").route.api_key == "handed"
     monkeypatch.setenv("CANARY_SECRET", CANARY)
     gen = generation_store.make_generator("http://127.0.0.1:7/v1", "m", api_key_env="CANARY_SECRET")
-    assert gen.backend._api_key == CANARY  # the owner's own --api-key-env
+    assert gen.backend.route.api_key == CANARY  # the owner's own --api-key-env
 
 
 # ------------------------------------------------------------------------------------- a real app, every event
@@ -193,7 +194,8 @@ def test_no_event_of_the_app_sends_a_secret_to_a_visitors_url_and_the_owners_end
             RecordingServer(redirect_to=theirs.base_url) as hop:
         env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", RLVER_LAB_PLAN_ON_OPEN="0",
                    OPENAI_API_KEY=OPENAI_KEY, OPENAI_BASE_URL=owner.base_url, OWNER_KEY=OWNER_KEY,
-                   CANARY_SECRET=CANARY, RLVER_LAB_HOME=str(tmp_path / "home"))
+                   CANARY_SECRET=CANARY, RLVER_LAB_HOME=str(tmp_path / "home"), OPENAI_ORG_ID=ORG_CANARY,
+                   OPENAI_PROJECT_ID=PROJECT_CANARY)
         env.pop("RLVER_LAB_AUTH", None)
         flags = ["--endpoint", f"owner={owner.base_url},OWNER_KEY", "--endpoint", f"hop={hop.base_url},OWNER_KEY"]
         proc, base, log = start_lab(tmp_path, flags + (["--allow-free-urls"] if free_urls else []), env)
@@ -235,7 +237,7 @@ def test_no_event_of_the_app_sends_a_secret_to_a_visitors_url_and_the_owners_end
             stop_lab(proc)
             stop_jobs(f"sqlite:///{tmp_path / 'lab.db'}")
     seen_by_visitor = theirs.everything()
-    for secret in (OWNER_KEY, OPENAI_KEY, CANARY):
+    for secret in (OWNER_KEY, OPENAI_KEY, CANARY, ORG_CANARY, PROJECT_CANARY):  # the library reads the last two
         assert secret not in seen_by_visitor
     if not free_urls:
         assert theirs.requests == [], theirs.requests[:3]  # not one request, not even through the redirect

@@ -23,7 +23,7 @@ import openai
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from simulator.access import Access, current_access
-from simulator.endpoints import DEFAULT_BASE_URL
+from simulator.endpoints import DEFAULT_BASE_URL, Route
 from simulator.llm.client import BackendError, ChatBackend, Completion
 from simulator.llm.hashing import endpoint_host
 from simulator.llm.traffic import Traffic, TrafficLimits
@@ -50,7 +50,7 @@ class OpenAIBackend(ChatBackend):
             raise ValueError("openai backend: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
         self.model = model
         route = (access or current_access()).route("base_url", base_url, api_key)
-        self.base_url, self._api_key, self._follow = route.url, route.api_key, route.follow_redirects
+        self.base_url, self.route = route.url, route
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
         self.timeout, self.limits = timeout, limits
         self.traffic = Traffic(self.base_url, limits, seed)
@@ -67,9 +67,7 @@ class OpenAIBackend(ChatBackend):
         loop = asyncio.get_running_loop()
         client = self._per_loop.get(loop)
         if client is None:
-            no_redirects = {} if self._follow else {"http_client": DefaultAsyncHttpxClient(follow_redirects=False)}
-            client = self._per_loop[loop] = AsyncOpenAI(api_key=self._api_key or "EMPTY", base_url=self.base_url,
-                                                        timeout=self.timeout, max_retries=0, **no_redirects)
+            client = self._per_loop[loop] = openai_client(self.route, self.route.api_key or "EMPTY", self.timeout)
         return client
 
     async def aclose(self) -> None:
@@ -113,20 +111,20 @@ class OpenAIBackend(ChatBackend):
                                 f"(HTTP {exc.status_code}); set OPENAI_API_KEY", "auth", False)
         if isinstance(exc, openai.NotFoundError):
             return BackendError(f"the simulator endpoint {endpoint_host(self.base_url)} does not know model "
-                                f"{self.model!r} (HTTP 404): {_detail(exc)}", "model", False)
+                                f"{self.model!r} (HTTP 404): {error_detail(exc, self.route)}", "model", False)
         if isinstance(exc, openai.RateLimitError):
             return BackendError(f"simulator endpoint {where} is rate limiting (HTTP 429)", "rate_limit", True)
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
-            overflow = _CONTEXT_OVERFLOW.search(_detail(exc))
+            overflow = _CONTEXT_OVERFLOW.search(error_detail(exc, self.route))
             if code == 400 and overflow:
                 limit = overflow.group("limit")
                 return BackendError(f"the simulator prompt does not fit the context of {where}"
-                                    + (f" (its limit is {limit} tokens)" if limit else "") + f": {_detail(exc)}",
+                                    + (f" (its limit is {limit} tokens)" if limit else "") + f": {error_detail(exc, self.route)}",
                                     "context", False)
             if code >= 500 or code == 408:
                 return BackendError(f"simulator endpoint {where} failed with HTTP {code}", "server", True)
-            return BackendError(f"simulator endpoint {where} rejected the request (HTTP {code}): {_detail(exc)}",
+            return BackendError(f"simulator endpoint {where} rejected the request (HTTP {code}): {error_detail(exc, self.route)}",
                                 "rejected", False)
         if isinstance(exc, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError)):
             return BackendError(f"simulator endpoint {where} sent an unreadable response "
@@ -149,6 +147,27 @@ def _content(resp: Any) -> str:
     if not isinstance(content, str):
         raise ValueError("response message has no content")
     return content
+
+
+def openai_client(route: Route, api_key: str, timeout: float) -> AsyncOpenAI:
+    """The client for `route`, its retries off (Traffic's), redirects followed only where the route says. The
+    URL and key are always given; for a URL a web caller typed (`route.owners` False) the library's own
+    reading of the environment is undone too: it takes the organisation, project and webhook secret from
+    OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_WEBHOOK_SECRET when none is given, and would send the first
+    two as headers to the visitor's URL."""
+    no_redirects = {} if route.follow_redirects else {"http_client": DefaultAsyncHttpxClient(follow_redirects=False)}
+    client = AsyncOpenAI(api_key=api_key, base_url=route.url, timeout=timeout, max_retries=0, **no_redirects)
+    if not route.owners:
+        client.organization = client.project = client.webhook_secret = None
+    return client
+
+
+def error_detail(exc: Exception, route: Route) -> str:
+    """What an endpoint said about a failed request, for messages: only for the owner's endpoints (the text a
+    visitor's URL sends back is the visitor's to put on the lab's page, so it is not shown)."""
+    if not route.owners:
+        return "its answer is not shown for a URL typed in the page"
+    return _detail(exc)
 
 
 def _detail(exc: Exception) -> str:

@@ -19,6 +19,7 @@ from simulator.access import Access, current_access
 from simulator.endpoints import DEFAULT_BASE_URL
 from simulator.llm.client import BackendError
 from simulator.llm.hashing import endpoint_host
+from simulator.llm.openai_client import error_detail, openai_client
 from simulator.llm.traffic import Traffic, TrafficLimits
 from trainer.policies.base import Generation, PolicyEngine, SamplingConfig, check_messages
 
@@ -35,7 +36,7 @@ class OpenAIEngine(PolicyEngine):
             raise ValueError("openai policy needs a model name: openai:MODEL")
         self.model = model
         route = (access or current_access()).route("policy_base_url", base_url, api_key or None)
-        self.base_url, self._follow = route.url, route.follow_redirects
+        self.base_url, self.route = route.url, route
         key = route.api_key
         if not key:
             if route.url == DEFAULT_BASE_URL:
@@ -71,9 +72,7 @@ class OpenAIEngine(PolicyEngine):
         return _run(self._generate(prompts, each))
 
     async def _generate(self, prompts: list[list[dict]], each: list[SamplingConfig]) -> list[Generation]:
-        no_redirects = {} if self._follow else {"http_client": openai.DefaultAsyncHttpxClient(follow_redirects=False)}
-        client = openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url, timeout=self.timeout_s,
-                                    max_retries=0, **no_redirects)
+        client = openai_client(self.route, self._key, self.timeout_s)
         try:
             return list(await asyncio.gather(*[self._one(client, p, q) for p, q in zip(prompts, each)]))
         finally:
@@ -103,7 +102,7 @@ class OpenAIEngine(PolicyEngine):
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
             retry = code in (408, 429) or code >= 500
-            return BackendError(f"{where} answered HTTP {code}: {type(exc).__name__}: {str(exc)[:200]}",
+            return BackendError(f"{where} answered HTTP {code}: {type(exc).__name__}: {error_detail(exc, self.route)}",
                                 "rate_limit" if code == 429 else "server" if retry else "rejected", retry)
         return BackendError(f"{where} failed: {type(exc).__name__}: {str(exc)[:200]}", "error", False)
 
