@@ -375,6 +375,7 @@ class TrainConfig:
         """The model folders' problems (PolicySpec: the caller's Access first; with check_paths, the folder's
         content too)."""
         from simulator.llm.models import default_gguf_path
+        from trainer.learning.logit_processing import model_problem
         from trainer.policies.spec import PolicySpec
 
         e = {}
@@ -385,9 +386,8 @@ class TrainConfig:
             try:
                 if spec == "default" and check_paths:
                     default_gguf_path()
-                elif check_paths:
-                    PolicySpec(spec).local_model()
-                elif problem := PolicySpec(spec).error():
+                elif problem := (PolicySpec(spec).error() if not check_paths else  # the policy's logits too
+                                 name == "model" and model_problem(PolicySpec(spec).local_model())):
                     e[name] = problem
             except (OSError, ValueError) as exc:
                 e[name] = str(exc)

@@ -34,7 +34,7 @@ from trainer.learning.batch import Batch, make_batch, micro_batches  # noqa: F40
 from trainer.learning.batch import spread_turn_values, turn_table, values_at_turn_starts
 from trainer.learning.checkpoints import safe_load
 from trainer.learning.distributed import Optimized, all_reduce_max, all_reduce_sum, deepspeed_config, world
-from trainer.learning.head_logprobs import final_hidden, head_logprobs
+from trainer.learning.head_logprobs import model_logprobs
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -178,9 +178,7 @@ class Learner:
         if not bool(on.any()):  # a padding pass still runs the head, so every rank's backward has the same graph
             on = torch.zeros_like(on)
             on[0, 0] = True
-        hidden = final_hidden(model, module, ids, attn)
-        lp_on, ent_on = head_logprobs(hidden[:, :-1][on], module.get_output_embeddings(), ids[:, 1:][on],
-                                      self.config.temperature, with_entropy)
+        lp_on, ent_on = model_logprobs(model, module, ids, attn, on, self.config.temperature, with_entropy)
         lp = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=ids.device)
         lp[on] = lp_on
         if not with_entropy:
