@@ -180,3 +180,46 @@ def test_a_token_budget_gives_the_same_update_as_fixed_micro_batches(tiny_model_
     assert grads[0].abs().max() > 0
     torch.testing.assert_close(grads[1], grads[0], atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(grads[2], grads[0], atol=1e-6, rtol=1e-5)
+
+
+def test_a_bfloat16_heads_gradient_error_does_not_grow_with_the_chunks():
+    """The weight's and bias's gradients are summed over the chunks in float32: against float64, 256 chunks are
+    as close as one (a bfloat16 running sum doubles the error by 64 chunks)."""
+    from benchmarks.head_precision import relative_errors
+
+    one, *_, many = relative_errors(positions=1024, vocab=1024, hidden_size=64)
+    assert many["chunks"] == 256 and one["chunks"] == 1
+    for name in ("weight", "bias"):
+        assert many[name] <= one[name] * 1.05, (name, one, many)
+        assert one[name] < 6e-3  # what the bfloat16 logits themselves leave
+    assert many["hidden"] == pytest.approx(one["hidden"], rel=1e-3)
+
+
+def test_under_autocast_the_backward_uses_the_forwards_precision():
+    """A float32 head under bfloat16 autocast: the forward's logits are bfloat16 (as the model's own forward makes
+    them) and the backward recomputes them the same way, so its gradients are the full computation's under the
+    same autocast; recomputed in float32 against a log-sum-exp of bfloat16 logits they are not."""
+    torch.manual_seed(0)
+    n, h, v = 200, 64, 1000
+    head = nn.Linear(h, v)
+    with torch.no_grad():
+        head.weight.mul_(10.0)
+    labels = torch.randint(0, v, (n,))
+    w_lp = torch.randn(n)
+
+    def run(full: bool):
+        hidden = torch.randn(n, h, generator=torch.Generator().manual_seed(1), requires_grad=True)
+        head.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lp, ent = _full(hidden, head, labels, 0.7) if full else \
+                head_logprobs(hidden, head, labels, 0.7, with_entropy=True, chunk=16)
+        assert lp.dtype == torch.float32
+        ((lp * w_lp).sum() + ent.sum()).backward()
+        return lp.detach(), ent.detach(), hidden.grad, head.weight.grad, head.bias.grad
+
+    full, chunked = run(True), run(False)
+    for name, a, b, bound in zip(("logprobs", "entropy", "hidden", "weight", "bias"), full, chunked,
+                                 (1e-5, 1e-4, 2e-3, 1e-2, 1e-2)):
+        # the gradients' remaining difference: autograd rounds the logits' gradient to bfloat16, this sums it
+        # in float32
+        assert float((a - b).norm() / a.norm()) < bound, name

@@ -142,6 +142,24 @@ def test_gradient_checkpointing_and_lora_shrink_the_learner_phase():
     assert light.extra["transients"]["optimizer_step_temp"] * 50 < full.extra["transients"]["optimizer_step_temp"]
 
 
+def test_a_trained_16bit_heads_float32_gradient_sum_is_counted():
+    """The head's backward sums its weight's gradient in a float32 [V, H] buffer (trainer.learning.head_logprobs):
+    counted for a trained bfloat16 head, not for a float32 one (the buffer is the gradient) nor a frozen one."""
+    shape = _qwen_1p5b_shape()
+    v_h = 4 * shape.vocab * shape.hidden
+    assert plan_memory.head_grad_bytes(shape, 2) == v_h and plan_memory.head_grad_bytes(shape, 4) == 0
+    assert plan_memory.logit_chunk_bytes(shape, 4096, 2, trained_head=True) == \
+        plan_memory.logit_chunk_bytes(shape, 4096, 2) + v_h
+    config = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4)
+    assert config.dtype == "bfloat16" and not config.lora
+    lora = TrainConfig(**GPU_RUN, algorithm="grpo", group_size=4, lora=True, lora_dropout=0.0)
+    tokens = plan_memory.micro_batch_tokens(config)
+    lora_part = plan_memory.layer_activation_bytes(shape, tokens, 1, 2, "cuda", lora.lora_r, 4) - \
+        plan_memory.layer_activation_bytes(shape, tokens, 1, 2, "cuda", 0, 0)  # lora_A's outputs, one layer
+    trained = plan_memory.activation_bytes(shape, config, "cuda", True)
+    assert trained - plan_memory.activation_bytes(shape, lora, "cuda", True) == v_h - lora_part
+
+
 def test_static_cache_bucket_matches_the_engine():
     from trainer.policies.kept_caches import MAX_KEPT
     from trainer.policies.static_decode import CACHE_BUCKET, PREFILL_TOKENS

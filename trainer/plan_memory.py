@@ -19,7 +19,8 @@ forward/backward, or steps the optimizer, each from the code that allocates it.
   x the projection's input width: I for down_proj, h otherwise; 0 with dropout 0, where peft's dropout is
   nn.Identity). Gradient checkpointing keeps each layer's input
   (p s b h) and one layer recomputed in full. Plus the final norm and the loss's LM head at the policy's token
-  positions (logit_chunk_bytes: one chunk of logits, trainer.learning.head_logprobs, never [s, V] at once).
+  positions (logit_chunk_bytes: one chunk of logits, trainer.learning.head_logprobs, never [s, V] at once; for a
+  trained 16-bit head also the float32 [V, H] sum of its weight's gradient, head_grad_bytes).
 - optimizer_step_temp: torch AdamW's multi-tensor step (the default on CUDA) allocates sqrt(second moments), one
   tensor per trained parameter in the dtype (torch/optim/adam.py, _multi_tensor_adam: torch._foreach_sqrt);
   on CPU the per-parameter loop holds one at a time (the largest). DeepSpeed's optimizers step in place: 0.
@@ -112,12 +113,20 @@ def micro_batch_tokens(config: Any, row_tokens: Optional[int] = None) -> int:
     return config.micro_batch_size * row
 
 
-def logit_chunk_bytes(shape: Any, positions: int, p: int) -> int:
+def logit_chunk_bytes(shape: Any, positions: int, p: int, trained_head: bool = False) -> int:
     """The loss's LM head at `positions` policy tokens (trainer.learning.head_logprobs): one chunk of logits
     (HEAD_BYTES_PER_LOGIT per vocabulary entry, measured), the selected hidden states and their gradient (p h
-    bytes each), and the float32 log-prob, entropy and log-sum-exp (12 bytes a position)."""
+    bytes each), the float32 log-prob, entropy and log-sum-exp (12 bytes a position), and, for a trained 16-bit
+    head, the float32 [V, H] sum of its weight's gradient over the chunks (head_grad_bytes)."""
     chunk = min(positions, max(16, LOGIT_CHUNK_BYTES // (4 * shape.vocab)))
-    return chunk * shape.vocab * HEAD_BYTES_PER_LOGIT + positions * (2 * p * shape.hidden + 12)
+    return chunk * shape.vocab * HEAD_BYTES_PER_LOGIT + positions * (2 * p * shape.hidden + 12) \
+        + (head_grad_bytes(shape, p) if trained_head else 0)
+
+
+def head_grad_bytes(shape: Any, p: int) -> int:
+    """The float32 [V, H] buffer the head's backward sums its weight's gradient in, beside the p-byte gradient
+    autograd keeps anyway (0 for a float32 head, whose buffer is that gradient)."""
+    return 4 * shape.vocab * shape.hidden if p != 4 else 0
 
 
 def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool,
@@ -134,7 +143,8 @@ def activation_bytes(shape: Any, config: Any, device: str, checkpointing: bool,
     # a micro-batch's rows: micro_batch_size, or under a token budget at most one minibatch's dialogues
     rows = config.micro_batch_size if not config.max_tokens_per_micro_batch else min(config.minibatch_size, tokens)
     positions = min(tokens, rows * config.max_turns * config.max_new_tokens)
-    return int(layers + final_norm + logit_chunk_bytes(shape, positions, p))
+    trained_head = not config.lora and config.zero_stage != 3  # LoRA freezes it; ZeRO-3 takes the module path
+    return int(layers + final_norm + logit_chunk_bytes(shape, positions, p, trained_head))
 
 
 def optimizer_step_bytes(shape: Any, trainable: int, config: Any, device: str) -> int:
