@@ -185,7 +185,7 @@ def test_a_token_budget_gives_the_same_update_as_fixed_micro_batches(tiny_model_
 def test_a_bfloat16_heads_gradient_error_does_not_grow_with_the_chunks():
     """The weight's and bias's gradients are summed over the chunks in float32: against float64, 256 chunks are
     as close as one (a bfloat16 running sum doubles the error by 64 chunks)."""
-    from benchmarks.head_precision import relative_errors
+    from benchmarks.learner.head_precision import relative_errors
 
     one, *_, many = relative_errors(positions=1024, vocab=1024, hidden_size=64)
     assert many["chunks"] == 256 and one["chunks"] == 1

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from trainer.config import ConfigError, TrainConfig
-from trainer.learning import algorithms
+from trainer.learning import algorithms, turn_advantages
 from trainer.learning.batch import make_batch, spread_turn_values, turn_table, values_at_turn_starts
 
 NAN = math.nan
@@ -29,31 +29,83 @@ def test_turn_grpo_on_a_hand_made_group():
     # final: mean 0.50, std sqrt((0.05^2 + 0.05^2 + 0.10^2) / 2) = 0.0866 -> -0.5774, -0.5774, +1.1547
     # turn 0: 0.10, 0.00, 0.20: mean 0.10, std 0.10 -> 0, -1, +1
     # turn 1: -0.05, +0.05 (the unjudged reply left out): mean 0, std 0.0707 -> -0.7071, +0.7071, and 0
-    turn = algorithms.turn_group_advantages(changes, groups)
+    turn = turn_advantages.turn_group_advantages(changes, groups)
     close(turn, [[0.0, -0.70711], [-1.0, 0.70711], [1.0, 0.0], [0.0, 0.0]])
-    adv = algorithms.turn_grpo_advantages(scores, changes, groups, turn_weight=0.5)
+    adv = turn_advantages.turn_grpo_advantages(scores, changes, groups, turn_weight=0.5)
     close(adv, [[-0.57735, -0.57735 - 0.35355],
                 [-0.57735 - 0.5, -0.57735 + 0.35355],
-                [1.15470 + 0.5, 1.15470],
+                [1.15470 + 0.5, 0.0],  # the unjudged reply cannot have changed the reward: no credit at all
                 [0.0, 0.0]])
-    # turn_weight 0 is the dialogue's GRPO advantage on every reply
+    # turn_weight 0 is the dialogue's GRPO advantage on every credited reply
     plain = algorithms.grpo_advantages(scores, groups)
-    close(algorithms.turn_grpo_advantages(scores, changes, groups, 0.0), plain[:, None].expand(4, 2).tolist())
+    expected = plain[:, None].expand(4, 2).clone()
+    expected[2, 1] = 0.0
+    close(turn_advantages.turn_grpo_advantages(scores, changes, groups, 0.0), expected.tolist())
 
 
 def test_turn_gae_on_hand_made_dialogues():
     rewards = torch.tensor([[0.0, 0.0, 0.6], [0.10, -0.05, 0.0]])  # the final emotion; per-turn changes
     values = torch.tensor([[0.4, 0.5, 0.55], [0.2, 0.1, 0.0]])
     said = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # the second dialogue has two replies
-    adv, returns = algorithms.turn_gae_advantages(rewards, values, said, turn_gamma=0.9, lam=0.95)
+    adv, returns = turn_advantages.turn_gae_advantages(rewards, values, said, turn_gamma=0.9, lam=0.95)
     # first: delta_2 = 0.6 - 0.55 = 0.05; delta_1 = 0.9 * 0.55 - 0.5 = -0.005, A_1 = -0.005 + 0.855 * 0.05 = 0.03775;
     # delta_0 = 0.9 * 0.5 - 0.4 = 0.05, A_0 = 0.05 + 0.855 * 0.03775 = 0.08227625
     # second: A_1 = -0.05 - 0.1 = -0.15; delta_0 = 0.1 + 0.9 * 0.1 - 0.2 = -0.01, A_0 = -0.01 + 0.855 * -0.15
     close(adv, [[0.08227625, 0.03775, 0.05], [-0.13825, -0.15, 0.0]], atol=1e-6)
     close(returns, [[0.48227625, 0.53775, 0.6], [0.06175, -0.05, 0.0]], atol=1e-6)
     # gamma = lambda = 1: A_k = sum_{j >= k} r_j - V_k
-    adv1, _ = algorithms.turn_gae_advantages(rewards, values, said)
+    adv1, _ = turn_advantages.turn_gae_advantages(rewards, values, said)
     assert adv1[0].tolist() == pytest.approx([0.2, 0.1, 0.05])
+
+
+def test_a_turns_term_is_as_large_as_the_difference_it_measures():
+    # turn 0: the two dialogues' changes 20 points apart; turn 3: 0.1 point apart
+    changes = torch.tensor([[0.10, 0.0, 0.0, 0.051], [-0.10, 0.0, 0.0, 0.050]])
+    turn = turn_advantages.turn_group_advantages(changes, ["g", "g"])
+    close(turn[:, 0], [0.70711, -0.70711])  # a real difference: the per-turn std normalisation as GRPO's
+    assert 0 < float(turn[0, 3]) < 0.011 and float(turn[1, 3]) == -float(turn[0, 3])  # 0.0005 / 0.05 = 0.01
+    # below the floor the term is proportional to the difference
+    wider = turn_advantages.turn_group_advantages(torch.tensor([[0.06], [0.05]]), ["g", "g"])
+    assert float(wider[0, 0]) == pytest.approx(10 * float(turn[0, 3]), rel=1e-3)
+    # the floor is per turn: a turn's term does not depend on the turns after it (which only some dialogues reach)
+    longer = torch.cat([changes, torch.tensor([[0.3], [NAN]])], dim=1)
+    torch.testing.assert_close(turn_advantages.turn_group_advantages(longer, ["g", "g"])[:, :4], turn)
+
+
+def test_equal_changes_give_exact_zeros():
+    changes = torch.full((7, 2), 0.05)  # float32: a sum of seven 0.05 is not seven times 0.05
+    changes[:, 1] = torch.tensor([0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07])
+    scores = torch.tensor([0.55, 0.5, 0.6, 0.55, 0.5, 0.6, 0.55])
+    turn = turn_advantages.turn_group_advantages(changes, ["g"] * 7)
+    assert turn[:, 0].tolist() == [0.0] * 7  # exactly: no eps-sized remainder of float32 rounding
+    assert turn[:, 1].abs().max() > 0.5  # different changes still get their terms
+    assert turn_advantages.turn_grpo_advantages(scores, changes, ["g"] * 7)[:, 0].tolist() == \
+        algorithms.grpo_advantages(scores, ["g"] * 7).tolist()  # the dialogue's term alone
+
+
+def _capped(emotions: list[float], group: str) -> dict:
+    """Two replies; with two emotions the user judged only the first (the rules' cap stopped before the second)."""
+    return _dialogue(emotions, group)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("algorithm,advantage", [("grpo", "turn_grpo"), ("ppo", "turn_gae")])
+def test_a_reply_that_cannot_change_the_reward_gets_no_credit(tiny_model_dir, algorithm, advantage):
+    from trainer.learning.learner import Learner
+
+    batch = make_batch([_capped([30, 45], "g"), _capped([30, 35, 40], "g")], pad_token_id=0, rewards=[0.45, 0.40])
+    table = turn_table(batch)
+    assert table.said.tolist() == [[1, 1], [1, 1]] and table.credited.tolist() == [[1, 0], [1, 1]]
+    close(table.rewards, [[0.45, 0.0], [0.0, 0.40]], atol=1e-6)  # the reward on the last reply that could set it
+    learner = Learner(TrainConfig(model=str(tiny_model_dir), algorithm=algorithm, advantage=advantage, group_size=2,
+                                  whiten_advantages=False), tiny_model_dir)
+    values = torch.full(batch.action_mask.shape, 0.2)
+    adv, returns = learner.advantages(batch, values if algorithm == "ppo" else None)
+    unjudged = batch.turn_index[0] == 1
+    assert adv[0][unjudged].abs().sum() == 0.0
+    assert adv[0][batch.turn_index[0] == 0].abs().min() > 0.1  # the judged reply keeps its credit
+    if returns is not None:  # turn_gae: the first reply's return is the dialogue's reward (gamma = lambda = 1)
+        assert returns[0][batch.turn_index[0] == 0].tolist() == pytest.approx([0.45] * 3)
 
 
 def _dialogue(emotions: list[float], group: str) -> dict:
@@ -73,7 +125,7 @@ def test_each_reply_shares_its_turns_advantage_and_user_tokens_get_none():
     table = turn_table(batch)
     assert table.said.tolist() == [[1, 1], [1, 1]]
     close(table.rewards, [[0, 0.35], [0, 0.40]], atol=1e-6)
-    per_turn = algorithms.turn_grpo_advantages(table.scores, table.changes, table.groups)
+    per_turn = turn_advantages.turn_grpo_advantages(table.scores, table.changes, table.groups)
     adv = spread_turn_values(per_turn, table.dialogue, batch.turn_index)
     for r in range(2):
         assert adv[r, 1:4].tolist() == pytest.approx([per_turn[r, 0].item()] * 3)
@@ -102,7 +154,7 @@ def test_think_mode_rows_keep_each_replys_turn_and_the_critic_read_before_it():
     values = torch.tensor([[0.0, 0.3, 9.0, 9.0], [0.0, 5.0, 0.2, 9.0]])
     turn_values = values_at_turn_starts(values, table.dialogue, batch.turn_index, (1, 2))
     close(turn_values, [[0.3, 0.2]], atol=1e-6)
-    adv, _ = algorithms.turn_gae_advantages(table.rewards, turn_values, table.said)
+    adv, _ = turn_advantages.turn_gae_advantages(table.rewards, turn_values, table.said)
     close(spread_turn_values(adv, table.dialogue, batch.turn_index), [[0.0, 0.1, 0.1, 0.1], [0.0, 0.0, 0.2, 0.2]])
 
 
@@ -134,7 +186,7 @@ def _push(extra: list[list[float]], advantage) -> float:
 
 
 def _turn_grpo(changes, said, finals):
-    return algorithms.turn_grpo_advantages(finals, changes, ["g"] * 4)
+    return turn_advantages.turn_grpo_advantages(finals, changes, ["g"] * 4)
 
 
 def _dialogue_grpo(changes, said, finals):
@@ -148,13 +200,13 @@ def _turn_gae(turn_gamma: float = 1.0, per_turn: bool = False):
         last = said.sum(dim=1).long() - 1
         rewards = torch.nan_to_num(changes) if per_turn else \
             torch.zeros(4, 4).scatter(1, last[:, None], finals[:, None])
-        return algorithms.turn_gae_advantages(rewards, values, said, turn_gamma)[0]
+        return turn_advantages.turn_gae_advantages(rewards, values, said, turn_gamma)[0]
     return advantage
 
 
 def _rfc_construction(changes, said, finals):
     """Per-turn-index normalised changes summed over the turns from k on, no dialogue term (verl RFC #7244)."""
-    turn = algorithms.turn_group_advantages(changes, ["g"] * 4)
+    turn = turn_advantages.turn_group_advantages(changes, ["g"] * 4)
     return turn.flip(1).cumsum(1).flip(1)
 
 

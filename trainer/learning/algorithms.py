@@ -14,15 +14,7 @@ Estimators:
 - RLOO (Ahmadian et al. 2024): A_i = r_i - mean_{j != i} r_j (leave-one-out baseline).
 - REINFORCE++ (Hu 2025): token returns normalised over the whole batch (no critic, no groups).
 
-Turn-level estimators (`advantage: turn_grpo | turn_gae`; the default `dialogue` is one of the above). Per-turn
-tensors are [N, K]: N dialogues, K policy replies (the longest dialogue's), and every token of reply k gets
-its turn's value (trainer.learning.batch.spread_turn_values); prompt and simulated-user tokens get none.
-- turn_grpo: A_ik = A_i + w * (d_ik - mean_k) / (std_k + eps), A_i the dialogue's GRPO advantage, d_ik the emotion
-  change reply k caused, mean_k / std_k over the group's dialogues whose reply k was judged (MAPO-style
-  per-turn credit, arXiv 2603.06194). Not summed over later turns: no baseline whose number of terms depends
-  on the dialogue's own length (verl RFC #7244), so length gets no push of its own.
-- turn_gae: GAE over turns, delta_k = r_k + gamma_turn * V_{k+1} - V_k, A_k = delta_k + gamma_turn * lam * A_{k+1},
-  V_k the critic's value where reply k starts (the state the reply is chosen in).
+Turn-level estimators (`advantage: turn_grpo | turn_gae`): trainer.learning.turn_advantages.
 
 Off-policy tokens (overlapped training): `decoupled_policy_loss` weighs tokens sampled by older weights by
 pi_prox / pi_behaviour, capped (AReaL's decoupled PPO, or verl's truncated importance sampling).
@@ -127,8 +119,8 @@ def last_token_rewards(scores: Tensor, mask: Tensor) -> Tensor:
 # ------------------------------------------------------------------------------------------ advantages
 
 
-def _group_index(group_ids: Sequence) -> tuple[Tensor, int]:
-    """Map arbitrary group labels to 0..G-1 (order of first appearance)."""
+def group_index(group_ids: Sequence) -> tuple[Tensor, int]:
+    """([N] each label's group number, G): arbitrary group labels mapped to 0..G-1 (order of first appearance)."""
     labels: dict = {}
     index = [labels.setdefault(g, len(labels)) for g in group_ids]
     return torch.tensor(index, dtype=torch.long), len(labels)
@@ -141,7 +133,7 @@ def grpo_advantages(scores: Tensor, group_ids: Sequence, eps: float = 1e-6) -> T
     advantage 0 (it has no baseline).
     """
     scores = scores.float()
-    index, n_groups = _group_index(group_ids)
+    index, n_groups = group_index(group_ids)
     index = index.to(scores.device)
     count = torch.zeros(n_groups, device=scores.device).index_add_(0, index, torch.ones_like(scores))
     mean = torch.zeros(n_groups, device=scores.device).index_add_(0, index, scores) / count
@@ -155,7 +147,7 @@ def grpo_advantages(scores: Tensor, group_ids: Sequence, eps: float = 1e-6) -> T
 def rloo_advantages(scores: Tensor, group_ids: Sequence) -> Tensor:
     """RLOO: A_i = r_i - (sum of the other rewards in its group) / (n - 1). A group of one gets 0."""
     scores = scores.float()
-    index, n_groups = _group_index(group_ids)
+    index, n_groups = group_index(group_ids)
     index = index.to(scores.device)
     count = torch.zeros(n_groups, device=scores.device).index_add_(0, index, torch.ones_like(scores))
     total = torch.zeros(n_groups, device=scores.device).index_add_(0, index, scores)
@@ -218,43 +210,6 @@ def gae_advantages(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float =
         advantages[:, t] = torch.where(on, gae, torch.zeros_like(gae))
     m = mask.to(rewards.dtype)
     return advantages * m, (advantages + values) * m
-
-
-# ------------------------------------------------------------------------------- turn-level advantages
-
-
-def turn_group_advantages(changes: Tensor, group_ids: Sequence, eps: float = 1e-6) -> Tensor:
-    """[N, K] emotion changes (NaN: reply not said or not judged) -> [N, K] (d_ik - mean_k) / (std_k + eps),
-    mean_k and the unbiased std_k over the judged replies k of dialogue i's group; 0 where d_ik is NaN or
-    fewer than two dialogues of the group have a judged reply k."""
-    judged = ~torch.isnan(changes)
-    d = torch.where(judged, changes, torch.zeros_like(changes)).float()
-    on = judged.float()
-    index, n_groups = _group_index(group_ids)
-    index = index.to(d.device)
-    per_group = torch.zeros(n_groups, d.shape[1], device=d.device)
-    count = per_group.index_add(0, index, on)  # [G, K]
-    mean = per_group.index_add(0, index, d) / count.clamp(min=1)
-    var = per_group.index_add(0, index, ((d - mean[index]) * on) ** 2) / (count - 1).clamp(min=1)
-    adv = (d - mean[index]) / (var.sqrt()[index] + eps)
-    return torch.where(judged & (count[index] > 1), adv, torch.zeros_like(adv))
-
-
-def turn_grpo_advantages(scores: Tensor, changes: Tensor, group_ids: Sequence, turn_weight: float = 1.0,
-                         eps: float = 1e-6) -> Tensor:
-    """Group-relative per-turn credit: A_ik = A_i + turn_weight * turn_group_advantages(d)_ik, [N] scores and
-    [N, K] changes -> [N, K]. A_i = grpo_advantages(scores) is the dialogue's reward against its group's, given
-    to every reply alike; the turn term adds which of its replies moved the user more than the group's did."""
-    final = grpo_advantages(scores, group_ids, eps)
-    return final[:, None] + turn_weight * turn_group_advantages(changes, group_ids, eps)
-
-
-def turn_gae_advantages(turn_rewards: Tensor, turn_values: Tensor, turns: Tensor, turn_gamma: float = 1.0,
-                        lam: float = 1.0) -> tuple[Tensor, Tensor]:
-    """GAE across turns instead of tokens, [N, K] each: delta_k = r_k + turn_gamma * V_{k+1} - V_k,
-    A_k = delta_k + turn_gamma * lam * A_{k+1} (V = 0 after the last reply), over the replies said (`turns` 1).
-    Returns (advantages, returns = A + V). With turn_gamma = lam = 1: A_k = sum_{j >= k} r_j - V_k."""
-    return gae_advantages(turn_rewards, turn_values, turns, turn_gamma, lam)
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -151,12 +151,17 @@ class TurnTable:
     scores: Tensor  # [N] the dialogue's reward
     groups: list[Any]  # [N] its group (same persona, same seed of the user)
     changes: Tensor  # [N, K] emotion change of each reply (NaN: not judged, or no such reply)
-    rewards: Tensor  # [N, K] reward of each reply (the scalar reward on the last reply when it is per dialogue)
+    rewards: Tensor  # [N, K] reward of each reply (the scalar reward on the last credited reply when per dialogue)
     said: Tensor  # [N, K] 1 where the reply has tokens in the batch
+    # [N, K] 1 where the reply was said and can have changed the reward (trainer.learning.turn_advantages.
+    # credited_replies: not the unjudged last reply at the turn cap); the rewards of the others go on the last one
+    credited: Tensor
 
 
 def turn_table(batch: Batch) -> TurnTable:
     """The batch's dialogues by turn (batch.turn_index must be set: samples with turn_spans)."""
+    from trainer.learning.turn_advantages import credited_replies
+
     first = {i: r for r, i in reversed(list(enumerate(batch.sample_index))) if i >= 0}
     dialogues = sorted(first)
     dense = {i: n for n, i in enumerate(dialogues)}
@@ -166,20 +171,22 @@ def turn_table(batch: Batch) -> TurnTable:
     r, t = ((batch.turn_index >= 0) & (dialogue[:, None] >= 0)).nonzero(as_tuple=True)
     said[dialogue[r], batch.turn_index[r, t]] = 1.0
     changes = torch.full(said.shape, math.nan)
-    rewards = torch.zeros(said.shape)
     for n, i in enumerate(dialogues):
         d = (batch.turn_changes or [[]] * (i + 1))[i][:said.shape[1]]
         changes[n, :len(d)] = torch.tensor(d, dtype=torch.float32)
-        last = int(said[n].nonzero().max()) if said[n].any() else 0
+    changes = torch.where(said.bool(), changes, torch.full_like(changes, math.nan))
+    credited = said * credited_replies(changes).float()
+    rewards = torch.zeros(said.shape)
+    for n, i in enumerate(dialogues):
+        last = int(credited[n].nonzero().max()) if credited[n].any() else 0
         if batch.turn_rewards is None:  # the dialogue's reward on its last reply
             rewards[n, last] = batch.scores[first[i]]
         else:  # a reward per reply; those of replies not in the batch go on the last one that is
             per = batch.turn_rewards[i]
             rewards[n, :min(len(per), last)] = torch.tensor(per[:last], dtype=torch.float32)
             rewards[n, last] = float(sum(per[last:]))
-    changes = torch.where(said.bool(), changes, torch.full_like(changes, math.nan))
     return TurnTable(dialogue, batch.scores[[first[i] for i in dialogues]] if dialogues else batch.scores[:0],
-                     [batch.group_ids[first[i]] for i in dialogues], changes, rewards, said)
+                     [batch.group_ids[first[i]] for i in dialogues], changes, rewards, said, credited)
 
 
 def spread_turn_values(per_turn: Tensor, dialogue: Tensor, turn_index: Tensor) -> Tensor:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from simulator.llm.models import MODEL_LOAD_LOCK, load_causal_lm
 from trainer.config import TrainConfig
-from trainer.learning import algorithms
+from trainer.learning import algorithms, turn_advantages
 from trainer.learning.batch import Batch, make_batch, micro_batches  # noqa: F401 (callers import make_batch here)
 from trainer.learning.batch import spread_turn_values, turn_table, values_at_turn_starts
 from trainer.learning.checkpoints import safe_load
@@ -259,10 +259,10 @@ class Learner:
         if bool(batch.action_mask.any()) and not bool((batch.turn_index >= 0).any()):
             raise ValueError(f"advantage {c.advantage}: the batch's dialogues carry no turn spans")
         if c.advantage == "turn_grpo":
-            per_turn = algorithms.turn_grpo_advantages(t.scores, t.changes, t.groups, c.turn_weight, c.adv_eps)
+            per_turn = turn_advantages.turn_grpo_advantages(t.scores, t.changes, t.groups, c.turn_weight, c.adv_eps)
             return spread_turn_values(per_turn, t.dialogue, batch.turn_index), None
         values = values_at_turn_starts(old_values, t.dialogue, batch.turn_index, tuple(t.said.shape))
-        adv, returns = algorithms.turn_gae_advantages(t.rewards, values, t.said, c.turn_gamma, c.lam)
+        adv, returns = turn_advantages.turn_gae_advantages(t.rewards, values, t.credited, c.turn_gamma, c.lam)
         adv = spread_turn_values(adv, t.dialogue, batch.turn_index)
         if c.whiten_advantages:  # over the global batch (all ranks), as the token-level GAE
             adv = algorithms.masked_whiten(adv, batch.action_mask, all_reduce=all_reduce_sum)

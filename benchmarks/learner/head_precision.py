@@ -1,6 +1,6 @@
 """How far the chunked LM-head log-probs' gradients are from float64, by the number of chunks.
 
-    .venv/bin/python benchmarks/head_precision.py [--positions 4096] [--vocab 4096] [--hidden 256] [--json]
+    .venv/bin/python benchmarks/learner/head_precision.py [--positions 4096] [--vocab 4096] [--hidden 256] [--json]
 
 A bfloat16 head [V, H] and bfloat16 hidden states [N, H] (random, the logits a few nats wide), labels and
 upstream gradients for the log-probs and the entropy; trainer.learning.head_logprobs at 1, 64 and 256 chunks

@@ -1,0 +1,1 @@
+"""Benchmarks of the learner's numerics (the chunked LM head's precision)."""
