@@ -14,7 +14,7 @@ from transformers import CONFIG_MAPPING, AutoModelForCausalLM, LlamaConfig, Llam
 
 from trainer.config import TrainConfig
 from trainer.learning.head_logprobs import model_logprobs
-from trainer.learning.logit_processing import LogitProcessing, logit_processing
+from trainer.learning.logits.processing import LogitProcessing, logit_processing
 
 SIZES = dict(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, head_dim=8, eos_token_id=1, pad_token_id=0, bos_token_id=2)

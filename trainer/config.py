@@ -375,7 +375,7 @@ class TrainConfig:
         """The model folders' problems (PolicySpec: the caller's Access first; with check_paths, the folder's
         content too)."""
         from simulator.llm.models import default_gguf_path
-        from trainer.learning.logit_processing import model_problem
+        from trainer.learning.logits.processing import model_problem
         from trainer.policies.spec import PolicySpec
 
         e = {}

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trainer.learning.logit_processing import LogitProcessing, forward_mismatch, logit_processing
+from trainer.learning.logits.processing import LogitProcessing, forward_mismatch, logit_processing
 
 LOGIT_CHUNK_BYTES = 256 * 1024 ** 2  # one float32 [chunk, V] block: sets the chunk's number of positions
 HEAD_BYTES_PER_LOGIT = 16  # the most bytes per entry of a chunk alive at once (module docstring)
@@ -186,7 +186,7 @@ _CHECKED: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
 def model_logprobs(model: Any, module: nn.Module, ids: Tensor, attn: Optional[Tensor], on: Tensor,
                    temperature: float, with_entropy: bool, chunk: Optional[int] = None) -> tuple[Tensor, Tensor]:
     """head_logprobs of the positions `on` [B, T-1] (those predicting ids[:, 1:]) of a causal LM, with the
-    logit processing its config declares (trainer.learning.logit_processing). The first call for a module
+    logit processing its config declares (trainer.learning.logits.processing). The first call for a module
     compares the processed head output with the forward's own logits at the last position (which the forward
     computes anyway) and raises ValueError where they differ: a model whose forward does something else to its
     logits is refused before its first update."""
@@ -226,7 +226,7 @@ def head_logprobs(hidden: Tensor, head: nn.Module, labels: Tensor, temperature: 
     """Log-probs [N] of `labels` [N] and entropies [N] (zeros unless with_entropy) under
     softmax(processing(head(hidden)) / temperature), hidden [N, H], a chunk of positions at a time (module
     docstring); float32, with gradients to the hidden states and the head's trained parameters. `processing`:
-    what the model's forward does to the head's output (trainer.learning.logit_processing)."""
+    what the model's forward does to the head's output (trainer.learning.logits.processing)."""
     vocab = head.out_features if isinstance(head, nn.Linear) else getattr(head, "out_features", 0) or \
         head.weight.shape[0]
     chunk = chunk or chunk_positions(vocab)
