@@ -83,7 +83,7 @@ def test_the_generic_jsonl_is_strict_and_keeps_scores_and_state(store):
         "line 3: turns[2].score: must be a number, got '4'",
         "line 4: turns[2].score: declare the dialogue's score_scale [lowest, highest] first",
         "line 5: state.better: must be \"lower\" or \"higher\", got None",
-        "line 6: not JSON: Expecting property name enclosed in double quotes"]
+        "line 6: json: malformed JSON: Expecting property name enclosed in double quotes (column 2)"]
     d = load_dialogue(store, report.dialogue_ids[0])
     assert [t["inner"].get("score") for t in d["turns"]] == [None, None, 2.0, None, 4.0, None, 5.0]
     assert d["external_id"] == "d0" and d["config"]["score_scale"] == [1.0, 5.0]

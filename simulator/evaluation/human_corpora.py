@@ -14,264 +14,103 @@ Two formats (docs/human-evaluation.md has both in full):
           "score"?}], "state": {"pre", "post", "scale": [lo, hi], "better": "lower"|"higher"}?,
           "persona": {"situation", "problem_type", "emotion_type", or profile fields}?}
 
-Consecutive messages by one speaker become one turn (texts joined by a newline, the last score kept, every
-score listed). Stored per user turn: inner.score (and inner.scores); per dialogue: config.score_scale,
-config.state, config.groups {problem_type, emotion_type}, config.survey. Import is all-or-nothing unless
-keep_valid, and names every bad conversation by its position and line.
+Reading (simulator.corpora): one pass over the file, each record through the bounded decoder every import
+uses; consecutive messages by one speaker become one turn (texts joined by a newline, the last score kept,
+every score listed). Stored per user turn: inner.score (and inner.scores); per dialogue: config.score_scale,
+config.state, config.groups {problem_type, emotion_type}, config.survey, config.sha256 (the conversation's
+content). Import is all-or-nothing unless keep_valid, and names every bad conversation by its position and
+line; with keep_valid the complete conversations before a truncation are kept.
+
+Re-imports. A conversation is known in a set by its id (the JSONL "id"; an ESConv conversation has none, so its
+content's hash). The same conversation again is skipped. A file that brings conversations the set lacks while
+the set holds some the file lacks (a corrected release: ESConv's corrected conversations have new hashes), or
+one whose conversations differ from the stored ones of the same id, is refused: stored as a named new version
+(version="2": the set NAME@2, the old set untouched, each dialogue's config naming the version) it never sits
+beside the old one in one set; add_new=True says the file's new conversations are additions, not corrections.
+A file holding every stored conversation and more adds the rest (a complete download after a truncated one).
 """
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Optional
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
+from simulator.corpora.records import FORMATS, GROUP_KEYS, merge_turns, persona_profile, read_esconv, read_generic
+from simulator.corpora.splitting import split_records
 from simulator.llm.hashing import canonical_json
-from simulator.personas.profile import Profile, ProfileError
+from simulator.personas.profile import ProfileError
 from storage import Dialogue, Turn, code_version, read_scope, session_scope
 
-FORMATS = ("esconv", "jsonl")
-USER_NAMES = ("seeker", "usr", "speaker", "user")
-POLICY_NAMES = ("supporter", "sys", "listener", "policy", "assistant")
-ESCONV_SCALE = (1.0, 5.0)
-GROUP_KEYS = ("problem_type", "emotion_type")
-PROFILE_KEYS = ("name", "persona", "background", "hidden_need", "need_category", "personality", "language")
+__all__ = ["FORMATS", "GROUP_KEYS", "HumanImport", "human_set_ids", "human_sets", "import_corpus", "read_corpus"]
+
+# (stage "reading" | "storing", conversations read so far | to store), called outside any transaction of the
+# store's; an exception it raises stops the import with nothing stored
+Progress = Callable[[str, int], None]
+PROGRESS_EVERY = 200  # conversations between two progress calls (and rows per insert)
 
 
 @dataclass
 class HumanImport:
-    """What an import did: the stored dialogue ids, one message per bad conversation, and those already there."""
+    """What an import did: the stored dialogue ids and what they hold, one message per bad conversation, and
+    the conversations already in the set (skipped)."""
 
     corpus: str
     dialogue_ids: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
+    turns: int = 0  # turns stored (consecutive messages of one speaker merged)
+    ratings: int = 0  # people's scores stored (every one of a merged turn)
+    rated_turns: int = 0  # user turns carrying a score
+    state_pairs: int = 0  # dialogues with the person's state before and after
+
+    def counts(self) -> dict[str, Any]:
+        return {"set": f"human:{self.corpus}", "imported": len(self.dialogue_ids), "turns": self.turns,
+                "ratings": self.ratings, "rated_turns": self.rated_turns, "state_pairs": self.state_pairs,
+                "duplicates": len(self.duplicates), "bad": len(self.errors)}
 
     def summary(self) -> str:
-        text = f"human:{self.corpus}: {len(self.dialogue_ids)} dialogue(s) imported"
+        text = (f"human:{self.corpus}: {len(self.dialogue_ids)} dialogue(s) imported ({self.turns:,} turns, "
+                f"{self.ratings:,} people's ratings on {self.rated_turns:,} turns, {self.state_pairs:,} pre/post "
+                "pairs)")
         if self.duplicates:
-            text += f", {len(self.duplicates)} already in the store (skipped)"
+            text += f", {len(self.duplicates)} already in the set (unchanged, skipped)"
         if self.errors:
             text += f", {len(self.errors)} bad: " + "; ".join(self.errors[:20])
         return text
 
 
-def role_of(speaker: Any, where: str) -> str:
-    name = speaker.strip().lower() if isinstance(speaker, str) else None
-    if name in USER_NAMES:
-        return "user"
-    if name in POLICY_NAMES:
-        return "assistant"
-    raise ValueError(f"{where}: unknown speaker {speaker!r}; one of {', '.join(USER_NAMES + POLICY_NAMES)}")
-
-
-def _number(value: Any, where: str, strict: bool) -> float:
-    """A JSON number (or, with strict False, ESConv's digit strings such as "4"); ValueError naming `where`."""
-    if isinstance(value, bool):
-        raise ValueError(f"{where}: must be a number, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not strict and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return float(value.strip())
-    raise ValueError(f"{where}: must be a number, got {value!r}")
-
-
-def _scale(value: Any, where: str) -> tuple[float, float]:
-    if not (isinstance(value, list) and len(value) == 2):
-        raise ValueError(f"{where}: must be [lowest, highest], got {value!r}")
-    lo, hi = _number(value[0], where, True), _number(value[1], where, True)
-    if not lo < hi:
-        raise ValueError(f"{where}: lowest must be below highest, got {value!r}")
-    return lo, hi
-
-
-def _in_scale(value: float, scale: tuple[float, float], where: str) -> float:
-    if not scale[0] <= value <= scale[1]:
-        raise ValueError(f"{where}: {value:g} lies outside the scale [{scale[0]:g}, {scale[1]:g}]")
+def check_name(value: str, option: str) -> str:
+    if not value or not all(c.isalnum() or c in "-_." for c in value) or len(value) > 100:
+        raise ValueError(f"{option}: a corpus name of letters, digits, - _ . (at most 100), got {value!r}")
     return value
 
 
-def _text(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"{where}: must be text, got {value!r}")
-    return value
-
-
-def merge_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consecutive messages by one speaker as one turn: texts joined by a newline, every score and strategy kept,
-    the last score the turn's."""
-    merged: list[dict[str, Any]] = []
-    for t in turns:
-        if merged and merged[-1]["role"] == t["role"]:
-            last = merged[-1]
-            last["text"] = f"{last['text']}\n{t['text']}"
-            last["scores"] += t["scores"]
-            last["strategies"] += t["strategies"]
-            last["messages"] += 1
-        else:
-            merged.append({**t, "scores": list(t["scores"]), "strategies": list(t["strategies"]), "messages": 1})
-    for t in merged:
-        t["score"] = t["scores"][-1] if t["scores"] else None
-    return merged
-
-
-def persona_profile(corpus: str, external_id: str, groups: dict[str, str], situation: str,
-                    given: dict[str, Any] | None = None) -> Profile:
-    """The persona a human dialogue is played from: its situation and problem/emotion type, with any profile
-    fields the file gives."""
-    feeling = f", feeling {groups['emotion_type']}" if groups.get("emotion_type") else ""
-    about = f" about {groups['problem_type']}" if groups.get("problem_type") else ""
-    base = {"id": f"{corpus}-{external_id}"[:64], "name": f"{corpus} seeker {external_id}",
-            "persona": f"Someone who came to talk for emotional support{feeling}{about}.",
-            "background": situation or "(the corpus gives no situation)",
-            "hidden_need": "to feel understood and to find a way through what troubles them",
-            "need_category": "deep_empathy", "personality": "negative", "source": f"human:{corpus}"[:32],
-            "extra": {"corpus": corpus, **groups, "situation": situation}}
-    base.update({k: v for k, v in (given or {}).items() if k in PROFILE_KEYS})
-    return Profile.from_dict(base).validate()
-
-
-def read_esconv(record: Any, where: str) -> dict[str, Any]:
-    """One ESConv conversation, checked and normalised (ValueError naming `where` and the field)."""
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: a conversation must be a JSON object")
-    dialog = record.get("dialog")
-    if not isinstance(dialog, list) or not dialog:
-        raise ValueError(f"{where}: dialog: must be a non-empty list of turns")
-    turns = []
-    for i, t in enumerate(dialog):
-        at = f"{where}: dialog[{i}]"
-        if not isinstance(t, dict):
-            raise ValueError(f"{at}: must be an object")
-        role = role_of(t.get("speaker"), f"{at}.speaker")
-        note = t.get("annotation") or {}
-        if not isinstance(note, dict):
-            raise ValueError(f"{at}.annotation: must be an object")
-        scores = []
-        if note.get("feedback") not in (None, ""):
-            if role != "user":
-                raise ValueError(f"{at}.annotation.feedback: only the seeker rates; this is a supporter turn")
-            scores.append(_in_scale(_number(note["feedback"], f"{at}.annotation.feedback", False), ESCONV_SCALE,
-                                    f"{at}.annotation.feedback"))
-        strategy = _text(note.get("strategy"), f"{at}.annotation.strategy")
-        turns.append({"role": role, "text": _text(t.get("content"), f"{at}.content").strip(), "scores": scores,
-                      "strategies": [strategy] if strategy else []})
-    survey = (record.get("survey_score") or {}).get("seeker") if isinstance(record.get("survey_score"), dict) else None
-    state = None
-    if isinstance(survey, dict) and survey.get("initial_emotion_intensity") not in (None, "") \
-            and survey.get("final_emotion_intensity") not in (None, ""):
-        state = {"pre": _in_scale(_number(survey["initial_emotion_intensity"],
-                                          f"{where}: survey_score.seeker.initial_emotion_intensity", False),
-                                  ESCONV_SCALE, f"{where}: survey_score.seeker.initial_emotion_intensity"),
-                 "post": _in_scale(_number(survey["final_emotion_intensity"],
-                                           f"{where}: survey_score.seeker.final_emotion_intensity", False),
-                                   ESCONV_SCALE, f"{where}: survey_score.seeker.final_emotion_intensity"),
-                 "scale": list(ESCONV_SCALE), "better": "lower"}
-    groups = {k: _text(record.get(k), f"{where}: {k}").strip() for k in GROUP_KEYS}
-    return {"id": None, "turns": turns, "score_scale": list(ESCONV_SCALE), "state": state, "groups": groups,
-            "situation": _text(record.get("situation"), f"{where}: situation").strip(), "persona": {},
-            "survey": survey if isinstance(survey, dict) else {}}
-
-
-def read_generic(record: Any, where: str) -> dict[str, Any]:
-    """One line of the generic JSONL format, checked with strict types (ValueError naming the field)."""
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: a dialogue must be a JSON object")
-    rid = record.get("id")
-    if rid is not None and not (isinstance(rid, (str, int)) and not isinstance(rid, bool) and str(rid).strip()):
-        raise ValueError(f"{where}: id: must be text or an integer, got {rid!r}")
-    items = record.get("turns")
-    if not isinstance(items, list) or not items:
-        raise ValueError(f"{where}: turns: must be a non-empty list")
-    scale = _scale(record["score_scale"], f"{where}: score_scale") if record.get("score_scale") is not None else None
-    turns = []
-    for i, t in enumerate(items):
-        at = f"{where}: turns[{i}]"
-        if not isinstance(t, dict):
-            raise ValueError(f"{at}: must be an object")
-        role = role_of(t.get("role"), f"{at}.role")
-        scores = []
-        if t.get("score") is not None:
-            if role != "user":
-                raise ValueError(f"{at}.score: only the user's turns carry people's scores")
-            if scale is None:
-                raise ValueError(f"{at}.score: declare the dialogue's score_scale [lowest, highest] first")
-            scores.append(_in_scale(_number(t["score"], f"{at}.score", True), scale, f"{at}.score"))
-        text = t.get("text")
-        if not isinstance(text, str):
-            raise ValueError(f"{at}.text: must be text, got {text!r}")
-        turns.append({"role": role, "text": text.strip(), "scores": scores, "strategies": []})
-    state = None
-    if record.get("state") is not None:
-        s = record["state"]
-        if not isinstance(s, dict):
-            raise ValueError(f"{where}: state: must be an object with pre, post, scale and better")
-        sscale = _scale(s.get("scale"), f"{where}: state.scale")
-        if s.get("better") not in ("lower", "higher"):
-            raise ValueError(f"{where}: state.better: must be \"lower\" or \"higher\", got {s.get('better')!r}")
-        state = {k: _in_scale(_number(s.get(k), f"{where}: state.{k}", True), sscale, f"{where}: state.{k}")
-                 for k in ("pre", "post")}
-        state.update(scale=list(sscale), better=s["better"])
-    persona = record.get("persona") or {}
-    if not isinstance(persona, dict):
-        raise ValueError(f"{where}: persona: must be an object")
-    groups = {k: _text(persona.get(k), f"{where}: persona.{k}").strip() for k in GROUP_KEYS}
-    return {"id": None if rid is None else str(rid).strip(), "turns": turns, "score_scale": list(scale) if scale else None,
-            "state": state, "groups": groups, "persona": {k: persona[k] for k in PROFILE_KEYS if k in persona},
-            "situation": _text(persona.get("situation"), f"{where}: persona.situation").strip(), "survey": {}}
-
-
-def split_records(text: str, fmt: str) -> list[tuple[str, Any]]:
-    """(where, parsed record) per conversation: "conversation N (line L)" of a JSON array, "line L" of JSONL.
-    A record that is not JSON comes back as the ValueError to report."""
-    stripped = text.lstrip()
-    if fmt == "esconv" and stripped.startswith("["):
-        decoder, out = json.JSONDecoder(), []
-        pos, n = text.index("[") + 1, 0
-        while True:
-            while pos < len(text) and text[pos] in " \t\r\n,":
-                pos += 1
-            if pos >= len(text):
-                raise ValueError(f"line {text.count(chr(10)) + 1}: the JSON array is not closed")
-            if text[pos] == "]":
-                return out
-            n += 1
-            line = text.count("\n", 0, pos) + 1
-            try:
-                record, pos = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"conversation {n} (line {exc.lineno}): not JSON: {exc.msg}") from None
-            out.append((f"conversation {n} (line {line})", record))
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                out.append((f"line {number}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                out.append((f"line {number}", ValueError(f"line {number}: not JSON: {exc.msg}")))
-    return out
-
-
-def read_corpus(text: str, fmt: str, corpus: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """(normalised dialogues, one message per bad conversation). ValueError on an unknown format or name."""
+def read_corpus(text: str, fmt: str, corpus: str, max_conversations: int = 0, bound: str = "",
+                progress: Optional[Progress] = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(normalised dialogues, one message per bad conversation). ValueError on an unknown format or name, or
+    when the file holds more than max_conversations (> 0) conversations (`bound` says whose bound it is)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format: one of {', '.join(FORMATS)}, got {fmt!r}")
-    if not corpus or not all(c.isalnum() or c in "-_." for c in corpus) or len(corpus) > 100:
-        raise ValueError(f"--name: a corpus name of letters, digits, - _ . (at most 100), got {corpus!r}")
-    good, errors = [], []
+    check_name(corpus, "--name")
+    good, errors, n = [], [], 0
     for where, record in split_records(text.removeprefix("\ufeff"), fmt):
+        n += 1
+        if max_conversations and n > max_conversations:
+            raise ValueError(f"file: holds more than {max_conversations:,} conversations, {bound or 'the bound'}; "
+                             "nothing stored (import it with `python -m simulator import-human`, or in parts)")
+        if progress and n % PROGRESS_EVERY == 0:
+            progress("reading", n)
         try:
             if isinstance(record, ValueError):
                 raise record
             d = (read_esconv if fmt == "esconv" else read_generic)(record, where)
             d["turns"] = merge_turns(d["turns"])
-            if not any(t["role"] == "assistant" for t in d["turns"]) or not any(t["role"] == "user" for t in d["turns"]):
+            if {t["role"] for t in d["turns"]} != {"assistant", "user"}:
                 raise ValueError(f"{where}: needs turns of both the user and the policy")
-            d["id"] = d["id"] or hashlib.sha256(canonical_json(record).encode()).hexdigest()[:12]
+            d["sha256"] = hashlib.sha256(canonical_json(record).encode()).hexdigest()
+            d["id"] = d["id"] or d["sha256"][:12]
             d["profile"] = persona_profile(corpus, d["id"], d["groups"], d["situation"], d["persona"])
             d["where"] = where
         except ProfileError as exc:
@@ -284,50 +123,103 @@ def read_corpus(text: str, fmt: str, corpus: str) -> tuple[list[dict[str, Any]],
     return good, errors
 
 
-def import_corpus(store: Any, text: str, fmt: str, corpus: str, keep_valid: bool = False,
-                  file_name: str = "") -> HumanImport:
-    """Store a corpus's dialogues as human dialogues of collection `corpus`. All or nothing by default; with
-    keep_valid the good ones are stored and each bad one named. Dialogues already imported (same id in the
-    corpus) are skipped and listed."""
-    report = HumanImport(corpus=corpus)
-    dialogues, report.errors = read_corpus(text, fmt, corpus)
+def release_conflict(corpus: str, stored: dict[str, str], dialogues: list[dict[str, Any]], add_new: bool) -> str:
+    """Why the file may not go into the set holding `stored` ({id: content hash}) ('' when it may): a
+    conversation stored under its id with other content, or new conversations while the set holds some the
+    file lacks (unless add_new)."""
+    fix = (f"if it is a corrected release, store it as a new version with --version NAME (human:{corpus}@NAME; "
+           "the set stays as it is)")
+    changed = [d for d in dialogues if stored.get(d["id"]) not in (None, "", d["sha256"])]
+    if changed:
+        shown = ", ".join(f"{d['where']}: id {d['id']!r}" for d in changed[:5])
+        return (f"human:{corpus}: {len(changed)} conversation(s) of this file differ from the stored ones of the "
+                f"same id ({shown}); nothing stored: {fix}")
+    new = [d for d in dialogues if d["id"] not in stored]
+    lacking = len(set(stored) - {d["id"] for d in dialogues})
+    if new and lacking and not add_new:
+        return (f"human:{corpus}: this file has {len(new)} conversation(s) the set lacks (first {new[0]['where']}) "
+                f"and lacks {lacking} of the set's {len(stored)}; nothing stored: {fix}, or add its new "
+                "conversations to the set with --add")
+    return ""
+
+
+def import_corpus(store: Any, text: str, fmt: str, corpus: str, keep_valid: bool = False, file_name: str = "",
+                  version: str = "", add_new: bool = False, max_conversations: int = 0, bound: str = "",
+                  progress: Optional[Progress] = None, check: Optional[Callable[[], None]] = None) -> HumanImport:
+    """Store a corpus's dialogues as human dialogues of collection `corpus` (`corpus@version` with a version).
+    All or nothing by default; with keep_valid the good ones are stored and each bad one named. Conversations
+    already in the set are skipped and listed; a file that would put a corrected conversation beside its old
+    one is refused (ValueError; see the module docstring). `progress` is called as the file is read and once
+    before the rows are written; `check` between every PROGRESS_EVERY rows written, inside the one
+    transaction (SQLite has one writer: it must not write the store). An exception either raises stops the
+    import with nothing stored."""
+    target = f"{corpus}@{check_name(version, '--version')}" if version else corpus
+    report = HumanImport(corpus=target)
+    dialogues, report.errors = read_corpus(text, fmt, corpus, max_conversations, bound, progress)
     seen: set[str] = set()
-    with read_scope(store) as s:
-        have = set(s.scalars(select(Dialogue.external_id).where(Dialogue.source == "human",
-                                                                Dialogue.collection == corpus)))
-    fresh = []
+    unique = []
     for d in dialogues:
-        if d["id"] in have:
-            report.duplicates.append(d["id"])
-        elif d["id"] in seen:
+        if d["id"] in seen:
             report.errors.append(f"{d['where']}: id: {d['id']!r} appears twice in the file")
         else:
             seen.add(d["id"])
-            fresh.append(d)
+            unique.append(d)
     if report.errors and not keep_valid:
         return report
-    version = code_version()
-    with session_scope(store) as s:
-        for d in fresh:
-            row = Dialogue(persona_id=None, persona_snapshot=d["profile"].to_dict(), source="human", collection=corpus,
-                           external_id=d["id"], policy_ref=f"people:{corpus}", status="finished", outcome="imported",
-                           n_turns=sum(t["role"] == "assistant" for t in d["turns"]), code_version=version,
-                           config={"format": fmt, "corpus": corpus, "file": file_name, "where": d["where"],
-                                   "score_scale": d["score_scale"], "state": d["state"], "groups": d["groups"],
-                                   "survey": d["survey"]})
-            for i, t in enumerate(d["turns"]):
-                inner: dict[str, Any] = {"score": t["score"]} if t["score"] is not None else {}
-                if len(t["scores"]) > 1:
-                    inner["scores"] = t["scores"]
-                if t["strategies"]:
-                    inner["strategy"] = t["strategies"]
-                if t["messages"] > 1:
-                    inner["messages"] = t["messages"]
-                row.turns.append(Turn(index=i, role=t["role"], text=t["text"], inner=inner))
-            s.add(row)
-            s.flush()
-            report.dialogue_ids.append(row.id)
+    with read_scope(store) as s:
+        stored = {eid: (config or {}).get("sha256", "") for eid, config in
+                  s.execute(select(Dialogue.external_id, Dialogue.config).where(Dialogue.source == "human",
+                                                                               Dialogue.collection == target))}
+    if problem := release_conflict(target, stored, unique, add_new):
+        raise ValueError(problem)
+    report.duplicates = [d["id"] for d in unique if d["id"] in stored]
+    fresh = [d for d in unique if d["id"] not in stored]
+    lineage = {"version": version, "version_of": corpus} if version else {}
+    code = code_version()
+    if progress:
+        progress("storing", len(fresh))
+    with session_scope(store) as s:  # one transaction: every dialogue or none
+        for start in range(0, len(fresh), PROGRESS_EVERY):
+            chunk = fresh[start:start + PROGRESS_EVERY]
+            ids = list(s.scalars(insert(Dialogue).returning(Dialogue.id, sort_by_parameter_order=True),
+                                 [dialogue_values(d, fmt, target, file_name, code, lineage) for d in chunk]))
+            s.execute(insert(Turn), [turn for did, d in zip(ids, chunk) for turn in turn_values(did, d["turns"])])
+            report.dialogue_ids += ids
+            for d in chunk:
+                report.turns += len(d["turns"])
+                report.ratings += sum(len(t["scores"]) for t in d["turns"])
+                report.rated_turns += sum(t["score"] is not None for t in d["turns"])
+                report.state_pairs += d["state"] is not None
+            if check:
+                check()
     return report
+
+
+def dialogue_values(d: dict[str, Any], fmt: str, collection: str, file_name: str, code: str,
+                    lineage: dict[str, str]) -> dict[str, Any]:
+    """The Dialogue row of a read conversation, as the values of an insert."""
+    return dict(persona_id=None, persona_snapshot=d["profile"].to_dict(), source="human", collection=collection,
+                external_id=d["id"], policy_ref=f"people:{collection}", status="finished", outcome="imported",
+                n_turns=sum(t["role"] == "assistant" for t in d["turns"]), code_version=code,
+                config={"format": fmt, "corpus": collection, "file": file_name, "where": d["where"],
+                        "score_scale": d["score_scale"], "state": d["state"], "groups": d["groups"],
+                        "survey": d["survey"], "sha256": d["sha256"], **lineage})
+
+
+def turn_values(dialogue_id: int, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Turn rows of a dialogue: the people's score (and every score of a merged turn), the supporter's
+    strategies and how many messages were merged."""
+    rows = []
+    for i, t in enumerate(turns):
+        inner: dict[str, Any] = {"score": t["score"]} if t["score"] is not None else {}
+        if len(t["scores"]) > 1:
+            inner["scores"] = t["scores"]
+        if t["strategies"]:
+            inner["strategy"] = t["strategies"]
+        if t["messages"] > 1:
+            inner["messages"] = t["messages"]
+        rows.append({"dialogue_id": dialogue_id, "index": i, "role": t["role"], "text": t["text"], "inner": inner})
+    return rows
 
 
 def human_sets(store: Any) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from simulator.personas.bounds import loads_line
 from storage.db import read_scope
 from storage.models import ComparisonPair, Dialogue
 from storage.ratings import (
@@ -195,15 +196,18 @@ def check_rating(row: Any) -> dict[str, Any]:
 
 
 def read_rating_lines(text: str) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line number, rating) of each readable line and one message per bad line (shape, types and ranges).
-    A leading byte-order mark is ignored."""
+    """(line number, rating) of each readable line and one message per bad line (JSON and its bounds, shape,
+    types and ranges). A leading byte-order mark is ignored."""
     rows, errors = [], []
-    for n, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
+    for n, line in enumerate(text.removeprefix("\ufeff").split("\n"), 1):
         if not line.strip():
             continue
+        row, problem = loads_line(line.removesuffix("\r"))  # the bounds every import holds to (never too deep)
         try:
-            rows.append((n, check_rating(json.loads(line))))
-        except (json.JSONDecodeError, ValueError) as exc:
+            if problem:
+                raise ValueError(": ".join(problem))
+            rows.append((n, check_rating(row)))
+        except ValueError as exc:
             errors.append(f"line {n}: {exc}")
     return rows, errors
 

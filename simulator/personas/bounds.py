@@ -1,4 +1,5 @@
-"""Bounds on the JSON a record may hold, and a JSONL line parser that never raises on hostile input.
+"""Bounds on the JSON a record may hold, and the JSON decoder every import reads through: it never raises on
+hostile input except to name the bound a record breaks.
 
 Every imported line (profiles, SAGE transcripts) and every stored profile stays inside these bounds, so
 nothing that passes an import can later break an export, a listing, a view or a rollout:
@@ -49,10 +50,20 @@ def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
     return text
 
 
-def loads_line(text: str) -> tuple[Optional[Any], Optional[tuple[str, str]]]:
-    """json.loads for one line: (value, None), or (None, (field, problem)) for malformed JSON, nesting
-    beyond MAX_LINE_DEPTH, out-of-range numbers, NaN / Infinity or lone surrogates. `field` is the
-    top-level key holding the problem ("json" when there is none)."""
+class OutOfBounds(ValueError):
+    """A JSON value outside the bounds: `field` is the top-level key holding the problem ("json" when none)."""
+
+    def __init__(self, field: str, problem: str, end: Optional[int] = None):
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
+        self.end = end  # where the value ends, when it could be read (a reader may go on after it)
+
+
+def decode_bounded(text: str, start: int = 0) -> tuple[Any, int]:
+    """The JSON value that begins at `start` of `text` and the index just past it, held to the bounds: nesting
+    beyond MAX_LINE_DEPTH, out-of-range numbers, NaN / Infinity and lone surrogates raise OutOfBounds (never
+    RecursionError, however deep); malformed JSON raises json.JSONDecodeError. Every import reads its records
+    through this (a JSONL line by loads_line, a record of a JSON array where it starts)."""
     rejected: list[_Rejected] = []
 
     def reject(problem: str) -> _Rejected:
@@ -69,18 +80,33 @@ def loads_line(text: str) -> tuple[Optional[Any], Optional[tuple[str, str]]]:
         value = float(text)
         return value if math.isfinite(value) else reject(f"number {quote(text, 30)} overflows to infinity")
 
+    decoder = json.JSONDecoder(parse_int=parse_int, parse_float=parse_float,
+                               parse_constant=lambda name: reject(f"{name} is not standard JSON"))
     try:
-        value = json.loads(text, parse_int=parse_int, parse_float=parse_float,
-                           parse_constant=lambda name: reject(f"{name} is not standard JSON"))
+        value, end = decoder.raw_decode(text, start)
+    except RecursionError:
+        key = _key_at_depth(text[start:], MAX_LINE_DEPTH)
+        raise OutOfBounds(key or "json", f"nested more than {MAX_LINE_DEPTH} levels deep") from None
+    # The walk is needed only when a number was refused, a surrogate escape or deep nesting is possible.
+    if rejected or _SURROGATE_ESCAPE.search(text, start, end) or \
+            text.count("[", start, end) + text.count("{", start, end) > MAX_LINE_DEPTH:
+        for key, problem in problems(value, MAX_LINE_DEPTH, limit=1):
+            raise OutOfBounds(field_name(key) if key is not None else "json", problem, end)
+    return value, end
+
+
+def loads_line(text: str) -> tuple[Optional[Any], Optional[tuple[str, str]]]:
+    """json.loads for one line, held to the bounds (decode_bounded): (value, None), or (None, (field,
+    problem)) for malformed JSON or a value outside the bounds. `field` is the top-level key holding the
+    problem ("json" when there is none)."""
+    try:
+        value, end = decode_bounded(text, _WHITESPACE.match(text, 0).end())
+        if _WHITESPACE.match(text, end).end() != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
     except json.JSONDecodeError as e:
         return None, ("json", f"malformed JSON: {e.msg} (column {e.colno})")
-    except RecursionError:
-        key = _key_at_depth(text, MAX_LINE_DEPTH)
-        return None, (key or "json", f"nested more than {MAX_LINE_DEPTH} levels deep")
-    # The walk is needed only when a number was refused, a surrogate escape or deep nesting is possible.
-    if rejected or _SURROGATE_ESCAPE.search(text) or text.count("[") + text.count("{") > MAX_LINE_DEPTH:
-        for key, problem in problems(value, MAX_LINE_DEPTH, limit=1):
-            return None, (field_name(key) if key is not None else "json", problem)
+    except OutOfBounds as e:
+        return None, (e.field, e.problem)
     return value, None
 
 
@@ -145,6 +171,7 @@ def valid_text(text: str) -> bool:
         return False
 
 
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
 _SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?|[\[\]{}]', re.DOTALL)
 
