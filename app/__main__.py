@@ -1,6 +1,7 @@
 """`python -m app [--host 127.0.0.1] [--port 7860] [--db URL] [--auth-file PATH | --auth user:password]
 [--allowed-host NAME ...] [--allow-outside-code] [--allow-path DIR ...] [--endpoint NAME=URL[,KEY_VAR] ...]
 [--endpoints-file PATH] [--allow-free-urls] [--behind-proxy [ADDRESSES]] [--max-live-jobs N] [--max-generations N]
+[--max-import-conversations N]
 [--job-cores N] [--job-memory-gib G] [--max-upload-mb MB] [--jobs local|ray://HEAD:10001|auto --shared-dir PATH]`.
 
 The login comes from --auth-file (a file holding `user:password`), RLVER_LAB_AUTH or --auth, in that
@@ -62,6 +63,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                    help="the most jobs web callers may have queued or running at once (default 8; 0: no ceiling)")
     p.add_argument("--max-generations", type=int, default=1, metavar="N",
                    help="persona generations that may run at once (default 1); more wait their turn")
+    p.add_argument("--max-import-conversations", type=int, default=None, metavar="N",
+                   help="the most conversations a corpus imported from the web may hold (default 20000; the "
+                        "import runs as a job); larger corpora import with python -m simulator import-human")
     p.add_argument("--job-cores", type=int, default=0, metavar="N",
                    help="cores training, benchmark and comparison jobs may use together (default: the machine's); "
                         "a training job takes them all, a benchmark or comparison half (trainer.jobs.admission)")
@@ -117,6 +121,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"--behind-proxy: {exc} (give the proxies' addresses or networks, comma-separated)")
     if args.max_generations < 1:
         p.error(f"--max-generations must be at least 1, got {args.max_generations}")
+    if args.max_import_conversations is not None and args.max_import_conversations < 1:
+        p.error(f"--max-import-conversations must be at least 1, got {args.max_import_conversations}")
     if args.job_cores < 0 or args.job_memory_gib < 0:
         p.error(f"--job-cores and --job-memory-gib must be positive (0: the machine's), got {args.job_cores} and "
                 f"{args.job_memory_gib}")
@@ -156,6 +162,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                        free_urls=args.allow_free_urls, max_live_jobs=max(0, args.max_live_jobs)))
 
     os.environ["RLVER_LAB_MAX_GENERATIONS"] = str(args.max_generations)  # the jobs it starts read it
+    if args.max_import_conversations:  # the People view reads it (trainer.import_jobs.import_bound)
+        os.environ["RLVER_LAB_MAX_IMPORT_CONVERSATIONS"] = str(args.max_import_conversations)
     if args.job_cores:
         os.environ["RLVER_LAB_JOB_CORES"] = str(args.job_cores)
     if args.job_memory_gib:

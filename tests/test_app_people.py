@@ -1,5 +1,5 @@
 """The People view against a real SQLite store: its service (app.services.people.human_sets) imports a corpus
-file (all or nothing, then keeping the good), launches a shadow run as a background job process that ends
+file in an import job (all or nothing, then keeping the good), launches a shadow run as a background job process that ends
 succeeded with every reply judged, lists the runs with their progress and refuses a resume of a finished one;
 the report's plots; and the tab in a real browser, from import to the agreement table and plots."""
 from __future__ import annotations
@@ -17,6 +17,13 @@ from testkit.human_corpus import esconv_conversation, quality_dialogue
 from trainer.jobs import queue as job_queue
 
 
+def imported(store, db_url: str, *args) -> str:
+    """The import job's result as the view shows it, once the job (started as the view starts it) has ended."""
+    _, job_id = human_sets.start_import(store, db_url, *args)
+    wait_for(lambda: job_queue.get_job(store, job_id)["status"] in ("succeeded", "failed", "dead"), timeout=180)
+    return human_sets.import_jobs_md(store)[0]
+
+
 @pytest.mark.process
 def test_import_run_shadow_in_the_background_and_plot_the_agreement(store, db_url, tmp_path):
     rng = np.random.default_rng(3)
@@ -24,13 +31,14 @@ def test_import_run_shadow_in_the_background_and_plot_the_agreement(store, db_ur
     convs = [esconv_conversation(k, rng) for k in range(3)]
     convs[1]["dialog"][0]["speaker"] = "robot"
     bad.write_text(json.dumps(convs), encoding="utf-8")
-    message = human_sets.import_file(store, str(bad), "esconv", "", False)
-    assert message.startswith("**Nothing imported:** 1 bad conversation(s)") and "robot" in message
-    assert "Imported 2 dialogue(s) into `human:esconv`" in human_sets.import_file(store, str(bad), "esconv", "", True)
+    message = imported(store, db_url, str(bad), "esconv", "", False)
+    assert message.startswith("**Nothing imported** (job 1, failed): nothing stored: 1 bad conversation") and \
+        "robot" in message
+    assert "Imported 2 dialogue(s) into `human:esconv`" in imported(store, db_url, str(bad), "esconv", "", True)
     good = tmp_path / "people.jsonl"
     good.write_text("\n".join(json.dumps(quality_dialogue(k, rng)) for k in range(6)), encoding="utf-8")
-    assert human_sets.import_file(store, str(good), "jsonl", "lab", False) == \
-        "Imported 6 dialogue(s) into `human:lab`."
+    assert imported(store, db_url, str(good), "jsonl", "lab", False).startswith(
+        "Imported 6 dialogue(s) into `human:lab`: 66 turns, 30 people's ratings on 30 turns, 6 pre/post pairs.")
     assert "`human:lab` | 6" in human_sets.sets_md(store)
 
     refused, none = human_sets.start_shadow(store, db_url, "human:nobody", "offline", "", 0)
@@ -68,12 +76,15 @@ def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_
     page.locator("#people-name textarea").fill("lab")
     page.locator("#people-upload input[type=file]").set_input_files(str(path))
     page.click("#people-import")
-    expect(page.locator("#people-import-status")).to_contain_text("Nothing imported: 1 bad conversation(s)")
-    expect(page.locator("#people-import-status")).to_contain_text("line 7: not JSON")
+    expect(page.locator("#people-import-status")).to_contain_text("Import job 1 started: people.jsonl")
+    expect(page.locator("#people-import-jobs")).to_contain_text("Nothing imported (job 1, failed): nothing stored: 1 "
+                                                                "bad conversation(s)", timeout=180_000)
+    expect(page.locator("#people-import-jobs")).to_contain_text("line 7: json: malformed JSON")
     path.write_text("\n".join(json.dumps(quality_dialogue(k, rng)) for k in range(6)), encoding="utf-8")
     page.locator("#people-upload input[type=file]").set_input_files(str(path))
     page.click("#people-import")
-    expect(page.locator("#people-import-status")).to_contain_text("Imported 6 dialogue(s) into human:lab")
+    expect(page.locator("#people-import-jobs")).to_contain_text("Imported 6 dialogue(s) into human:lab: 66 turns",
+                                                                timeout=180_000)
     expect(page.locator("#people-sets")).to_contain_text("human:lab")
 
     page.locator("#people-report-set textarea").fill("human:lab")

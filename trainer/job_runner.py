@@ -8,7 +8,7 @@ it starts by the job's kind
 The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
 "compare" a paired comparison (trainer.benchmarking.compare_runs), "personas" a persona generation:
 simulator.personas.generation_store.run_generation_job, "judge" a judge run: trainer.benchmarking.judge_jobs, "shadow" a simulator's shadow judgements of a human set:
-trainer.benchmarking.shadow_jobs).
+trainer.benchmarking.shadow_jobs, "import" a human-played corpus: trainer.import_jobs).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -77,6 +77,12 @@ def _run_shadow(store: Store, job: Any) -> dict[str, Any]:
     return shadow_job(store, job)
 
 
+def _run_import(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.import_jobs import run_import_job
+
+    return run_import_job(store, job)
+
+
 def _run_personas(store: Store, job: Any) -> dict[str, Any]:
     from simulator.personas.generation_store import run_generation_job
 
@@ -87,7 +93,8 @@ def _run_personas(store: Store, job: Any) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
                                                               "personas": _run_personas, "compare": _run_compare,
-                                                              "judge": _run_judge, "shadow": _run_shadow}
+                                                              "judge": _run_judge, "shadow": _run_shadow,
+                                                              "import": _run_import}
 DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
 
 

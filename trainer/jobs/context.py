@@ -47,8 +47,8 @@ from trainer.learning.ray_ranks import RANKS_ENV
 
 # kinds that wait for each other only, at most LANE_LIMITS[kind] at once per store (the owner raises it with
 # the named environment variable, which `python -m app --max-generations N` sets): persona generations, so
-# one visitor cannot start a dozen at once
-LANE_LIMITS = {"personas": ("RLVER_LAB_MAX_GENERATIONS", 1)}
+# one visitor cannot start a dozen at once; corpus imports one at a time (each holds its file in memory)
+LANE_LIMITS = {"personas": ("RLVER_LAB_MAX_GENERATIONS", 1), "import": ("RLVER_LAB_MAX_IMPORTS", 1)}
 
 
 def lane_limit(kind: str) -> int:

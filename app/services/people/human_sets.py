@@ -1,42 +1,92 @@
-"""The People view's work: import a human-played corpus, start and follow a shadow job (a simulator
+"""The People view's work: import a human-played corpus as a job (its own process, bounded in conversations:
+trainer.import_jobs), start and follow a shadow job (a simulator
 played over every reply of a human set, trainer.benchmarking.shadow_jobs) in the background, resume one that
 was cut off, and the agreement report of a set (simulator.evaluation.human_agreement)."""
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Optional
 
-from app.render import md
-from simulator.evaluation.human_corpora import human_sets, import_corpus
-from simulator.evaluation.ratings import decode_text
+from app.render import code, md
+from simulator.evaluation.human_corpora import human_sets
 from storage import Store
 from storage.models import utcnow
 from trainer.benchmarking.shadow_jobs import SHADOW_JOB_KIND, create_shadow_job
+from trainer.import_jobs import IMPORT_JOB_KIND, create_import_job, import_bound
 from trainer.jobs import queue as job_queue
 
 RESUMABLE = ("dead", "interrupted", "failed", "cancelled")
+LIVE = ("queued", "running", "stalled")
 
 
-def import_file(store: Store, path: Optional[str], fmt: str, name: str, keep_valid: bool) -> str:
-    """The import's message (Markdown): what was stored, and each bad conversation."""
+def start_import(store: Store, store_url: str, path: Optional[str], fmt: str, name: str, keep_valid: bool,
+                 version: str = "", add: bool = False) -> tuple[str, Optional[int]]:
+    """Record and launch an import job for an uploaded corpus file (its own process, bounded in conversations):
+    (message, job id or None when refused, the problem named)."""
     if not path:
-        return "**Choose a corpus file first.**"
-    from pathlib import Path
-
+        return "**Choose a corpus file first.**", None
+    bound = import_bound()
+    settings = {"format": fmt, "name": (name or "").strip(), "keep_valid": bool(keep_valid),
+                "version": (version or "").strip(), "add": bool(add), "max_conversations": bound,
+                "bound": f"the most a web import takes (the owner's --max-import-conversations {bound})"}
     try:
-        text = decode_text(Path(path).read_bytes(), Path(path).name)
-        report = import_corpus(store, text, fmt, (name or fmt).strip(), keep_valid=keep_valid,
-                               file_name=Path(path).name)
-    except ValueError as exc:
-        return f"**Nothing imported:** {md(exc)}"
-    bad = "\n".join(f"- {md(e)}" for e in report.errors[:50])
-    more = f"\n- ... and {len(report.errors) - 50} more" if len(report.errors) > 50 else ""
-    if report.errors and not keep_valid:
-        return f"**Nothing imported:** {len(report.errors)} bad conversation(s).\n{bad}{more}"
-    head = f"Imported {len(report.dialogue_ids)} dialogue(s) into `human:{md(report.corpus)}`"
-    if report.duplicates:
-        head += f"; {len(report.duplicates)} already there (skipped)"
-    return head + (f". Left out {len(report.errors)}:\n{bad}{more}" if report.errors else ".")
+        job_id = create_import_job(store, path, settings)
+    except ValueError as exc:  # JobError too: the owner's ceiling of live jobs
+        return f"**Not started:** {md(exc)}", None
+    job_queue.launch(store_url, job_id)
+    return f"Import job {job_id} started: {code(Path(path).name)} (at most {bound:,} conversations).", job_id
+
+
+def target_of(config: dict[str, Any]) -> str:
+    """The set an import job's settings name: human:NAME, or human:NAME@VERSION."""
+    return f"human:{config.get('name', '')}" + (f"@{config['version']}" if config.get("version") else "")
+
+
+def import_result_md(job: dict[str, Any]) -> str:
+    """What an import job did, or is doing (Markdown): what was stored, each bad conversation, or why nothing."""
+    config, status = job.get("config") or {}, job["status"]
+    if status in LIVE:
+        count = int(job.get("step") or 0)
+        doing = (f"storing {count:,} conversation(s) into {code(target_of(config))}"
+                 if config.get("stage") == "storing" else f"{count:,} conversation(s) read")
+        return f"Import job {job['id']} ({md(status)}): {doing}"
+    result = config.get("result") or {}
+    errors, bad = result.get("errors") or [], int(result.get("bad") or 0)
+    listed = "\n".join(f"- {md(e)}" for e in errors)
+    if bad > len(errors):
+        listed += f"\n- ... and {bad - len(errors)} more"
+    if status != "succeeded":
+        reason = (job.get("error") or status).removeprefix("ValueError: ")
+        return f"**Nothing imported** (job {job['id']}, {md(status)}): {md(reason)}" + (f"\n{listed}" if errors else "")
+    head = (f"Imported {result['imported']:,} dialogue(s) into {code(result['set'])}: {result['turns']:,} turns, "
+            f"{result['ratings']:,} people's ratings on {result['rated_turns']:,} turns, {result['state_pairs']:,} "
+            "pre/post pairs")
+    if result.get("duplicates"):
+        head += f"; {result['duplicates']:,} already there (unchanged, skipped)"
+    return head + (f". Left out {bad}:\n{listed}" if bad else ".")
+
+
+def import_jobs_md(store: Store) -> tuple[str, Optional[int]]:
+    """The newest import job's result, then a table of the import jobs; (Markdown, the live job's id or None)."""
+    jobs = job_queue.list_jobs(store, kind=IMPORT_JOB_KIND)
+    if not jobs:
+        return "", None
+    live = next((j["id"] for j in jobs if j["status"] in LIVE), None)
+    lines = ["| job | file | set | status | conversations |", "|---|---|---|---|---|"]
+    for j in jobs[:10]:
+        config = j.get("config") or {}
+        done = (config.get("result") or {}).get("imported", j.get("step") or 0)
+        lines.append(f"| {j['id']} | {code(config.get('file_name', ''))} | {code(target_of(config))} | "
+                     f"{md(j['status'])} | {done:,} |")
+    return import_result_md(jobs[0]) + "\n\n" + "\n".join(lines), live
+
+
+def cancel_import(store: Store, job_id: Optional[int]) -> str:
+    """Cancel a live import job: it stops with nothing stored."""
+    if not job_id:
+        return "No import is running."
+    return f"Import job {job_id}: {md(job_queue.cancel(store, int(job_id)))}; nothing of it is stored."
 
 
 def sets_md(store: Store) -> str:

@@ -1,6 +1,7 @@
 """People (published human-rated dialogues): measure any simulated user against human-played, human-rated dialogues.
 
-Import a corpus (ESConv's JSON or the lab's human JSONL: simulator.evaluation.human_corpora) as a human set,
+Import a corpus (ESConv's JSON or the lab's human JSONL: simulator.evaluation.human_corpora) as a human set, in
+an import job (its own process, with progress and Cancel, at most the owner's bound of conversations),
 run a simulator's shadow judgements over every reply of it in the background (trainer.benchmarking.shadow_jobs,
 with its progress, time left and Resume), and read its agreement with the people who played and rated those
 dialogues (simulator.evaluation.human_agreement): one table per simulator fingerprint, with plots.
@@ -12,10 +13,12 @@ import json
 import gradio as gr
 
 from app.agreement_plots import human_group_bars, human_spearman_bars
-from app.context import LabContext
+from app.context import LabContext, changed_only
 from app.render import md
 from app.services.people import human_sets
 from simulator.evaluation.human_agreement import format_human_report, human_agreement
+
+POLL_S = 2.0  # the import jobs' poll while one is live (else the lab's idle pace)
 
 
 def build(ctx: LabContext) -> None:
@@ -32,9 +35,18 @@ def build(ctx: LabContext) -> None:
                 name = gr.Textbox("", label="Set name (default: the format)", elem_id="people-name")
                 keep = gr.Checkbox(False, label="Import the good conversations and name the bad ones "
                                                 "(default: all or nothing)")
-                import_btn = gr.Button("Import", variant="primary", elem_id="people-import")
+                version = gr.Textbox("", label="New version (a corrected release of a stored set)",
+                                     elem_id="people-version", info="stored as human:NAME@VERSION; the set stays")
+                add = gr.Checkbox(False, label="The file's conversations the set lacks are new ones: add them")
+                with gr.Row():
+                    import_btn = gr.Button("Import", variant="primary", elem_id="people-import")
+                    cancel_import = gr.Button("Cancel", variant="stop", elem_id="people-import-cancel")
         import_status = gr.Markdown(elem_id="people-import-status")
+        import_jobs = gr.Markdown(elem_id="people-import-jobs")
         sets = gr.Markdown(elem_id="people-sets")
+        import_job = gr.State(None)
+        polled = gr.State(None)  # changed_only's digests of what the poll sent last
+        timer = ctx.poll(POLL_S)
     with gr.Accordion("2. Shadow judgements: play a simulator over every reply", open=True):
         with gr.Row():
             set_spec = gr.Textbox("human:esconv", label="Human set", elem_id="people-set")
@@ -60,10 +72,23 @@ def build(ctx: LabContext) -> None:
             groups = gr.Plot(elem_id="people-groups")
         report_json = gr.Code(language="json", label="The report as JSON", visible=False)
 
-    def on_import(path, fmt_, name_, keep_):
-        return human_sets.import_file(store, path, fmt_, name_, bool(keep_)), None, human_sets.sets_md(store)
+    def on_import(path, fmt_, name_, keep_, version_, add_):
+        message, job_id = human_sets.start_import(store, ctx.store_url, path, fmt_, name_, bool(keep_), version_,
+                                                  bool(add_))
+        return message, None, job_id, None, ctx.poll_pace(True, POLL_S)
 
-    import_btn.click(on_import, [upload, fmt, name, keep], [import_status, upload, sets])
+    import_btn.click(on_import, [upload, fmt, name, keep, version, add], [import_status, upload, import_job, polled,
+                                                                         timer])
+    cancel_import.click(lambda job_id: (human_sets.cancel_import(store, job_id), None), import_job,
+                        [import_status, polled])
+
+    def on_tick(sent):
+        jobs, live = human_sets.import_jobs_md(store)
+        (jobs, sets_, pace), sent = changed_only([jobs, human_sets.sets_md(store),
+                                                  ctx.poll_pace(live is not None, POLL_S)], sent)
+        return jobs, sets_, live, pace, sent
+
+    timer.tick(on_tick, polled, [import_jobs, sets, import_job, timer, polled])
 
     def on_runs():
         text, job_id = human_sets.shadow_jobs_md(store)
@@ -90,4 +115,5 @@ def build(ctx: LabContext) -> None:
                 gr.update(value=json.dumps(report, indent=1), visible=True))
 
     report_btn.click(on_report, [report_set], [report_out, bars, groups, report_json])
-    ctx.refresh_on_show(lambda: (human_sets.sets_md(store), *on_runs()), None, [sets, runs, resumable])
+    ctx.refresh_on_show(lambda: (human_sets.sets_md(store), *on_runs(), human_sets.import_jobs_md(store)[0]), None,
+                        [sets, runs, resumable, import_jobs])
