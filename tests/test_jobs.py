@@ -644,3 +644,29 @@ def test_what_a_job_takes_and_what_fits(tiny_model_dir, monkeypatch):
     monkeypatch.delenv(admission.CORES_VAR)
     monkeypatch.delenv(admission.MEMORY_VAR)
     assert admission.machine_limits().source == "machine"
+
+
+def test_a_web_job_estimated_above_the_machine_is_refused_with_both_figures(store, tiny_model_dir, monkeypatch):
+    """Not clamped to the limit (it would run alone and run out of memory): failed before it starts, saying
+    what it needs and what jobs may take. From the command line it runs alone."""
+    from simulator.access import ACCESS_ENV, Access
+    from trainer.jobs import admission
+    from trainer.jobs.context import JobContext
+
+    monkeypatch.setenv(admission.MEMORY_VAR, "1")
+    config = {"policy": str(tiny_model_dir), "concurrency": 256, "max_tokens": 131_072}
+    needed = admission.job_resources("benchmark", config, admission.machine_limits()).memory_gib
+    assert needed > 1
+    web = Access.web(logged_in=False, allowed_paths=(str(tiny_model_dir.parent),))
+    monkeypatch.setenv(ACCESS_ENV, web.to_json())
+    job_id = job_queue.create_job(store, "benchmark", config)
+    with pytest.raises(job_queue.JobError) as refused:
+        with JobContext(store, job_id, install_signals=False):
+            pass
+    assert f"{needed:,.1f} GiB" in str(refused.value) and "1.0 GiB jobs may take (--job-memory-gib)" in str(refused.value)
+    detail = job_queue.job_detail(store, job_id)
+    assert detail["status"] == "failed" and f"{needed:,.1f} GiB" in detail["error"]
+    monkeypatch.delenv(ACCESS_ENV)
+    shell_job = job_queue.create_job(store, "benchmark", config)
+    with JobContext(store, shell_job, install_signals=False) as ctx:
+        assert ctx.resources.memory_gib == 1.0  # the command line's job takes the machine and runs alone

@@ -82,7 +82,8 @@ def job_threads(kind: str, limits: MachineLimits) -> int:
 def job_resources(kind: str, config: dict[str, Any], limits: MachineLimits,
                   comparison_config: Optional[dict[str, Any]] = None) -> JobResources:
     """What a job of `kind` with `config` takes; the whole memory limit when it cannot be estimated (so it
-    runs alone rather than beside a job it might not fit with)."""
+    runs alone rather than beside a job it might not fit with). An estimate above the limit is kept as it is
+    (too_big_error says so)."""
     threads = job_threads(kind, limits)
     try:
         if kind == "train":
@@ -97,7 +98,17 @@ def job_resources(kind: str, config: dict[str, Any], limits: MachineLimits,
             why = "policy weights + KV cache for the dialogues in flight + the process"
     except Exception as exc:  # an estimate, never a reason for the job to fail: it runs alone instead
         memory, why = limits.memory_gib, f"not estimated ({type(exc).__name__}: {exc}): runs alone"
-    return JobResources(round(min(memory, limits.memory_gib), 2), threads, why)
+    return JobResources(round(memory, 2), threads, why)
+
+
+def too_big_error(resources: JobResources, limits: MachineLimits) -> str:
+    """Why a job estimated at `resources` cannot run on this machine at all ('' when it can)."""
+    if resources.memory_gib <= limits.memory_gib + 1e-9:
+        return ""
+    limit = "--job-memory-gib" if limits.source == "owner" else "the machine's memory less the app's share"
+    return (f"memory: this job needs an estimated {resources.memory_gib:,.1f} GiB ({resources.why}), more than "
+            f"the {limits.memory_gib:,.1f} GiB jobs may take ({limit}); lower its concurrency or max_tokens, or "
+            "pick a smaller model")
 
 
 def _train_gib(config: dict[str, Any]) -> tuple[float, str]:

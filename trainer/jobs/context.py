@@ -19,16 +19,19 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
+from simulator.access import current_access
 from simulator.llm.traffic import write_snapshot
 from storage import Checkpoint, Job, Metric, get_or_raise, read_scope, session_scope
 from storage.models import utcnow
-from trainer.jobs.admission import behind_text, job_resources, jobs_ahead, machine_limits, write_resources
+from trainer.jobs.admission import (behind_text, job_resources, jobs_ahead, machine_limits, too_big_error,
+                                   write_resources)
 from trainer.jobs.backend import LOCAL, host_name
 from trainer.jobs.liveness import reap_dead_jobs, shown_status
 from trainer.jobs.owner import JobLock, owner_pid, pid_alive
@@ -199,6 +202,12 @@ class JobContext:
                 row = s.get(Comparison, int(self.config.get("comparison_id", 0)))
                 comparison = dict(row.config or {}) if row is not None else {}
         self.resources = job_resources(self.kind, self.config, limits, comparison)
+        too_big = too_big_error(self.resources, limits)
+        if too_big and current_access().from_web:  # refused with both figures, never clamped to fit
+            self._refuse(too_big)
+        if too_big:  # the command line's job runs alone, as the machine allows
+            print(f"job {self.job_id}: {too_big}; it runs alone", flush=True)
+            self.resources = replace(self.resources, memory_gib=limits.memory_gib)
         write_resources(self.output_dir, self.resources)
         import torch
 
@@ -206,6 +215,13 @@ class JobContext:
         torch.set_num_threads(self.resources.threads)
         print(f"job {self.job_id} takes {self.resources.memory_gib:.1f} of {limits.memory_gib:.1f} GiB "
               f"({self.resources.why}) and {self.resources.threads} of {limits.cores} cores' threads", flush=True)
+
+    def _refuse(self, problem: str) -> None:
+        """End this job, not yet started, as failed with `problem` (JobError)."""
+        with session_scope(self.store) as s:
+            job = s.get(Job, self.job_id)  # not claimed yet, but its lock is this process's
+            job.status, job.error, job.finished_at = "failed", problem, utcnow()
+        raise JobError(problem)
 
     def _release(self) -> None:
         if self._lock is not None:
