@@ -156,10 +156,23 @@ def openai_client(route: Route, api_key: str, timeout: float) -> AsyncOpenAI:
     OPENAI_ORG_ID, OPENAI_PROJECT_ID and OPENAI_WEBHOOK_SECRET when none is given, and would send the first
     two as headers to the visitor's URL."""
     no_redirects = {} if route.follow_redirects else {"http_client": DefaultAsyncHttpxClient(follow_redirects=False)}
+    if not route.owners:  # no proxy or certificate setting from the environment, and only the request's headers
+        no_redirects = {"http_client": DefaultAsyncHttpxClient(follow_redirects=False, trust_env=False,
+                                                               event_hooks={"request": [_only_visitor_headers]})}
     client = AsyncOpenAI(api_key=api_key, base_url=route.url, timeout=timeout, max_retries=0, **no_redirects)
     if not route.owners:
         client.organization = client.project = client.webhook_secret = None
     return client
+
+
+# what a request to a URL a web caller typed carries: the request itself, nothing the library adds from the
+# environment (OPENAI_CUSTOM_HEADERS, the organisation ...) or about this machine (its platform headers)
+VISITOR_HEADERS = frozenset({"host", "accept", "accept-encoding", "content-type", "content-length", "connection"})
+
+
+async def _only_visitor_headers(request: Any) -> None:
+    for name in [n for n in request.headers if n.lower() not in VISITOR_HEADERS]:
+        del request.headers[name]
 
 
 def error_detail(exc: Exception, route: Route) -> str:
