@@ -13,6 +13,12 @@ times: after Retry-After when the server sent one (seconds or an HTTP date; `ret
 `min(max_backoff_s, backoff_s * 2**(retry-1))` times a jitter in [0.5, 1.5) from a Random seeded with
 `seed`. The `openai` client's own retries must be off (max_retries=0) under it, or retries multiply.
 
+An endpoint whose last STOP_AFTER requests in a row failed for want of a key or a connection (401, 403, a
+refused or dropped connection) is not called for STOP_FOR_S: every call to it, and every one queued for it,
+fails at once with EndpointStopped naming the cause, so a run on a wrong key or a dead server ends within a
+few requests instead of sending each of its calls (and their retries). A success clears the count; after
+the pause one request goes out again, and one more such failure stops the endpoint again.
+
 `snapshot()` counts per endpoint: in flight, waiting (queued on a limit or a pause, or backing off), sent,
 retried, 429s, gave up. A job process writes it into its folder (`write_snapshot`) and the views read it from there.
 None of this changes what a simulator or policy answers, so none of it is in the simulator fingerprint.
@@ -39,6 +45,14 @@ T = TypeVar("T")
 TRAFFIC_FILE = "traffic.json"  # the snapshot in a job's folder
 PAUSE_STATUSES = (429, 503)  # statuses whose Retry-After pauses the whole endpoint
 CONFIG_FIELDS = ("max_in_flight", "requests_per_minute", "max_retries")  # the limits a run's config sets
+STOP_AFTER = 3  # auth or connection failures in a row after which an endpoint is not called for a while
+STOP_FOR_S = 60.0
+STOPPING_STATUSES = (401, 403)
+STOPPING_REASONS = ("auth", "connection")
+
+
+class EndpointStopped(BackendError):
+    """A call not made: the endpoint's last requests failed for want of a key or a connection (see above)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,30 @@ class EndpointLimiter:
         self._waiters: deque[_Waiter] = deque()
         self._next_start = 0.0  # time.monotonic() before which no further request may start (rate limit)
         self._paused_until = 0.0  # time.monotonic() of the end of a Retry-After pause
+        self._failures_in_row = 0  # auth or connection failures since the last success
+        self._stopped: Optional[tuple[float, str, str]] = None  # (until, message, reason) once STOP_AFTER is hit
+
+    def stopped(self) -> Optional[EndpointStopped]:
+        """The error a call gets while the endpoint is stopped; None when it may be called."""
+        with self._lock:
+            if self._stopped is None or time.monotonic() >= self._stopped[0]:
+                return None
+            return EndpointStopped(self._stopped[1], self._stopped[2])
+
+    def outcome(self, error: Optional[BackendError], status: Optional[int]) -> None:
+        """Note how a request ended: a success clears the count of auth or connection failures in a row, such a
+        failure adds one (at STOP_AFTER the endpoint stops for STOP_FOR_S), any other failure changes nothing."""
+        with self._lock:
+            if error is None:
+                self._failures_in_row, self._stopped = 0, None
+                return
+            if status not in STOPPING_STATUSES and error.reason not in STOPPING_REASONS:
+                return
+            self._failures_in_row += 1
+            if self._failures_in_row >= STOP_AFTER:
+                self._stopped = (time.monotonic() + STOP_FOR_S,
+                                 f"{error} [{self.endpoint} is not called for {STOP_FOR_S:g}s: its last "
+                                 f"{self._failures_in_row} requests in a row failed ({error.reason})]", error.reason)
 
     def tighten(self, max_in_flight: int, requests_per_minute: int) -> None:
         """Apply the stricter of the current and the given limits."""
@@ -262,11 +300,17 @@ class Traffic:
         limiter = self.limiter
         for attempt in range(1, self.limits.max_retries + 2):
             async with limiter.slot():
+                if stopped := limiter.stopped():  # also for a call queued while the endpoint stopped
+                    raise stopped
                 try:
-                    return await request(), attempt
+                    result = await request()
                 except Exception as exc:  # CancelledError is not an Exception
                     failure, error = exc, classify(exc)
+                else:
+                    limiter.outcome(None, None)
+                    return result, attempt
             status = http_status(failure)
+            limiter.outcome(error, status)
             if status == 429:
                 limiter.count(rate_limited=1)
             if not error.retryable:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from simulator.llm.client import BackendError
+from simulator.llm.traffic import EndpointStopped
 from simulator.llm.prompting import fill, load_prompt_file
 from simulator.llm.structured import AnswerParseError, ask_structured, json_object
 from simulator.personas import lint as persona_lint
@@ -293,6 +294,7 @@ class PersonaGenerator:
         self.prompt = load_prompt_file(PROMPT_DIR, prompt_version, "persona generation")
         self.embed = embed or persona_lint.default_embed()
         self.settings: dict[str, Any] = {}  # how it was built (endpoint, sampling, ...): recorded on the generation
+        self.stopped_by: Optional[EndpointStopped] = None  # the endpoint stopped answering (auth, connection)
 
     def fingerprint(self) -> dict[str, Any]:
         fp = self.backend.fingerprint()
@@ -320,6 +322,8 @@ class PersonaGenerator:
             return None
         cand.attempts, cand.raw = answer.attempts, answer.text
         cand.latency_s, cand.n_tokens = answer.latency_s, answer.n_tokens
+        if isinstance(answer.call_error, EndpointStopped):
+            self.stopped_by = self.stopped_by or answer.call_error
         if isinstance(answer.call_error, BackendError):
             cand.validation_error = f"the call failed: {answer.call_error.reason}: {answer.call_error}"
             return cand, None
@@ -366,18 +370,23 @@ class PersonaGenerator:
                   cancelled: Callable[[], bool] = lambda: False) -> list[Candidate]:
         """Every slot concurrently, as many at once as the backend's traffic limiter lets calls be in flight
         (so a cancel finds the slots not yet started still waiting); `on_result` sees each candidate as it is
-        made; slots not started when `cancelled()` turns true are skipped."""
+        made; slots not started when `cancelled()` turns true are skipped, and so are they once the endpoint
+        stopped (EndpointStopped: a wrong key or no connection), which is then raised: the generation fails."""
         limits = getattr(self.backend, "limits", None)
         at_once = asyncio.Semaphore(max(1, getattr(limits, "max_in_flight", 8)))
 
         async def go(slot: dict[str, Any]) -> Optional[Candidate]:
             try:
                 async with at_once:
-                    cand = await self.one(slot, id_of(slot), deduper, cancelled=cancelled)
+                    cand = await self.one(slot, id_of(slot), deduper,
+                                          cancelled=lambda: cancelled() or self.stopped_by is not None)
             except Exception as exc:  # a bug or an unexpected client error: this slot only
                 cand = Candidate(slot=dict(slot), validation_error=f"{type(exc).__name__}: {str(exc)[:300]}")
             if cand is not None and on_result is not None:
                 on_result(cand)
             return cand
 
-        return [c for c in await asyncio.gather(*(go(s) for s in slots)) if c is not None]
+        made = [c for c in await asyncio.gather(*(go(s) for s in slots)) if c is not None]
+        if self.stopped_by is not None:
+            raise self.stopped_by
+        return made
