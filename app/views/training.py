@@ -257,7 +257,7 @@ def build(ctx: LabContext) -> None:
     preset.change(on_preset, [preset], [preset_info, *widgets, extra, *hardware_boxes, plan_md, confirm, plan_key])
     plan_btn.click(on_plan, [preset, *widgets, extra, *hardware_boxes], [*errors, general, launch_msg, plan_md,
                                                                         plan_key, timer, table_sent])
-    # the kept plan on every page load; a plan started only when this tab is opened (a probe takes the cores)
+    # on every page load and when the tab opens: a probe still running, else the kept plan (never a new probe)
     ctx.load_hooks.append((on_open, [preset, plan_key], [plan_md, plan_key]))  # a reloaded page finds its probe
     if ctx.current_tab is not None:
         ctx.current_tab.select(on_open, [preset, plan_key], [plan_md, plan_key])

@@ -8,9 +8,10 @@ turn (merge_turns); the persona a dialogue is played from is built from its situ
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from simulator.personas.profile import Profile
+from simulator.personas.profile import MAX_NAME_CHARS, Profile
 
 FORMATS = ("esconv", "jsonl")
 USER_NAMES = ("seeker", "usr", "speaker", "user")
@@ -87,7 +88,9 @@ def persona_profile(corpus: str, external_id: str, groups: dict[str, str], situa
     fields the file gives."""
     feeling = f", feeling {groups['emotion_type']}" if groups.get("emotion_type") else ""
     about = f" about {groups['problem_type']}" if groups.get("problem_type") else ""
-    base = {"id": f"{corpus}-{external_id}"[:64], "name": f"{corpus} seeker {external_id}",
+    # an id and a name a profile may hold (simulator.personas.profile: letters, digits, - _ . :; 120 characters)
+    base = {"id": re.sub(r"[^\w.:-]", "-", f"{corpus}-{external_id}")[:64],
+            "name": f"{corpus} seeker {external_id}"[:MAX_NAME_CHARS],
             "persona": f"Someone who came to talk for emotional support{feeling}{about}.",
             "background": situation or "(the corpus gives no situation)",
             "hidden_need": "to feel understood and to find a way through what troubles them",
