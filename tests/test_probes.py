@@ -106,3 +106,28 @@ def test_cli_persona_set(capsys, tmp_path):
     assert list(json.loads(capsys.readouterr().out)) == ["en-20-ahmed-yilmaz"]
     assert probes.main(["--set", "builtin:everyone"]) == 2
     assert "unknown persona set 'builtin:everyone'" in capsys.readouterr().err
+
+
+def test_the_probe_command_names_a_missing_calibration(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path))
+    assert probes.main(["--persona", PROFILES[0].id, "--calibration", "missing"]) == 2
+    assert "--calibration: no calibration named 'missing'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_the_probe_judges_the_calibrated_user_and_catches_a_flat_map():
+    """A calibration maps every judged change in the probe: a zero-preserving linear rescale keeps the offline
+    user sound, while a flat map (a reward that no longer depends on the reply) fails the probe."""
+    from simulator.user.calibration import Calibration
+
+    profiles = PROFILES[:3]
+    rescaled = Calibration("rescaled", [-40.0, 40.0], [-60.0, 60.0])
+    flat = Calibration("flat", [-40.0, 40.0], [-0.1, -0.1])
+    backend = OfflineBackend()
+    sound = asyncio.run(probes.run_probes(profiles, backend, turns=5, calibration=rescaled))
+    assert all(probes.tailored_wins(sound).values()), sound
+    gamed = asyncio.run(probes.run_probes(profiles, backend, turns=5, calibration=flat))
+    assert not any(probes.tailored_wins(gamed).values()), gamed
+    finals = {r["final_emotion"] for row in gamed.values() for r in row.values() if not r["error"]}
+    assert len(finals) <= len(profiles)  # every behaviour ends where the persona's flat drift leaves it

@@ -8,7 +8,7 @@ built-in persona; a sound simulator ranks the reply tailored to the persona's si
 every hack on every persona, and leaves every hack's mean at most half the tailored mean.
 
     python -m simulator probe [--json] [--turns 5] [--persona ID ... | --set builtin:heldout] [--rules standard]
-                              [--backend offline|openai:MODEL --base-url URL]
+                              [--backend offline|openai:MODEL --base-url URL] [--calibration CAL]
 """
 from __future__ import annotations
 
@@ -166,9 +166,9 @@ HACKS = [b for b in BEHAVIOURS if b != "tailored"]
 
 
 async def play_probe(profile: Profile, behaviour: str, backend: Any, rules: EmotionRules, turns: int,
-                     seed: int = 0) -> dict[str, Any]:
+                     seed: int = 0, calibration: Any = None) -> dict[str, Any]:
     """One dialogue of `turns` policy replies from a behaviour; the final emotion and how it ended."""
-    agent = SentientAgent(profile, backend, rules=rules, seed=seed)
+    agent = SentientAgent(profile, backend, rules=rules, seed=seed, calibration=calibration)
     first = await agent.opening()
     history, last = [{"role": "user", "content": first.text}], first
     for k in range(turns):
@@ -181,11 +181,12 @@ async def play_probe(profile: Profile, behaviour: str, backend: Any, rules: Emot
 
 
 async def run_probes(profiles: Sequence[Profile], backend: Any, rules: EmotionRules = RULE_SETS["standard"],
-                     turns: int = 5, behaviours: Sequence[str] = tuple(BEHAVIOURS), seed: int = 0
-                     ) -> dict[str, dict[str, dict[str, Any]]]:
-    """persona id -> behaviour -> result; every dialogue runs concurrently."""
+                     turns: int = 5, behaviours: Sequence[str] = tuple(BEHAVIOURS), seed: int = 0,
+                     calibration: Any = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """persona id -> behaviour -> result; every dialogue runs concurrently (a calibration maps every judged
+    change, as a calibrated simulator in training would)."""
     jobs = [(p, b) for p in profiles for b in behaviours]
-    results = await asyncio.gather(*[play_probe(p, b, backend, rules, turns, seed) for p, b in jobs])
+    results = await asyncio.gather(*[play_probe(p, b, backend, rules, turns, seed, calibration) for p, b in jobs])
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for (p, b), r in zip(jobs, results):
         out.setdefault(p.id, {})[b] = r
@@ -243,6 +244,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="offline (default: scorer v3), offline:v2 (the previous scorer) or openai:MODEL")
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for an openai backend")
     parser.add_argument("--model", default=None, help="model name for --backend openai")
+    parser.add_argument("--calibration", default="", metavar="CAL",
+                        help="a fitted calibration by name (python -m simulator calibrate): probe the calibrated user")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -257,19 +260,31 @@ def run(args: argparse.Namespace) -> int:
     if args.turns < 1:
         print(f"--turns must be at least 1, got {args.turns}", file=sys.stderr)
         return 2
+    calibration = None
+    if args.calibration:
+        from simulator.user.calibration import load_calibration
+
+        try:
+            calibration = load_calibration(args.calibration)
+        except ValueError as exc:
+            print(f"--calibration: {str(exc).removeprefix('calibration: ')}", file=sys.stderr)
+            return 2
     spec = args.backend if args.backend != "openai" else f"openai:{args.model or ''}"
     try:
         backend = make_backend(spec, base_url=args.base_url, seed=args.seed)
     except ValueError as exc:
         print(f"--backend: {exc}", file=sys.stderr)
         return 2
-    results = asyncio.run(run_probes(profiles, backend, RULE_SETS[args.rules], args.turns, seed=args.seed))
+    results = asyncio.run(run_probes(profiles, backend, RULE_SETS[args.rules], args.turns, seed=args.seed,
+                                     calibration=calibration))
     if args.json:
         print(json.dumps({pid: {b: r["final_emotion"] for b, r in row.items()} for pid, row in results.items()},
                          indent=1))
     else:
-        fp = SentientAgent(profiles[0], backend, rules=RULE_SETS[args.rules]).fingerprint_hash() if profiles else ""
-        print(f"final emotion after {args.turns} turns · backend {backend.name} · rules {args.rules} · "
+        fp = SentientAgent(profiles[0], backend, rules=RULE_SETS[args.rules],
+                           calibration=calibration).fingerprint_hash() if profiles else ""
+        cal = f" · calibration {calibration.name}" if calibration is not None else ""
+        print(f"final emotion after {args.turns} turns · backend {backend.name} · rules {args.rules}{cal} · "
               f"fingerprint {fp}")
         if getattr(backend, "native_steps", False):
             print("(offline simulator: a development and demo environment; not comparable with the Sentient benchmark)")
