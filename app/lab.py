@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import time
 import traceback
 from typing import Any, Iterable, Optional
 
@@ -24,6 +25,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "3")
 
 import gradio as gr
+import httpx
+from gradio import networking as gradio_networking
 from gradio.routes import App, ORJSONResponse
 
 from app.context import LINK_EVENT, TRANSCRIPTS_TAB, LabContext
@@ -158,6 +161,20 @@ class GuardedApp(App):
         return HostOriginGuard(inner, self.guard_hosts, self.behind_proxy)
 
 
+def page_answers(url: str, wait_s: float = 60.0) -> bool:
+    """Whether the served page answers within `wait_s`: Gradio's own start-up check (networking.url_ok) gives up
+    at its first 3 s time-out, which a loaded machine's first render can exceed, and then refuses to start."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.head(url, timeout=5).status_code in (200, 401, 301, 302, 303, 307, 308):
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
            auth: Optional[tuple[str, str]] = None, prevent_thread_lock: bool = False, quiet: bool = False,
            extra_hosts: Iterable[str] = (), behind_proxy: str = "", max_upload_mb: int = MAX_UPLOAD_MB):
@@ -166,6 +183,7 @@ def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860,
     `behind_proxy`: the addresses of the reverse proxies whose X-Forwarded-* headers are believed ('' none:
     uvicorn, which Gradio starts, then rewrites neither the client address nor the scheme)."""
     os.environ["FORWARDED_ALLOW_IPS"] = behind_proxy  # uvicorn reads it when Gradio makes its Config
+    gradio_networking.url_ok = page_answers
     app = GuardedApp(allowed_hosts(host, extra_hosts), bool(behind_proxy), default_response_class=ORJSONResponse)
     return demo.launch(
         server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
