@@ -247,6 +247,7 @@ def test_compare_start_errors_stay_under_their_fields(lab_server, browser_page, 
 
     page = browser_page
     before = len(compare.list_comparisons(lab_server.store))  # the module's page and store are shared
+    page.reload()  # a fresh form: the module's earlier tests typed a limit and a reply cap into this one
     page.get_by_role("tab", name="Compare").click()
     for elem, value in (("cmp-b", tmp_path / "gone"), ("cmp-profiles", "nonsense-set")):
         page.locator(f"#{elem} input").fill(str(value))
