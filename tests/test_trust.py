@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from helpers import wait_for_http
 
 from app.services import training as training_service
@@ -196,7 +197,10 @@ def test_a_job_the_web_starts_keeps_the_web_rules(tmp_path, store, db_url, monke
     the outside reward even though nothing checked the config before it was recorded."""
     code, marker = outside_code(tmp_path / "outside")
     as_web(monkeypatch)
-    config = {"reward": f"python:{code}:reward", "steps": 1}
+    # the CPU demo's settings, so the job fits this machine and its process starts (a job the plan says will not
+    # fit is refused before it starts, for memory, and would never reach the outside reward)
+    demo = yaml.safe_load((REPO / "configs" / "learning-curve-cpu.yaml").read_text())
+    config = {**demo, "reward": f"python:{code}:reward", "steps": 1}
     job_id = job_queue.create_job(store, "train", config, name="from the web")
     job_queue.launch(db_url, job_id)
     deadline = time.monotonic() + 300
