@@ -77,7 +77,7 @@ def tour_step_plan_and_train(page, store, model_dir: Path) -> str:
         _set(page, elem, value)
     _set(page, "train-extra", "max_dialogue_tokens: 512")
     page.locator("#train-plan-btn").click()
-    expect(page.locator("#train-plan")).to_contain_text("Timing one step", timeout=30_000)  # at once, under the quick plan
+    expect(page.locator("#train-plan")).to_contain_text("Timing one step", timeout=30_000)  # under the quick plan
     expect(page.locator("#train-plan")).to_contain_text("measured on", timeout=JOB_WAIT_S * 1000)
     expect(page.locator("#train-plan")).to_contain_text(re.compile(r"time: [\d.]+ s per step x 1 steps"))
     page.locator("#train-launch").click()
