@@ -70,8 +70,7 @@ def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     fp_hash = judged_hash(store, args, dialogues, sims)
     units = units_of(dialogues, sims[fp_hash]["deltas"])
     held = cross_validate(units, args.turn_points, k=args.folds, seed=args.seed)
-    before = {"turns": [u for u in units["turns"]], "dialogues": units["dialogues"]}
-    figures = {"before": tables(before, args.n_boot, args.seed, args.turn_points, args.state_points),
+    figures = {"before": tables(units, args.n_boot, args.seed, args.turn_points, args.state_points),
                "after": tables(held, args.n_boot, args.seed, args.turn_points, args.state_points),
                "change_by_score": {"before": change_by_score(units["turns"]), "after": change_by_score(held["turns"])},
                "folds": args.folds, "n_turns": len(units["turns"]), "n_dialogue_states": len(units["dialogues"])}
