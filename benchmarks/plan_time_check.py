@@ -134,8 +134,11 @@ def _fused_head_kernels(head: Any, labels: Any, device: str) -> dict[str, Any]:
     try:
         from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
 
-        kernels["liger"] = lambda h: -LigerFusedLinearCrossEntropyFunction.apply(
-            h, head.weight, labels, None, None, -100, 0.0, 0.0, "none")
+        def liger(h: Any) -> Any:
+            out = LigerFusedLinearCrossEntropyFunction.apply(h, head.weight, labels, None, None, -100, 0.0, 0.0, "none")
+            return -(out[0] if isinstance(out, tuple) else out)  # 0.8 returns (loss, z_loss, accuracy, predicted)
+
+        kernels["liger"] = liger
     except ImportError:
         pass
     try:

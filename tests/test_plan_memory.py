@@ -1,7 +1,8 @@
 """New for issue 33 (GPU truth): the memory plan is an upper bound of what a step holds (trainer.plan_memory).
 
 Measured reference points (benchmarks/gpu_check.py and tests/test_gpu.py on one H200, torch 2.11 cu130, transformers
-5.19.0, commit 5e83a50, 2026-11-26; docs/presets-and-plan.md has the table): random Qwen2 of Qwen2.5-1.5B's shape,
+5.19.0, commit 5e83a50, 2026-11-26, and three cases again at 9e13f41, 2026-11-28; docs/presets-and-plan.md has
+the table): random Qwen2 of Qwen2.5-1.5B's shape,
 16 dialogues x 3 turns x 96 new tokens, max_dialogue_tokens 1024, micro-batch 4, bf16; and tests/test_gpu.py's
 0.12 B model (8 dialogues x 2 turns x 32 new tokens, max_dialogue_tokens 512, micro-batch 2). The plan must lie
 between the peak allocated and 1.25 x the peak reserved memory (torch.cuda.max_memory_allocated / _reserved).
@@ -30,6 +31,10 @@ H200_MEASURED = [
     ("grpo-overlap", GPU_RUN, {"algorithm": "grpo", "group_size": 4, "max_staleness": 1}, QWEN_1P5B, 19.96, 23.25),
     ("ppo-lora-gc", GPU_RUN, {"algorithm": "ppo", "lora": True, "gradient_checkpointing": True}, QWEN_1P5B,
      15.25, 16.80),
+    # measured again 2026-11-28 at commit 9e13f41 (static decode path, kept caches; docs/results.md)
+    ("ppo-full-9e13f41", GPU_RUN, {"algorithm": "ppo"}, QWEN_1P5B, 26.61, 33.42),
+    ("ppo-overlap-9e13f41", {**GPU_RUN, "steps": 3}, {"algorithm": "ppo", "max_staleness": 1}, QWEN_1P5B, 29.50, 36.27),
+    ("grpo-full-9e13f41", GPU_RUN, {"algorithm": "grpo", "group_size": 4}, QWEN_1P5B, 16.84, 22.88),
     ("small-ppo", SMALL_RUN, {"algorithm": "ppo"}, SMALL, 2.35, 2.45),
     ("small-grpo", SMALL_RUN, {"algorithm": "grpo"}, SMALL, 1.43, 1.49),
 ]
