@@ -1,4 +1,4 @@
-"""Calibration of a simulated user to people (simulator.evaluation.calibration, `python -m simulator calibrate`):
+"""Calibration of a simulated user to people (simulator.fitting.monotone_map, `python -m simulator calibrate`):
 a known distortion is recovered, cross-validation never puts one dialogue on both sides, the command fits on a
 store's shadow judgements and saves a calibration that a simulator spec applies, and the calibrated simulator's
 fingerprint differs from the uncalibrated one."""
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_profile
 
-from simulator.evaluation.calibration import cross_validate, fit_map, grouped_folds
+from simulator.fitting.monotone_map import cross_validate, fit_map, grouped_folds
 from simulator.user.calibration import Calibration, load_calibration, save_calibration
 from simulator.evaluation.human_agreement import human_agreement, load_set, units_of
 from simulator.evaluation.human_corpora import import_corpus

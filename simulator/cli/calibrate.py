@@ -1,11 +1,13 @@
 """`python -m simulator calibrate --set human:NAME --simulator SPEC --name CAL [--folds 5] [--json]`: fit a
-calibration of a simulator to the people of a human set (simulator.evaluation.calibration).
+calibration of a simulator to the people of a human set (simulator.fitting.monotone_map).
 
 Reads the simulator's shadow judgements of the set (`python -m trainer shadow --set human:NAME --simulator SPEC`
 first; a shadow run is a resumable job), cross-validates over dialogues, prints the agreement tables before and
 after on the held-out folds with their intervals, fits the map on every dialogue and saves it as CAL (in the
 lab's folder, calibrations/CAL.json). Then `--calibration CAL` on a simulator applies it, and its fingerprint
-changes (`python -m trainer shadow ... --calibration CAL` judges the set again under it).
+changes (`python -m trainer shadow ... --calibration CAL` judges the set again under it). `--reply-signal` adds
+the second level, a per-reply signal regressed on the people's ratings (simulator.fitting.reply_signal_fit),
+and reports its held-out figures beside the map's.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-points", type=float, default=25.0, help="emotion points per pre/post state step")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="the folds' and the intervals' seed")
+    parser.add_argument("--reply-signal", action="store_true",
+                        help="also fit a per-reply signal of sentence embeddings to the people (second level)")
     parser.add_argument("--db", default=None, help="the store (a SQLite file or a SQLAlchemy URL)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -59,7 +63,7 @@ def judged_hash(store: Any, args: argparse.Namespace, dialogues: list[dict[str, 
 
 
 def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from simulator.evaluation.calibration import change_by_score, cross_validate, fit_map
+    from simulator.fitting.monotone_map import change_by_score, cross_validate, fit_map
     from simulator.user.calibration import Calibration, save_calibration
     from simulator.evaluation.human_agreement import load_set, tables, units_of
     from storage.db import lab_home
@@ -76,10 +80,21 @@ def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
                "folds": args.folds, "n_turns": len(units["turns"]), "n_dialogue_states": len(units["dialogues"])}
     knots = fit_map([u["parts"] for u in units["turns"]],
                     [(u["score"] - u["mid"]) * args.turn_points for u in units["turns"]])
+    signal = None
+    if getattr(args, "reply_signal", False):
+        from simulator.fitting.reply_signal_fit import cross_validate_signal, fit_two_levels, reply_feature_rows
+
+        rows = reply_feature_rows(store, units)
+        held_signal = cross_validate_signal(units, rows, args.turn_points, k=args.folds, seed=args.seed)
+        figures["after_signal"] = tables(held_signal, args.n_boot, args.seed, args.turn_points, args.state_points)
+        figures["change_by_score"]["after_signal"] = change_by_score(held_signal["turns"])
+        figures["signal_alphas"] = held_signal["alphas"]
+        _, signal = fit_two_levels(units["turns"], rows, args.turn_points, args.seed)
     data = {"set": args.set_spec, "n_dialogues": len(dialogues), "n_turns": len(units["turns"]),
             "turn_points_per_step": args.turn_points, "seed": args.seed,
             "external_ids_hash": _ids_hash([d["external_id"] or str(d["id"]) for d in dialogues])}
-    cal = Calibration(args.name, *knots, simulator_fingerprint_hash=fp_hash, data=data, report=figures)
+    cal = Calibration(args.name, *knots, simulator_fingerprint_hash=fp_hash, data=data, report=figures,
+                      reply_signal=signal)
     path = save_calibration(cal, lab_home())
     return {"name": cal.name, "hash": cal.hash(), "path": str(path), "simulator_fingerprint_hash": fp_hash,
             "knots_x": cal.knots_x, "knots_y": cal.knots_y, **figures}
@@ -101,10 +116,13 @@ def format_result(r: dict[str, Any]) -> str:
     lines = [f"calibration {r['name']} ({r['hash']}) of simulator {r['simulator_fingerprint_hash']}: "
              f"{r['n_turns']} rated turn(s), {r['folds']}-fold cross-validation over dialogues; saved {r['path']}",
              "map: " + ", ".join(f"{x:+.2f}->{y:+.2f}" for x, y in zip(r["knots_x"], r["knots_y"])),
-             f"{'held-out figure':<36}{'before':<34}after"]
+             f"{'held-out figure':<36}{'before':<34}{'after (map)':<34}"
+             + ("after (map + reply signal)" if "after_signal" in r else "")]
     for level in ("turns", "dialogues"):
         for stat in ("spearman", "mean_diff"):
-            lines.append(f"{level + ' ' + stat:<36}{cell(r['before'][level][stat]):<34}{cell(r['after'][level][stat])}")
+            lines.append(f"{level + ' ' + stat:<36}{cell(r['before'][level][stat]):<34}"
+                         f"{cell(r['after'][level][stat]):<34}"
+                         + (cell(r["after_signal"][level][stat]) if "after_signal" in r else ""))
     lines.append("mean simulator change at each person's score (before -> after): " + "; ".join(
         f"{s}: {b['mean']:+.1f} -> {r['change_by_score']['after'].get(s, {}).get('mean', float('nan')):+.1f}"
         for s, b in r["change_by_score"]["before"].items()))

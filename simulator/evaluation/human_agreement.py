@@ -52,6 +52,21 @@ def load_set(store: Any, set_spec: str) -> tuple[list[dict[str, Any]], dict[str,
     return dialogues, sims
 
 
+def replies_at(store: Any, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], tuple[list[str], str]]:
+    """For each (dialogue id, index of a user turn answering a reply): what the user had said before the reply
+    (their messages, in order) and the reply (the turn before that index)."""
+    turns: dict[int, list[tuple[int, str, str]]] = {}
+    with read_scope(store) as s:
+        for d in s.scalars(select(Dialogue).where(Dialogue.id.in_(sorted({d for d, _ in keys})))):
+            turns[d.id] = [(t.index, t.role, t.text or "") for t in d.turns]
+    out = {}
+    for d_id, index in keys:
+        before = [t for t in turns[d_id] if t[0] < index]
+        reply_at, reply = before[-1][0], before[-1][2]
+        out[d_id, index] = ([text for i, role, text in before if role == "user" and i < reply_at], reply)
+    return out
+
+
 def people_change(state: dict[str, Any] | None) -> float | None:
     """The person's pre-to-post change in scale steps, positive when they got better."""
     if not state:
@@ -67,6 +82,8 @@ def units_of(dialogues: Sequence[dict[str, Any]], deltas: dict[tuple, float | No
     for pos, d in enumerate(dialogues):
         span: list[float | None] = []
         total: list[float | None] = []
+        span_keys: list[tuple[int, int]] = []  # (dialogue id, the user turn answering each reply)
+        total_keys: list[tuple[int, int]] = []
         previous_role = None
         lo, hi = (d["score_scale"] or [1, 5])
         for index, role, score in d["turns"]:
@@ -74,18 +91,21 @@ def units_of(dialogues: Sequence[dict[str, Any]], deltas: dict[tuple, float | No
                 value = deltas.get((d["id"], index))
                 span.append(value)
                 total.append(value)
+                span_keys.append((d["id"], index))
+                total_keys.append((d["id"], index))
             previous_role = role
             if role == "user" and score is not None:
                 if span and all(v is not None for v in span):
                     turns.append({"dialogue": pos, "score": float(score), "sim": float(sum(span)),
-                                  "parts": [float(v) for v in span], "mid": (lo + hi) / 2, "groups": d["groups"]})
+                                  "parts": [float(v) for v in span], "keys": span_keys, "mid": (lo + hi) / 2,
+                                  "groups": d["groups"]})
                 elif span:
                     unjudged += 1
-                span = []
+                span, span_keys = [], []
         change = people_change(d["state"])
         if change is not None and total and all(v is not None for v in total):
             whole.append({"dialogue": pos, "people": change, "sim": float(sum(total)),
-                          "parts": [float(v) for v in total], "groups": d["groups"]})
+                          "parts": [float(v) for v in total], "keys": total_keys, "groups": d["groups"]})
     return {"turns": turns, "dialogues": whole, "n_unjudged": unjudged}
 
 

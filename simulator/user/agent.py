@@ -75,7 +75,7 @@ class SentientAgent:
                  calibration: Any = None):
         """`pack`: the prompt pack of chat backends (simulator.user.packs): a pack object or its spec
         ("own", "sage:DIR"); "v1" or None = the earlier templates of `prompt_version`, rendered here.
-        `calibration`: a simulator.evaluation.calibration.Calibration mapping each judged change onto people's
+        `calibration`: a simulator.user.calibration.Calibration mapping each judged change onto people's
         scale before the emotion rules (None: the judged change as it is)."""
         from simulator.user.packs import load_pack
 
@@ -155,7 +155,9 @@ class SentientAgent:
             before = self.emotion
             change = analysis["change"]
             if self.calibration is not None:
-                analysis["uncalibrated_change"], change = change, self.calibration.apply(change)
+                said = [m.get("content") or "" for m in history if m.get("role") == "user"]
+                analysis["uncalibrated_change"] = change
+                change, analysis["calibration"] = await self.calibration.calibrate(change, said, reply)
             self.emotion, delta = self.rules.apply(before, change)
             out, raw_r, tok_r = await self._reply_step(history, reply, analysis, delta)
         except (BackendError, ParseError) as exc:

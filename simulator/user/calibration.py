@@ -1,5 +1,6 @@
 """A calibration of a simulated user: a fitted, monotone map of its judged emotion change onto people's scale,
-applied before the emotion rules (simulator.user.agent). Fitted by simulator.evaluation.calibration
+plus, optionally, a per-reply signal fitted to people (simulator.user.reply_signal) added to it, applied before
+the emotion rules (simulator.user.agent). Fitted by simulator.fitting.monotone_map
 (`python -m simulator calibrate`); stored as JSON under its name in the lab's folder (calibrations/NAME.json), or
 shipped with the lab in simulator/calibrations/ beside the licence of the data it was fitted on."""
 from __future__ import annotations
@@ -9,9 +10,11 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
+
+from simulator.user.reply_signal import ReplySignal
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 PACKAGED = Path(__file__).resolve().parent.parent / "calibrations"  # shipped calibrations, each with its notice
@@ -27,20 +30,31 @@ class Calibration:
     simulator_fingerprint_hash: str = ""  # the simulator whose judgements it was fitted on
     data: dict[str, Any] = field(default_factory=dict)  # what it was fitted on (set, counts, source, licence)
     report: dict[str, Any] = field(default_factory=dict)  # cross-validated before/after figures
+    reply_signal: ReplySignal | None = None  # the second level: points of each reply fitted to people
 
     def apply(self, change: float) -> float:
         return float(np.interp(float(change), self.knots_x, self.knots_y))
 
+    async def calibrate(self, change: float, said: Sequence[str], reply: str) -> tuple[float, dict[str, float]]:
+        """The calibrated change of one reply (the map, plus the reply signal's points) and its parts."""
+        parts = {"mapped": self.apply(change)}
+        if self.reply_signal is not None:
+            parts["reply_signal"] = await self.reply_signal.score(said, reply)
+        return float(sum(parts.values())), {k: round(v, 3) for k, v in parts.items()}
+
     def hash(self) -> str:
-        """What changes a dialogue: the knots (and the name), not the report."""
-        body = json.dumps({"name": self.name, "x": self.knots_x, "y": self.knots_y}, sort_keys=True)
+        """What changes a dialogue: the knots, the reply signal (and the name), not the report."""
+        body = json.dumps({"name": self.name, "x": self.knots_x, "y": self.knots_y,
+                           **({"signal": self.reply_signal.hash()} if self.reply_signal else {})}, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def fingerprint(self) -> dict[str, Any]:
         return {"name": self.name, "hash": self.hash(), "fitted_on": self.simulator_fingerprint_hash}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["reply_signal"] = self.reply_signal.to_dict() if self.reply_signal else None
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Calibration":
@@ -49,7 +63,8 @@ class Calibration:
             raise ValueError("calibration: knots_x must increase and knots_y must not decrease, of equal length")
         return cls(name=str(d["name"]), knots_x=x, knots_y=y,
                    simulator_fingerprint_hash=str(d.get("simulator_fingerprint_hash", "")),
-                   data=dict(d.get("data") or {}), report=dict(d.get("report") or {}))
+                   data=dict(d.get("data") or {}), report=dict(d.get("report") or {}),
+                   reply_signal=ReplySignal.from_dict(d["reply_signal"]) if d.get("reply_signal") else None)
 
 
 def calibration_path(name: str, home: Path) -> Path:

@@ -35,7 +35,7 @@ class SimulatorSpec:
     seed: int = 0
     api_key: Optional[str] = field(default=None, repr=False)  # command line only, else OPENAI_API_KEY; never recorded
     access: Optional[Access] = None  # who asks (None: this process's caller, simulator.access)
-    calibration: str = ""  # a fitted map of the judged changes onto people's scale, by name (evaluation.calibration)
+    calibration: str = ""  # a fitted map of the judged changes onto people's scale, by name (simulator.user.calibration)
 
     @classmethod
     def from_config(cls, config: Any, rules: Any = None) -> "SimulatorSpec":
