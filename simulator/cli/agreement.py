@@ -7,7 +7,9 @@ simulator.evaluation.agreement's report (per simulator fingerprint, persona need
 statistic with its bootstrap interval, n, undefined resamples and, for a null, why). --set human:NAME reads a
 stored human corpus (`python -m simulator import-human`) and the simulators' shadow judgements of it
 (`python -m trainer shadow`) and prints simulator.evaluation.human_agreement's report: one table per simulator
-fingerprint, per turn and per dialogue, per problem and emotion type, intervals over dialogues.
+fingerprint, per turn and per dialogue, per problem and emotion type, intervals over dialogues, with the
+calibration curve, the realism of the simulator's next messages, the survey scores and the interval's width by
+dialogues rated (simulator.evaluation.people_measures).
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --set: emotion points per step of the people's turn score (default 5)")
     parser.add_argument("--state-points", type=float, default=25.0,
                         help="with --set: emotion points per step of the people's pre/post state (default 25)")
+    parser.add_argument("--no-realism", action="store_true",
+                        help="with --set: skip the realism of the simulator's next messages (it embeds them)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-change-within", type=float, default=1e-9, metavar="X",
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
             report = human_agreement(make_store(args.db), args.set_spec, n_boot=args.n_boot, seed=args.seed,
                                      fingerprint=args.fingerprint, turn_points_per_step=args.turn_points,
-                                     state_points_per_step=args.state_points)
+                                     state_points_per_step=args.state_points, with_realism=not args.no_realism)
             print(json.dumps(report) if args.json else format_human_report(report))
             return 0
         if args.ratings:

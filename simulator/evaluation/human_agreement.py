@@ -13,10 +13,13 @@ simulators are compared on the same people.
 
 Intervals resample whole dialogues (turns within a dialogue are not independent). A turn whose span has a
 reply the simulator did not judge (missing or an error) is left out and counted in n_unjudged.
+
+Beside the tables, each simulator's calibration curve (change at each score), the realism of its next messages,
+its totals against the people's survey scores and the per-turn interval's width by dialogues rated
+(simulator.evaluation.people_measures).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +28,7 @@ from sqlalchemy import select
 
 from simulator.evaluation.agreement import MIN_UNITS, N_BOOT, bootstrap, estimate, pair_reason, spearman
 from simulator.evaluation.human_corpora import GROUP_KEYS, human_set_ids
+from simulator.evaluation.people_measures import dialogue_clusters, format_people_measures, people_measures
 from storage import Dialogue, read_scope
 from storage.ratings import ShadowJudgement
 
@@ -33,8 +37,9 @@ STATE_POINTS_PER_STEP = 25.0  # a 1-5 intensity step as emotion points: the whol
 
 
 def load_set(store: Any, set_spec: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(the set's dialogues with their turns' scores, {fingerprint hash: {"fingerprint", "deltas":
-    {(dialogue, turn): delta or None}, "errors": [why a judgement failed]}})."""
+    """(the set's dialogues with their turns' scores and the people's texts, {fingerprint hash: {"fingerprint",
+    "deltas": {(dialogue, turn): delta or None}, "replies": {(dialogue, turn): what the simulator would have
+    said}, "errors": [why a judgement failed]}})."""
     ids = human_set_ids(store, set_spec)
     dialogues, sims = [], {}
     with read_scope(store) as s:
@@ -42,11 +47,15 @@ def load_set(store: Any, set_spec: str) -> tuple[list[dict[str, Any]], dict[str,
             config = dict(d.config or {})
             dialogues.append({"id": d.id, "external_id": d.external_id, "state": config.get("state"),
                               "score_scale": config.get("score_scale"), "groups": config.get("groups") or {},
-                              "turns": [(t.index, t.role, (t.inner or {}).get("score")) for t in d.turns]})
+                              "survey": config.get("survey") or {},
+                              "turns": [(t.index, t.role, (t.inner or {}).get("score")) for t in d.turns],
+                              "texts": {t.index: t.text for t in d.turns if t.role == "user"}})
         for sh in s.scalars(select(ShadowJudgement).where(ShadowJudgement.dialogue_id.in_(ids))):
             entry = sims.setdefault(sh.fingerprint_hash, {"fingerprint": dict(sh.fingerprint or {}), "deltas": {},
-                                                          "errors": []})
+                                                          "replies": {}, "errors": []})
             entry["deltas"][sh.dialogue_id, sh.turn_index] = None if sh.error else sh.delta
+            if sh.reply_text and not sh.error:
+                entry["replies"][sh.dialogue_id, sh.turn_index] = sh.reply_text
             if sh.error:
                 entry["errors"].append(sh.error)
     return dialogues, sims
@@ -105,15 +114,9 @@ def units_of(dialogues: Sequence[dict[str, Any]], deltas: dict[tuple, float | No
         change = people_change(d["state"])
         if change is not None and total and all(v is not None for v in total):
             whole.append({"dialogue": pos, "people": change, "sim": float(sum(total)),
-                          "parts": [float(v) for v in total], "keys": total_keys, "groups": d["groups"]})
+                          "parts": [float(v) for v in total], "keys": total_keys, "groups": d["groups"],
+                          "survey": d.get("survey") or {}})
     return {"turns": turns, "dialogues": whole, "n_unjudged": unjudged}
-
-
-def _clusters(units: Sequence[dict[str, Any]]) -> list[np.ndarray]:
-    by: dict[int, list[int]] = defaultdict(list)
-    for i, u in enumerate(units):
-        by[u["dialogue"]].append(i)
-    return [np.array(v) for v in by.values()]
 
 
 def _table(units: Sequence[dict[str, Any]], people_key: str, mapped: np.ndarray, n_boot: int,
@@ -121,7 +124,7 @@ def _table(units: Sequence[dict[str, Any]], people_key: str, mapped: np.ndarray,
     """Spearman and the mapped mean difference (simulator - people) with dialogue-resampled intervals."""
     sim = np.array([u["sim"] for u in units], dtype=float)
     people = np.array([u[people_key] for u in units], dtype=float)
-    clusters = _clusters(units)
+    clusters = dialogue_clusters(units)
     rho = spearman(sim, people) if len(sim) >= MIN_UNITS else None
     out = {"spearman": estimate(rho, bootstrap(len(sim), lambda i: spearman(sim[i], people[i]), n_boot, seed,
                                                clusters=clusters), len(sim),
@@ -144,9 +147,10 @@ def tables(units: dict[str, Any], n_boot: int, seed: int, turn_points: float, st
 
 def human_agreement(store: Any, set_spec: str, n_boot: int = N_BOOT, seed: int = 0, fingerprint: str = "",
                     turn_points_per_step: float = TURN_POINTS_PER_STEP,
-                    state_points_per_step: float = STATE_POINTS_PER_STEP) -> dict[str, Any]:
+                    state_points_per_step: float = STATE_POINTS_PER_STEP, with_realism: bool = True) -> dict[str, Any]:
     """The report: per simulator fingerprint (those starting with `fingerprint`), its turn and dialogue tables
-    overall and per problem and emotion type. ValueError when no simulator has judged the set."""
+    overall and per problem and emotion type, and simulator.evaluation.people_measures' measures (the realism of
+    its next messages only with_realism: it embeds them). ValueError when no simulator has judged the set."""
     dialogues, sims = load_set(store, set_spec)
     chosen = {h: v for h, v in sims.items() if h.startswith(fingerprint or "")}
     if not chosen:
@@ -164,7 +168,8 @@ def human_agreement(store: Any, set_spec: str, n_boot: int = N_BOOT, seed: int =
         table = {"fingerprint": entry["fingerprint"], "n_judged": sum(v is not None for v in entry["deltas"].values()),
                  "n_unjudged": units["n_unjudged"], "n_errors": len(entry["errors"]),
                  "first_error": entry["errors"][0][:300] if entry["errors"] else "",
-                 **tables(units, n_boot, seed, turn_points_per_step, state_points_per_step)}
+                 **tables(units, n_boot, seed, turn_points_per_step, state_points_per_step),
+                 **people_measures(dialogues, entry, units, turn_points_per_step, n_boot, seed, with_realism)}
         for key in GROUP_KEYS:
             names = sorted({u["groups"].get(key) or "-" for u in units["turns"] + units["dialogues"]})
             table[f"by_{key}"] = {
@@ -200,4 +205,5 @@ def format_human_report(report: dict[str, Any]) -> str:
             lines.append(f"{label:<30}{g['turns']['spearman']['n']:>5}  {cell(g['turns']['spearman'])}"
                          f"{cell(g['turns']['mean_diff'])}{g['dialogues']['spearman']['n']:>5}  "
                          f"{cell(g['dialogues']['spearman'])}{cell(g['dialogues']['mean_diff'])}")
+        lines += format_people_measures(t)
     return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""What researchers comparing simulated users with people measure beside rank agreement, per simulator
+fingerprint of a human set's agreement report (simulator.evaluation.human_agreement):
+
+  change_by_score        the calibration curve: the simulator's mean change at each of the people's turn scores
+                         (simulator.fitting.monotone_map.change_by_score) with its 95% interval over dialogues,
+                         beside the declared mapping (score - midpoint) x turn points
+  realism                the simulator's next message (what it would have said: ShadowJudgement.reply_text)
+                         against the person's real next message at that turn: MiniLM cosine (all-MiniLM-L6-v2,
+                         simulator.llm.embedding), against a shuffled-pairs baseline (the same simulator messages
+                         each paired, seeded, with a person's message from another dialogue); the mean of each
+                         and the mean difference (real - shuffled), intervals over dialogues
+  survey                 per dialogue, Spearman of the simulator's total change against the person's survey
+                         scores (ESConv's survey_score.seeker empathy and relevance, 1-5; kept in the dialogue's
+                         config.survey on import). A dialogue enters when its total is judged and it has the
+                         pre/post state (ESConv's survey comes whole or not at all)
+  interval_by_dialogues  how the per-turn Spearman's 95% interval narrows with the number of dialogues rated:
+                         resamples of k dialogues (with replacement) for k on a short ladder and all of them
+
+Intervals resample whole dialogues (simulator.evaluation.agreement.bootstrap), seeded.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from simulator.evaluation.agreement import MIN_UNITS, bootstrap, estimate, pair_reason, spearman
+from simulator.fitting.monotone_map import change_by_score
+
+LADDER = (10, 20, 40, 80)  # dialogues rated; the whole set is added
+SURVEY_KEYS = ("empathy", "relevance")
+EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+def dialogue_clusters(units: Sequence[dict[str, Any]]) -> list[np.ndarray]:
+    """The unit indices of each dialogue (units carry their dialogue's position as "dialogue")."""
+    by: dict[int, list[int]] = defaultdict(list)
+    for i, u in enumerate(units):
+        by[u["dialogue"]].append(i)
+    return [np.array(v) for v in by.values()]
+
+
+def score_curve(turns: Sequence[dict[str, Any]], turn_points: float, n_boot: int, seed: int) -> list[dict[str, Any]]:
+    """Per person's score: n, the simulator's mean change and its interval, the dialogues holding that score, and
+    the declared mapping's change for it."""
+    sim = np.array([u["sim"] for u in turns], dtype=float)
+    score = np.array([u["score"] for u in turns], dtype=float)
+    clusters = dialogue_clusters(turns)
+
+    def mean_at(s: float):
+        def statistic(i: np.ndarray) -> float | None:
+            at = score[i] == s
+            return float(np.mean(sim[i][at])) if at.any() else None
+        return statistic
+
+    out = []
+    for key, cell in change_by_score(list(turns)).items():
+        s = float(key)
+        boot = bootstrap(len(turns), mean_at(s), n_boot, seed, clusters=clusters)
+        at = [u for u in turns if u["score"] == s]
+        out.append({"score": s, "n": cell["n"], "mean": cell["mean"], "ci_low": boot["ci_low"],
+                    "ci_high": boot["ci_high"], "n_undefined": boot["n_undefined"],
+                    "n_dialogues": len({u["dialogue"] for u in at}),
+                    "mapped": float(np.mean([(s - u["mid"]) * turn_points for u in at]))})
+    return out
+
+
+def reply_pairs(dialogues: Sequence[dict[str, Any]], replies: dict[tuple, str]) -> list[tuple[int, str, str]]:
+    """(dialogue position, what the simulator would have said, what the person said) per judged turn with both."""
+    pos_of = {d["id"]: p for p, d in enumerate(dialogues)}
+    out = []
+    for (dialogue_id, index), said in sorted(replies.items()):
+        pos = pos_of.get(dialogue_id)
+        person = (dialogues[pos].get("texts") or {}).get(index, "") if pos is not None else ""
+        if said.strip() and person.strip():
+            out.append((pos, said, person))
+    return out
+
+
+def shuffled_partners(dialogue_of: np.ndarray, seed: int) -> np.ndarray | None:
+    """For each pair, the index of a pair from another dialogue (seeded); None when there is one dialogue."""
+    if len(set(dialogue_of.tolist())) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    return np.array([rng.choice(np.flatnonzero(dialogue_of != d)) for d in dialogue_of])
+
+
+def realism(dialogues: Sequence[dict[str, Any]], replies: dict[tuple, str], n_boot: int, seed: int) -> dict[str, Any]:
+    """MiniLM cosine of the simulator's next message to the person's, against shuffled pairs."""
+    pairs = reply_pairs(dialogues, replies)
+    out: dict[str, Any] = {"n": len(pairs), "n_dialogues": len({p[0] for p in pairs}), "model": EMBEDDING_MODEL,
+                           "seed": seed, "why": ""}
+    empty = estimate(None, bootstrap(0, lambda i: None, n_boot, seed), 0)
+    if not pairs:
+        out["why"] = ("none of this simulator's judgements holds the message it would have said (its reply text is "
+                      "empty), or the people's messages at those turns are empty")
+        return {**out, "real": empty, "shuffled": empty, "difference": empty}
+    from simulator.llm.embedding import embed_sync
+
+    dialogue_of = np.array([p[0] for p in pairs])
+    sim_vecs = embed_sync([p[1] for p in pairs])
+    people_vecs = embed_sync([p[2] for p in pairs])
+    real = (sim_vecs * people_vecs).sum(axis=1).astype(float)
+    clusters = dialogue_clusters([{"dialogue": int(d)} for d in dialogue_of])
+
+    def mean_of(values: np.ndarray, why: str = "") -> dict[str, Any]:
+        return estimate(float(np.mean(values)), bootstrap(len(values), lambda i: float(np.mean(values[i])), n_boot,
+                                                          seed, clusters=clusters), len(values), why)
+
+    out["real"] = mean_of(real)
+    partners = shuffled_partners(dialogue_of, seed)
+    if partners is None:
+        out["why"] = "one dialogue: no other dialogue's message to pair with for the shuffled baseline"
+        return {**out, "shuffled": empty, "difference": empty}
+    shuffled = (sim_vecs * people_vecs[partners]).sum(axis=1).astype(float)
+    return {**out, "shuffled": mean_of(shuffled), "difference": mean_of(real - shuffled)}
+
+
+def survey_number(survey: dict[str, Any], key: str) -> float | None:
+    """A survey score as a number (ESConv writes them as strings), None when missing or not a number."""
+    try:
+        value = float(str(survey.get(key, "")).strip())
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
+
+
+def survey_agreement(whole: Sequence[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
+    """Per survey key: Spearman of the simulator's dialogue total against the person's survey score."""
+    out = {}
+    for key in SURVEY_KEYS:
+        kept = [(u["sim"], survey_number(u.get("survey") or {}, key)) for u in whole]
+        kept = [(s, v) for s, v in kept if v is not None]
+        sim = np.array([s for s, _ in kept], dtype=float)
+        people = np.array([v for _, v in kept], dtype=float)
+        rho = spearman(sim, people) if len(sim) >= MIN_UNITS else None
+        why = pair_reason("spearman", sim, people) or ("" if kept else f"no dialogue has a {key} score")
+        out[key] = {**estimate(rho, bootstrap(len(sim), lambda i: spearman(sim[i], people[i]), n_boot, seed),
+                               len(sim), why), "n_without": len(whole) - len(kept)}
+    return out
+
+
+def interval_by_dialogues(turns: Sequence[dict[str, Any]], n_boot: int, seed: int,
+                          ladder: Sequence[int] = LADDER) -> list[dict[str, Any]]:
+    """The per-turn Spearman's 95% interval when k dialogues are rated, for k on the ladder (below the set's
+    number of dialogues) and the whole set."""
+    sim = np.array([u["sim"] for u in turns], dtype=float)
+    score = np.array([u["score"] for u in turns], dtype=float)
+    clusters = dialogue_clusters(turns)
+    out = []
+    for k in [k for k in ladder if k < len(clusters)] + ([len(clusters)] if clusters else []):
+        boot = bootstrap(len(sim), lambda i: spearman(sim[i], score[i]), n_boot, seed, clusters=clusters, draws=k)
+        width = None if boot["ci_low"] is None else boot["ci_high"] - boot["ci_low"]
+        out.append({"k": k, "ci_low": boot["ci_low"], "ci_high": boot["ci_high"], "width": width,
+                    "n_undefined": boot["n_undefined"], "why": boot["ci_why"]})
+    return out
+
+
+def people_measures(dialogues: Sequence[dict[str, Any]], entry: dict[str, Any], units: dict[str, Any],
+                    turn_points: float, n_boot: int, seed: int, with_realism: bool = True) -> dict[str, Any]:
+    """The four measures of one simulator (`entry` from human_agreement.load_set, `units` from its units_of)."""
+    out = {"change_by_score": score_curve(units["turns"], turn_points, n_boot, seed),
+           "survey": survey_agreement(units["dialogues"], n_boot, seed),
+           "interval_by_dialogues": interval_by_dialogues(units["turns"], n_boot, seed)}
+    if with_realism:
+        out["realism"] = realism(dialogues, entry.get("replies") or {}, n_boot, seed)
+    return out
+
+
+def _ci(e: dict[str, Any], fmt: str = "+.3f") -> str:
+    if e.get("value", e.get("mean")) is None:
+        return "-"
+    value = e.get("value", e.get("mean"))
+    return f"{value:{fmt}}" + ("" if e["ci_low"] is None else f" [{e['ci_low']:{fmt}}, {e['ci_high']:{fmt}}]")
+
+
+def format_people_measures(t: dict[str, Any]) -> list[str]:
+    """The measures of one simulator's table as text lines."""
+    lines = ["mean simulator change at each person's score [95% interval] (declared map; n turns): " + "; ".join(
+        f"{c['score']:g}: {_ci(c, '+.1f')} ({c['mapped']:+.1f}; n {c['n']})" for c in t["change_by_score"])]
+    if "realism" in t:
+        r = t["realism"]
+        lines.append(f"next message vs the person's (MiniLM cosine, n {r['n']} in {r['n_dialogues']} dialogue(s)): "
+                     f"real pairs {_ci(r['real'])}, shuffled pairs {_ci(r['shuffled'])}, difference "
+                     f"{_ci(r['difference'])}" + (f"; {r['why']}" if r["why"] else ""))
+    lines.append("dialogue total vs survey: " + "; ".join(
+        f"{k} spearman {_ci(e)} (n {e['n']}{', ' + e['why'] if e['why'] else ''})" for k, e in t["survey"].items()))
+    ladder = t["interval_by_dialogues"]
+    lines.append("per-turn spearman 95% interval width by dialogues rated: " + " | ".join(
+        f"{r['k']}: {'-' if r['width'] is None else format(r['width'], '.2f')}" for r in ladder))
+    return lines
