@@ -80,3 +80,28 @@ def human_group_bars(report: dict[str, Any], key: str = "problem_type", height: 
                       barmode="group", height=height, template="plotly_white", yaxis_title="Spearman",
                       yaxis_range=[-1, 1], legend=dict(orientation="h", y=-0.3), margin=dict(l=50, r=20, t=40, b=40))
     return fig
+
+
+def change_by_score_lines(report: dict[str, Any], height: int = 340) -> go.Figure:
+    """The calibration curve: per simulator fingerprint, its mean change at each of the people's scores with the
+    95% interval over dialogues (simulator.evaluation.people.measures), and the declared mapping."""
+    fig = go.Figure()
+    mapped: dict[float, float] = {}
+    for h, t in report.get("by_fingerprint", {}).items():
+        curve = t.get("change_by_score") or []
+        mapped.update({c["score"]: c["mapped"] for c in curve})
+        up = [(c["ci_high"] - c["mean"]) if c["ci_high"] is not None else 0 for c in curve]
+        down = [(c["mean"] - c["ci_low"]) if c["ci_low"] is not None else 0 for c in curve]
+        fig.add_trace(go.Scatter(x=[c["score"] for c in curve], y=[c["mean"] for c in curve], mode="lines+markers",
+                                 name=f"{h[:10]} {t['fingerprint'].get('model') or t['fingerprint'].get('backend', '')}",
+                                 error_y=dict(type="data", array=up, arrayminus=down),
+                                 text=[f"n {c['n']} in {c['n_dialogues']} dialogue(s)" for c in curve],
+                                 hovertemplate="score %{x:g}: %{y:+.1f} (%{text})<extra></extra>"))
+    if mapped:
+        xs = sorted(mapped)
+        fig.add_trace(go.Scatter(x=xs, y=[mapped[x] for x in xs], mode="lines", name="declared map",
+                                 line=dict(dash="dot", color="#888")))
+    fig.update_layout(title=dict(text="Simulator's change at each person's score", font_size=14), height=height,
+                      template="plotly_white", xaxis_title="the person's score", yaxis_title="mean simulator change",
+                      legend=dict(orientation="h", y=-0.3), margin=dict(l=50, r=20, t=40, b=40))
+    return fig

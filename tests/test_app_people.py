@@ -1,7 +1,8 @@
 """The People view against a real SQLite store: its service (app.services.people.human_sets) imports a corpus
 file in an import job (all or nothing, then keeping the good), launches a shadow run as a background job process that ends
 succeeded with every reply judged, lists the runs with their progress and refuses a resume of a finished one;
-the report's plots; and the tab in a real browser, from import to the agreement table and plots."""
+the report's plots; and the tab in a real browser, from import to the agreement table and plots (the
+calibration curve beside the declared map among them)."""
 from __future__ import annotations
 
 import json
@@ -53,7 +54,7 @@ def test_import_run_shadow_in_the_background_and_plot_the_agreement(store, db_ur
     assert "| succeeded | 30/30 |" in table and resumable is None
     assert "Not resumed" in human_sets.resume_shadow(store, db_url, job_id)
 
-    report = human_agreement(store, "human:lab", n_boot=100)
+    report = human_agreement(store, "human:lab", n_boot=100, with_realism=False)
     (table,) = report["by_fingerprint"].values()
     assert table["turns"]["spearman"]["n"] == 30 and table["turns"]["spearman"]["value"] > 0.4
     bars, groups = human_spearman_bars(report), human_group_bars(report)
@@ -98,4 +99,6 @@ def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_
     expect(page.locator("#people-report-table")).to_contain_text("human:lab: 6 dialogue(s), 30 people's score(s)")
     expect(page.locator("#people-bars .barlayer .trace")).to_have_count(2)
     expect(page.locator("#people-groups .barlayer .trace")).to_have_count(1)
+    expect(page.locator("#people-curve .scatterlayer .trace")).to_have_count(2)  # the simulator and the map
+    expect(page.locator("#people-report-table")).to_contain_text("next message vs the person's (MiniLM cosine, n 30")
     assert page.dialogs == []

@@ -9,7 +9,7 @@ stored human corpus (`python -m simulator import-human`) and the simulators' sha
 (`python -m trainer shadow`) and prints simulator.evaluation.human_agreement's report: one table per simulator
 fingerprint, per turn and per dialogue, per problem and emotion type, intervals over dialogues, with the
 calibration curve, the realism of the simulator's next messages, the survey scores and the interval's width by
-dialogues rated (simulator.evaluation.people_measures).
+dialogues rated (simulator.evaluation.people.measures).
 """
 from __future__ import annotations
 

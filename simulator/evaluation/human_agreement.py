@@ -16,7 +16,7 @@ reply the simulator did not judge (missing or an error) is left out and counted 
 
 Beside the tables, each simulator's calibration curve (change at each score), the realism of its next messages,
 its totals against the people's survey scores and the per-turn interval's width by dialogues rated
-(simulator.evaluation.people_measures).
+(simulator.evaluation.people.measures).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 from simulator.evaluation.agreement import MIN_UNITS, N_BOOT, bootstrap, estimate, pair_reason, spearman
 from simulator.evaluation.human_corpora import GROUP_KEYS, human_set_ids
-from simulator.evaluation.people_measures import dialogue_clusters, format_people_measures, people_measures
+from simulator.evaluation.people.measures import dialogue_clusters, format_people_measures, people_measures
 from storage import Dialogue, read_scope
 from storage.ratings import ShadowJudgement
 
@@ -149,7 +149,7 @@ def human_agreement(store: Any, set_spec: str, n_boot: int = N_BOOT, seed: int =
                     turn_points_per_step: float = TURN_POINTS_PER_STEP,
                     state_points_per_step: float = STATE_POINTS_PER_STEP, with_realism: bool = True) -> dict[str, Any]:
     """The report: per simulator fingerprint (those starting with `fingerprint`), its turn and dialogue tables
-    overall and per problem and emotion type, and simulator.evaluation.people_measures' measures (the realism of
+    overall and per problem and emotion type, and simulator.evaluation.people.measures' measures (the realism of
     its next messages only with_realism: it embeds them). ValueError when no simulator has judged the set."""
     dialogues, sims = load_set(store, set_spec)
     chosen = {h: v for h, v in sims.items() if h.startswith(fingerprint or "")}

@@ -4,7 +4,8 @@ Import a corpus (ESConv's JSON or the lab's human JSONL: simulator.evaluation.hu
 an import job (its own process, with progress and Cancel, at most the owner's bound of conversations),
 run a simulator's shadow judgements over every reply of it in the background (trainer.benchmarking.shadow_jobs,
 with its progress, time left and Resume), and read its agreement with the people who played and rated those
-dialogues (simulator.evaluation.human_agreement): one table per simulator fingerprint, with plots.
+dialogues (simulator.evaluation.human_agreement): one table per simulator fingerprint, with plots (rank
+agreement, per group, and the simulator's mean change at each person's score beside the declared map).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 
 import gradio as gr
 
-from app.agreement_plots import human_group_bars, human_spearman_bars
+from app.agreement_plots import change_by_score_lines, human_group_bars, human_spearman_bars
 from app.context import LabContext, changed_only
 from app.render import md
 from app.services.people import human_sets
@@ -70,6 +71,7 @@ def build(ctx: LabContext) -> None:
         with gr.Row():
             bars = gr.Plot(elem_id="people-bars")
             groups = gr.Plot(elem_id="people-groups")
+        curve = gr.Plot(elem_id="people-curve")
         report_json = gr.Code(language="json", label="The report as JSON", visible=False)
 
     def on_import(path, fmt_, name_, keep_, version_, add_):
@@ -110,10 +112,10 @@ def build(ctx: LabContext) -> None:
         try:
             report = human_agreement(store, (set_ or "").strip())
         except ValueError as exc:
-            return f"**No report:** {md(exc)}", None, None, gr.update(visible=False)
+            return f"**No report:** {md(exc)}", None, None, None, gr.update(visible=False)
         return (f"```\n{format_human_report(report)}\n```", human_spearman_bars(report), human_group_bars(report),
-                gr.update(value=json.dumps(report, indent=1), visible=True))
+                change_by_score_lines(report), gr.update(value=json.dumps(report, indent=1), visible=True))
 
-    report_btn.click(on_report, [report_set], [report_out, bars, groups, report_json])
+    report_btn.click(on_report, [report_set], [report_out, bars, groups, curve, report_json])
     ctx.refresh_on_show(lambda: (human_sets.sets_md(store), *on_runs(), human_sets.import_jobs_md(store)[0]), None,
                         [sets, runs, resumable, import_jobs])

@@ -1,0 +1,147 @@
+"""The measures beside rank agreement in a human set's report (simulator.evaluation.people.measures), on a real
+SQLite store with shadow judgements stored as a shadow run stores them: the calibration curve is the hand
+computed mean at each score, a simulator whose next message is the person's beats the shuffled-pairs baseline
+(real MiniLM) and one with no reply text says so, the survey's empathy and relevance are imported and ranked
+against the dialogue totals, and the per-turn interval narrows as more dialogues are rated."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+from conftest import shared_data_dir
+
+from app.agreement_plots import change_by_score_lines
+from simulator.evaluation.human_agreement import format_human_report, human_agreement, load_set
+from simulator.evaluation.human_corpora import import_corpus
+from simulator.evaluation.people.measures import interval_by_dialogues, shuffled_partners
+from simulator.llm.embedding import embed_sync
+from storage.ratings import add_shadow
+from testkit.human_corpus import esconv_conversation
+
+SAYINGS = ("My landlord raised the rent again and I cannot pay it.", "I failed the chemistry exam I studied for.",
+           "My sister stopped talking to me after the wedding.", "The dog I had for twelve years died on Sunday.",
+           "I keep waking at four in the morning and cannot sleep.", "My manager yelled at me in front of the team.",
+           "Nobody came to my birthday dinner this year.", "The doctor wants more tests on my heart.",
+           "I spent all my savings on a car that broke down.", "My son will not get out of bed for school.",
+           "I moved to a new city and know no one here.", "My best friend is moving abroad next month.")
+
+
+def people_dialogue(k: int, scores: list[int]) -> dict:
+    """The lab's human JSONL: the person speaks one of SAYINGS after every reply and scores it."""
+    turns = [{"role": "user", "text": SAYINGS[k % len(SAYINGS)]}]
+    for i, score in enumerate(scores):
+        turns += [{"role": "policy", "text": f"That sounds hard; tell me more ({k}.{i})."},
+                  {"role": "user", "text": SAYINGS[(5 * k + i + 1) % len(SAYINGS)], "score": score}]
+    return {"id": f"d{k}", "score_scale": [1, 5], "turns": turns,
+            "state": {"pre": 4, "post": 2, "scale": [1, 5], "better": "lower"}}
+
+
+def judge(store, set_spec: str, name: str, delta_of, reply_of=lambda d, i: "") -> str:
+    """Store a shadow judgement for every user turn answering a reply, as a shadow run does; the fingerprint hash."""
+    dialogues, _ = load_set(store, set_spec)
+    for pos, d in enumerate(dialogues):
+        roles = [role for _, role, _ in d["turns"]]
+        for j, (index, role, _) in enumerate(d["turns"]):
+            if role == "user" and j and roles[j - 1] == "assistant":
+                add_shadow(store, dialogue_id=d["id"], turn_index=index, fingerprint={"model": name},
+                           fingerprint_hash=name, delta=delta_of(pos, index), emotion=50.0,
+                           reply_text=reply_of(d, index))
+    return name
+
+
+def test_the_curve_is_the_mean_change_at_each_score_and_the_plot_draws_it_beside_the_map(store):
+    scores = [[1, 3, 5], [3, 3, 1], [5, 1, 3], [1, 5, 5]]
+    import_corpus(store, "\n".join(json.dumps(people_dialogue(k, s)) for k, s in enumerate(scores)), "jsonl", "hand")
+    deltas = [[-6, 0, 8], [2, -2, -4], [10, -8, 4], [-2, 6, 2]]  # dialogue k's change after reply i
+    judge(store, "human:hand", "hand", lambda pos, index: deltas[pos][index // 2 - 1])
+    report = human_agreement(store, "human:hand", n_boot=200, with_realism=False)
+    curve = report["by_fingerprint"]["hand"]["change_by_score"]
+    # by hand: score 1 <- -6, -4, -8, -2; score 3 <- 0, 2, -2, 4; score 5 <- 8, 10, 6, 2
+    assert [(c["score"], c["n"], c["mean"], c["n_dialogues"]) for c in curve] == [
+        (1.0, 4, -5.0, 4), (3.0, 4, 1.0, 3), (5.0, 4, 6.5, 3)]
+    assert [c["mapped"] for c in curve] == [-10.0, 0.0, 10.0]  # (score - 3) x 5 points
+    for c in curve:
+        assert c["ci_low"] <= c["mean"] <= c["ci_high"] and c["ci_low"] < c["ci_high"]
+    assert "1: -5.0 [" in format_human_report(report)
+    fig = change_by_score_lines(report)
+    assert [tr.name for tr in fig.data] == ["hand hand", "declared map"]  # hash and model
+    assert list(fig.data[0].y) == [-5.0, 1.0, 6.5] and list(fig.data[1].y) == [-10.0, 0.0, 10.0]
+    assert list(fig.data[0].error_y.array) == pytest.approx([c["ci_high"] - c["mean"] for c in curve])
+
+
+@pytest.mark.model
+def test_a_simulator_saying_what_the_person_said_beats_the_shuffled_baseline(store):
+    rng = np.random.default_rng(1)
+    import_corpus(store, "\n".join(json.dumps(people_dialogue(k, [int(v) for v in rng.integers(1, 6, 3)]))
+                                   for k in range(12)), "jsonl", "echo")
+    echo = judge(store, "human:echo", "echo", lambda pos, index: 1.0, lambda d, index: d["texts"][index])
+    mute = judge(store, "human:echo", "mute", lambda pos, index: 1.0)
+    report = human_agreement(store, "human:echo", n_boot=200, seed=4)
+    said = report["by_fingerprint"][echo]["realism"]
+    assert said["n"] == 36 and said["n_dialogues"] == 12 and said["why"] == ""
+    assert said["real"]["value"] == pytest.approx(1.0, abs=1e-5)
+    assert said["shuffled"]["value"] < 0.6 and said["difference"]["ci_low"] > 0.3
+    # the baseline is the same messages paired with other dialogues' people, as the seed draws them
+    dialogues, sims = load_set(store, "human:echo")
+    pairs = sorted(sims[echo]["replies"].items())
+    pos_of = {d["id"]: p for p, d in enumerate(dialogues)}
+    dialogue_of = np.array([pos_of[did] for (did, _), _ in pairs])
+    partners = shuffled_partners(dialogue_of, 4)
+    assert (dialogue_of[partners] != dialogue_of).all()
+    people = embed_sync([dialogues[pos_of[did]]["texts"][i] for (did, i), _ in pairs])
+    said_vecs = embed_sync([text for _, text in pairs])
+    assert said["shuffled"]["value"] == pytest.approx(float((said_vecs * people[partners]).sum(axis=1).mean()),
+                                                      abs=1e-5)
+    silent = report["by_fingerprint"][mute]["realism"]
+    assert silent["n"] == 0 and silent["real"]["value"] is None and "reply text is empty" in silent["why"]
+    assert "n 0 in 0 dialogue(s)" in format_human_report(report)
+
+
+def test_the_survey_scores_are_imported_and_ranked_against_the_dialogue_totals(store):
+    rng = np.random.default_rng(2)
+    conversations = []
+    for k in range(8):
+        c = esconv_conversation(k, rng)
+        c["survey_score"]["seeker"].update(empathy=str(k % 5 + 1), relevance=str(5 - k % 5))
+        conversations.append(c)
+    conversations[7]["survey_score"]["seeker"]["empathy"] = ""  # not answered: left out of empathy only
+    import_corpus(store, json.dumps(conversations), "esconv", "survey")
+    dialogues, _ = load_set(store, "human:survey")
+    assert [d["survey"]["empathy"] for d in dialogues] == ["1", "2", "3", "4", "5", "1", "2", ""]
+    # the simulator's total follows empathy: each reply of dialogue k changes by its empathy (+ k / 100)
+    judge(store, "human:survey", "kind", lambda pos, index: (pos % 5 + 1) + pos / 100)
+    survey = human_agreement(store, "human:survey", n_boot=200, with_realism=False)["by_fingerprint"]["kind"]["survey"]
+    assert survey["empathy"]["n"] == 7 and survey["empathy"]["n_without"] == 1
+    totals = [6 * ((pos % 5 + 1) + pos / 100) for pos in range(7)]  # six replies a dialogue
+    assert survey["empathy"]["value"] == pytest.approx(stats.spearmanr(totals, [1, 2, 3, 4, 5, 1, 2]).statistic)
+    assert survey["empathy"]["value"] > 0.9 and survey["empathy"]["ci_low"] > 0.5
+    assert survey["relevance"]["n"] == 8 and survey["relevance"]["value"] < -0.9
+
+
+@pytest.mark.data
+def test_the_shared_esconv_survey_keeps_empathy_and_relevance(store):
+    path = shared_data_dir() / "esconv" / "esconv-failed-136.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not found (set RLVER_SHARED_DATA)")
+    release = json.loads(path.read_text(encoding="utf-8"))
+    import_corpus(store, path.read_text(encoding="utf-8"), "esconv", "esconv")
+    dialogues, _ = load_set(store, "human:esconv")
+    for key in ("empathy", "relevance"):
+        given = sum(str((c.get("survey_score") or {}).get("seeker", {}).get(key) or "").strip() != "" for c in release)
+        kept = sum(str(d["survey"].get(key) or "").strip() != "" for d in dialogues)
+        assert kept == given > 0
+
+
+def test_the_per_turn_interval_narrows_as_more_dialogues_are_rated():
+    rng = np.random.default_rng(3)
+    turns = []
+    for pos in range(160):
+        for score in rng.integers(1, 6, 4):
+            turns.append({"dialogue": pos, "score": float(score), "sim": float(score + rng.normal(0, 2.5))})
+    ladder = interval_by_dialogues(turns, n_boot=500, seed=0)
+    assert [r["k"] for r in ladder] == [10, 20, 40, 80, 160]
+    widths = [r["width"] for r in ladder]
+    assert all(a > b for a, b in zip(widths, widths[1:])), widths
+    assert widths[0] > 2 * widths[-1]
