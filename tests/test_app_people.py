@@ -101,4 +101,8 @@ def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_
     expect(page.locator("#people-groups .barlayer .trace")).to_have_count(1)
     expect(page.locator("#people-curve .scatterlayer .trace")).to_have_count(2)  # the simulator and the map
     expect(page.locator("#people-report-table")).to_contain_text("next message vs the person's (MiniLM cosine, n 30")
+    page.locator("#people-realism input").uncheck()
+    page.click("#people-report")
+    expect(page.locator("#people-report-table")).not_to_contain_text("next message vs the person's")
+    expect(page.locator("#people-report-table")).to_contain_text("interval width by dialogues rated")
     assert page.dialogs == []

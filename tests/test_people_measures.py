@@ -13,6 +13,7 @@ from scipy import stats
 from conftest import shared_data_dir
 
 from app.agreement_plots import change_by_score_lines
+from simulator import __main__ as simulator_cli
 from simulator.evaluation.human_agreement import format_human_report, human_agreement, load_set
 from simulator.evaluation.human_corpora import import_corpus
 from simulator.evaluation.people.measures import interval_by_dialogues, shuffled_partners
@@ -69,6 +70,34 @@ def test_the_curve_is_the_mean_change_at_each_score_and_the_plot_draws_it_beside
     assert [tr.name for tr in fig.data] == ["hand hand", "declared map"]  # hash and model
     assert list(fig.data[0].y) == [-5.0, 1.0, 6.5] and list(fig.data[1].y) == [-10.0, 0.0, 10.0]
     assert list(fig.data[0].error_y.array) == pytest.approx([c["ci_high"] - c["mean"] for c in curve])
+
+
+def test_the_agreement_command_prints_the_measures_and_skips_realism_when_asked(store, db_url, capsys):
+    """In-process (a test not marked model may not load MiniLM: --no-realism must keep it unloaded)."""
+    rng = np.random.default_rng(6)
+    import_corpus(store, "\n".join(json.dumps(people_dialogue(k, [int(v) for v in rng.integers(1, 6, 3)]))
+                                   for k in range(30)), "jsonl", "cli")
+    judge(store, "human:cli", "cli", lambda pos, index: float(pos % 7 - 3), lambda d, index: "I see.")
+    argv = ["agreement", "--set", "human:cli", "--db", db_url, "--n-boot", "100", "--no-realism"]
+    assert simulator_cli.main(argv + ["--json"]) == 0
+    table = json.loads(capsys.readouterr().out)["by_fingerprint"]["cli"]
+    assert "realism" not in table and [r["k"] for r in table["interval_by_dialogues"]] == [10, 20, 30]
+    assert set(table["survey"]) == {"empathy", "relevance"} and table["survey"]["empathy"]["n"] == 0
+    assert simulator_cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "per-turn spearman 95% interval width by dialogues rated: 10: " in text and "| 30: " in text
+    assert "no dialogue has the survey's empathy score" in text and "next message" not in text
+
+
+def test_the_shuffled_partner_is_any_pair_of_another_dialogue():
+    dialogue_of = np.array([0, 0, 0, 1, 2, 2, 5, 5, 5, 5])
+    drawn = np.zeros((10, 10))
+    for seed in range(2000):
+        partners = shuffled_partners(dialogue_of, seed)
+        drawn[np.arange(10), partners] += 1
+    other = dialogue_of[:, None] != dialogue_of[None, :]
+    assert (drawn[~other] == 0).all() and (drawn[other] > 0).all()
+    assert shuffled_partners(np.array([3, 3]), 0) is None
 
 
 @pytest.mark.model

@@ -66,6 +66,8 @@ def build(ctx: LabContext) -> None:
     with gr.Accordion("3. Agreement with the people", open=True):
         with gr.Row():
             report_set = gr.Textbox("human:esconv", label="Human set", elem_id="people-report-set")
+            realism = gr.Checkbox(True, label="Realism of the simulator's next messages (embeds them: slower)",
+                                  elem_id="people-realism")
             report_btn = gr.Button("Compute", variant="primary", elem_id="people-report")
         report_out = gr.Markdown(elem_id="people-report-table")
         with gr.Row():
@@ -108,14 +110,14 @@ def build(ctx: LabContext) -> None:
 
     resume.click(on_resume, [resumable], [shadow_status, runs, resumable])
 
-    def on_report(set_):
+    def on_report(set_, with_realism):
         try:
-            report = human_agreement(store, (set_ or "").strip())
+            report = human_agreement(store, (set_ or "").strip(), with_realism=bool(with_realism))
         except ValueError as exc:
             return f"**No report:** {md(exc)}", None, None, None, gr.update(visible=False)
         return (f"```\n{format_human_report(report)}\n```", human_spearman_bars(report), human_group_bars(report),
                 change_by_score_lines(report), gr.update(value=json.dumps(report, indent=1), visible=True))
 
-    report_btn.click(on_report, [report_set], [report_out, bars, groups, curve, report_json])
+    report_btn.click(on_report, [report_set, realism], [report_out, bars, groups, curve, report_json])
     ctx.refresh_on_show(lambda: (human_sets.sets_md(store), *on_runs(), human_sets.import_jobs_md(store)[0]), None,
                         [sets, runs, resumable, import_jobs])

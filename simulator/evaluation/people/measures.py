@@ -80,11 +80,15 @@ def reply_pairs(dialogues: Sequence[dict[str, Any]], replies: dict[tuple, str]) 
 
 
 def shuffled_partners(dialogue_of: np.ndarray, seed: int) -> np.ndarray | None:
-    """For each pair, the index of a pair from another dialogue (seeded); None when there is one dialogue."""
+    """For each pair, the index of a pair drawn uniformly from the other dialogues' (seeded); None when there is
+    one dialogue. Linear: in dialogue order, a draw over the pairs outside one's own block skips the block."""
     if len(set(dialogue_of.tolist())) < 2:
         return None
-    rng = np.random.default_rng(seed)
-    return np.array([rng.choice(np.flatnonzero(dialogue_of != d)) for d in dialogue_of])
+    order = np.argsort(dialogue_of, kind="stable")
+    ranked = dialogue_of[order]
+    start, end = np.searchsorted(ranked, dialogue_of, "left"), np.searchsorted(ranked, dialogue_of, "right")
+    draw = np.random.default_rng(seed).integers(0, len(dialogue_of) - (end - start))
+    return order[np.where(draw < start, draw, draw + (end - start))]
 
 
 def realism(dialogues: Sequence[dict[str, Any]], replies: dict[tuple, str], n_boot: int, seed: int) -> dict[str, Any]:
@@ -136,7 +140,7 @@ def survey_agreement(whole: Sequence[dict[str, Any]], n_boot: int, seed: int) ->
         sim = np.array([s for s, _ in kept], dtype=float)
         people = np.array([v for _, v in kept], dtype=float)
         rho = spearman(sim, people) if len(sim) >= MIN_UNITS else None
-        why = pair_reason("spearman", sim, people) or ("" if kept else f"no dialogue has a {key} score")
+        why = pair_reason("spearman", sim, people) if kept else f"no dialogue has the survey's {key} score"
         out[key] = {**estimate(rho, bootstrap(len(sim), lambda i: spearman(sim[i], people[i]), n_boot, seed),
                                len(sim), why), "n_without": len(whole) - len(kept)}
     return out
