@@ -1,5 +1,5 @@
 """`python -m simulator calibrate --set human:NAME --simulator SPEC --name CAL [--folds 5] [--json]`: fit a
-calibration of a simulator to the people of a human set (simulator.fitting.monotone_map).
+calibration of a simulator to the people of a human set (simulator.fitting.calibration_fit).
 
 Reads the simulator's shadow judgements of the set (`python -m trainer shadow --set human:NAME --simulator SPEC`
 first; a shadow run is a resumable job), cross-validates over dialogues, prints the agreement tables before and
@@ -37,25 +37,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def judged_hash(store: Any, args: argparse.Namespace, dialogues: list[dict[str, Any]],
-                sims: dict[str, Any]) -> str:
+def judged_hash(store: Any, args: argparse.Namespace, sims: dict[str, Any]) -> str:
     """The fingerprint hash of the judgements to fit: by --fingerprint prefix, else the spec's own."""
     if args.fingerprint:
         chosen = [h for h in sims if h.startswith(args.fingerprint)]
         if len(chosen) != 1:
             raise ValueError(f"--fingerprint: {len(chosen)} simulators' judgements start with {args.fingerprint!r}")
         return chosen[0]
-    from simulator.personas.profile import Profile
+    from simulator.evaluation.human_agreement import set_fingerprint
     from simulator.user.spec import SimulatorSpec
-    from storage import Dialogue, read_scope
 
     spec = SimulatorSpec(args.simulator, base_url=args.base_url, pack=args.pack, rules=args.rules,
                          temperature=args.temperature)
-    if problems := spec.errors():
-        raise ValueError("; ".join(f"--{k.replace('_', '-')}: {v}" for k, v in problems.items()))
-    with read_scope(store) as s:
-        persona = dict(s.get(Dialogue, dialogues[0]["id"]).persona_snapshot or {})
-    fp_hash = spec.factory()(Profile.from_dict(persona), args.seed).fingerprint_hash()
+    _, fp_hash = set_fingerprint(store, spec, args.set_spec, args.seed)
     if fp_hash not in sims:
         raise ValueError(f"--simulator: {args.simulator} (fingerprint {fp_hash}) has not judged {args.set_spec}; run "
                          f"python -m trainer shadow --set {args.set_spec} --simulator {args.simulator} first")
@@ -63,47 +57,15 @@ def judged_hash(store: Any, args: argparse.Namespace, dialogues: list[dict[str, 
 
 
 def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from simulator.fitting.monotone_map import change_by_score, cross_validate, fit_map
-    from simulator.user.calibration import Calibration, save_calibration
-    from simulator.evaluation.human_agreement import load_set, tables, units_of
-    from storage.db import lab_home
+    from simulator.evaluation.human_agreement import load_set
+    from simulator.fitting.calibration_fit import fit_and_save
 
-    dialogues, sims = load_set(store, args.set_spec)
+    _, sims = load_set(store, args.set_spec)
     if not sims:
         raise ValueError(f"--set: no simulator has judged {args.set_spec}; run python -m trainer shadow first")
-    fp_hash = judged_hash(store, args, dialogues, sims)
-    units = units_of(dialogues, sims[fp_hash]["deltas"])
-    held = cross_validate(units, args.turn_points, k=args.folds, seed=args.seed)
-    figures = {"before": tables(units, args.n_boot, args.seed, args.turn_points, args.state_points),
-               "after": tables(held, args.n_boot, args.seed, args.turn_points, args.state_points),
-               "change_by_score": {"before": change_by_score(units["turns"]), "after": change_by_score(held["turns"])},
-               "folds": args.folds, "n_turns": len(units["turns"]), "n_dialogue_states": len(units["dialogues"])}
-    knots = fit_map([u["parts"] for u in units["turns"]],
-                    [(u["score"] - u["mid"]) * args.turn_points for u in units["turns"]])
-    signal = None
-    if getattr(args, "reply_signal", False):
-        from simulator.fitting.reply_signal_fit import cross_validate_signal, fit_two_levels, reply_feature_rows
-
-        rows = reply_feature_rows(store, units)
-        held_signal = cross_validate_signal(units, rows, args.turn_points, k=args.folds, seed=args.seed)
-        figures["after_signal"] = tables(held_signal, args.n_boot, args.seed, args.turn_points, args.state_points)
-        figures["change_by_score"]["after_signal"] = change_by_score(held_signal["turns"])
-        figures["signal_alphas"] = held_signal["alphas"]
-        _, signal = fit_two_levels(units["turns"], rows, args.turn_points, args.seed)
-    data = {"set": args.set_spec, "n_dialogues": len(dialogues), "n_turns": len(units["turns"]),
-            "turn_points_per_step": args.turn_points, "seed": args.seed,
-            "external_ids_hash": _ids_hash([d["external_id"] or str(d["id"]) for d in dialogues])}
-    cal = Calibration(args.name, *knots, simulator_fingerprint_hash=fp_hash, data=data, report=figures,
-                      reply_signal=signal)
-    path = save_calibration(cal, lab_home())
-    return {"name": cal.name, "hash": cal.hash(), "path": str(path), "simulator_fingerprint_hash": fp_hash,
-            "knots_x": cal.knots_x, "knots_y": cal.knots_y, **figures}
-
-
-def _ids_hash(ids: list[str]) -> str:
-    import hashlib
-
-    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
+    return fit_and_save(store, args.set_spec, judged_hash(store, args, sims), args.name, folds=args.folds,
+                        turn_points=args.turn_points, state_points=args.state_points, n_boot=args.n_boot,
+                        seed=args.seed, reply_signal=bool(getattr(args, "reply_signal", False)))
 
 
 def format_result(r: dict[str, Any]) -> str:

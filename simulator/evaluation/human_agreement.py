@@ -29,6 +29,9 @@ from sqlalchemy import select
 from simulator.evaluation.agreement import MIN_UNITS, N_BOOT, bootstrap, estimate, pair_reason, spearman
 from simulator.evaluation.human_corpora import GROUP_KEYS, human_set_ids
 from simulator.evaluation.people.measures import dialogue_clusters, format_people_measures, people_measures
+from simulator.llm.hashing import fingerprint_hash
+from simulator.personas.profile import Profile
+from simulator.user.spec import SimulatorSpec
 from storage import Dialogue, read_scope
 from storage.ratings import ShadowJudgement
 
@@ -207,3 +210,23 @@ def format_human_report(report: dict[str, Any]) -> str:
                          f"{cell(g['dialogues']['spearman'])}{cell(g['dialogues']['mean_diff'])}")
         lines += format_people_measures(t)
     return "\n".join(lines)
+
+
+def set_fingerprint(store: Any, spec: SimulatorSpec, set_spec: str, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """(fingerprint, its hash) of the simulated user `spec` builds for the dialogues of `set_spec` (human:NAME):
+    the key its shadow judgements of the set are stored under (trainer.benchmarking.shadow_jobs) and a
+    calibration is fitted on. A simulated user's fingerprint names its model, prompts and rules, not the
+    persona or the seed, so the one built for the set's first dialogue stands for all of them. ValueError
+    naming the option: --simulator for a bad or unbuildable spec, --set for a set not stored."""
+    if problems := spec.errors():
+        field, message = next(iter(problems.items()))
+        raise ValueError(f"--simulator: {field}: {message}")
+    ids = human_set_ids(store, set_spec)
+    try:
+        factory = spec.factory()
+    except (ValueError, RuntimeError, ImportError, OSError) as exc:
+        raise ValueError(f"--simulator: {exc}") from None
+    with read_scope(store) as s:
+        persona = dict(s.get(Dialogue, ids[0]).persona_snapshot or {})
+    fp = factory(Profile.from_dict(persona), seed).fingerprint()
+    return fp, fingerprint_hash(fp)

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from sqlalchemy import select
 
+from simulator.evaluation.human_agreement import set_fingerprint
 from simulator.evaluation.human_corpora import human_set_ids
 from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import Profile
@@ -75,19 +76,23 @@ def judged_positions(messages: list[dict[str, Any]]) -> list[int]:
             if messages[p]["role"] == "user" and messages[p - 1]["role"] == "assistant"]
 
 
+def shadow_config(store: Any, settings: dict[str, Any], set_spec: str, seed: int = 0) -> dict[str, Any]:
+    """Check the simulator and the set (ValueError naming the option) and return a shadow job's config: the
+    simulator, the set's dialogues, the seed, the fingerprint it will store under and the turns to judge."""
+    spec = spec_of(settings)
+    fp, fp_hash = set_fingerprint(store, spec, set_spec, seed)
+    ids = human_set_ids(store, set_spec)
+    total = sum(len(judged_positions(dialogue_items(store, i)[1])) for i in ids)
+    return {"simulator": {k: getattr(spec, k) for k in SPEC_KEYS}, "set": set_spec, "dialogue_ids": ids,
+            "seed": int(seed), "fingerprint": fp, "fingerprint_hash": fp_hash, "total": total}
+
+
 def create_shadow_job(store: Any, settings: dict[str, Any], set_spec: str, seed: int = 0) -> int:
     """Check the simulator and the set (ValueError naming the option, nothing recorded), then record a queued
     "shadow" job with the fingerprint it will store under."""
-    spec = spec_of(settings)
-    ids = human_set_ids(store, set_spec)
-    factory = simulator_factory(spec)
-    facts, _ = dialogue_items(store, ids[0])
-    fp = factory(Profile.from_dict(facts["persona"]), seed).fingerprint()
-    total = sum(len(judged_positions(dialogue_items(store, i)[1])) for i in ids)
-    config = {"simulator": {k: getattr(spec, k) for k in SPEC_KEYS}, "set": set_spec,
-              "dialogue_ids": ids, "seed": int(seed), "fingerprint": fp, "fingerprint_hash": fingerprint_hash(fp),
-              "total": total}
-    return create_job(store, SHADOW_JOB_KIND, config, name=f"shadow {spec.spec} · {set_spec}"[:200], seed=seed)
+    config = shadow_config(store, settings, set_spec, seed)
+    return create_job(store, SHADOW_JOB_KIND, config, name=f"shadow {config['simulator']['spec']} · {set_spec}"[:200],
+                      seed=seed)
 
 
 def run_coroutine(coro: Any) -> Any:
