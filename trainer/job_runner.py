@@ -8,7 +8,8 @@ it starts by the job's kind
 The job's kind picks the work (RUNNERS: "train" the RL trainer, "benchmark" the Sentient benchmark runner,
 "compare" a paired comparison (trainer.benchmarking.compare_runs), "personas" a persona generation:
 simulator.personas.generation_store.run_generation_job, "judge" a judge run: trainer.benchmarking.judge_jobs, "shadow" a simulator's shadow judgements of a human set:
-trainer.benchmarking.shadow_jobs, "import" a human-played corpus: trainer.import_jobs).
+trainer.benchmarking.shadow_jobs, "import" a human-played corpus: trainer.import_jobs, "calibrate" a simulator
+fitted to a human set: trainer.benchmarking.calibrate_jobs).
 Rank 0 holds the JobContext (queue, heartbeat, ownership, final status) and writes its output to the job's
 log as well as to the terminal; under the `deepspeed` launcher the other ranks get the job from rank 0 and
 run the same work with a RankJob, which never writes to the store's job row.
@@ -77,6 +78,12 @@ def _run_shadow(store: Store, job: Any) -> dict[str, Any]:
     return shadow_job(store, job)
 
 
+def _run_calibrate(store: Store, job: Any) -> dict[str, Any]:
+    from trainer.benchmarking.calibrate_jobs import calibrate_job
+
+    return calibrate_job(store, job)
+
+
 def _run_import(store: Store, job: Any) -> dict[str, Any]:
     from trainer.import_jobs import run_import_job
 
@@ -94,7 +101,7 @@ def _run_personas(store: Store, job: Any) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[Store, Any], dict[str, Any]]] = {"train": _run_train, "benchmark": _run_benchmark,
                                                               "personas": _run_personas, "compare": _run_compare,
                                                               "judge": _run_judge, "shadow": _run_shadow,
-                                                              "import": _run_import}
+                                                              "import": _run_import, "calibrate": _run_calibrate}
 DISTRIBUTED_KINDS = ("train",)  # kinds whose work every rank shares; other ranks skip the rest
 
 

@@ -43,7 +43,8 @@ def fit_and_save(store: Any, set_spec: str, fp_hash: str, name: str, folds: int 
                "after": tables(held, n_boot, seed, turn_points, state_points),
                "change_by_score": {"before": change_by_score(units["turns"]), "after": change_by_score(held["turns"])},
                "folds": folds, "n_turns": len(units["turns"]), "n_dialogue_states": len(units["dialogues"])}
-    knots = fit_map([u["parts"] for u in units["turns"]], [(u["score"] - u["mid"]) * turn_points for u in units["turns"]])
+    knots = fit_map([u["parts"] for u in units["turns"]],
+                    [(u["score"] - u["mid"]) * turn_points for u in units["turns"]])
     signal = None
     if reply_signal:
         from simulator.fitting.reply_signal_fit import cross_validate_signal, fit_two_levels, reply_feature_rows

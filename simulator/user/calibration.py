@@ -92,3 +92,18 @@ def load_calibration(name: str, home: Path | None = None) -> Calibration:
         if path.is_file():
             return Calibration.from_dict(json.loads(path.read_text()))
     raise ValueError(f"calibration: no calibration named {name!r} (fit one with python -m simulator calibrate)")
+
+
+def saved_calibrations(home: Path | None = None) -> list[Calibration]:
+    """The lab's own calibrations (home/calibrations/*.json), by name; a file that does not read is left out."""
+    if home is None:
+        from storage.db import lab_home
+
+        home = lab_home()
+    found = []
+    for path in sorted((home / "calibrations").glob("*.json")):
+        try:
+            found.append(Calibration.from_dict(json.loads(path.read_text())))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found

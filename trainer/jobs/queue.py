@@ -64,7 +64,7 @@ QUEUE_POLL_S = 1.0
 RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
 CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
 CANCEL_GRACE_S = 15.0  # after Cancel's SIGTERM, a job process still alive this long is killed (SIGKILL)
-JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge", "shadow", "import")
+JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge", "shadow", "import", "calibrate")
 # kinds that use the accelerator and so wait until they fit (trainer.jobs.admission); the others call APIs and
 # start at once (a persona generation or a judge run never waits behind a training job)
 QUEUED_KINDS = ("train", "benchmark", "compare")

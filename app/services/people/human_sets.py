@@ -109,16 +109,38 @@ def start_shadow(store: Store, store_url: str, set_spec: str, simulator: str, ba
     return f"Shadow job {job_id} started.", job_id
 
 
-def resume_shadow(store: Store, store_url: str, job_id: Optional[int]) -> str:
-    """Reopen a shadow job that was cut off and launch it again; the refusal named (its owner still lives...)."""
+def resume_job(store: Store, store_url: str, job_id: Optional[int], what: str = "Shadow job",
+               after: str = "only the turns not yet judged are played") -> str:
+    """Reopen a job that plays a simulator over a set (shadow, calibrate) that was cut off and launch it again;
+    the refusal named (its owner still lives...)."""
     if not job_id:
-        return "**No shadow run to resume.**"
+        return f"**No {what.lower()} to resume.**"
     try:
         job_queue.reopen(store, int(job_id))
     except job_queue.JobError as exc:
         return f"**Not resumed:** {md(exc)}"
     job_queue.launch(store_url, int(job_id))
-    return f"Shadow job {job_id} resumed: only the turns not yet judged are played."
+    return f"{what} {job_id} resumed: {after}."
+
+
+def resume_shadow(store: Store, store_url: str, job_id: Optional[int]) -> str:
+    """Reopen a shadow job that was cut off and launch it again; the refusal named (its owner still lives...)."""
+    return resume_job(store, store_url, job_id)
+
+
+def judged_turns(job: dict[str, Any]) -> tuple[int, int]:
+    """(turns judged, turns to judge) of a job that plays a simulator over a set (shadow, calibrate)."""
+    config = job.get("config") or {}
+    return int(job.get("step") or 0), int(job.get("total_steps") or config.get("total") or 0)
+
+
+def time_left(job: dict[str, Any], now: datetime) -> str:
+    """'~N s' the running job has left at its pace since it started ('' when not running or nothing done)."""
+    (done, total), started = judged_turns(job), job.get("started_at")
+    if job["status"] not in ("running", "stalled") or not done or not isinstance(started, datetime):
+        return ""
+    elapsed = (now - started).total_seconds()
+    return f"~{elapsed / done * (total - done):.0f} s" if elapsed > 0 else ""
 
 
 def shadow_jobs_md(store: Store, now: Optional[datetime] = None) -> tuple[str, Optional[int]]:
@@ -131,12 +153,8 @@ def shadow_jobs_md(store: Store, now: Optional[datetime] = None) -> tuple[str, O
     resumable = None
     for j in jobs[:20]:
         config = j.get("config") or {}
-        done, total = int(j.get("step") or 0), int(j.get("total_steps") or config.get("total") or 0)
-        left = ""
-        started = j.get("started_at")
-        if j["status"] in ("running", "stalled") and done and started:
-            elapsed = (now - started).total_seconds() if isinstance(started, datetime) else 0
-            left = f"~{elapsed / done * (total - done):.0f} s" if elapsed > 0 else ""
+        done, total = judged_turns(j)
+        left = time_left(j, now)
         if resumable is None and j["status"] in RESUMABLE:
             resumable = j["id"]
         lines.append(f"| {j['id']} | `{md(config.get('set', ''))}` | `{md((config.get('simulator') or {}).get('spec', ''))}`"

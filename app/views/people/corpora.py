@@ -5,7 +5,8 @@ an import job (its own process, with progress and Cancel, at most the owner's bo
 run a simulator's shadow judgements over every reply of it in the background (trainer.benchmarking.shadow_jobs,
 with its progress, time left and Resume), and read its agreement with the people who played and rated those
 dialogues (simulator.evaluation.human_agreement): one table per simulator fingerprint, with plots (rank
-agreement, per group, and the simulator's mean change at each person's score beside the declared map).
+agreement, per group, and the simulator's mean change at each person's score beside the declared map); then
+calibrate a simulator to them in a job (app.views.people.calibrate_panel).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import gradio as gr
 from app.agreement_plots import change_by_score_lines, human_group_bars, human_spearman_bars
 from app.context import LabContext, changed_only
 from app.render import md
+from app.views.people import calibrate_panel
 from app.services.people import human_sets
 from simulator.evaluation.human_agreement import format_human_report, human_agreement
 
@@ -75,6 +77,7 @@ def build(ctx: LabContext) -> None:
             groups = gr.Plot(elem_id="people-groups")
         curve = gr.Plot(elem_id="people-curve")
         report_json = gr.Code(language="json", label="The report as JSON", visible=False)
+    calibrate_panel.build(ctx)
 
     def on_import(path, fmt_, name_, keep_, version_, add_):
         message, job_id = human_sets.start_import(store, ctx.store_url, path, fmt_, name_, bool(keep_), version_,
