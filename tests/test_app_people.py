@@ -2,7 +2,8 @@
 file in an import job (all or nothing, then keeping the good), launches a shadow run as a background job process that ends
 succeeded with every reply judged, lists the runs with their progress and refuses a resume of a finished one;
 the report's plots; and the tab in a real browser, from import to the agreement table and plots (the
-calibration curve beside the declared map among them)."""
+calibration curve beside the declared map among them), and its Calibrate panel (a bad name refused, the saved
+calibrations listed)."""
 from __future__ import annotations
 
 import json
@@ -106,3 +107,29 @@ def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_
     expect(page.locator("#people-report-table")).not_to_contain_text("next message vs the person's")
     expect(page.locator("#people-report-table")).to_contain_text("interval width by dialogues rated")
     assert page.dialogs == []
+
+
+@pytest.mark.browser
+def test_people_tab_calibrate_panel_refuses_a_bad_name_and_lists_the_saved_calibrations(browser_page, lab_server):
+    from playwright.sync_api import expect
+
+    from simulator.user.calibration import Calibration, save_calibration
+    from storage.db import lab_home
+
+    page = browser_page
+    figures = {side: {"turns": {"spearman": {"value": s}, "mean_diff": {"value": d}}}
+               for side, s, d in (("before", 0.31, -6.2), ("after", 0.35, 0.4))}
+    save_calibration(Calibration("shown-cal", [-5.0, 5.0], [-2.0, 8.0], simulator_fingerprint_hash="ab12cd34ef56ab78",
+                                 report={**figures, "n_turns": 42}), lab_home())
+    page.get_by_role("tab", name="People", exact=True).click()
+    page.get_by_text("4. Calibrate a simulator to the people").click()
+    page.locator("#people-cal-name textarea").fill("../elsewhere")
+    page.click("#people-cal-start")
+    expect(page.locator("#people-cal-status")).to_contain_text("Not started: --name: '../elsewhere' is not a name")
+    page.click("#people-cal-refresh")
+    row = page.locator("#people-cal-saved tr", has_text="shown-cal")
+    expect(row).to_contain_text("ab12cd34ef56ab78")
+    expect(row).to_contain_text("+0.31 -> +0.35")
+    expect(row).to_contain_text("-6.20 -> +0.40")
+    expect(page.locator("#people-cal-jobs")).to_contain_text("No calibrate jobs yet.")
+    assert not (lab_home() / "elsewhere.json").exists() and page.dialogs == []
