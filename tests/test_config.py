@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from simulator.user.rules import get_rules
-from trainer.config import SIMULATOR_RULE_SETS, ConfigError, TrainConfig
+from trainer.config import ConfigError, TrainConfig
+from trainer.config_rules import SIMULATOR_RULE_SETS
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -23,30 +23,15 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from simulator.access import config_errors, path_field
-from simulator.personas.specs import spec_error as persona_spec_error
-from simulator.user.rules import RULE_SET_ALIASES, RULE_SETS
-from simulator.user.spec import SimulatorSpec
-from trainer.learning.overlap import overlap_errors
-from trainer.learning.tracking import report_to_error
-from trainer.rollout.types import SCHEDULES
+from simulator.access import path_field
+from simulator.user.rules import RULE_SET_ALIASES
+from trainer.config_rules import GROUP_ALGORITHMS, config_errors
 
 log = logging.getLogger(__name__)
 
-ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
-# how a dialogue's reward becomes token advantages (trainer.learning.algorithms): dialogue (the algorithm's own
-# estimator, the paper) | turn_grpo (grpo only) | turn_gae (ppo only); each turn estimator's algorithm:
-ADVANTAGES = {"dialogue": ALGORITHMS, "turn_grpo": ("grpo",), "turn_gae": ("ppo",)}
-GROUP_ALGORITHMS = ("grpo", "rloo")  # advantages need several rollouts of the same profile
-MODES = ("think", "direct")
 RECORDED_KEYS = ("personas", "ray_ranks")  # written on a job's config by its run (what it resolved), never settings
-ROLLOUT_BACKENDS = ("transformers", "vllm")  # the policy engine that samples the rollouts: HFEngine | VLLMEngine
 # settings given under an old name: read under the new one, with a warning (both given: an error)
 RENAMED_SETTINGS = {"engine": "rollout_backend"}
-DEEPSPEED = ("none", "zero1", "zero2", "zero3")
-DTYPES = ("float32", "bfloat16", "float16")
-SCHEDULERS = ("constant", "linear", "cosine")
-SIMULATOR_RULE_SETS = tuple(RULE_SETS)  # the names simulator_preset takes
 
 
 class ConfigError(ValueError):
@@ -266,132 +251,10 @@ class TrainConfig:
             Path(path).write_text(text)
         return text
 
-    # ------------------------------------------------------------------------------------- validation
     def errors(self, check_paths: bool = True) -> dict[str, str]:
         """Field -> problem for every invalid setting (empty when valid). check_paths: also check that the
-        model folders and profile files exist."""
-        e: dict[str, str] = {}
-
-        def choice(name: str, allowed: tuple) -> None:
-            if getattr(self, name) not in allowed:
-                e[name] = f"unknown value {getattr(self, name)!r}; one of {', '.join(allowed)}"
-
-        choice("algorithm", ALGORITHMS)
-        choice("mode", MODES)
-        choice("rollout_backend", ROLLOUT_BACKENDS)
-        choice("rollout_schedule", SCHEDULES)
-        choice("deepspeed", DEEPSPEED)
-        choice("dtype", DTYPES)
-        choice("lr_scheduler", SCHEDULERS)
-        choice("simulator_preset", SIMULATOR_RULE_SETS)
-        # the simulated user's spec, pack, sampling and traffic limits (its preset is checked just above)
-        e.update({k: v for k, v in SimulatorSpec.from_config(self).errors().items() if k != "rules"})
-        choice("kl_estimator", ("k1", "k3"))
-        choice("device", ("auto", "cpu", "cuda"))
-        for name in ("actor_lr", "critic_lr"):
-            if not getattr(self, name) > 0:
-                e[name] = f"must be positive, got {getattr(self, name)}"
-        for name in ("weight_decay", "entropy_coef", "kl_coef", "value_clip_eps", "reward_length_penalty",
-                     "max_grad_norm", "turn_weight", "gpus"):
-            if getattr(self, name) < 0:
-                e[name] = f"must be >= 0, got {getattr(self, name)}"
-        for name in ("actor_warmup_ratio", "critic_warmup_ratio"):
-            if not 0 <= getattr(self, name) < 1:
-                e[name] = f"must be in [0, 1), got {getattr(self, name)}"
-            elif getattr(self, name) and self.warmup_steps:
-                e[name] = f"set warmup_steps ({self.warmup_steps}) or the warmup ratios, not both"
-        if not 0 < self.clip_eps < 1:
-            e["clip_eps"] = f"must be in (0, 1), got {self.clip_eps}"
-        for name in ("gamma", "lam", "turn_gamma"):
-            if not 0 <= getattr(self, name) <= 1:
-                e[name] = f"must be in [0, 1], got {getattr(self, name)}"
-        if not self.adv_eps > 0:
-            e["adv_eps"] = f"must be positive, got {self.adv_eps}"
-        if not self.temperature > 0:
-            e["temperature"] = f"must be positive for RL sampling, got {self.temperature}"
-        if not 0 < self.top_p <= 1:
-            e["top_p"] = f"must be in (0, 1], got {self.top_p}"
-        for name in ("steps", "dialogues_per_step", "minibatch_size", "micro_batch_size", "ppo_epochs",
-                     "max_turns", "max_new_tokens", "max_dialogue_tokens", "lora_r", "lora_alpha", "nodes"):
-            if getattr(self, name) < 1:
-                e[name] = f"must be at least 1, got {getattr(self, name)}"
-        for name in ("save_every", "keep_checkpoints", "warmup_steps", "seed", "reward_length_target",
-                     "max_tokens_per_micro_batch"):
-            if getattr(self, name) < 0:
-                e[name] = f"must be >= 0, got {getattr(self, name)}"
-        if self.algorithm in GROUP_ALGORITHMS:
-            if self.group_size < 2:
-                e["group_size"] = (f"{self.algorithm} compares rollouts of the same profile: group_size must "
-                                   f"be at least 2, got {self.group_size}")
-            elif self.dialogues_per_step % self.group_size:
-                e["dialogues_per_step"] = (f"must be a multiple of group_size ({self.group_size}), "
-                                           f"got {self.dialogues_per_step}")
-        elif self.group_size < 1:
-            e["group_size"] = f"must be at least 1, got {self.group_size}"
-        if "minibatch_size" not in e and "dialogues_per_step" not in e:
-            if self.dialogues_per_step % self.minibatch_size:
-                e["minibatch_size"] = (f"must divide dialogues_per_step ({self.dialogues_per_step}), "
-                                       f"got {self.minibatch_size}")
-            elif self.minibatch_size % self.micro_batch_size:
-                e["micro_batch_size"] = (f"must divide minibatch_size ({self.minibatch_size}), "
-                                         f"got {self.micro_batch_size}")
-        if self.max_new_tokens > self.max_dialogue_tokens:
-            e["max_new_tokens"] = f"exceeds max_dialogue_tokens ({self.max_dialogue_tokens})"
-        if not 0 <= self.lora_dropout < 1:
-            e["lora_dropout"] = f"must be in [0, 1), got {self.lora_dropout}"
-        if self.lora and not self.lora_target_modules:
-            e["lora_target_modules"] = "must name at least one module when lora is on"
-        if self.lora and self.zero_stage == 3:
-            e["lora"] = "LoRA with ZeRO-3 is not supported; use zero1/zero2"
-        if report_to_error(self.report_to):
-            e["report_to"] = report_to_error(self.report_to)
-        e.update(overlap_errors(self))
-        if self.reward not in ("final_emotion", "emotion_deltas"):
-            from simulator.user.outside import target_error
-
-            e["reward"] = (target_error(self.reward, field="reward") if self.reward.startswith("python:") else
-                           f"unknown reward {self.reward!r}; final_emotion, emotion_deltas or python:MODULE:FUNCTION")
-            if not e["reward"]:
-                del e["reward"]
-        e.update(self._advantage_errors())
-        e.update(self._persona_set_errors(check_paths))
-        e.update(self._model_errors(check_paths))
-        e.update(config_errors(self))  # every declared path and endpoint, refused before anything is opened
-        return e
-
-    def _advantage_errors(self) -> dict[str, str]:
-        if self.advantage not in ADVANTAGES:
-            return {"advantage": f"unknown value {self.advantage!r}; one of {', '.join(ADVANTAGES)}"}
-        if self.algorithm not in ADVANTAGES[self.advantage]:
-            return {"advantage": f"{self.advantage} needs algorithm {' or '.join(ADVANTAGES[self.advantage])}, "
-                                 f"got {self.algorithm}"}
-        return {}
-
-    def _persona_set_errors(self, check_paths: bool) -> dict[str, str]:
-        problem = persona_spec_error(self.persona_set, check_paths)
-        return {"persona_set": problem} if problem else {}
-
-    def _model_errors(self, check_paths: bool) -> dict[str, str]:
-        """The model folders' problems (PolicySpec: the caller's Access first; with check_paths, the folder's
-        content too)."""
-        from simulator.llm.models import default_gguf_path
-        from trainer.learning.logits.processing import model_problem
-        from trainer.policies.spec import PolicySpec
-
-        e = {}
-        for name in ("model", "critic_model"):
-            spec = getattr(self, name)
-            if name == "critic_model" and not spec:
-                continue
-            try:
-                if spec == "default" and check_paths:
-                    default_gguf_path()
-                elif problem := (PolicySpec(spec).error() if not check_paths else  # the policy's logits too
-                                 name == "model" and model_problem(PolicySpec(spec).local_model())):
-                    e[name] = problem
-            except (OSError, ValueError) as exc:
-                e[name] = str(exc)
-        return e
+        model folders and profile files exist (trainer.config_rules)."""
+        return config_errors(self, check_paths)
 
     def validate(self, check_paths: bool = True) -> "TrainConfig":
         errs = self.errors(check_paths)

@@ -189,13 +189,14 @@ GENERAL = "_general"  # errors that belong to no form field (the YAML box, field
 
 
 def field_choices(name: str) -> tuple[str, ...]:
-    """Allowed values of a choice field, from trainer.config (persona sets: simulator.personas.specs)."""
+    """Allowed values of a choice field, from trainer.config_rules (persona sets: simulator.personas.specs)."""
     from simulator.personas.specs import PERSONA_SETS
-    from trainer import config
+    from trainer import config_rules
 
-    return {"persona_set": PERSONA_SETS, "simulator_preset": config.SIMULATOR_RULE_SETS, "algorithm": config.ALGORITHMS,
-            "advantage": tuple(config.ADVANTAGES), "mode": config.MODES,
-            "rollout_backend": config.ROLLOUT_BACKENDS}.get(name, ())
+    return {"persona_set": PERSONA_SETS, "simulator_preset": config_rules.SIMULATOR_RULE_SETS,
+            "algorithm": config_rules.ALGORITHMS,
+            "advantage": tuple(config_rules.ADVANTAGES), "mode": config_rules.MODES,
+            "rollout_backend": config_rules.ROLLOUT_BACKENDS}.get(name, ())
 
 
 def persona_set_choices(store: Store) -> list[str]:
