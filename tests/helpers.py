@@ -5,7 +5,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,33 @@ def wait_for_http(base: str, proc: Any, log: Any, tries: int = 240) -> None:
             assert proc.poll() is None, log.read_text()
             time.sleep(0.5)
     raise AssertionError(f"{base} did not answer")
+
+
+@contextmanager
+def served_lab_with_login(tmp_path: Path, db_url: str, password: str, *extra: str) -> Iterator[tuple[str, int, Path]]:
+    """`python -m app --auth-file` (one account, ana:`password`) on a free 127.0.0.1 port over `db_url`, with
+    `extra` arguments and no login or proxy setting from this environment: (base URL, port, its log file) once
+    it answers; stopped after."""
+    from conftest import free_port
+
+    port = free_port()
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    env.pop("RLVER_LAB_AUTH", None)
+    env.pop("FORWARDED_ALLOW_IPS", None)
+    auth_file = tmp_path / "auth.txt"
+    auth_file.write_text(f"ana:{password}\n")
+    log = tmp_path / "app.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url, "--auth-file",
+                                 str(auth_file), *extra], cwd=Path(__file__).resolve().parent.parent, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(base, proc, log)
+        yield base, port, log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
 
 
 # ---- the Personas view's form, in a real browser

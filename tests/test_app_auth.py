@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
-from helpers import wait_for_http
+from helpers import served_lab_with_login
 
 from app.__main__ import parse_args
 from app.trust import LOGIN_PAGE_PATHS, LOGIN_PAGE_PREFIXES
 
-REPO = Path(__file__).resolve().parent.parent
 MARKERS = {"persona": "zq-secret-persona-7731", "job": "zq-secret-job-label", "collection": "zq-secret-collection"}
 
 
@@ -59,27 +54,10 @@ def every_route_path() -> list[str]:
 @pytest.fixture
 def served_lab(tmp_path):
     """`python -m app` with a login (from a file) over a populated store: (base URL, persona ids)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     db_url = f"sqlite:///{tmp_path / 'lab.db'}"
     ids = populate(db_url)  # RLVER_LAB_HOME is this test's own folder (conftest), the app's too
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
-    env.pop("RLVER_LAB_AUTH", None)
-    auth_file = tmp_path / "auth.txt"
-    auth_file.write_text("ana:s3cret-Passw0rd\n")
-    log = tmp_path / "app.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db", db_url, "--auth-file",
-                                 str(auth_file), "--max-upload-mb", "1"], cwd=REPO, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_http(base, proc, log)
+    with served_lab_with_login(tmp_path, db_url, "s3cret-Passw0rd", "--max-upload-mb", "1") as (base, _, log):
         yield base, ids
-    finally:
-        proc.terminate()
-        proc.wait(timeout=120)
     assert "s3cret-Passw0rd" not in log.read_text()
 
 

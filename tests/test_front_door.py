@@ -4,50 +4,22 @@ header-rotating login tries cannot out-race the back-off, a Host is exactly one 
 lab's own origins get CORS."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
-from helpers import wait_for, wait_for_http
+from helpers import served_lab_with_login, wait_for
 
 from app.__main__ import parse_args
 from app.trust import FREE_LOGIN_TRIES
 
-REPO = Path(__file__).resolve().parent.parent
 PASSWORD = "s3cret-Passw0rd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def lab_with_login(tmp_path):
-    port = free_port()
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
-    env.pop("RLVER_LAB_AUTH", None)
-    env.pop("FORWARDED_ALLOW_IPS", None)
-    auth_file = tmp_path / "auth.txt"
-    auth_file.write_text(f"ana:{PASSWORD}\n")
-    log = tmp_path / "app.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--db",
-                                 f"sqlite:///{tmp_path / 'lab.db'}", "--auth-file", str(auth_file)],
-                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_http(base, proc, log)
+    with served_lab_with_login(tmp_path, f"sqlite:///{tmp_path / 'lab.db'}", PASSWORD) as (base, port, _):
         yield base, port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=120)
 
 
 def login(base: str, user: str, password: str, forwarded_for: str = "") -> httpx.Response:
