@@ -96,6 +96,24 @@ def served_lab_with_login(tmp_path: Path, db_url: str, password: str, *extra: st
         proc.wait(timeout=120)
 
 
+@contextmanager
+def ray_backend_store(address: str, postgres_url: str, tmp_path: Path, monkeypatch: Any) -> Iterator[tuple[Any, Path]]:
+    """This test's store (PostgreSQL) with the ray backend of the cluster at `address` and a shared folder
+    (tmp_path/shared): (store, shared folder); the environment is undone after the test (monkeypatch)."""
+    from trainer.jobs import backend
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv(backend.JOBS_ENV, backend.LOCAL)
+    monkeypatch.setenv(backend.SHARED_ENV, str(shared))
+    backend.configure(address, str(shared), postgres_url)
+    store = make_store(postgres_url)
+    try:
+        yield store, shared
+    finally:
+        store.dispose()
+
+
 # ---- the Personas view's form, in a real browser
 def fill(page: Any, elem_id: str, text: str) -> None:
     page.locator(f"#{elem_id} textarea").fill(text)

@@ -27,6 +27,7 @@ from helpers import (
     compare_args,
     finished,
     pair_results,
+    ray_backend_store,
     results,
     run_in_process,
     tiny_train_config,
@@ -58,14 +59,8 @@ def ray_head(postgres_server):
 @pytest.fixture
 def on_ray(ray_head, postgres_url, tmp_path, monkeypatch):
     """This test's store (PostgreSQL) with the ray backend and a shared folder; both undone after the test."""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    monkeypatch.setenv(backend.JOBS_ENV, backend.LOCAL)
-    monkeypatch.setenv(backend.SHARED_ENV, str(shared))
-    backend.configure(ray_head, str(shared), postgres_url)
-    store = make_store(postgres_url)
-    yield store, postgres_url
-    store.dispose()
+    with ray_backend_store(ray_head, postgres_url, tmp_path, monkeypatch) as (store, _):
+        yield store, postgres_url
 
 
 @pytest.fixture(scope="module")

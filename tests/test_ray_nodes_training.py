@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import tiny_train_config, wait_for
+from helpers import ray_backend_store, tiny_train_config, wait_for
 from sqlalchemy import select
 
 from storage import Checkpoint, Metric, make_store, read_scope
@@ -82,15 +82,9 @@ def local_two_ranks(config_path, tmp_path_factory) -> dict[int, dict[str, float]
 
 @pytest.fixture
 def on_cluster(ray_cluster, postgres_url, tmp_path, monkeypatch):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    monkeypatch.setenv(backend.JOBS_ENV, backend.LOCAL)
-    monkeypatch.setenv(backend.SHARED_ENV, str(shared))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    backend.configure(ray_cluster.address, str(shared), postgres_url)
-    store = make_store(postgres_url)
-    yield ray_cluster, store, postgres_url, shared
-    store.dispose()
+    with ray_backend_store(ray_cluster.address, postgres_url, tmp_path, monkeypatch) as (store, shared):
+        yield ray_cluster, store, postgres_url, shared
 
 
 def train_on_ray(config_path: Path, url: str, shared: Path, address: str) -> subprocess.Popen:
