@@ -2,7 +2,8 @@
 (app.services.people.calibrations), on a real SQLite store with a scripted simulator: started as the view
 starts it, the job judges every reply of a small human set in its own process, then fits and saves the
 calibration and records it on the job; a job killed while it judges resumes and ends with the calibration an
-uninterrupted one saves; bad input is refused naming the field, with nothing recorded."""
+uninterrupted one saves; a running one shows its stage, turns judged and time left; bad input is refused
+naming the field, with nothing recorded."""
 from __future__ import annotations
 
 import json
@@ -128,3 +129,20 @@ def test_a_calibrate_job_killed_while_judging_resumes_to_the_uninterrupted_calib
                                                                   uninterrupted.report)
     store.dispose()
     other.dispose()
+
+
+def test_a_running_calibrate_job_shows_its_stage_turns_judged_and_time_left(store):
+    from datetime import timedelta
+
+    from trainer.jobs.context import JobContext
+
+    people(store, 3)
+    job_id = create_calibrate_job(store, {"spec": FOLLOWER}, "human:lab", "live-cal", folds=2)
+    with JobContext(store, job_id, install_signals=False) as ctx:
+        ctx.record_config("stage", "judging")
+        ctx.progress(5, 15)
+        started = job_queue.get_job(store, job_id)["started_at"]
+        table, resumable, live = calibrations.calibrate_jobs_md(store, now=started + timedelta(seconds=20))
+    shown = table.replace("\\", "")  # md() escapes the parentheses
+    assert "| `live-cal` | `human:lab` |" in shown and "| running (judging) | 5/15 | ~40 s |  |" in shown, table
+    assert live and resumable is None
