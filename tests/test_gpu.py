@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.gpu_check import Budget, build_model, decode, environment, train_case
+from benchmarks.engines.decode_floor import decode
+from benchmarks.gpu_check import Budget, build_model, environment, train_case
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parent.parent
