@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from app.services.people import calibrations
 from simulator.evaluation.human_corpora import import_corpus
-from simulator.user.calibration import load_calibration
+from simulator.user.calibration import Calibration, load_calibration, save_calibration
 from storage import make_store, read_scope
 from storage.ratings import ShadowJudgement
 from testkit.human_corpus import quality_dialogue
@@ -94,6 +94,12 @@ def test_the_view_refuses_bad_input_naming_the_field_and_records_nothing(store, 
         assert problem in message.replace("\\", ""), (problem, message)  # md() escapes the punctuation
     assert job_queue.list_jobs(store, kind="calibrate") == []
     assert not (tmp_path / "lab_home" / "calibrations").exists()
+    save_calibration(Calibration("kept", [-1.0, 1.0], [-2.0, 2.0]), tmp_path / "lab_home")  # not to be replaced
+    message, job_id = calibrations.start_calibration(store, "sqlite:///unused.db", "human:lab", "offline", "",
+                                                     "kept", 2)
+    assert job_id is None and "--name: a calibration named 'kept' already exists" in message.replace("\\", "")
+    assert load_calibration("kept", tmp_path / "lab_home").knots_y == [-2.0, 2.0]
+    assert job_queue.list_jobs(store, kind="calibrate") == []
 
 
 @pytest.mark.process

@@ -123,10 +123,19 @@ def test_the_calibrate_command_fits_saves_and_improves_the_held_out_difference(s
     report = human_agreement(store, "human:cal-people", n_boot=50, with_realism=False)
     assert report["by_fingerprint"]["feedc0de" * 8]["turns"]["mean_diff"]["value"] == pytest.approx(
         before["mean_diff"]["value"])
-    bad = subprocess.run([sys.executable, "-m", "simulator", "calibrate", "--set", "human:cal-people",
-                          "--simulator", "offline", "--name", "Bad Name", "--db", db_url], capture_output=True,
-                         text=True, cwd=REPO, env=env, timeout=300)
+    def again(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "simulator", "calibrate", "--set", "human:cal-people", *extra,
+                               "--db", db_url, "--n-boot", "50"], capture_output=True, text=True, cwd=REPO, env=env,
+                              timeout=300)
+
+    bad = again("--simulator", "offline", "--name", "other-cal")
     assert bad.returncode == 1 and "has not judged human:cal-people" in bad.stderr, bad.stderr
+    bad = again("--simulator", "offline", "--name", "Bad Name")
+    assert bad.returncode == 1 and "--name: 'Bad Name' is not a name" in bad.stderr, bad.stderr
+    taken = again("--fingerprint", "feedc0de", "--name", "scripted-cal")  # a saved calibration is not replaced
+    assert taken.returncode == 1 and "--name: a calibration named 'scripted-cal' already exists" in taken.stderr
+    assert load_calibration("scripted-cal", tmp_path).hash() == result["hash"]
+    assert again("--fingerprint", "feedc0de", "--name", "scripted-cal", "--replace").returncode == 0
 
 
 def test_a_bad_calibration_is_named_in_the_spec_errors(tmp_path, monkeypatch):

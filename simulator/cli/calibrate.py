@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the folds' and the intervals' seed")
     parser.add_argument("--reply-signal", action="store_true",
                         help="also fit a per-reply signal of sentence embeddings to the people (second level)")
+    parser.add_argument("--replace", action="store_true", help="fit again over a calibration of the same name")
     parser.add_argument("--db", default=None, help="the store (a SQLite file or a SQLAlchemy URL)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -60,6 +61,14 @@ def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     from simulator.evaluation.human_agreement import load_set
     from simulator.fitting.calibration_fit import fit_and_save
 
+    from simulator.user.calibration import name_taken
+
+    try:
+        problem = name_taken(args.name)
+    except ValueError as exc:
+        raise ValueError(f"--name: {str(exc).removeprefix('calibration: ')}") from None
+    if problem and not getattr(args, "replace", False):
+        raise ValueError(f"--name: {problem}; give --replace to fit it again")
     _, sims = load_set(store, args.set_spec)
     if not sims:
         raise ValueError(f"--set: no simulator has judged {args.set_spec}; run python -m trainer shadow first")

@@ -73,6 +73,19 @@ def calibration_path(name: str, home: Path) -> Path:
     return home / "calibrations" / f"{name}.json"
 
 
+def name_taken(name: str, home: Path | None = None) -> str:
+    """Why `name` cannot be given to a new calibration without replacing one ("" when it is free)."""
+    if home is None:
+        from storage.db import lab_home
+
+        home = lab_home()
+    if calibration_path(name, home).is_file():
+        return f"a calibration named {name!r} already exists in the lab's folder"
+    if (PACKAGED / f"{name}.json").is_file():
+        return f"{name!r} is the name of a calibration shipped with the lab"
+    return ""
+
+
 def save_calibration(cal: Calibration, home: Path) -> Path:
     path = calibration_path(cal.name, home)
     path.parent.mkdir(parents=True, exist_ok=True)

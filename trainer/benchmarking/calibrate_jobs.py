@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.user.calibration import calibration_path
+from simulator.user.calibration import calibration_path, name_taken
 from storage.db import lab_home
 from trainer.benchmarking.shadow_jobs import shadow_config, shadow_job
 from trainer.jobs.queue import create_job
@@ -32,6 +32,8 @@ def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, na
         calibration_path(name, lab_home())  # a name is a file name in the lab's folder, never a path
     except ValueError as exc:
         raise ValueError(f"--name: {str(exc).removeprefix('calibration: ')}") from None
+    if problem := name_taken(name):  # a job never replaces a saved calibration (the command line can: --replace)
+        raise ValueError(f"--name: {problem}; choose another name")
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"--folds: must be a whole number of 2 or more, got {folds!r}")
     config = shadow_config(store, settings, set_spec, seed)
