@@ -70,10 +70,16 @@ def test_a_calibrate_job_started_from_the_view_judges_fits_and_saves(store, db_u
     listed = calibrations.saved_md()
     assert f"| `lab-cal` | `{saved.simulator_fingerprint_hash}` | 30 | {calibrations.before_after(saved.report, 'spearman')} |" \
         in listed
-    # judged already: a second calibration of the same simulator plays nothing and fits at once
-    _, again = calibrations.start_calibration(store, db_url, "human:lab", FOLLOWER, "", "lab-cal-2", 3)
-    assert ended(store, again)["status"] == "succeeded" and judged(store) == 30
-    assert load_calibration("lab-cal-2", lab_home()).report["folds"] == 3
+    # judged already: a second calibration of the same simulator plays nothing and fits at once, here with the
+    # reply signal too (its held-out figures a third side, its weights in the file)
+    _, again = calibrations.start_calibration(store, db_url, "human:lab", FOLLOWER, "", "lab-cal-2", 3, True)
+    second = ended(store, again)
+    assert second["status"] == "succeeded" and judged(store) == 30
+    with_signal = load_calibration("lab-cal-2", lab_home())
+    assert with_signal.report["folds"] == 3 and with_signal.reply_signal is not None
+    assert second["config"]["result"]["after_signal"]["turns"]["spearman"] == \
+        with_signal.report["after_signal"]["turns"]["spearman"]
+    assert calibrations.before_after(with_signal.report, "spearman").count(" -> ") == 2
 
 
 def test_the_view_refuses_bad_input_naming_the_field_and_records_nothing(store, tmp_path):

@@ -25,7 +25,7 @@ FIGURES = ("spearman", "mean_diff")  # the held-out figures a job's result keeps
 
 
 def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, name: str, folds: int = 5,
-                         seed: int = 0, n_boot: int = 1000) -> int:
+                         seed: int = 0, n_boot: int = 1000, reply_signal: bool = False) -> int:
     """Check everything (ValueError naming the option: --name, --folds, --set, --simulator; nothing recorded),
     then record a queued calibrate job: the shadow job's config with the calibration's settings beside it."""
     try:
@@ -40,7 +40,8 @@ def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, na
     if folds > len(config["dialogue_ids"]):
         raise ValueError(f"--folds: {folds} folds need at least {folds} dialogues; {set_spec} has "
                          f"{len(config['dialogue_ids'])}")
-    config["calibration"] = {"name": name, "folds": folds, "n_boot": int(n_boot), "seed": int(seed)}
+    config["calibration"] = {"name": name, "folds": folds, "n_boot": int(n_boot), "seed": int(seed),
+                             "reply_signal": bool(reply_signal)}
     return create_job(store, CALIBRATE_JOB_KIND, config,
                       name=f"calibrate {name}: {config['simulator']['spec']} · {set_spec}"[:200], seed=seed)
 
@@ -53,7 +54,7 @@ def brief(result: dict[str, Any]) -> dict[str, Any]:
     return {"name": result["name"], "hash": result["hash"], "path": result["path"],
             "simulator_fingerprint_hash": result["simulator_fingerprint_hash"], "n_turns": result["n_turns"],
             "folds": result["folds"], **{side: {level: figure(side, level) for level in ("turns", "dialogues")}
-                                          for side in ("before", "after")}}
+                                          for side in ("before", "after", "after_signal") if side in result}}
 
 
 def calibrate_job(store: Any, ctx: Any) -> dict[str, Any]:
@@ -67,7 +68,8 @@ def calibrate_job(store: Any, ctx: Any) -> dict[str, Any]:
     ctx.record_config("stage", "fitting")
     c = ctx.config["calibration"]
     result = brief(fit_and_save(store, ctx.config["set"], ctx.config["fingerprint_hash"], c["name"],
-                                folds=int(c["folds"]), n_boot=int(c["n_boot"]), seed=int(c["seed"])))
+                                folds=int(c["folds"]), n_boot=int(c["n_boot"]), seed=int(c["seed"]),
+                                reply_signal=bool(c.get("reply_signal", False))))
     ctx.record_config("result", result)
     ctx.record_config("stage", "done")
     print(f"calibration {result['name']} ({result['hash']}) saved: {result['path']}", flush=True)

@@ -29,11 +29,13 @@ def whole_folds(folds: Any) -> int:
 
 
 def start_calibration(store: Store, store_url: str, set_spec: str, simulator: str, base_url: str, name: str,
-                      folds: Any) -> tuple[str, Optional[int]]:
-    """Record and launch a calibrate job: (message, job id or None when refused, the field named)."""
+                      folds: Any, reply_signal: bool = False) -> tuple[str, Optional[int]]:
+    """Record and launch a calibrate job: (message, job id or None when refused, the field named);
+    `reply_signal`: fit the second level too (simulator.fitting.reply_signal_fit)."""
     try:
         job_id = create_calibrate_job(store, {"spec": (simulator or "").strip(), "base_url": (base_url or "").strip()},
-                                      (set_spec or "").strip(), (name or "").strip(), whole_folds(folds))
+                                      (set_spec or "").strip(), (name or "").strip(), whole_folds(folds),
+                                      reply_signal=bool(reply_signal))
     except ValueError as exc:  # JobError too: the owner's ceiling of live jobs
         return f"**Not started:** {md(exc)}", None
     job_queue.launch(store_url, job_id)
@@ -51,9 +53,11 @@ def _figure(value: Any) -> str:
 
 
 def before_after(report: dict[str, Any], stat: str) -> str:
-    """'0.41 -> 0.47': a held-out per-turn figure before and after calibration."""
+    """'0.41 -> 0.47': a held-out per-turn figure before and after calibration (and '-> 0.52' after the map with
+    the reply signal, when one was fitted)."""
+    sides = ("before", "after", "after_signal") if "after_signal" in report else ("before", "after")
     return " -> ".join(_figure(((report.get(side) or {}).get("turns") or {}).get(stat, {}).get("value"))
-                       for side in ("before", "after"))
+                       for side in sides)
 
 
 def calibrate_jobs_md(store: Store, now: Optional[datetime] = None) -> tuple[str, Optional[int], bool]:
@@ -88,7 +92,7 @@ def calibrate_jobs_md(store: Store, now: Optional[datetime] = None) -> tuple[str
 
 def saved_md(home: Optional[Path] = None) -> str:
     """The lab's saved calibrations: name, simulator fingerprint, rated turns, held-out per-turn Spearman and
-    mean difference (simulator - people) before -> after."""
+    mean difference (simulator - people) before -> after (-> with the reply signal)."""
     rows = saved_calibrations(home)
     if not rows:
         return "No saved calibrations yet."
