@@ -120,8 +120,13 @@ def fill(page: Any, elem_id: str, text: str) -> None:
 
 
 def choose(page: Any, elem_id: str, option: str) -> None:
+    """Pick a dropdown option and wait until the dropdown shows it (in its box, or as a token of a multiselect):
+    a click on another control before then can send the old value on a loaded machine."""
     page.locator(f"#{elem_id} input").click()
     page.get_by_role("option", name=option).click()
+    page.wait_for_function("([id, opt]) => { const el = document.getElementById(id); const box = el && "
+                           "el.querySelector('input'); return !!el && ((box && box.value === opt) || "
+                           "el.innerText.includes(opt)); }", arg=[elem_id, option], timeout=60_000)
 
 
 def new_form(page: Any) -> None:
