@@ -31,44 +31,8 @@ configs/learning-curve-cpu.yaml is the same training as a job (`python -m traine
 Threads: on a loaded 2-core machine one torch thread is much faster than two (a SmolLM2 forward pass
 measured 0.87 s with 2 threads vs 0.02 s with 1 while the other core was busy); --threads sets it.
 
-Measured 2026-11-24 with offline-v3 (the default; `--threads 2 --eval-every 20`), the 2 cores shared with
-niced background work: 46 steps in 61.0 training minutes (~40 s rollout, ~37 s update a step). Over the
-benchmark's 10 turns the held-out mean went 22.8 -> 41.8 (+19.0; failures 16 -> 6, successes 0 -> 2), over
-3 turns 37.6 -> 45.1 (+7.4; +5.3 at 20 min, +6.6 at 40). Replies flagged by any probe detector over 10 turns:
-43.6% -> 27.8%; parroting 0% before and after. The +15 target is met over 10 turns, not over 3.
-Earlier, offline-v2 (`--simulator offline:v2`), second run (`--threads 2 --eval-every 20`), 90 steps in 60.3
-training minutes: over the benchmark's 10 turns the held-out mean went 23.5 -> 64.8 (+41.3; failures 11 -> 0
-of 32), over 3 turns 40.5 -> 51.2 (+10.7; +9.6 at 20 min, +8.1 at 40). Per-turn change over 10 turns,
-before: +0.4 +0.3 -0.2 -1.8 -1.9 -1.5 -2.6 -3.2 -4.7 -4.6; after: +3.3 +4.6 +3.4 +2.9 +4.2 +3.0 +3.6 +0.8
--0.2 -0.8.
-First run, offline simulator v2 (parroting check), idle 2-core CPU, --threads 2, defaults
-(`python benchmarks/learning_curve.py --threads 2`), held-out 8 personas x 4 dialogues, 3 turns:
-  step (training min):  0 (0)  15 (10.1)  30 (20.3)  45 (30.5)  59 (40.1)  74 (50.3)  89 (60.5)
-  held-out mean:        40.5   48.8       50.1       49.8       49.7       51.7       51.3
-  change:               -      +8.3       +9.6       +9.3       +9.2       +11.2      +10.8
-89 steps in 60.5 training minutes (~41 s a step: ~19 s rollout, ~22 s update); train reward (one reply,
-training rules) 0.285 -> 0.33, entropy 1.6 -> 1.2 nats per token; every held-out persona gained (+6.5 to
-+19.5). What moved, in mean points per held-out reply: persona_fit +1.2, warmth +1.1, engagement +1.0,
-need_fit +0.3. Over 3 turns the +15 target is not reached: most of the gain comes in the first 10 minutes, then it
-creeps (+9.6 at 20 min, +11.2 at 50; standard error of a change about 2 points). The same settings with
-lr 1e-3 (the previous default) plateaued lower, +6.0 at 20 min and +4.4 at 60 (78 steps), with the entropy
-collapsing to 0.8. At both rates the replies drift towards restating the user's story in the second
-person with its topic words ("Your parents changed your course and your family was not yet prepared..."):
-the offline scorer's need-fit and engagement terms are embedding similarities, which such text raises,
-and fluency is not scored. With 1 dialogue per persona (--eval-samples 1) a single step can move the
-held-out mean by 5 points: use >= 4.
-For scale, fixed replies under the same held-out rules (no model): one generic warm sentence per turn
-37.5, a supportive prototype 42.8, reflecting the user's longest sentence plus a validation 55.2, the need
-category's prototypes 56.0, the persona's own fit examples 60.5: +15 asks a 135M policy to write replies
-about as well matched to an unseen persona's hidden need as its hand-written fit examples.
-Earlier settings, same machine, 16 held-out dialogues, 3-turn training dialogues, one optimizer step per
-rollout unless said: with the offline-v1 scorer, temperature 1.0, full fine-tune lr 3e-5: +3.3 in 12.7
-min; LoRA lr 1e-3, 20 steps in 26 min: -0.3 (entropy rising). With offline-v2, temperature 0.7, 16
-dialogues per step, LoRA lr 5e-4: -1.1 after 10 minutes; the same with 4 optimizer steps per rollout:
--1.9 after 5 minutes. Single-reply training (as now), 16 held-out dialogues: lr 5e-4: +4.3 after 10
-minutes; lr 1.5e-3: +3.4 after 6.7 minutes.
-Group 8 x 4 personas instead of 4 x 8 (the same 32 dialogues a step), 32 held-out dialogues: +8.8
-after 10 minutes, +10.6 after 20 (group 4: +8.3, +9.6; within the noise).
+Measured figures, with the commands that reproduce them, and the settings tried before these defaults:
+docs/results.md ("Learning").
 """
 from __future__ import annotations
 
@@ -107,7 +71,8 @@ def evaluate(trainer, profiles, args, turns: int = 0, flags: bool = True) -> dic
         if comps:
             fired.append(set(comps))
 
-    rollout = DialogueRollout(trainer.policy_engine, SimulatorSpec(args.simulator, rules=args.eval_preset).factory(),
+    held_out_user = SimulatorSpec(args.simulator, rules=args.eval_preset, calibration=args.calibration)
+    rollout = DialogueRollout(trainer.policy_engine, held_out_user.factory(),
                             config=RolloutConfig(mode=args.mode, max_turns=turns,
                                                  max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
                                                  temperature=args.eval_temperature, seed=12345,
@@ -181,6 +146,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-preset", default="standard")
     p.add_argument("--simulator", default="offline",
                    help="offline (scorer v3, default) or offline:v2 (the scorer of the figures measured before v3)")
+    p.add_argument("--calibration", default="",
+                   help="a calibration of the simulator to people, by name, in training and held out (default none)")
     p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature in training")
     p.add_argument("--eval-temperature", type=float, default=None, help="held-out sampling (default: --temperature)")
     p.add_argument("--max-new-tokens", type=int, default=48)
@@ -229,6 +196,7 @@ def settings_lines(args, cfg, base_model: str) -> list[str]:
             ("entropy bonus", f"{cfg.entropy_coef:g}", "-"),
             ("simulator rules (train / held-out)", f"{cfg.simulator_preset} / {args.eval_preset}",
              "not settled / standard"),
+            ("simulator calibration", cfg.calibration or "none", "none"),
             ("reward", "each arm's (the arms table)" if args.arms else "max(final / 100, 0), no shaping", "same"),
             ("max staleness (overlap)", f"{cfg.max_staleness} ({cfg.off_policy_estimator})" if cfg.max_staleness
              else "0 (on-policy)", "0"),
@@ -243,7 +211,8 @@ def base_config(args):
     n = args.profiles_per_step * args.group
     minibatch = args.minibatch or n
     return TrainConfig(model=args.model, algorithm="grpo", mode=args.mode, persona_set="builtin:train",
-                       simulator=args.simulator, simulator_preset="rlver-hard", group_size=args.group,
+                       simulator=args.simulator, calibration=args.calibration, simulator_preset="rlver-hard",
+                       group_size=args.group,
                        dialogues_per_step=n, minibatch_size=minibatch, micro_batch_size=min(minibatch, 4),
                        steps=100_000, actor_lr=args.lr, max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                        max_dialogue_tokens=args.max_tokens, temperature=args.temperature, lora=args.lora,
@@ -368,7 +337,8 @@ def report_flags(label: str, before: dict, after: dict) -> None:
 
 def report(args, trainer, heldout, before, after, curve, step, train_s, n) -> None:
     print()
-    print(f"GRPO, {Path(str(trainer.base_model)).name}, simulator {args.simulator}; {step} steps of {n} dialogues in "
+    print(f"GRPO, {Path(str(trainer.base_model)).name}, simulator {args.simulator}"
+          f"{' calibrated ' + args.calibration if args.calibration else ''}; {step} steps of {n} dialogues in "
           f"{train_s / 60:.1f} training min (budget {args.minutes:g}); held-out: {len(heldout)} personas x "
           f"{args.eval_samples}, {args.eval_turns} turns, '{args.eval_preset}' rules, "
           f"temperature {args.eval_temperature:g}")

@@ -68,15 +68,18 @@ def test_a_calibrate_job_started_from_the_view_judges_fits_and_saves(store, db_u
     table, resumable, live = calibrations.calibrate_jobs_md(store)
     assert "| succeeded | 30/30 |" in table and f"`{result['hash']}`" in table and resumable is None and not live
     listed = calibrations.saved_md()
-    assert f"| `lab-cal` | `{saved.simulator_fingerprint_hash}` | 30 | {calibrations.before_after(saved.report, 'spearman')} |" \
-        in listed
+    assert f"| `lab-cal` | scale | `{saved.simulator_fingerprint_hash}` | 30 | " \
+        f"{calibrations.before_after(saved.report, 'spearman')} |" in listed
+    assert result["map"] == saved.data["map"] == "scale" and len(saved.knots_x) == 2
     # judged already: a second calibration of the same simulator plays nothing and fits at once, here with the
-    # reply signal too (its held-out figures a third side, its weights in the file)
-    _, again = calibrations.start_calibration(store, db_url, "human:lab", FOLLOWER, "", "lab-cal-2", 3, True)
+    # least-squares map and the reply signal (its held-out figures a third side, its weights in the file)
+    _, again = calibrations.start_calibration(store, db_url, "human:lab", FOLLOWER, "", "lab-cal-2", 3, True,
+                                              "predict")
     second = ended(store, again)
     assert second["status"] == "succeeded" and judged(store) == 30
     with_signal = load_calibration("lab-cal-2", lab_home())
     assert with_signal.report["folds"] == 3 and with_signal.reply_signal is not None
+    assert with_signal.data["map"] == second["config"]["calibration"]["map"] == "predict"
     assert second["config"]["result"]["after_signal"]["turns"]["spearman"] == \
         with_signal.report["after_signal"]["turns"]["spearman"]
     assert calibrations.before_after(with_signal.report, "spearman").count(" -> ") == 2
@@ -93,6 +96,9 @@ def test_the_view_refuses_bad_input_naming_the_field_and_records_nothing(store, 
              ("human:lab", "offline", "ok", 2.5): "--folds: a whole number of 2 or more, got 2.5",
              ("human:lab", "offline", "ok", None): "--folds: a whole number of 2 or more, got None",
              ("human:lab", "offline", "ok", 4): "--folds: 4 folds need at least 4 dialogues; human:lab has 3"}
+    message, job_id = calibrations.start_calibration(store, "sqlite:///unused.db", "human:lab", "offline", "", "ok",
+                                                     2, False, "isotonic")
+    assert job_id is None and "--map: must be one of scale, predict, got 'isotonic'" in message.replace("\\", "")
     for (set_spec, simulator, name, folds), problem in cases.items():
         message, job_id = calibrations.start_calibration(store, "sqlite:///unused.db", set_spec, simulator, "",
                                                          name, folds)

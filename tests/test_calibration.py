@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_profile
 
-from simulator.fitting.monotone_map import cross_validate, fit_map, grouped_folds
+from simulator.fitting.monotone_map import cross_validate, fit_change_map, fit_map, fit_scale, grouped_folds
 from simulator.user.calibration import Calibration, load_calibration, save_calibration
 from simulator.evaluation.human_agreement import human_agreement, load_set, units_of
 from simulator.evaluation.human_corpora import import_corpus
@@ -60,6 +60,32 @@ def test_a_decreasing_truth_is_fitted_monotone_not_reversed():
     true = rng.choice([-10.0, 0.0, 10.0], size=300)
     x, y = fit_map([[-t] for t in true], list(true))
     assert y[0] == pytest.approx(y[-1], abs=1e-6) and y[0] == pytest.approx(float(true.mean()), abs=1e-6)
+
+
+def test_the_scale_map_recovers_a_known_linear_distortion():
+    sims, targets, _ = spans(400, seed=4)
+    cal = Calibration("scaled", *fit_scale(sims, targets))
+    for true in (-10.0, -5.0, 0.0, 5.0, 10.0):
+        assert cal.apply(distorted(true)) == pytest.approx(true, abs=1e-6)
+
+
+def test_the_scale_map_keeps_the_ranking_where_the_predicting_map_flattens():
+    """A simulator whose changes carry no signal about the people: least squares flattens its map (every reply
+    then scores alike), the scale map keeps its ranking and gives its span sums the people's mean and spread."""
+    rng = np.random.default_rng(5)
+    sims = [list(rng.normal(-8.0, 3.0, size=int(rng.integers(1, 4)))) for _ in range(500)]
+    targets = list(rng.choice([-10.0, -5.0, 0.0, 5.0, 10.0], size=500))
+    _, y = fit_map(sims, targets)
+    assert y[-1] - y[0] < 2.0  # nearly flat over the simulator's whole range
+    scaled = Calibration("scaled", *fit_scale(sims, targets))
+    assert scaled.apply(-4.0) - scaled.apply(-12.0) > 4.0  # still increasing everywhere
+    sums = np.array([sum(scaled.apply(d) for d in s) for s in sims])
+    assert sums.mean() == pytest.approx(np.mean(targets), abs=1e-9)
+    assert sums.std() == pytest.approx(np.std(targets), rel=1e-9)
+    with pytest.raises(ValueError, match="do not vary"):
+        fit_scale([[-3.0], [-3.0, -3.0], [-3.0]], [0.0, 5.0, -5.0])
+    with pytest.raises(ValueError, match="--map: must be one of scale, predict"):
+        fit_change_map(sims, targets, "isotonic")
 
 
 def test_cross_validation_never_puts_one_dialogue_on_both_sides():

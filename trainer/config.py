@@ -52,6 +52,7 @@ class TrainConfig:
     simulator: str = path_field("simulator", "offline")  # offline (scorer v3) | offline:v2 | openai:MODEL
     simulator_base_url: str = path_field("endpoint")  # an endpoint name or URL (simulator.endpoints)
     prompt_pack: str = path_field("pack", "own")  # openai simulator prompts: own | own:json | sage:DIR | rlver:DIR | v1
+    calibration: str = ""  # a calibration of the simulator's changes by name (python -m simulator calibrate)
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
     # openai simulator traffic per endpoint (simulator.llm.traffic); not in the fingerprint: they change

@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-points", type=float, default=25.0, help="emotion points per pre/post state step")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="the folds' and the intervals' seed")
+    parser.add_argument("--map", default="scale", choices=("scale", "predict"),
+                        help="scale (default): the increasing line giving the changes the people's mean and spread, "
+                             "keeping the simulator's ranking; predict: the monotone least-squares guess of the "
+                             "people's score (flat where the simulator carries no signal)")
     parser.add_argument("--reply-signal", action="store_true",
                         help="also fit a per-reply signal of sentence embeddings to the people (second level)")
     parser.add_argument("--replace", action="store_true", help="fit again over a calibration of the same name")
@@ -74,7 +78,16 @@ def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--set: no simulator has judged {args.set_spec}; run python -m trainer shadow first")
     return fit_and_save(store, args.set_spec, judged_hash(store, args, sims), args.name, folds=args.folds,
                         turn_points=args.turn_points, state_points=args.state_points, n_boot=args.n_boot,
-                        seed=args.seed, reply_signal=bool(getattr(args, "reply_signal", False)))
+                        seed=args.seed, reply_signal=bool(getattr(args, "reply_signal", False)),
+                        method=getattr(args, "map", "scale"))
+
+
+def describe_map(r: dict[str, Any]) -> str:
+    x, y = r["knots_x"], r["knots_y"]
+    if r.get("map") == "scale" and len(x) == 2:
+        slope = (y[1] - y[0]) / (x[1] - x[0])
+        return f"map (scale): f(d) = {y[0] - slope * x[0]:+.3f} + {slope:.3f} d"
+    return f"map ({r.get('map', 'predict')}): " + ", ".join(f"{a:+.2f}->{b:+.2f}" for a, b in zip(x, y))
 
 
 def format_result(r: dict[str, Any]) -> str:
@@ -86,7 +99,7 @@ def format_result(r: dict[str, Any]) -> str:
 
     lines = [f"calibration {r['name']} ({r['hash']}) of simulator {r['simulator_fingerprint_hash']}: "
              f"{r['n_turns']} rated turn(s), {r['folds']}-fold cross-validation over dialogues; saved {r['path']}",
-             "map: " + ", ".join(f"{x:+.2f}->{y:+.2f}" for x, y in zip(r["knots_x"], r["knots_y"])),
+             describe_map(r),
              f"{'held-out figure':<36}{'before':<34}{'after (map)':<34}"
              + ("after (map + reply signal)" if "after_signal" in r else "")]
     for level in ("turns", "dialogues"):

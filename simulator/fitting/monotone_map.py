@@ -1,5 +1,11 @@
 """Calibration of a simulated user to people: a monotone map of its emotion changes onto the people's scale.
 
+Two maps, both non-decreasing (MAPS): "scale" (the default) is linear equating, the increasing line f(d) = a + b d
+that gives the simulator's changes over the rated spans the people's mean and spread; it keeps the simulator's
+ranking of every reply and never flattens. "predict" is the least-squares fit below, the best guess of a person's
+score from the simulator's change; it shrinks toward the people's mean as the simulator's signal weakens, and is
+flat for a simulator that carries none (a reward that then hardly depends on the reply).
+
 Any simulator (the offline one, an LLM behind an endpoint, outside code's scores) judges every reply of a human
 set (`python -m trainer shadow`); the people rated the replies as they went (ESConv's feedback, 1-5). The map f
 is piecewise linear and non-decreasing over knots at the quantiles of the simulator's per-reply changes; it is
@@ -24,6 +30,8 @@ from scipy.optimize import lsq_linear
 from simulator.user.calibration import Calibration
 
 MAX_KNOTS = 12
+MAPS = ("scale", "predict")
+SCALE_ENDS = 1000.0  # the linear map's knots: far beyond any emotion change, so it is a line where it is used
 
 
 def _weights(values: np.ndarray, knots: np.ndarray) -> np.ndarray:
@@ -56,6 +64,41 @@ def fit_map(spans: list[list[float]], targets: list[float], max_knots: int = MAX
     return [float(v) for v in knots], [float(v) for v in np.maximum.accumulate(y)]
 
 
+def fit_scale(spans: list[list[float]], targets: list[float]) -> tuple[list, list]:
+    """Knots of the increasing line f(d) = a + b d whose span sums a L + b S (L the span's number of replies, S the
+    sum of its simulator changes) have the mean and variance of the targets T: with alpha = E[T] / E[L],
+    beta = E[S] / E[L] and D = S - beta L, a L + b S = alpha L + b D, and b > 0 solves
+    Var(D) b^2 + 2 alpha Cov(L, D) b + alpha^2 Var(L) - Var(T) = 0."""
+    if not spans:
+        raise ValueError("calibration: no rated turn with judged replies to fit on")
+    lengths = np.array([len(s) for s in spans], dtype=float)
+    sums = np.array([sum(s) for s in spans], dtype=float)
+    t = np.asarray(targets, dtype=float)
+    alpha, beta = t.mean() / lengths.mean(), sums.mean() / lengths.mean()
+    d = sums - beta * lengths
+    var_d, cov_ld = d.var(), float(np.mean((lengths - lengths.mean()) * (d - d.mean())))
+    if var_d <= 1e-12:
+        raise ValueError("calibration: the simulator's changes do not vary over the rated turns; there is no scale "
+                         "to map (use --map predict)")
+    disc = (alpha * cov_ld) ** 2 - var_d * (alpha ** 2 * lengths.var() - t.var())
+    b = (-alpha * cov_ld + np.sqrt(disc)) / var_d if disc >= 0 else float("nan")
+    if not b > 0:
+        raise ValueError("calibration: the people's scores vary less than their turns' numbers of replies alone "
+                         "explain; no increasing line matches them (use --map predict)")
+    a = alpha - beta * b
+    return [-SCALE_ENDS, SCALE_ENDS], [float(a - b * SCALE_ENDS), float(a + b * SCALE_ENDS)]
+
+
+def fit_change_map(spans: list[list[float]], targets: list[float], method: str = "scale",
+                   max_knots: int = MAX_KNOTS) -> tuple[list, list]:
+    """Knots of the map `method` (one of MAPS; module docstring)."""
+    if method == "scale":
+        return fit_scale(spans, targets)
+    if method == "predict":
+        return fit_map(spans, targets, max_knots)
+    raise ValueError(f"--map: must be one of {', '.join(MAPS)}, got {method!r}")
+
+
 def grouped_folds(n_dialogues: int, k: int, seed: int) -> np.ndarray:
     """The fold of each dialogue position: a seeded shuffle dealt round-robin (every dialogue in exactly one)."""
     if k < 2:
@@ -73,7 +116,7 @@ def _mapped(units: list[dict[str, Any]], f: Calibration) -> list[dict[str, Any]]
 
 
 def cross_validate(units: dict[str, Any], turn_points: float, k: int = 5, seed: int = 0,
-                   max_knots: int = MAX_KNOTS) -> dict[str, Any]:
+                   max_knots: int = MAX_KNOTS, method: str = "scale") -> dict[str, Any]:
     """Held-out units after calibration: each dialogue's turns and total mapped by the fold fitted without it.
     Also returns each fold's dialogue positions (to check none is on both sides)."""
     turns, whole = units["turns"], units["dialogues"]
@@ -82,8 +125,9 @@ def cross_validate(units: dict[str, Any], turn_points: float, k: int = 5, seed: 
     held_turns, held_whole, folds = [], [], []
     for fold in range(k):
         train = [u for u in turns if fold_of[u["dialogue"]] != fold]
-        f = Calibration("fold", *fit_map([u["parts"] for u in train],
-                                         [(u["score"] - u["mid"]) * turn_points for u in train], max_knots))
+        f = Calibration("fold", *fit_change_map([u["parts"] for u in train],
+                                                [(u["score"] - u["mid"]) * turn_points for u in train], method,
+                                                max_knots))
         held_turns += _mapped([u for u in turns if fold_of[u["dialogue"]] == fold], f)
         held_whole += _mapped([u for u in whole if fold_of[u["dialogue"]] == fold], f)
         folds.append({"fitted_on": sorted({u["dialogue"] for u in train}),

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from simulator.fitting.monotone_map import MAX_KNOTS, fit_map, grouped_folds
+from simulator.fitting.monotone_map import MAX_KNOTS, fit_change_map, grouped_folds
 from simulator.user.calibration import Calibration
 from simulator.user.reply_signal import ReplySignal, feature_texts, features_from
 
@@ -72,10 +72,10 @@ def choose_alpha(x: np.ndarray, y: np.ndarray, dialogues: np.ndarray, seed: int,
 
 
 def fit_two_levels(turns: Sequence[dict[str, Any]], rows: dict[tuple[int, int], np.ndarray], turn_points: float,
-                   seed: int, max_knots: int = MAX_KNOTS) -> tuple[Calibration, ReplySignal]:
+                   seed: int, max_knots: int = MAX_KNOTS, method: str = "scale") -> tuple[Calibration, ReplySignal]:
     """The map on the turns' spans, then the signal on what it leaves (module docstring)."""
     targets = np.array([(u["score"] - u["mid"]) * turn_points for u in turns])
-    cal = Calibration("fit", *fit_map([u["parts"] for u in turns], list(targets), max_knots))
+    cal = Calibration("fit", *fit_change_map([u["parts"] for u in turns], list(targets), method, max_knots))
     mapped = np.array([sum(cal.apply(d) for d in u["parts"]) for u in turns])
     x = span_matrix(turns, rows)
     dialogues = np.array([u["dialogue"] for u in turns])
@@ -90,7 +90,7 @@ def _predicted(units: Sequence[dict[str, Any]], cal: Calibration, signal: ReplyS
 
 
 def cross_validate_signal(units: dict[str, Any], rows: dict[tuple[int, int], np.ndarray], turn_points: float,
-                          k: int = 5, seed: int = 0) -> dict[str, Any]:
+                          k: int = 5, seed: int = 0, method: str = "scale") -> dict[str, Any]:
     """Held-out turns and dialogue totals under both levels, each fold's model fitted without its dialogues
     (the same folds as simulator.fitting.monotone_map.cross_validate for the same k and seed)."""
     turns, whole = units["turns"], units["dialogues"]
@@ -98,7 +98,8 @@ def cross_validate_signal(units: dict[str, Any], rows: dict[tuple[int, int], np.
     fold_of = dict(zip(positions, grouped_folds(len(positions), k, seed)))
     held_turns, held_whole, alphas = [], [], []
     for fold in range(k):
-        cal, signal = fit_two_levels([u for u in turns if fold_of[u["dialogue"]] != fold], rows, turn_points, seed)
+        cal, signal = fit_two_levels([u for u in turns if fold_of[u["dialogue"]] != fold], rows, turn_points, seed,
+                                     method=method)
         alphas.append(signal.alpha)
         held_turns += _predicted([u for u in turns if fold_of[u["dialogue"]] == fold], cal, signal, rows)
         held_whole += _predicted([u for u in whole if fold_of[u["dialogue"]] == fold], cal, signal, rows)

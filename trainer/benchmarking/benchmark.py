@@ -67,6 +67,7 @@ class BenchmarkConfig:
     simulator_base_url: str = path_field("endpoint")
     # own | sage:DIR (a SAGE checkout: its simulator prompts and policy prompt)
     prompt_pack: str = path_field("pack", "own")
+    calibration: str = ""  # a calibration of the simulator's changes by name (python -m simulator calibrate)
     simulator_temperature: Optional[float] = None  # openai simulator sampling (None: the backend's default)
     simulator_max_tokens: Optional[int] = None
     # a persona spec (simulator.personas.specs): builtin[:train|:heldout], file:PATH, ids

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simulator.fitting.monotone_map import MAPS
 from simulator.user.calibration import calibration_path, name_taken
 from storage.db import lab_home
 from trainer.benchmarking.shadow_jobs import shadow_config, shadow_job
@@ -25,8 +26,8 @@ FIGURES = ("spearman", "mean_diff")  # the held-out figures a job's result keeps
 
 
 def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, name: str, folds: int = 5,
-                         seed: int = 0, n_boot: int = 1000, reply_signal: bool = False) -> int:
-    """Check everything (ValueError naming the option: --name, --folds, --set, --simulator; nothing recorded),
+                         seed: int = 0, n_boot: int = 1000, reply_signal: bool = False, method: str = "scale") -> int:
+    """Check everything (ValueError naming the option: --name, --map, --folds, --set, --simulator; nothing recorded),
     then record a queued calibrate job: the shadow job's config with the calibration's settings beside it."""
     try:
         calibration_path(name, lab_home())  # a name is a file name in the lab's folder, never a path
@@ -34,6 +35,8 @@ def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, na
         raise ValueError(f"--name: {str(exc).removeprefix('calibration: ')}") from None
     if problem := name_taken(name):  # a job never replaces a saved calibration (the command line can: --replace)
         raise ValueError(f"--name: {problem}; choose another name")
+    if method not in MAPS:
+        raise ValueError(f"--map: must be one of {', '.join(MAPS)}, got {method!r}")
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"--folds: must be a whole number of 2 or more, got {folds!r}")
     config = shadow_config(store, settings, set_spec, seed)
@@ -41,7 +44,7 @@ def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, na
         raise ValueError(f"--folds: {folds} folds need at least {folds} dialogues; {set_spec} has "
                          f"{len(config['dialogue_ids'])}")
     config["calibration"] = {"name": name, "folds": folds, "n_boot": int(n_boot), "seed": int(seed),
-                             "reply_signal": bool(reply_signal)}
+                             "reply_signal": bool(reply_signal), "map": method}
     return create_job(store, CALIBRATE_JOB_KIND, config,
                       name=f"calibrate {name}: {config['simulator']['spec']} · {set_spec}"[:200], seed=seed)
 
@@ -53,7 +56,7 @@ def brief(result: dict[str, Any]) -> dict[str, Any]:
 
     return {"name": result["name"], "hash": result["hash"], "path": result["path"],
             "simulator_fingerprint_hash": result["simulator_fingerprint_hash"], "n_turns": result["n_turns"],
-            "folds": result["folds"], **{side: {level: figure(side, level) for level in ("turns", "dialogues")}
+            "folds": result["folds"], "map": result["map"], **{side: {level: figure(side, level) for level in ("turns", "dialogues")}
                                           for side in ("before", "after", "after_signal") if side in result}}
 
 
@@ -69,7 +72,8 @@ def calibrate_job(store: Any, ctx: Any) -> dict[str, Any]:
     c = ctx.config["calibration"]
     result = brief(fit_and_save(store, ctx.config["set"], ctx.config["fingerprint_hash"], c["name"],
                                 folds=int(c["folds"]), n_boot=int(c["n_boot"]), seed=int(c["seed"]),
-                                reply_signal=bool(c.get("reply_signal", False))))
+                                reply_signal=bool(c.get("reply_signal", False)),
+                                method=str(c.get("map", "predict"))))
     ctx.record_config("result", result)
     ctx.record_config("stage", "done")
     print(f"calibration {result['name']} ({result['hash']}) saved: {result['path']}", flush=True)

@@ -47,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="offline | openai:MODEL | replay:FILE (default: %(default)s)")
     p.add_argument("--prompt-pack", default=d.prompt_pack,
                    help="simulator prompts and policy system prompt: own | own:json | sage:DIR | v1 (default: %(default)s)")
+    p.add_argument("--calibration", default=d.calibration,
+                   help="a calibration of the simulator's changes to people, by name (python -m simulator calibrate)")
     p.add_argument("--simulator-temperature", type=float, default=None, help="openai simulator temperature")
     p.add_argument("--simulator-max-tokens", type=int, default=None, help="openai simulator max tokens per call")
     p.add_argument("--simulator-base-url", default=d.simulator_base_url,
@@ -87,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> BenchmarkConfig:
     return BenchmarkConfig(policy=args.policy, policy_base_url=args.policy_base_url, simulator=args.simulator,
                            simulator_base_url=args.simulator_base_url, prompt_pack=args.prompt_pack,
-                           simulator_temperature=args.simulator_temperature,
+                           calibration=args.calibration, simulator_temperature=args.simulator_temperature,
                            simulator_max_tokens=args.simulator_max_tokens, profiles=args.profiles,
                            limit=args.limit, mode=args.mode, temperature=args.temperature,
                            max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,

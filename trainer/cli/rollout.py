@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="offline | offline:v2 | openai:MODEL | replay:FILE | python:MODULE:FACTORY")
     p.add_argument("--simulator-base-url", default="", help="OpenAI-compatible base URL of the simulator")
     p.add_argument("--prompt-pack", default="own", help="own | own:json | sage:DIR | rlver:DIR | v1")
+    p.add_argument("--calibration", default="",
+                   help="a calibration of the simulator's changes to people, by name (python -m simulator calibrate)")
     p.add_argument("--simulator-temperature", type=float, default=None, help="the simulator model's sampling")
     p.add_argument("--simulator-max-tokens", type=int, default=None, metavar="N")
     defaults = TrafficLimits()
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--persona: {exc}")
     simulator = SimulatorSpec(args.simulator, base_url=args.simulator_base_url, pack=args.prompt_pack,
                               rules=args.rules, temperature=args.simulator_temperature,
-                              max_tokens=args.simulator_max_tokens, seed=args.seed,
+                              max_tokens=args.simulator_max_tokens, seed=args.seed, calibration=args.calibration,
                               traffic=TrafficLimits(max_in_flight=args.simulator_max_in_flight,
                                                     requests_per_minute=args.simulator_requests_per_minute,
                                                     max_retries=args.simulator_max_retries))

@@ -29,13 +29,14 @@ def whole_folds(folds: Any) -> int:
 
 
 def start_calibration(store: Store, store_url: str, set_spec: str, simulator: str, base_url: str, name: str,
-                      folds: Any, reply_signal: bool = False) -> tuple[str, Optional[int]]:
+                      folds: Any, reply_signal: bool = False, method: str = "scale") -> tuple[str, Optional[int]]:
     """Record and launch a calibrate job: (message, job id or None when refused, the field named);
-    `reply_signal`: fit the second level too (simulator.fitting.reply_signal_fit)."""
+    `reply_signal`: fit the second level too (simulator.fitting.reply_signal_fit); `method`: the map
+    (simulator.fitting.monotone_map.MAPS)."""
     try:
         job_id = create_calibrate_job(store, {"spec": (simulator or "").strip(), "base_url": (base_url or "").strip()},
                                       (set_spec or "").strip(), (name or "").strip(), whole_folds(folds),
-                                      reply_signal=bool(reply_signal))
+                                      reply_signal=bool(reply_signal), method=str(method or ""))
     except ValueError as exc:  # JobError too: the owner's ceiling of live jobs
         return f"**Not started:** {md(exc)}", None
     job_queue.launch(store_url, job_id)
@@ -91,15 +92,15 @@ def calibrate_jobs_md(store: Store, now: Optional[datetime] = None) -> tuple[str
 
 
 def saved_md(home: Optional[Path] = None) -> str:
-    """The lab's saved calibrations: name, simulator fingerprint, rated turns, held-out per-turn Spearman and
+    """The lab's saved calibrations: name, map, simulator fingerprint, rated turns, held-out per-turn Spearman and
     mean difference (simulator - people) before -> after (-> with the reply signal)."""
     rows = saved_calibrations(home)
     if not rows:
         return "No saved calibrations yet."
-    lines = ["| calibration | simulator fingerprint | turns | turn Spearman (held out) | mean difference (held out) |",
-             "|---|---|---|---|---|"]
+    lines = ["| calibration | map | simulator fingerprint | turns | turn Spearman (held out) | "
+             "mean difference (held out) |", "|---|---|---|---|---|---|"]
     for cal in rows:
-        lines.append(f"| {code(cal.name)} | {code(cal.simulator_fingerprint_hash)} | "
+        lines.append(f"| {code(cal.name)} | {cal.data.get('map', 'predict')} | {code(cal.simulator_fingerprint_hash)} | "
                      f"{cal.report.get('n_turns', cal.data.get('n_turns', ''))} | {before_after(cal.report, 'spearman')} | "
                      f"{before_after(cal.report, 'mean_diff')} |")
     return "\n".join(lines)

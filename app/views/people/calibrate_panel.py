@@ -7,6 +7,7 @@ import gradio as gr
 
 from app.context import LabContext, changed_only
 from app.services.people import calibrations
+from simulator.fitting.monotone_map import MAPS
 
 POLL_S = 2.0  # the panel's poll while a calibrate job is live (else the lab's idle pace)
 
@@ -16,9 +17,11 @@ def build(ctx: LabContext) -> None:
     store = ctx.store
     with gr.Accordion("4. Calibrate a simulator to the people", open=False):
         gr.Markdown("Judges every reply of the set the simulator has not judged yet (as a shadow run), then fits "
-                    "a monotone map of its emotion changes onto the people's scores (with the reply signal, also "
-                    "a per-reply signal fitted to them), cross-validated over dialogues, and saves it under its "
-                    "name. Use it with `--calibration NAME` on the simulator.")
+                    "a map of its emotion changes onto the people's scores (*scale*: the line giving them the "
+                    "people's mean and spread, keeping the simulator's ranking; *predict*: the monotone "
+                    "least-squares guess of the people's score), with the reply signal also a per-reply signal "
+                    "fitted to them, cross-validated over dialogues, and saves it under its name. Use it with "
+                    "`--calibration NAME` on the simulator.")
         with gr.Row():
             set_spec = gr.Textbox("human:esconv", label="Human set", elem_id="people-cal-set")
             simulator = gr.Textbox("offline", label="Simulator spec", elem_id="people-cal-simulator")
@@ -26,6 +29,7 @@ def build(ctx: LabContext) -> None:
             name = gr.Textbox("", label="Calibration name", elem_id="people-cal-name",
                               info="lowercase letters, digits, - and _")
             folds = gr.Number(5, label="Folds", precision=0, elem_id="people-cal-folds")
+            method = gr.Radio(list(MAPS), value="scale", label="Map", elem_id="people-cal-map")
             signal = gr.Checkbox(False, label="Reply signal (second level: sentence embeddings of each reply)",
                                  elem_id="people-cal-signal")
         with gr.Row():
@@ -46,11 +50,12 @@ def build(ctx: LabContext) -> None:
 
     shown = [jobs, saved, resumable, polled, timer]
 
-    def on_start(set_, sim, url, name_, folds_, signal_):
-        message, _ = calibrations.start_calibration(store, ctx.store_url, set_, sim, url, name_, folds_, signal_)
+    def on_start(set_, sim, url, name_, folds_, method_, signal_):
+        message, _ = calibrations.start_calibration(store, ctx.store_url, set_, sim, url, name_, folds_, signal_,
+                                                    method_)
         return (message, *on_show())
 
-    start.click(on_start, [set_spec, simulator, base_url, name, folds, signal], [status, *shown])
+    start.click(on_start, [set_spec, simulator, base_url, name, folds, method, signal], [status, *shown])
     refresh.click(on_show, None, shown)
     resume.click(lambda job_id: (calibrations.resume_calibration(store, ctx.store_url, job_id), *on_show()),
                  [resumable], [status, *shown])
