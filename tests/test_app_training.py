@@ -80,6 +80,11 @@ def test_detail_figures_and_checkpoints(store):
     summary = training.job_summary_md(detail)
     assert f"Job #{job_id}" in summary and "step 3/4" in summary and "model: **tiny**" in summary
     assert "<b>" not in summary  # the job name is shown as text, never as HTML
+    ranks = [{"rank": r, "node_rank": r, "node_id": f"{r}abc" * 10, "node_ip": f"10.0.0.{r + 1}"} for r in (0, 1)]
+    across = training.job_summary_md({**detail, "config": {**detail["config"], "ray_ranks": ranks,
+                                                           "calibration": "esconv-scale"}})
+    assert "calibration: **esconv\\-scale**" in across and "| rank | node rank | Ray node | address |" in across
+    assert "| 1 | 1 | 1abc1abc1abc1abc | 10\\.0\\.0\\.2 |" in across
 
 
 def test_empty_job_has_placeholder_figures(store):

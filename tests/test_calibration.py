@@ -196,3 +196,28 @@ def test_a_calibrated_simulator_maps_each_change_and_has_its_own_fingerprint(tmp
     for c in calibrated:
         raw = c.inner["uncalibrated_change"]
         assert c.inner["raw_change"] == pytest.approx(0.5 * raw + 2.0)
+
+
+@pytest.mark.model
+def test_training_and_the_benchmark_take_a_calibration_and_name_a_bad_one(store, tiny_model_dir, tmp_path,
+                                                                          monkeypatch):
+    """A calibration is a setting of every run that names a simulator: a bad one is refused naming the field, a
+    benchmark under one records a fingerprint that says so (its scores never mix with the uncalibrated ones)."""
+    from trainer.benchmarking import benchmark
+    from trainer.benchmarking.eval_runs import get_eval_run
+    from trainer.config import TrainConfig
+
+    monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path))
+    assert "no calibration named 'missing'" in TrainConfig(calibration="missing").errors()["calibration"]
+    assert "no calibration named 'missing'" in benchmark.BenchmarkConfig(calibration="missing").errors()["calibration"]
+    save_calibration(Calibration("lenient", [-1000.0, 1000.0], [-995.0, 1005.0]), tmp_path)  # f(d) = d + 5
+    assert "calibration" not in TrainConfig(calibration="lenient").errors()
+    runs = {}
+    for cal in ("", "lenient"):
+        config = benchmark.BenchmarkConfig(policy=str(tiny_model_dir), profiles="builtin:heldout", limit=2,
+                                           max_new_tokens=8, temperature=0.0, calibration=cal)
+        runs[cal] = get_eval_run(store, benchmark.run_benchmark(store, config, log=lambda _m: None).eval_run_id)
+    assert runs[""]["fingerprint_hash"] != runs["lenient"]["fingerprint_hash"]
+    assert runs["lenient"]["simulator_fingerprint"]["calibration"]["name"] == "lenient"
+    assert "calibration" not in runs[""]["simulator_fingerprint"]
+    assert runs["lenient"]["score"] > runs[""]["score"]  # the same replies, each judged 5 points kinder

@@ -2,7 +2,8 @@
 SQLite store with shadow judgements stored as a shadow run stores them: the calibration curve is the hand
 computed mean at each score, a simulator whose next message is the person's beats the shuffled-pairs baseline
 (real MiniLM) and one with no reply text says so, the survey's empathy and relevance are imported and ranked
-against the dialogue totals, and the per-turn interval narrows as more dialogues are rated."""
+against the dialogue totals, the per-turn interval narrows as more dialogues are rated, and the within-dialogue
+Spearman sees a ranking of one person's replies that the pooled one hides behind who the person is."""
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from app.agreement_plots import change_by_score_lines
 from simulator import __main__ as simulator_cli
 from simulator.evaluation.human_agreement import format_human_report, human_agreement, load_set
 from simulator.evaluation.human_corpora import import_corpus
-from simulator.evaluation.people.measures import interval_by_dialogues, shuffled_partners
+from simulator.evaluation.people.measures import interval_by_dialogues, shuffled_partners, within_dialogue
 from simulator.llm.embedding import embed_sync
 from storage.ratings import add_shadow
 from testkit.human_corpus import esconv_conversation
@@ -83,9 +84,11 @@ def test_the_agreement_command_prints_the_measures_and_skips_realism_when_asked(
     table = json.loads(capsys.readouterr().out)["by_fingerprint"]["cli"]
     assert "realism" not in table and [r["k"] for r in table["interval_by_dialogues"]] == [10, 20, 30]
     assert set(table["survey"]) == {"empathy", "relevance"} and table["survey"]["empathy"]["n"] == 0
+    assert table["turns"]["within_spearman"]["n"] == 90 and table["turns"]["within_spearman"]["n_dialogues"] == 30
     assert simulator_cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "per-turn spearman 95% interval width by dialogues rated: 10: " in text and "| 30: " in text
+    assert "within a dialogue (changes and scores centred on their dialogue's mean): spearman " in text
     assert "no dialogue has the survey's empathy score" in text and "next message" not in text
 
 
@@ -174,3 +177,26 @@ def test_the_per_turn_interval_narrows_as_more_dialogues_are_rated():
     widths = [r["width"] for r in ladder]
     assert all(a > b for a, b in zip(widths, widths[1:])), widths
     assert widths[0] > 2 * widths[-1]
+
+
+def test_within_a_dialogue_the_ranking_of_one_persons_replies_shows_where_pooling_hides_it():
+    """Two simulators on 120 people who differ in how they rate everything (a level per person, 1-5) and rate
+    their own conversation's replies by a quality q: one follows the people's level, not q (pooled Spearman high,
+    within zero); the other follows q, against the level (pooled low, within high: the signal a reward needs)."""
+    rng = np.random.default_rng(8)
+    level_follower, quality_follower = [], []
+    for pos in range(120):
+        level = int(rng.integers(1, 4))
+        for k, q in enumerate(rng.permutation(3)):
+            score = float(level + q)
+            level_follower.append({"dialogue": pos, "score": score, "sim": float(level + rng.normal(0, 0.1))})
+            quality_follower.append({"dialogue": pos, "score": score, "sim": float(q - 3 * level)})
+    lone = {"dialogue": 999, "score": 3.0, "sim": 0.0}  # a dialogue of one rated turn cannot be centred: left out
+    follows_level = within_dialogue(level_follower + [lone], n_boot=300, seed=0)
+    follows_quality = within_dialogue(quality_follower, n_boot=300, seed=0)
+    assert follows_level["n"] == 360 and follows_level["n_dialogues"] == 120
+    assert abs(follows_level["value"]) < 0.15 and follows_level["ci_low"] < 0 < follows_level["ci_high"]
+    assert follows_quality["value"] == pytest.approx(1.0) and follows_quality["ci_low"] > 0.99
+    pooled = [stats.spearmanr([u["sim"] for u in t], [u["score"] for u in t]).statistic
+              for t in (level_follower, quality_follower)]
+    assert pooled[0] > 0.6 and pooled[1] < 0.0

@@ -80,12 +80,17 @@ def job_summary_md(detail: Optional[dict[str, Any]]) -> str:
     lines = [f"**Job #{detail['id']}** · {md(detail.get('name', ''))} · **{md(detail.get('status', ''))}** · "
              f"{md(progress_text(detail))}"]
     facts = [("model", cfg.get("model")), ("algorithm", cfg.get("algorithm")), ("mode", cfg.get("mode")),
-             ("simulator", cfg.get("simulator")), ("seed", detail.get("seed")), ("pid", detail.get("pid")),
+             ("simulator", cfg.get("simulator")), ("calibration", cfg.get("calibration")),
+             ("seed", detail.get("seed")), ("pid", detail.get("pid")),
              ("node", " · Ray node ".join(filter(None, (detail.get("host"), detail.get("ray_node"))))),
              ("Ray job", detail.get("backend_job_id") if detail.get("backend") == "ray" else None),
              ("heartbeat", heartbeat_text(detail) or _when(detail.get("heartbeat_at"))),
              ("code", detail.get("code_version"))]
     lines.append(" · ".join(f"{k}: **{md(v)}**" for k, v in facts if v not in (None, "")))
+    if ranks := cfg.get("ray_ranks"):  # a training job across Ray nodes: where each rank runs
+        lines.append("| rank | node rank | Ray node | address |\n|---:|---:|---|---|\n" + "\n".join(
+            f"| {md(r.get('rank'))} | {md(r.get('node_rank'))} | {md(str(r.get('node_id', ''))[:16])} | "
+            f"{md(r.get('node_ip'))} |" for r in ranks))
     if detail.get("error"):
         lines.append(f"**Reason:** {md(detail['error'])}")
     return "\n\n".join(lines)

@@ -102,11 +102,10 @@ def format_result(r: dict[str, Any]) -> str:
              describe_map(r),
              f"{'held-out figure':<36}{'before':<34}{'after (map)':<34}"
              + ("after (map + reply signal)" if "after_signal" in r else "")]
-    for level in ("turns", "dialogues"):
-        for stat in ("spearman", "mean_diff"):
-            lines.append(f"{level + ' ' + stat:<36}{cell(r['before'][level][stat]):<34}"
-                         f"{cell(r['after'][level][stat]):<34}"
-                         + (cell(r["after_signal"][level][stat]) if "after_signal" in r else ""))
+    for level, stat in (("turns", "spearman"), ("turns", "within_spearman"), ("turns", "mean_diff"),
+                        ("dialogues", "spearman"), ("dialogues", "mean_diff")):
+        lines.append(f"{level + ' ' + stat:<36}{cell(r['before'][level][stat]):<34}{cell(r['after'][level][stat]):<34}"
+                     + (cell(r["after_signal"][level][stat]) if "after_signal" in r else ""))
     lines.append("mean simulator change at each person's score (before -> after): " + "; ".join(
         f"{s}: {b['mean']:+.1f} -> {r['change_by_score']['after'].get(s, {}).get('mean', float('nan')):+.1f}"
         for s, b in r["change_by_score"]["before"].items()))

@@ -28,7 +28,8 @@ from sqlalchemy import select
 
 from simulator.evaluation.agreement import MIN_UNITS, N_BOOT, bootstrap, estimate, pair_reason, spearman
 from simulator.evaluation.human_corpora import GROUP_KEYS, human_set_ids
-from simulator.evaluation.people.measures import dialogue_clusters, format_people_measures, people_measures
+from simulator.evaluation.people.measures import (dialogue_clusters, format_people_measures, people_measures,
+                                                  within_dialogue)
 from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import Profile
 from simulator.user.spec import SimulatorSpec
@@ -144,7 +145,8 @@ def tables(units: dict[str, Any], n_boot: int, seed: int, turn_points: float, st
     t, d = units["turns"], units["dialogues"]
     turn_mapped = np.array([(u["score"] - u["mid"]) * turn_points for u in t], dtype=float)
     whole_mapped = np.array([u["people"] * state_points for u in d], dtype=float)
-    return {"turns": _table(t, "score", turn_mapped, n_boot, seed),
+    return {"turns": {**_table(t, "score", turn_mapped, n_boot, seed),
+                      "within_spearman": within_dialogue(t, n_boot, seed)},
             "dialogues": _table(d, "people", whole_mapped, n_boot, seed)}
 
 

@@ -1,6 +1,10 @@
 """What researchers comparing simulated users with people measure beside rank agreement, per simulator
 fingerprint of a human set's agreement report (simulator.evaluation.human_agreement):
 
+  within_dialogue        Spearman of the simulator's change against the person's score after each is centred on
+                         its dialogue's mean (dialogues with two or more rated turns): how it ranks one
+                         conversation's replies as that person did, which is what a reward compares between the
+                         replies to one persona; the pooled per-turn Spearman also counts who the person is
   change_by_score        the calibration curve: the simulator's mean change at each of the people's turn scores
                          (simulator.fitting.monotone_map.change_by_score) with its 95% interval over dialogues,
                          beside the declared mapping (score - midpoint) x turn points
@@ -40,6 +44,21 @@ def dialogue_clusters(units: Sequence[dict[str, Any]]) -> list[np.ndarray]:
     for i, u in enumerate(units):
         by[u["dialogue"]].append(i)
     return [np.array(v) for v in by.values()]
+
+
+def within_dialogue(turns: Sequence[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
+    """Spearman of dialogue-centred simulator changes against dialogue-centred scores (module docstring)."""
+    kept = [c for c in dialogue_clusters(turns) if len(c) >= 2]
+    order = np.concatenate(kept) if kept else np.array([], dtype=int)
+    sim = np.array([u["sim"] for u in turns], dtype=float)
+    score = np.array([u["score"] for u in turns], dtype=float)
+    sim_c = np.concatenate([sim[c] - sim[c].mean() for c in kept]) if kept else np.array([])
+    score_c = np.concatenate([score[c] - score[c].mean() for c in kept]) if kept else np.array([])
+    position = {int(i): k for k, i in enumerate(order)}
+    clusters = [np.array([position[int(i)] for i in c]) for c in kept]
+    rho = spearman(sim_c, score_c) if len(sim_c) >= MIN_UNITS else None
+    boot = bootstrap(len(sim_c), lambda i: spearman(sim_c[i], score_c[i]), n_boot, seed, clusters=clusters)
+    return {**estimate(rho, boot, len(sim_c), pair_reason("spearman", sim_c, score_c)), "n_dialogues": len(kept)}
 
 
 def score_curve(turns: Sequence[dict[str, Any]], turn_points: float, n_boot: int, seed: int) -> list[dict[str, Any]]:
@@ -182,7 +201,10 @@ def _ci(e: dict[str, Any], fmt: str = "+.3f") -> str:
 
 def format_people_measures(t: dict[str, Any]) -> list[str]:
     """The measures of one simulator's table as text lines."""
-    lines = ["mean simulator change at each person's score [95% interval] (declared map; n turns): " + "; ".join(
+    w = t["turns"]["within_spearman"]
+    lines = [f"within a dialogue (changes and scores centred on their dialogue's mean): spearman {_ci(w)} "
+             f"(n {w['n']} in {w['n_dialogues']} dialogue(s){', ' + w['why'] if w['why'] else ''})"]
+    lines += ["mean simulator change at each person's score [95% interval] (declared map; n turns): " + "; ".join(
         f"{c['score']:g}: {_ci(c, '+.1f')} ({c['mapped']:+.1f}; n {c['n']})" for c in t["change_by_score"])]
     if "realism" in t:
         r = t["realism"]
