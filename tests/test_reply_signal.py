@@ -117,3 +117,24 @@ def test_a_calibrated_user_adds_the_reply_signal_to_the_mapped_change(tmp_path, 
         assert turn.inner["raw_change"] == pytest.approx(parts["mapped"] + parts["reply_signal"], abs=2e-3)
     assert warm.inner["calibration"]["reply_signal"] == pytest.approx(10.0, abs=0.01)  # unit vector . itself x 10
     assert cold.inner["calibration"]["reply_signal"] < 5.0
+
+
+def test_fitted_within_dialogues_the_signal_learns_the_reply_not_the_person():
+    """People who differ in level (a feature of who they are, constant over their conversation) and rate each
+    reply by its quality (a feature of the reply): fitted pooled, the signal pays for the person's level; fitted
+    within dialogues, only for the reply's quality."""
+    rng = np.random.default_rng(11)
+    turns, rows = [], {}
+    for pos in range(80):
+        level = float(rng.normal(0.0, 2.0))
+        for i in range(4):
+            quality = float(rng.normal(0.0, 1.0))
+            row = np.zeros(3 * DIM + 1)
+            row[0], row[DIM], row[-1] = level, quality, 1.0  # "said so far" block, "reply" block, constant
+            rows[(pos, i)] = row
+            turns.append({"dialogue": pos, "keys": [(pos, i)], "parts": [float(rng.normal(-8.0, 2.0))],
+                          "score": 3.0 + 0.4 * (level + quality), "mid": 3.0})
+    _, pooled = fit_two_levels(turns, rows, 5.0, seed=0)
+    _, within = fit_two_levels(turns, rows, 5.0, seed=0, within=True)
+    assert pooled.weights[0] > 1.0 and pooled.weights[DIM] > 1.0
+    assert within.weights[0] == pytest.approx(0.0, abs=1e-9) and within.weights[DIM] > 1.0

@@ -1,13 +1,15 @@
 """Which features of a reply signal carry what people rate: held-out agreement per feature block.
 
     python benchmarks/people/reply_signal_blocks.py --db STORE --set human:esconv [--fingerprint PREFIX] [--folds 5]
+                                                    [--map scale|predict] [--within]
 
 Reads a human set and one simulator's shadow judgements of it (python -m trainer shadow), then cross-validates
 the two-level calibration (simulator.fitting.reply_signal_fit, dialogue-grouped folds) with only some of the
 signal's feature blocks: what the user said so far, the reply, the reply against the user's last message. Prints
-the held-out per-turn Spearman and mean difference and the per-dialogue Spearman with dialogue-resampled 95%
-intervals, beside the map alone, and the share of the people's per-turn score variance that lies between
-dialogues (what no reply can move).
+the held-out per-turn Spearman (pooled and within a dialogue) and mean difference and the per-dialogue Spearman
+with dialogue-resampled 95% intervals, beside the map alone, and the share of the people's per-turn score variance that lies between
+dialogues (what no reply can move). --within adds each arm fitted within dialogues (features and residuals
+centred on their dialogue: what ranks one conversation's replies, none of what tells one person from another).
 """
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ def main() -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--map", default="scale", choices=("scale", "predict"), help="the first level's map")
+    ap.add_argument("--within", action="store_true",
+                    help="also fit each arm within dialogues (features and residuals centred on their dialogue)")
     args = ap.parse_args()
     from simulator.evaluation.human_agreement import load_set, tables, units_of
     from simulator.fitting.monotone_map import cross_validate
@@ -66,15 +71,20 @@ def main() -> int:
     def cell(e: dict) -> str:
         return "-" if e["value"] is None else f"{e['value']:+.3f} [{e['ci_low']:+.2f}, {e['ci_high']:+.2f}]"
 
-    print(f"| {'signal blocks':<28} | {'turn Spearman':<24} | {'turn sim - people':<24} | {'dialogue Spearman':<24} |")
-    print(f"|{'-' * 30}|{'-' * 26}|{'-' * 26}|{'-' * 26}|")
-    arms = [("(map only)", cross_validate(units, 5.0, k=args.folds, seed=args.seed))]
-    arms += [(" + ".join(keep), cross_validate_signal(units, masked(rows, keep, DIM), 5.0, k=args.folds,
-                                                      seed=args.seed)) for keep in ARMS]
+    print(f"| {'signal blocks':<36} | {'turn Spearman':<24} | {'within a dialogue':<24} | {'turn sim - people':<24} | "
+          f"{'dialogue Spearman':<24} |")
+    print(f"|{'-' * 38}|{'-' * 26}|{'-' * 26}|{'-' * 26}|{'-' * 26}|")
+    arms = [(f"(map only: {args.map})", lambda: cross_validate(units, 5.0, k=args.folds, seed=args.seed,
+                                                              method=args.map))]
+    for within in (False, True) if args.within else (False,):
+        arms += [(" + ".join(keep) + (", within" if within else ""),
+                  lambda keep=keep, within=within: cross_validate_signal(
+                      units, masked(rows, keep, DIM), 5.0, k=args.folds, seed=args.seed, method=args.map,
+                      within=within)) for keep in ARMS]
     for name, held in arms:
-        t = tables(held, args.n_boot, args.seed, 5.0, 25.0)
-        print(f"| {name:<28} | {cell(t['turns']['spearman']):<24} | {cell(t['turns']['mean_diff']):<24} | "
-              f"{cell(t['dialogues']['spearman']):<24} |", flush=True)
+        t = tables(held(), args.n_boot, args.seed, 5.0, 25.0)
+        print(f"| {name:<36} | {cell(t['turns']['spearman']):<24} | {cell(t['turns']['within_spearman']):<24} | "
+              f"{cell(t['turns']['mean_diff']):<24} | {cell(t['dialogues']['spearman']):<24} |", flush=True)
     return 0
 
 

@@ -71,16 +71,29 @@ def choose_alpha(x: np.ndarray, y: np.ndarray, dialogues: np.ndarray, seed: int,
     return float(alphas[int(np.argmin(errors))])
 
 
+def centred(values: np.ndarray, dialogues: np.ndarray) -> np.ndarray:
+    """Each row minus its dialogue's mean row (what varies within a conversation only)."""
+    out = np.array(values, dtype=float)
+    for d in np.unique(dialogues):
+        out[dialogues == d] -= out[dialogues == d].mean(axis=0)
+    return out
+
+
 def fit_two_levels(turns: Sequence[dict[str, Any]], rows: dict[tuple[int, int], np.ndarray], turn_points: float,
-                   seed: int, max_knots: int = MAX_KNOTS, method: str = "scale") -> tuple[Calibration, ReplySignal]:
-    """The map on the turns' spans, then the signal on what it leaves (module docstring)."""
+                   seed: int, max_knots: int = MAX_KNOTS, method: str = "scale",
+                   within: bool = False) -> tuple[Calibration, ReplySignal]:
+    """The map on the turns' spans, then the signal on what it leaves (module docstring). `within`: the signal is
+    fitted on features and residuals centred on their dialogue (fixed effects), so it learns only what ranks one
+    conversation's replies, none of what tells one person from another."""
     targets = np.array([(u["score"] - u["mid"]) * turn_points for u in turns])
     cal = Calibration("fit", *fit_change_map([u["parts"] for u in turns], list(targets), method, max_knots))
     mapped = np.array([sum(cal.apply(d) for d in u["parts"]) for u in turns])
-    x = span_matrix(turns, rows)
+    x, y = span_matrix(turns, rows), targets - mapped
     dialogues = np.array([u["dialogue"] for u in turns])
-    alpha = choose_alpha(x, targets - mapped, dialogues, seed)
-    return cal, ReplySignal(weights=[float(w) for w in ridge(x, targets - mapped, alpha)], alpha=alpha)
+    if within:
+        x, y = centred(x, dialogues), centred(y, dialogues)
+    alpha = choose_alpha(x, y, dialogues, seed)
+    return cal, ReplySignal(weights=[float(w) for w in ridge(x, y, alpha)], alpha=alpha)
 
 
 def _predicted(units: Sequence[dict[str, Any]], cal: Calibration, signal: ReplySignal,
@@ -90,7 +103,7 @@ def _predicted(units: Sequence[dict[str, Any]], cal: Calibration, signal: ReplyS
 
 
 def cross_validate_signal(units: dict[str, Any], rows: dict[tuple[int, int], np.ndarray], turn_points: float,
-                          k: int = 5, seed: int = 0, method: str = "scale") -> dict[str, Any]:
+                          k: int = 5, seed: int = 0, method: str = "scale", within: bool = False) -> dict[str, Any]:
     """Held-out turns and dialogue totals under both levels, each fold's model fitted without its dialogues
     (the same folds as simulator.fitting.monotone_map.cross_validate for the same k and seed)."""
     turns, whole = units["turns"], units["dialogues"]
@@ -99,7 +112,7 @@ def cross_validate_signal(units: dict[str, Any], rows: dict[tuple[int, int], np.
     held_turns, held_whole, alphas = [], [], []
     for fold in range(k):
         cal, signal = fit_two_levels([u for u in turns if fold_of[u["dialogue"]] != fold], rows, turn_points, seed,
-                                     method=method)
+                                     method=method, within=within)
         alphas.append(signal.alpha)
         held_turns += _predicted([u for u in turns if fold_of[u["dialogue"]] == fold], cal, signal, rows)
         held_whole += _predicted([u for u in whole if fold_of[u["dialogue"]] == fold], cal, signal, rows)
