@@ -308,6 +308,21 @@ def run_arms(args, heldout) -> None:
           "start:\n" + "\n".join(arms_table(rows, before)), flush=True)
 
 
+def change_interval(before: dict, after: dict, n_boot: int = 2000, seed: int = 0) -> str:
+    """The mean change with a 95% interval from resampling the held-out personas (each persona's change paired:
+    the same seeds before and after)."""
+    import numpy as np
+
+    changes = np.array([after["per"][k] - before["per"][k] for k in before["per"]
+                        if not (math.isnan(before["per"][k]) or math.isnan(after["per"].get(k, math.nan)))])
+    if len(changes) < 2:
+        return f"{after['mean'] - before['mean']:+.1f} points"
+    boot = np.random.default_rng(seed).choice(changes, size=(n_boot, len(changes))).mean(axis=1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return (f"{after['mean'] - before['mean']:+.1f} points [{low:+.1f}, {high:+.1f}] (95% interval over the "
+            f"{len(changes)} held-out personas' paired changes)")
+
+
 def report_protocol(args, before: dict, after: dict) -> None:
     """The same held-out personas and seeds over the benchmark protocol's turn count."""
     print()
@@ -319,7 +334,7 @@ def report_protocol(args, before: dict, after: dict) -> None:
               + " ".join("-" if math.isnan(x) else f"{x:+.1f}" for x in r["per_turn"]) + " |")
     print("('-': a turn no dialogue reached with a judgement; under the benchmark protocol the reply at the turn cap "
           "is not judged)")
-    print(f"change over {args.protocol_turns} turns: {after['mean'] - before['mean']:+.1f} points")
+    print(f"change over {args.protocol_turns} turns: {change_interval(before, after)}")
     report_flags(f"{args.protocol_turns} turns", before, after)
 
 
@@ -362,7 +377,7 @@ def report(args, trainer, heldout, before, after, curve, step, train_s, n) -> No
         print(f"| {k} | {b:+.2f} | {a:+.2f} | {a - b:+.2f} |")
     print(f"e.g. before: {before['example'][:200]!r}")
     print(f"e.g. after:  {after['example'][:200]!r}")
-    print(f"change: {after['mean'] - before['mean']:+.1f} points (target +15 within 60 minutes)")
+    print(f"change: {change_interval(before, after)} (target +15 within 60 minutes)")
     report_flags(f"{args.eval_turns} turns", before, after)
 
 
