@@ -130,7 +130,7 @@ def test_people_tab_calibrate_panel_refuses_a_bad_name_and_lists_the_saved_calib
     row = page.locator("#people-cal-saved tr", has_text="shown-cal")
     expect(row).to_contain_text("ab12cd34ef56ab78")
     expect(row).to_contain_text("predict")  # a calibration saved without its map named was fitted by least squares
-    expect(page.locator("#people-cal-map input[value='scale']")).to_be_checked()
+    expect(page.locator("#people-cal-map input[value='predict']")).to_be_checked()
     expect(row).to_contain_text("+0.31 -> +0.35")
     expect(row).to_contain_text("-6.20 -> +0.40")
     expect(page.locator("#people-cal-jobs")).to_contain_text("No calibrate jobs yet.")

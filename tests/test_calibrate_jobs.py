@@ -53,7 +53,8 @@ def test_a_calibrate_job_started_from_the_view_judges_fits_and_saves(store, db_u
     from storage.db import lab_home
 
     people(store, 6)
-    message, job_id = calibrations.start_calibration(store, db_url, " human:lab ", FOLLOWER, "", "lab-cal", 2.0)
+    message, job_id = calibrations.start_calibration(store, db_url, " human:lab ", FOLLOWER, "", "lab-cal", 2.0,
+                                                     method="scale")
     assert job_id and message == f"Calibrate job {job_id} started: `lab-cal`."
     job = ended(store, job_id)
     assert job["status"] == "succeeded" and job["step"] == job["total_steps"] == 30, job.get("error")
@@ -73,13 +74,12 @@ def test_a_calibrate_job_started_from_the_view_judges_fits_and_saves(store, db_u
     assert result["map"] == saved.data["map"] == "scale" and len(saved.knots_x) == 2
     # judged already: a second calibration of the same simulator plays nothing and fits at once, here with the
     # least-squares map and the reply signal (its held-out figures a third side, its weights in the file)
-    _, again = calibrations.start_calibration(store, db_url, "human:lab", FOLLOWER, "", "lab-cal-2", 3, True,
-                                              "predict")
+    _, again = calibrations.start_calibration(store, db_url, "human:lab", FOLLOWER, "", "lab-cal-2", 3, True)
     second = ended(store, again)
     assert second["status"] == "succeeded" and judged(store) == 30
     with_signal = load_calibration("lab-cal-2", lab_home())
     assert with_signal.report["folds"] == 3 and with_signal.reply_signal is not None
-    assert with_signal.data["map"] == second["config"]["calibration"]["map"] == "predict"
+    assert with_signal.data["map"] == second["config"]["calibration"]["map"] == "predict"  # the default
     assert second["config"]["result"]["after_signal"]["turns"]["spearman"] == \
         with_signal.report["after_signal"]["turns"]["spearman"]
     assert calibrations.before_after(with_signal.report, "spearman").count(" -> ") == 2
@@ -98,7 +98,7 @@ def test_the_view_refuses_bad_input_naming_the_field_and_records_nothing(store, 
              ("human:lab", "offline", "ok", 4): "--folds: 4 folds need at least 4 dialogues; human:lab has 3"}
     message, job_id = calibrations.start_calibration(store, "sqlite:///unused.db", "human:lab", "offline", "", "ok",
                                                      2, False, "isotonic")
-    assert job_id is None and "--map: must be one of scale, predict, got 'isotonic'" in message.replace("\\", "")
+    assert job_id is None and "--map: must be one of predict, scale, got 'isotonic'" in message.replace("\\", "")
     for (set_spec, simulator, name, folds), problem in cases.items():
         message, job_id = calibrations.start_calibration(store, "sqlite:///unused.db", set_spec, simulator, "",
                                                          name, folds)

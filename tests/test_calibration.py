@@ -84,7 +84,7 @@ def test_the_scale_map_keeps_the_ranking_where_the_predicting_map_flattens():
     assert sums.std() == pytest.approx(np.std(targets), rel=1e-9)
     with pytest.raises(ValueError, match="do not vary"):
         fit_scale([[-3.0], [-3.0, -3.0], [-3.0]], [0.0, 5.0, -5.0])
-    with pytest.raises(ValueError, match="--map: must be one of scale, predict"):
+    with pytest.raises(ValueError, match="--map: must be one of predict, scale"):
         fit_change_map(sims, targets, "isotonic")
 
 

@@ -43,7 +43,7 @@ def main() -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--map", default="scale", choices=("scale", "predict"), help="the first level's map")
+    ap.add_argument("--map", default="predict", choices=("predict", "scale"), help="the first level's map")
     ap.add_argument("--within", action="store_true",
                     help="also fit each arm within dialogues (features and residuals centred on their dialogue)")
     args = ap.parse_args()

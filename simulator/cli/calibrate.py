@@ -31,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-points", type=float, default=25.0, help="emotion points per pre/post state step")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="the folds' and the intervals' seed")
-    parser.add_argument("--map", default="scale", choices=("scale", "predict"),
-                        help="scale (default): the increasing line giving the changes the people's mean and spread, "
-                             "keeping the simulator's ranking; predict: the monotone least-squares guess of the "
-                             "people's score (flat where the simulator carries no signal)")
+    parser.add_argument("--map", default="predict", choices=("predict", "scale"),
+                        help="predict (default): the monotone least-squares guess of the people's score (flat where "
+                             "the simulator carries no signal); scale: the increasing line giving the changes the "
+                             "people's mean and spread, keeping the simulator's ranking and its noise")
     parser.add_argument("--reply-signal", action="store_true",
                         help="also fit a per-reply signal of sentence embeddings to the people (second level)")
     parser.add_argument("--replace", action="store_true", help="fit again over a calibration of the same name")
@@ -79,7 +79,7 @@ def calibrate(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     return fit_and_save(store, args.set_spec, judged_hash(store, args, sims), args.name, folds=args.folds,
                         turn_points=args.turn_points, state_points=args.state_points, n_boot=args.n_boot,
                         seed=args.seed, reply_signal=bool(getattr(args, "reply_signal", False)),
-                        method=getattr(args, "map", "scale"))
+                        method=getattr(args, "map", "predict"))
 
 
 def describe_map(r: dict[str, Any]) -> str:

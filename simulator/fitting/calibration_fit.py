@@ -22,7 +22,7 @@ def ids_hash(ids: list[str]) -> str:
 
 def fit_and_save(store: Any, set_spec: str, fp_hash: str, name: str, folds: int = 5, turn_points: float = 5.0,
                  state_points: float = 25.0, n_boot: int = 1000, seed: int = 0, reply_signal: bool = False,
-                 home: Optional[Path] = None, method: str = "scale") -> dict[str, Any]:
+                 home: Optional[Path] = None, method: str = "predict") -> dict[str, Any]:
     """Fit calibration `name` of the simulator whose judgements of `set_spec` are stored under `fp_hash`, save
     it (in `home`, default the lab's folder) and return it with the held-out figures before and after:
     {name, hash, path, simulator_fingerprint_hash, map, knots_x, knots_y, before, after, change_by_score, folds,

@@ -1,10 +1,11 @@
 """Calibration of a simulated user to people: a monotone map of its emotion changes onto the people's scale.
 
-Two maps, both non-decreasing (MAPS): "scale" (the default) is linear equating, the increasing line f(d) = a + b d
-that gives the simulator's changes over the rated spans the people's mean and spread; it keeps the simulator's
-ranking of every reply and never flattens. "predict" is the least-squares fit below, the best guess of a person's
-score from the simulator's change; it shrinks toward the people's mean as the simulator's signal weakens, and is
-flat for a simulator that carries none (a reward that then hardly depends on the reply).
+Two maps, both non-decreasing (MAPS). "predict" (the default) is the least-squares fit below, the best guess of a
+person's score from the simulator's change; it shrinks toward the people's mean as the simulator's signal weakens,
+and is flat for a simulator that carries none (a reward that then hardly depends on the reply). "scale" is linear
+equating, the increasing line f(d) = a + b d that gives the simulator's changes over the rated spans the people's
+mean and spread; it keeps the simulator's ranking of every reply and never flattens, but it also keeps the
+simulator's noise, stretched to the people's spread (a reply signal fitted on top has that noise to fight).
 
 Any simulator (the offline one, an LLM behind an endpoint, outside code's scores) judges every reply of a human
 set (`python -m trainer shadow`); the people rated the replies as they went (ESConv's feedback, 1-5). The map f
@@ -30,7 +31,7 @@ from scipy.optimize import lsq_linear
 from simulator.user.calibration import Calibration
 
 MAX_KNOTS = 12
-MAPS = ("scale", "predict")
+MAPS = ("predict", "scale")
 SCALE_ENDS = 1000.0  # the linear map's knots: far beyond any emotion change, so it is a line where it is used
 
 
@@ -89,7 +90,7 @@ def fit_scale(spans: list[list[float]], targets: list[float]) -> tuple[list, lis
     return [-SCALE_ENDS, SCALE_ENDS], [float(a - b * SCALE_ENDS), float(a + b * SCALE_ENDS)]
 
 
-def fit_change_map(spans: list[list[float]], targets: list[float], method: str = "scale",
+def fit_change_map(spans: list[list[float]], targets: list[float], method: str = "predict",
                    max_knots: int = MAX_KNOTS) -> tuple[list, list]:
     """Knots of the map `method` (one of MAPS; module docstring)."""
     if method == "scale":
@@ -116,7 +117,7 @@ def _mapped(units: list[dict[str, Any]], f: Calibration) -> list[dict[str, Any]]
 
 
 def cross_validate(units: dict[str, Any], turn_points: float, k: int = 5, seed: int = 0,
-                   max_knots: int = MAX_KNOTS, method: str = "scale") -> dict[str, Any]:
+                   max_knots: int = MAX_KNOTS, method: str = "predict") -> dict[str, Any]:
     """Held-out units after calibration: each dialogue's turns and total mapped by the fold fitted without it.
     Also returns each fold's dialogue positions (to check none is on both sides)."""
     turns, whole = units["turns"], units["dialogues"]

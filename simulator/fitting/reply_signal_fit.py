@@ -80,7 +80,7 @@ def centred(values: np.ndarray, dialogues: np.ndarray) -> np.ndarray:
 
 
 def fit_two_levels(turns: Sequence[dict[str, Any]], rows: dict[tuple[int, int], np.ndarray], turn_points: float,
-                   seed: int, max_knots: int = MAX_KNOTS, method: str = "scale",
+                   seed: int, max_knots: int = MAX_KNOTS, method: str = "predict",
                    within: bool = False) -> tuple[Calibration, ReplySignal]:
     """The map on the turns' spans, then the signal on what it leaves (module docstring). `within`: the signal is
     fitted on features and residuals centred on their dialogue (fixed effects), so it learns only what ranks one
@@ -103,7 +103,7 @@ def _predicted(units: Sequence[dict[str, Any]], cal: Calibration, signal: ReplyS
 
 
 def cross_validate_signal(units: dict[str, Any], rows: dict[tuple[int, int], np.ndarray], turn_points: float,
-                          k: int = 5, seed: int = 0, method: str = "scale", within: bool = False) -> dict[str, Any]:
+                          k: int = 5, seed: int = 0, method: str = "predict", within: bool = False) -> dict[str, Any]:
     """Held-out turns and dialogue totals under both levels, each fold's model fitted without its dialogues
     (the same folds as simulator.fitting.monotone_map.cross_validate for the same k and seed)."""
     turns, whole = units["turns"], units["dialogues"]

@@ -26,7 +26,7 @@ FIGURES = ("spearman", "mean_diff")  # the held-out figures a job's result keeps
 
 
 def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, name: str, folds: int = 5,
-                         seed: int = 0, n_boot: int = 1000, reply_signal: bool = False, method: str = "scale") -> int:
+                         seed: int = 0, n_boot: int = 1000, reply_signal: bool = False, method: str = "predict") -> int:
     """Check everything (ValueError naming the option: --name, --map, --folds, --set, --simulator; nothing recorded),
     then record a queued calibrate job: the shadow job's config with the calibration's settings beside it."""
     try:

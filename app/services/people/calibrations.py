@@ -29,7 +29,7 @@ def whole_folds(folds: Any) -> int:
 
 
 def start_calibration(store: Store, store_url: str, set_spec: str, simulator: str, base_url: str, name: str,
-                      folds: Any, reply_signal: bool = False, method: str = "scale") -> tuple[str, Optional[int]]:
+                      folds: Any, reply_signal: bool = False, method: str = "predict") -> tuple[str, Optional[int]]:
     """Record and launch a calibrate job: (message, job id or None when refused, the field named);
     `reply_signal`: fit the second level too (simulator.fitting.reply_signal_fit); `method`: the map
     (simulator.fitting.monotone_map.MAPS)."""

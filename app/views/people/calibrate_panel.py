@@ -17,9 +17,9 @@ def build(ctx: LabContext) -> None:
     store = ctx.store
     with gr.Accordion("4. Calibrate a simulator to the people", open=False):
         gr.Markdown("Judges every reply of the set the simulator has not judged yet (as a shadow run), then fits "
-                    "a map of its emotion changes onto the people's scores (*scale*: the line giving them the "
-                    "people's mean and spread, keeping the simulator's ranking; *predict*: the monotone "
-                    "least-squares guess of the people's score), with the reply signal also a per-reply signal "
+                    "a map of its emotion changes onto the people's scores (*predict*: the monotone "
+                    "least-squares guess of the people's score; *scale*: the line giving them the people's mean "
+                    "and spread, keeping the simulator's ranking), with the reply signal also a per-reply signal "
                     "fitted to them, cross-validated over dialogues, and saves it under its name. Use it with "
                     "`--calibration NAME` on the simulator.")
         with gr.Row():
@@ -29,7 +29,7 @@ def build(ctx: LabContext) -> None:
             name = gr.Textbox("", label="Calibration name", elem_id="people-cal-name",
                               info="lowercase letters, digits, - and _")
             folds = gr.Number(5, label="Folds", precision=0, elem_id="people-cal-folds")
-            method = gr.Radio(list(MAPS), value="scale", label="Map", elem_id="people-cal-map")
+            method = gr.Radio(list(MAPS), value="predict", label="Map", elem_id="people-cal-map")
             signal = gr.Checkbox(False, label="Reply signal (second level: sentence embeddings of each reply)",
                                  elem_id="people-cal-signal")
         with gr.Row():
