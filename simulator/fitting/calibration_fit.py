@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from simulator.evaluation.human_agreement import load_set, tables, units_of
-from simulator.fitting.monotone_map import MAPS, change_by_score, cross_validate, fit_change_map
+from simulator.fitting.monotone_map import change_by_score, check_map, cross_validate, fit_change_map
 from simulator.user.calibration import Calibration, calibration_path, save_calibration
 
 
@@ -33,8 +33,7 @@ def fit_and_save(store: Any, set_spec: str, fp_hash: str, name: str, folds: int 
 
         home = lab_home()
     calibration_path(name, home)
-    if method not in MAPS:
-        raise ValueError(f"--map: must be one of {', '.join(MAPS)}, got {method!r}")
+    check_map(method)
     dialogues, sims = load_set(store, set_spec)
     if fp_hash not in sims:
         raise ValueError(f"--simulator: the simulator {fp_hash} has not judged {set_spec}; run python -m trainer "

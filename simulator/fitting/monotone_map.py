@@ -90,14 +90,17 @@ def fit_scale(spans: list[list[float]], targets: list[float]) -> tuple[list, lis
     return [-SCALE_ENDS, SCALE_ENDS], [float(a - b * SCALE_ENDS), float(a + b * SCALE_ENDS)]
 
 
+def check_map(method: str) -> str:
+    """`method` when it is one of MAPS, else ValueError naming --map."""
+    if method not in MAPS:
+        raise ValueError(f"--map: must be one of {', '.join(MAPS)}, got {method!r}")
+    return method
+
+
 def fit_change_map(spans: list[list[float]], targets: list[float], method: str = "predict",
                    max_knots: int = MAX_KNOTS) -> tuple[list, list]:
     """Knots of the map `method` (one of MAPS; module docstring)."""
-    if method == "scale":
-        return fit_scale(spans, targets)
-    if method == "predict":
-        return fit_map(spans, targets, max_knots)
-    raise ValueError(f"--map: must be one of {', '.join(MAPS)}, got {method!r}")
+    return fit_scale(spans, targets) if check_map(method) == "scale" else fit_map(spans, targets, max_knots)
 
 
 def grouped_folds(n_dialogues: int, k: int, seed: int) -> np.ndarray:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.fitting.monotone_map import MAPS
+from simulator.fitting.monotone_map import check_map
 from simulator.user.calibration import calibration_path, name_taken
 from storage.db import lab_home
 from trainer.benchmarking.shadow_jobs import shadow_config, shadow_job
@@ -35,8 +35,7 @@ def create_calibrate_job(store: Any, settings: dict[str, Any], set_spec: str, na
         raise ValueError(f"--name: {str(exc).removeprefix('calibration: ')}") from None
     if problem := name_taken(name):  # a job never replaces a saved calibration (the command line can: --replace)
         raise ValueError(f"--name: {problem}; choose another name")
-    if method not in MAPS:
-        raise ValueError(f"--map: must be one of {', '.join(MAPS)}, got {method!r}")
+    check_map(method)
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise ValueError(f"--folds: must be a whole number of 2 or more, got {folds!r}")
     config = shadow_config(store, settings, set_spec, seed)
