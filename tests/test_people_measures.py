@@ -200,3 +200,46 @@ def test_within_a_dialogue_the_ranking_of_one_persons_replies_shows_where_poolin
     pooled = [stats.spearmanr([u["sim"] for u in t], [u["score"] for u in t]).statistic
               for t in (level_follower, quality_follower)]
     assert pooled[0] > 0.6 and pooled[1] < 0.0
+
+
+def test_the_ranking_of_policies_is_the_peoples_where_the_set_names_who_supported(store):
+    """Four policies of known quality, five dialogues each (the JSONL's "policy"); the people score a better policy
+    higher. A simulator whose change follows the quality ranks them as the people did (Spearman 1, every pair
+    alike); one that follows it backwards ranks them the other way; a policy with one dialogue is left out and
+    counted; a set without policies says why there is no ranking; a bad "policy" is refused naming the field."""
+    rng = np.random.default_rng(3)
+    quality = {"gentle-7b": 4, "plain-7b": 3, "curt-7b": 2, "rude-7b": 1}
+    lines, k = [], 0
+    for name, q in quality.items():
+        for _ in range(5):
+            d = people_dialogue(k, [int(np.clip(q + rng.integers(-1, 2), 1, 5)) for _ in range(3)])
+            lines.append(json.dumps({**d, "policy": name}))
+            k += 1
+    lines.append(json.dumps({**people_dialogue(k, [5, 5, 5]), "policy": "lonely-1b"}))
+    import_corpus(store, "\n".join(lines), "jsonl", "arena")
+    dialogues, _ = load_set(store, "human:arena")
+    policy_at = [d["policy"] for d in dialogues]
+    assert policy_at.count("gentle-7b") == 5 and policy_at[-1] == "lonely-1b"
+    judge(store, "human:arena", "follows", lambda pos, i: quality.get(policy_at[pos], 5) * 2.0 + rng.normal(0, 0.5))
+    judge(store, "human:arena", "backwards", lambda pos, i: -quality.get(policy_at[pos], 5) * 2.0)
+    report = human_agreement(store, "human:arena", n_boot=300, with_realism=False)
+    follows = report["by_fingerprint"]["follows"]["policy_ranking"]
+    backwards = report["by_fingerprint"]["backwards"]["policy_ranking"]
+    assert follows["n_policies"] == 4 and follows["n_left_out"] == 1
+    assert [p["policy"] for p in follows["policies"]] == sorted(quality)
+    people_means = {p["policy"]: p["people_mean"] for p in follows["policies"]}
+    assert sorted(people_means, key=people_means.get) == ["rude-7b", "curt-7b", "plain-7b", "gentle-7b"]
+    assert all(p["n_dialogues"] == 5 and p["n_turns"] == 15 for p in follows["policies"])
+    assert follows["spearman"]["value"] == pytest.approx(1.0) and follows["pairs_alike"]["value"] == 1.0
+    assert follows["spearman"]["ci_low"] > 0.5 and follows["spearman"]["n"] == 4
+    assert backwards["spearman"]["value"] == pytest.approx(-1.0) and backwards["pairs_alike"]["value"] == 0.0
+    text = format_human_report(report)
+    assert "ranking of 4 policies" in text and "1 with fewer than 2 dialogues left out" in text
+
+    import_corpus(store, "\n".join(json.dumps(people_dialogue(k, [3, 4])) for k in range(4)), "jsonl", "anon")
+    judge(store, "human:anon", "anon", lambda pos, i: 1.0)
+    anon = human_agreement(store, "human:anon", n_boot=50, with_realism=False)["by_fingerprint"]["anon"]
+    assert anon["policy_ranking"]["n_policies"] == 1 and anon["policy_ranking"]["spearman"]["value"] is None
+    assert "a ranking needs two or more" in anon["policy_ranking"]["why"]
+    bad = import_corpus(store, json.dumps({**people_dialogue(0, [3]), "policy": ""}), "jsonl", "badpolicy")
+    assert not bad.dialogue_ids and "policy: who supported the person" in bad.errors[0]

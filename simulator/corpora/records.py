@@ -2,9 +2,9 @@
 (simulator.evaluation.human_corpora stores them; docs/human-evaluation.md has both formats in full).
 
 Each reader returns the conversation normalised ({id, turns, score_scale, state, groups, situation, persona,
-survey}) or raises ValueError naming where it is and the field. Consecutive messages by one speaker become one
-turn (merge_turns); the persona a dialogue is played from is built from its situation and types
-(persona_profile).
+survey, policy: who supported the person, "" when the file does not say}) or raises ValueError naming where it
+is and the field. Consecutive messages by one speaker become one turn (merge_turns); the persona a dialogue is
+played from is built from its situation and types (persona_profile).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ USER_NAMES = ("seeker", "usr", "speaker", "user")
 POLICY_NAMES = ("supporter", "sys", "listener", "policy", "assistant")
 ESCONV_SCALE = (1.0, 5.0)
 GROUP_KEYS = ("problem_type", "emotion_type")
+MAX_POLICY_CHARS = 200  # a dialogue's "policy": who supported the person
 PROFILE_KEYS = ("name", "persona", "background", "hidden_need", "need_category", "personality", "language")
 
 
@@ -139,7 +140,7 @@ def read_esconv(record: Any, where: str) -> dict[str, Any]:
     groups = {k: _text(record.get(k), f"{where}: {k}").strip() for k in GROUP_KEYS}
     return {"id": None, "turns": turns, "score_scale": list(ESCONV_SCALE), "state": state, "groups": groups,
             "situation": _text(record.get("situation"), f"{where}: situation").strip(), "persona": {},
-            "survey": survey if isinstance(survey, dict) else {}}
+            "survey": survey if isinstance(survey, dict) else {}, "policy": ""}
 
 
 def read_generic(record: Any, where: str) -> dict[str, Any]:
@@ -181,10 +182,15 @@ def read_generic(record: Any, where: str) -> dict[str, Any]:
         state = {k: _in_scale(_number(s.get(k), f"{where}: state.{k}", True), sscale, f"{where}: state.{k}")
                  for k in ("pre", "post")}
         state.update(scale=list(sscale), better=s["better"])
+    policy = record.get("policy")
+    if policy is not None and not (isinstance(policy, str) and policy.strip() and len(policy) <= MAX_POLICY_CHARS):
+        raise ValueError(f"{where}: policy: who supported the person (a model, checkpoint or supporter's id): "
+                         f"non-empty text of at most {MAX_POLICY_CHARS} characters, got {policy!r}")
     persona = record.get("persona") or {}
     if not isinstance(persona, dict):
         raise ValueError(f"{where}: persona: must be an object")
     groups = {k: _text(persona.get(k), f"{where}: persona.{k}").strip() for k in GROUP_KEYS}
     return {"id": None if rid is None else str(rid).strip(), "turns": turns, "score_scale": list(scale) if scale else None,
             "state": state, "groups": groups, "persona": {k: persona[k] for k in PROFILE_KEYS if k in persona},
-            "situation": _text(persona.get("situation"), f"{where}: persona.situation").strip(), "survey": {}}
+            "situation": _text(persona.get("situation"), f"{where}: persona.situation").strip(), "survey": {},
+            "policy": (policy or "").strip()}

@@ -107,12 +107,15 @@ def krippendorff_alpha_interval(units: Sequence[Sequence[float]] | np.ndarray) -
 
 def bootstrap(n_units: int, statistic: Callable[[np.ndarray], float | None], n_boot: int = N_BOOT, seed: int = 0,
               level: float = 0.95, clusters: Sequence[np.ndarray] | None = None,
-              min_units: int = MIN_UNITS, draws: int | None = None) -> dict[str, Any]:
+              min_units: int = MIN_UNITS, draws: int | None = None,
+              strata: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
     """Percentile interval of `statistic(indices)` over resamples of the units (or, given `clusters`, of whole
     clusters: lists of unit indices, e.g. a dialogue's turns, which are not independent of each other). Each
     resample draws `draws` units or clusters (default as many as there are: a smaller number shows how wide the
-    interval would be with fewer). Returns {ci_low, ci_high, n_boot, n_undefined, ci_why}: resamples where the statistic is undefined are
-    counted, not hidden; ci_why says why an interval is null."""
+    interval would be with fewer); given `strata` (lists of cluster positions, e.g. each policy's dialogues),
+    each stratum is resampled on its own, keeping its size. Returns {ci_low, ci_high, n_boot, n_undefined,
+    ci_why}: resamples where the statistic is undefined are counted, not hidden; ci_why says why an interval is
+    null."""
     out = {"ci_low": None, "ci_high": None, "n_boot": 0, "n_undefined": 0, "ci_why": ""}
     groups = list(clusters) if clusters is not None else None
     n_draw = len(groups) if groups is not None else n_units
@@ -125,7 +128,8 @@ def bootstrap(n_units: int, statistic: Callable[[np.ndarray], float | None], n_b
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(n_boot):
-        pick = rng.integers(0, n_draw, draws or n_draw)
+        pick = (np.concatenate([np.asarray(st)[rng.integers(0, len(st), len(st))] for st in strata])
+                if strata is not None else rng.integers(0, n_draw, draws or n_draw))
         idx = pick if groups is None else np.concatenate([groups[i] for i in pick])
         values.append(statistic(idx))
     defined = [v for v in values if v is not None and np.isfinite(v)]

@@ -49,7 +49,8 @@ def load_set(store: Any, set_spec: str) -> tuple[list[dict[str, Any]], dict[str,
     with read_scope(store) as s:
         for d in s.scalars(select(Dialogue).where(Dialogue.id.in_(ids)).order_by(Dialogue.id)):
             config = dict(d.config or {})
-            dialogues.append({"id": d.id, "external_id": d.external_id, "state": config.get("state"),
+            dialogues.append({"id": d.id, "external_id": d.external_id, "policy": d.policy_ref,
+                              "state": config.get("state"),
                               "score_scale": config.get("score_scale"), "groups": config.get("groups") or {},
                               "survey": config.get("survey") or {},
                               "turns": [(t.index, t.role, (t.inner or {}).get("score")) for t in d.turns],

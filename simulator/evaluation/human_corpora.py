@@ -12,7 +12,8 @@ Two formats (docs/human-evaluation.md has both in full):
           intensity falls as the seeker feels better (state_better "lower").
   jsonl   one dialogue a line: {"id", "score_scale": [lo, hi], "turns": [{"role": "user"|"policy", "text",
           "score"?}], "state": {"pre", "post", "scale": [lo, hi], "better": "lower"|"higher"}?,
-          "persona": {"situation", "problem_type", "emotion_type", or profile fields}?}
+          "persona": {"situation", "problem_type", "emotion_type", or profile fields}?, "policy": who supported
+          the person (a model, checkpoint or supporter's id; the dialogue's policy_ref, else people:NAME)?}
 
 Reading (simulator.corpora): one pass over the file, each record through the bounded decoder every import
 uses; consecutive messages by one speaker become one turn (texts joined by a newline, the last score kept,
@@ -199,7 +200,7 @@ def dialogue_values(d: dict[str, Any], fmt: str, collection: str, file_name: str
                     lineage: dict[str, str]) -> dict[str, Any]:
     """The Dialogue row of a read conversation, as the values of an insert."""
     return dict(persona_id=None, persona_snapshot=d["profile"].to_dict(), source="human", collection=collection,
-                external_id=d["id"], policy_ref=f"people:{collection}", status="finished", outcome="imported",
+                external_id=d["id"], policy_ref=d["policy"] or f"people:{collection}", status="finished", outcome="imported",
                 n_turns=sum(t["role"] == "assistant" for t in d["turns"]), code_version=code,
                 config={"format": fmt, "corpus": collection, "file": file_name, "where": d["where"],
                         "score_scale": d["score_scale"], "state": d["state"], "groups": d["groups"],

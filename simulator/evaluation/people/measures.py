@@ -19,6 +19,12 @@ fingerprint of a human set's agreement report (simulator.evaluation.human_agreem
                          pre/post state (ESConv's survey comes whole or not at all)
   interval_by_dialogues  how the per-turn Spearman's 95% interval narrows with the number of dialogues rated:
                          resamples of k dialogues (with replacement) for k on a short ladder and all of them
+  policy_ranking         where the set's dialogues come from several policies or supporters (each dialogue's
+                         policy_ref; the lab's JSONL names it per dialogue), whether the simulator ranks them as
+                         the people did (SimulatorArena's question): per policy the people's mean turn score and
+                         the simulator's mean change per rated turn, their Spearman across policies and the share
+                         of policy pairs the simulator orders as the people do (pairs the people tie left out);
+                         intervals resample each policy's dialogues on its own
 
 Intervals resample whole dialogues (simulator.evaluation.agreement.bootstrap), seeded.
 """
@@ -34,6 +40,7 @@ from simulator.evaluation.agreement import MIN_UNITS, bootstrap, estimate, pair_
 from simulator.fitting.monotone_map import change_by_score
 
 LADDER = (10, 20, 40, 80)  # dialogues rated; the whole set is added
+MIN_POLICY_DIALOGUES = 2  # a policy enters the ranking with this many dialogues holding judged rated turns
 SURVEY_KEYS = ("empathy", "relevance")
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
@@ -181,12 +188,72 @@ def interval_by_dialogues(turns: Sequence[dict[str, Any]], n_boot: int, seed: in
     return out
 
 
+def ordered_alike(sim: np.ndarray, people: np.ndarray) -> float | None:
+    """The share of pairs the people do not tie that the simulator orders the same way (None without such a pair)."""
+    i, j = np.triu_indices(len(people), k=1)
+    told = np.sign(people[i] - people[j])
+    kept = told != 0
+    return float(np.mean(np.sign(sim[i] - sim[j])[kept] == told[kept])) if kept.any() else None
+
+
+def policy_ranking(dialogues: Sequence[dict[str, Any]], turns: Sequence[dict[str, Any]], n_boot: int,
+                   seed: int) -> dict[str, Any]:
+    """The simulator's ranking of the set's policies against the people's (module docstring)."""
+    clusters = dialogue_clusters(turns)
+    by: dict[str, list[np.ndarray]] = defaultdict(list)
+    for c in clusters:
+        by[dialogues[turns[int(c[0])]["dialogue"]].get("policy") or ""].append(c)
+    names = sorted(p for p, cs in by.items() if len(cs) >= MIN_POLICY_DIALOGUES)
+    kept = [c for p in names for c in by[p]]
+    strata, start = [], 0
+    for p in names:
+        strata.append(list(range(start, start + len(by[p]))))
+        start += len(by[p])
+    sim = np.array([u["sim"] for u in turns], dtype=float)
+    score = np.array([u["score"] for u in turns], dtype=float)
+    which = np.full(len(turns), -1)
+    for k, p in enumerate(names):
+        for c in by[p]:
+            which[c] = k
+
+    def means(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = [idx[which[idx] == k] for k in range(len(names))]
+        return np.array([score[a].mean() for a in at]), np.array([sim[a].mean() for a in at])
+
+    def rho(idx: np.ndarray) -> float | None:
+        people, simulated = means(idx)
+        return spearman(simulated, people)
+
+    def alike(idx: np.ndarray) -> float | None:
+        people, simulated = means(idx)
+        return ordered_alike(simulated, people)
+
+    out: dict[str, Any] = {"n_policies": len(names), "n_left_out": len(by) - len(names), "policies": [], "why": ""}
+    every = np.concatenate(kept) if kept else np.array([], dtype=int)
+    if len(names) < 2:
+        out["why"] = (f"the judged rated turns come from {len(names)} polic{'y' if len(names) == 1 else 'ies'} with "
+                      f"{MIN_POLICY_DIALOGUES} or more dialogues: a ranking needs two or more (the lab's JSONL names "
+                      "each dialogue's \"policy\")")
+        nothing = estimate(None, bootstrap(0, lambda i: None, n_boot, seed), len(names), out["why"])
+        return {**out, "spearman": nothing, "pairs_alike": nothing}
+    people, simulated = means(every)
+    out["policies"] = [{"policy": p, "n_dialogues": len(by[p]), "n_turns": int(sum(len(c) for c in by[p])),
+                        "people_mean": float(people[k]), "sim_mean": float(simulated[k])} for k, p in enumerate(names)]
+    boot = {f: bootstrap(len(every), f, n_boot, seed, clusters=kept, strata=strata) for f in (rho, alike)}
+    rho_why = pair_reason("spearman", simulated, people) if len(names) >= MIN_UNITS else \
+        f"{len(names)} policies, fewer than {MIN_UNITS} to rank"
+    out["spearman"] = estimate(rho(every), boot[rho], len(names), rho_why)
+    out["pairs_alike"] = estimate(alike(every), boot[alike], len(names), "the people's means tie for every pair")
+    return out
+
+
 def people_measures(dialogues: Sequence[dict[str, Any]], entry: dict[str, Any], units: dict[str, Any],
                     turn_points: float, n_boot: int, seed: int, with_realism: bool = True) -> dict[str, Any]:
     """The four measures of one simulator (`entry` from human_agreement.load_set, `units` from its units_of)."""
     out = {"change_by_score": score_curve(units["turns"], turn_points, n_boot, seed),
            "survey": survey_agreement(units["dialogues"], n_boot, seed),
-           "interval_by_dialogues": interval_by_dialogues(units["turns"], n_boot, seed)}
+           "interval_by_dialogues": interval_by_dialogues(units["turns"], n_boot, seed),
+           "policy_ranking": policy_ranking(dialogues, units["turns"], n_boot, seed)}
     if with_realism:
         out["realism"] = realism(dialogues, entry.get("replies") or {}, n_boot, seed)
     return out
@@ -213,6 +280,19 @@ def format_people_measures(t: dict[str, Any]) -> list[str]:
                      f"{_ci(r['difference'])}" + (f"; {r['why']}" if r["why"] else ""))
     lines.append("dialogue total vs survey: " + "; ".join(
         f"{k} spearman {_ci(e)} (n {e['n']}{', ' + e['why'] if e['why'] else ''})" for k, e in t["survey"].items()))
+    r = t["policy_ranking"]
+    if r["n_policies"] < 2:
+        lines.append(f"ranking of policies: - ({r['why']})")
+    else:
+        shown = "; ".join(f"{p['policy'][:40]} {p['people_mean']:.2f} / {p['sim_mean']:+.2f} (n {p['n_dialogues']})"
+                          for p in r["policies"][:12])
+        why = f" ({r['spearman']['why']})" if r["spearman"]["why"] else ""
+        lines.append(f"ranking of {r['n_policies']} policies (people's mean score / simulator's mean change per rated "
+                     f"turn): spearman {_ci(r['spearman'])}{why}, "
+                     f"pairs ordered alike {_ci(r['pairs_alike'], '.2f')}; {shown}"
+                     + (f"; {len(r['policies']) - 12} more" if len(r["policies"]) > 12 else "")
+                     + (f"; {r['n_left_out']} with fewer than {MIN_POLICY_DIALOGUES} dialogues left out"
+                        if r["n_left_out"] else ""))
     ladder = t["interval_by_dialogues"]
     lines.append("per-turn spearman 95% interval width by dialogues rated: " + " | ".join(
         f"{r['k']}: {'-' if r['width'] is None else format(r['width'], '.2f')}" for r in ladder))
