@@ -105,3 +105,32 @@ def change_by_score_lines(report: dict[str, Any], height: int = 340) -> go.Figur
                       template="plotly_white", xaxis_title="the person's score", yaxis_title="mean simulator change",
                       legend=dict(orientation="h", y=-0.3), margin=dict(l=50, r=20, t=40, b=40))
     return fig
+
+
+def policy_ranking_points(report: dict[str, Any], height: int = 340) -> go.Figure:
+    """The ranking of policies: per simulator fingerprint, each policy at the people's mean score (x) and the
+    simulator's mean change per rated turn (y); a simulator that ranks policies as the people did rises left to
+    right. Where no simulator has two policies to rank, the figure says why."""
+    fig = go.Figure()
+    why = ""
+    for h, t in report.get("by_fingerprint", {}).items():
+        ranking = t.get("policy_ranking") or {}
+        points = ranking.get("policies") or []
+        if not points:
+            why = why or ranking.get("why", "")
+            continue
+        rho = ranking["spearman"]["value"]
+        fig.add_trace(go.Scatter(x=[p["people_mean"] for p in points], y=[p["sim_mean"] for p in points],
+                                 mode="markers+text", text=[p["policy"][:24] for p in points],
+                                 textposition="top center",
+                                 name=f"{h[:10]} (spearman {'-' if rho is None else format(rho, '+.2f')})",
+                                 customdata=[p["n_dialogues"] for p in points],
+                                 hovertemplate="%{text}: people %{x:.2f}, simulator %{y:+.2f} (n %{customdata} "
+                                               "dialogues)<extra></extra>"))
+    if not fig.data and why:
+        fig.add_annotation(text=why[:120], showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(title=dict(text="Ranking of policies: people against the simulator", font_size=14),
+                      height=height, template="plotly_white", xaxis_title="people's mean score",
+                      yaxis_title="simulator's mean change", legend=dict(orientation="h", y=-0.3),
+                      margin=dict(l=50, r=20, t=40, b=40))
+    return fig

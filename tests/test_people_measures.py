@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 from conftest import shared_data_dir
 
-from app.agreement_plots import change_by_score_lines
+from app.agreement_plots import change_by_score_lines, policy_ranking_points
 from simulator import __main__ as simulator_cli
 from simulator.evaluation.human_agreement import format_human_report, human_agreement, load_set
 from simulator.evaluation.human_corpora import import_corpus
@@ -235,11 +235,17 @@ def test_the_ranking_of_policies_is_the_peoples_where_the_set_names_who_supporte
     assert backwards["spearman"]["value"] == pytest.approx(-1.0) and backwards["pairs_alike"]["value"] == 0.0
     text = format_human_report(report)
     assert "ranking of 4 policies" in text and "1 with fewer than 2 dialogues left out" in text
+    fig = policy_ranking_points(report)
+    assert [tr.name.split(" ")[0] for tr in fig.data] == ["backwards", "follows"]
+    assert list(fig.data[1].x) == [p["people_mean"] for p in follows["policies"]]
+    assert list(fig.data[1].y) == [p["sim_mean"] for p in follows["policies"]]
 
     import_corpus(store, "\n".join(json.dumps(people_dialogue(k, [3, 4])) for k in range(4)), "jsonl", "anon")
     judge(store, "human:anon", "anon", lambda pos, i: 1.0)
     anon = human_agreement(store, "human:anon", n_boot=50, with_realism=False)["by_fingerprint"]["anon"]
     assert anon["policy_ranking"]["n_policies"] == 1 and anon["policy_ranking"]["spearman"]["value"] is None
     assert "a ranking needs two or more" in anon["policy_ranking"]["why"]
+    empty = policy_ranking_points(human_agreement(store, "human:anon", n_boot=50, with_realism=False))
+    assert not empty.data and "a ranking needs two or more" in empty.layout.annotations[0].text
     bad = import_corpus(store, json.dumps({**people_dialogue(0, [3]), "policy": ""}), "jsonl", "badpolicy")
     assert not bad.dialogue_ids and "policy: who supported the person" in bad.errors[0]

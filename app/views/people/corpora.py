@@ -14,7 +14,7 @@ import json
 
 import gradio as gr
 
-from app.agreement_plots import change_by_score_lines, human_group_bars, human_spearman_bars
+from app.agreement_plots import change_by_score_lines, human_group_bars, human_spearman_bars, policy_ranking_points
 from app.context import LabContext, changed_only
 from app.render import md
 from app.views.people import calibrate_panel
@@ -75,7 +75,9 @@ def build(ctx: LabContext) -> None:
         with gr.Row():
             bars = gr.Plot(elem_id="people-bars")
             groups = gr.Plot(elem_id="people-groups")
-        curve = gr.Plot(elem_id="people-curve")
+        with gr.Row():
+            curve = gr.Plot(elem_id="people-curve")
+            ranking = gr.Plot(elem_id="people-ranking")
         report_json = gr.Code(language="json", label="The report as JSON", visible=False)
     calibrate_panel.build(ctx)
 
@@ -117,10 +119,11 @@ def build(ctx: LabContext) -> None:
         try:
             report = human_agreement(store, (set_ or "").strip(), with_realism=bool(with_realism))
         except ValueError as exc:
-            return f"**No report:** {md(exc)}", None, None, None, gr.update(visible=False)
+            return f"**No report:** {md(exc)}", None, None, None, None, gr.update(visible=False)
         return (f"```\n{format_human_report(report)}\n```", human_spearman_bars(report), human_group_bars(report),
-                change_by_score_lines(report), gr.update(value=json.dumps(report, indent=1), visible=True))
+                change_by_score_lines(report), policy_ranking_points(report),
+                gr.update(value=json.dumps(report, indent=1), visible=True))
 
-    report_btn.click(on_report, [report_set, realism], [report_out, bars, groups, curve, report_json])
+    report_btn.click(on_report, [report_set, realism], [report_out, bars, groups, curve, ranking, report_json])
     ctx.refresh_on_show(lambda: (human_sets.sets_md(store), *on_runs(), human_sets.import_jobs_md(store)[0]), None,
                         [sets, runs, resumable, import_jobs])
