@@ -101,6 +101,7 @@ def test_published_people_tab_imports_and_shows_the_agreement(browser_page, lab_
     expect(page.locator("#people-bars .barlayer .trace")).to_have_count(2)
     expect(page.locator("#people-groups .barlayer .trace")).to_have_count(1)
     expect(page.locator("#people-curve .scatterlayer .trace")).to_have_count(2)  # the simulator and the map
+    expect(page.locator("#people-ranking")).to_contain_text("a ranking needs two or more")  # one policy here
     expect(page.locator("#people-report-table")).to_contain_text("next message vs the person's (MiniLM cosine, n 30")
     page.locator("#people-realism input").uncheck()
     page.click("#people-report")
