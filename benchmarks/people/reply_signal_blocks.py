@@ -22,6 +22,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from simulator.fitting.monotone_map import MAPS  # noqa: E402
+
 BLOCKS = {"said": 0, "reply": 1, "answer": 2}  # position of each DIM-wide block in the features
 ARMS = (("said",), ("reply",), ("answer",), ("reply", "answer"), ("said", "reply", "answer"))
 
@@ -43,7 +45,7 @@ def main() -> int:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--map", default="predict", choices=("predict", "scale"), help="the first level's map")
+    ap.add_argument("--map", default=MAPS[0], choices=MAPS, help="the first level's map")
     ap.add_argument("--within", action="store_true",
                     help="also fit each arm within dialogues (features and residuals centred on their dialogue)")
     args = ap.parse_args()

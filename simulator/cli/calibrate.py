@@ -16,6 +16,8 @@ import json
 import sys
 from typing import Any
 
+from simulator.fitting.monotone_map import MAPS
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="set_spec", required=True, help="the human set: human:NAME")
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-points", type=float, default=25.0, help="emotion points per pre/post state step")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="the folds' and the intervals' seed")
-    parser.add_argument("--map", default="predict", choices=("predict", "scale"),
+    parser.add_argument("--map", default=MAPS[0], choices=MAPS,
                         help="predict (default): the monotone least-squares guess of the people's score (flat where "
                              "the simulator carries no signal); scale: the increasing line giving the changes the "
                              "people's mean and spread, keeping the simulator's ranking and its noise")

@@ -105,6 +105,14 @@ def krippendorff_alpha_interval(units: Sequence[Sequence[float]] | np.ndarray) -
                               np.array([u.sum() for u in pairable]), np.array([(u * u).sum() for u in pairable]))
 
 
+def centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each value (or row) minus its group's mean (e.g. a dialogue's: what varies within a conversation only)."""
+    out = np.array(values, dtype=float)
+    for g in np.unique(groups):
+        out[groups == g] -= out[groups == g].mean(axis=0)
+    return out
+
+
 def bootstrap(n_units: int, statistic: Callable[[np.ndarray], float | None], n_boot: int = N_BOOT, seed: int = 0,
               level: float = 0.95, clusters: Sequence[np.ndarray] | None = None,
               min_units: int = MIN_UNITS, draws: int | None = None,

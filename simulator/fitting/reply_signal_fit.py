@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from simulator.evaluation.agreement import centred
 from simulator.fitting.monotone_map import MAX_KNOTS, fit_change_map, grouped_folds
 from simulator.user.calibration import Calibration
 from simulator.user.reply_signal import ReplySignal, feature_texts, features_from
@@ -69,14 +70,6 @@ def choose_alpha(x: np.ndarray, y: np.ndarray, dialogues: np.ndarray, seed: int,
             err += float(np.sum((x[folds == f] @ w - y[folds == f]) ** 2))
         errors.append(err)
     return float(alphas[int(np.argmin(errors))])
-
-
-def centred(values: np.ndarray, dialogues: np.ndarray) -> np.ndarray:
-    """Each row minus its dialogue's mean row (what varies within a conversation only)."""
-    out = np.array(values, dtype=float)
-    for d in np.unique(dialogues):
-        out[dialogues == d] -= out[dialogues == d].mean(axis=0)
-    return out
 
 
 def fit_two_levels(turns: Sequence[dict[str, Any]], rows: dict[tuple[int, int], np.ndarray], turn_points: float,

@@ -29,7 +29,7 @@ def build(ctx: LabContext) -> None:
             name = gr.Textbox("", label="Calibration name", elem_id="people-cal-name",
                               info="lowercase letters, digits, - and _")
             folds = gr.Number(5, label="Folds", precision=0, elem_id="people-cal-folds")
-            method = gr.Radio(list(MAPS), value="predict", label="Map", elem_id="people-cal-map")
+            method = gr.Radio(list(MAPS), value=MAPS[0], label="Map", elem_id="people-cal-map")
             signal = gr.Checkbox(False, label="Reply signal (second level: sentence embeddings of each reply)",
                                  elem_id="people-cal-signal")
         with gr.Row():

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.evaluation.agreement import MIN_UNITS, bootstrap, estimate, pair_reason, spearman
+from simulator.evaluation.agreement import MIN_UNITS, bootstrap, centred, estimate, pair_reason, spearman
 from simulator.fitting.monotone_map import change_by_score
 
 LADDER = (10, 20, 40, 80)  # dialogues rated; the whole set is added
@@ -57,10 +57,9 @@ def within_dialogue(turns: Sequence[dict[str, Any]], n_boot: int, seed: int) -> 
     """Spearman of dialogue-centred simulator changes against dialogue-centred scores (module docstring)."""
     kept = [c for c in dialogue_clusters(turns) if len(c) >= 2]
     order = np.concatenate(kept) if kept else np.array([], dtype=int)
-    sim = np.array([u["sim"] for u in turns], dtype=float)
-    score = np.array([u["score"] for u in turns], dtype=float)
-    sim_c = np.concatenate([sim[c] - sim[c].mean() for c in kept]) if kept else np.array([])
-    score_c = np.concatenate([score[c] - score[c].mean() for c in kept]) if kept else np.array([])
+    dialogue_of = np.array([turns[int(i)]["dialogue"] for i in order])
+    sim_c = centred(np.array([turns[int(i)]["sim"] for i in order]), dialogue_of)
+    score_c = centred(np.array([turns[int(i)]["score"] for i in order]), dialogue_of)
     position = {int(i): k for k, i in enumerate(order)}
     clusters = [np.array([position[int(i)] for i in c]) for c in kept]
     rho = spearman(sim_c, score_c) if len(sim_c) >= MIN_UNITS else None
