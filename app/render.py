@@ -36,6 +36,14 @@ def code(value: Any) -> str:
     return f"`{raw}`" if raw.strip() else "` `"
 
 
+def fenced(value: Any) -> str:
+    """A Markdown code block of `value`, shown as typed: inside a fence every character is literal, so only a
+    run of backticks that could close it early (and let what follows render as Markdown: an image, a link) is
+    changed, to quotes."""
+    raw = "" if value is None else str(value)
+    return "```\n" + re.sub(r"`{3,}", lambda m: "'" * len(m.group()), raw) + "\n```"
+
+
 def _fmt_value(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return text(json.dumps(value, ensure_ascii=False, indent=1))

@@ -249,3 +249,21 @@ def test_the_ranking_of_policies_is_the_peoples_where_the_set_names_who_supporte
     assert not empty.data and "a ranking needs two or more" in empty.layout.annotations[0].text
     bad = import_corpus(store, json.dumps({**people_dialogue(0, [3]), "policy": ""}), "jsonl", "badpolicy")
     assert not bad.dialogue_ids and "policy: who supported the person" in bad.errors[0]
+
+
+def test_names_from_an_uploaded_corpus_stay_inside_the_reports_code_block(store):
+    """The People tab shows the report in a Markdown code block; a policy or group name (from a file a web visitor
+    uploads) that closes the fence must not turn what follows into an image or a link (a request to anywhere)."""
+    from markdown_it import MarkdownIt
+
+    from app.render import fenced
+
+    escape = "x\n```\n![t](http://127.0.0.1:9/leak) [l](http://127.0.0.1:9/)\n````"
+    lines = [json.dumps({**people_dialogue(k, [k % 5 + 1, 3]), "policy": f"{escape} {k % 2}",
+                         "persona": {"problem_type": escape}}) for k in range(6)]
+    import_corpus(store, "\n".join(lines), "jsonl", "hostile")
+    judge(store, "human:hostile", "h", lambda pos, i: float(pos))
+    text = format_human_report(human_agreement(store, "human:hostile", n_boot=50, with_realism=False))
+    assert "![t](http://127.0.0.1:9/leak)" in text  # the names are in the report as typed
+    html = MarkdownIt("commonmark").render(fenced(text))
+    assert "<img" not in html and "<a " not in html and html.count("<pre>") == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from app.render import md, readable_log
+from app.render import fenced, md, readable_log
 from simulator.access import config_errors
 
 # (field, label, default) in the form's order; the field is the BenchmarkConfig setting it fills
@@ -232,7 +232,7 @@ def job_details(store: Any, job_id: Optional[int]) -> str:
     log_tail = readable_log(detail.get("log_tail") or "", max_lines=8).strip()
     parts = [job_summary_md(detail)] + ([f"**Now:** {md(progress)}"] if progress else [])
     if log_tail:
-        parts.append("log (last lines):\n\n```\n" + log_tail.replace("```", "'''") + "\n```")
+        parts.append("log (last lines):\n\n" + fenced(log_tail))
     return "\n\n".join(parts)
 
 

@@ -16,7 +16,7 @@ import gradio as gr
 
 from app.agreement_plots import change_by_score_lines, human_group_bars, human_spearman_bars, policy_ranking_points
 from app.context import LabContext, changed_only
-from app.render import md
+from app.render import fenced, md
 from app.views.people import calibrate_panel
 from app.services.people import human_sets
 from simulator.evaluation.human_agreement import format_human_report, human_agreement
@@ -120,7 +120,7 @@ def build(ctx: LabContext) -> None:
             report = human_agreement(store, (set_ or "").strip(), with_realism=bool(with_realism))
         except ValueError as exc:
             return f"**No report:** {md(exc)}", None, None, None, None, gr.update(visible=False)
-        return (f"```\n{format_human_report(report)}\n```", human_spearman_bars(report), human_group_bars(report),
+        return (fenced(format_human_report(report)), human_spearman_bars(report), human_group_bars(report),
                 change_by_score_lines(report), policy_ranking_points(report),
                 gr.update(value=json.dumps(report, indent=1), visible=True))
 
