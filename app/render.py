@@ -100,7 +100,7 @@ def turn_html(turn: dict) -> str:
     return "".join(parts)
 
 
-CUT_PREFIX = "reply cut at "  # trainer.rollout.dialogue_rollout's words for a reply ended by the per-reply token cap
+CUT_PREFIX = "reply cut at "  # trainer.rollout.dialogue_steps' words for a reply ended by the per-reply token cap
 
 
 def split_turn_problems(error: str) -> tuple[list[str], list[str]]:

@@ -2,7 +2,7 @@
 
 Training counts its policy versions in updates: version v = the weights after v updates. Every Generation
 this engine returns carries the version of the weights that sampled it (`Generation.policy_version`), which
-the rollout stores on the reply (trainer.rollout.dialogue_rollout, storage Turn.policy_version) and the
+the rollout stores on the reply (trainer.rollout.dialogue_steps, storage Turn.policy_version) and the
 learner uses to tell stale tokens from fresh ones (trainer.learning.algorithms.decoupled_policy_loss).
 
 A lock orders sampling and weight pushes: `push_weights` waits for the batch in flight and the next batch

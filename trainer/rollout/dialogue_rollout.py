@@ -19,7 +19,8 @@ storage.recorder.DialogueRecorder) is told of every dialogue and turn as it happ
 training step (trainer.learning.algorithms.rlver_reward).
 With `shared_opening` the members of a group start from one opening: the first member's simulated user
 speaks and the others adopt it (RLVER clones a group's simulators from one that has already spoken).
-Data classes: trainer/rollout/types.py; token bookkeeping: trainer/rollout/tokens.py.
+One dialogue's steps (start, opening, policy turn, the user's answer, the rules that end it):
+trainer/rollout/dialogue_steps.py; data classes: trainer/rollout/types.py; token bookkeeping: trainer/rollout/tokens.py.
 """
 from __future__ import annotations
 
@@ -31,17 +32,15 @@ import uuid
 from dataclasses import asdict
 from typing import Any, Awaitable, Iterator, Optional
 
-from simulator.llm.hashing import fingerprint_hash
 from simulator.personas.profile import Profile
-from simulator.user.agent import SimulatorFactory, UserTurn
-from trainer.policies.base import Generation, PolicyEngine
+from simulator.user.agent import SimulatorFactory
+from trainer.policies.base import PolicyEngine
 from trainer.policies.repetition import RepetitionRule
-from trainer.policies.scheduler import BatchScheduler, ConcurrentRequests, PolicyRequest, sample_batch
+from trainer.policies.scheduler import BatchScheduler, ConcurrentRequests, sample_batch
 from trainer.rollout import types as rollout_types
+from trainer.rollout.dialogue_steps import DialogueSteps
 from trainer.rollout.state import DialogueState, SharedOpenings
-from trainer.rollout.templates import system_prompt, visible_reply
-from trainer.rollout.tokens import add_tokens, extend_prompt
-from trainer.rollout.types import DialogueStart, RolloutConfig, RolloutEvent, RolloutRecorder, RolloutSample
+from trainer.rollout.types import RolloutConfig, RolloutEvent, RolloutRecorder, RolloutSample
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +126,7 @@ class DialogueRollout:
             raise ValueError("max_tokens: the policy engine does not say its context length; set max_tokens")
         self.policy_engine.stop_event = self._cancel
         self.policy_engine.repetition_rule = RepetitionRule() if cfg.stop_on_repetition else None
+        steps = DialogueSteps(self.policy_engine, self.simulator_factory, cfg, self.recorder, self._deliver)
         run_tag = uuid.uuid4().hex[:8]
         dialogues: dict[str, DialogueState] = {}
         times_played: dict[str, int] = {}  # a persona listed twice plays its next repeats, not the same seeds
@@ -136,60 +136,62 @@ class DialogueRollout:
             for j in range(group_size):
                 key = f"{group_id}-{j}"
                 seed = rollout_types.dialogue_seed(cfg.seed, profile.id, first + j)
-                dialogues[key] = self._new_dialogue(key, profile, group_id, seed, cfg)
+                dialogues[key] = steps.start(key, profile, group_id, seed)
         openings = SharedOpenings(dialogues.values(), cfg.shared_opening)
         running = {k: d for k, d in dialogues.items() if d.sample.status == "running"}
         if cfg.schedule == "async":
-            await self._run_async(running, cfg, openings)
+            await self._run_async(running, steps, openings)
         else:
-            await self._concurrently(running, {k: self._open(d, cfg, openings) for k, d in running.items()})
-            await self._run_rounds(running, cfg)
+            await self._concurrently(running, {k: steps.open(d, openings) for k, d in running.items()}, steps)
+            await self._run_rounds(running, steps)
         return [d.sample for d in dialogues.values()]
 
-    async def _run_async(self, dialogues: dict[str, DialogueState], cfg: RolloutConfig,
+    async def _run_async(self, dialogues: dict[str, DialogueState], steps: DialogueSteps,
                          openings: SharedOpenings) -> None:
+        cfg = steps.config
         policy: BatchScheduler | ConcurrentRequests
         if self.policy_engine.supports_token_ids:
             policy = BatchScheduler(self.policy_engine, cfg.temperature, cfg.top_p, cfg.max_batch, cfg.gather_ms / 1000)
         else:
             policy = ConcurrentRequests(self.policy_engine, cfg.temperature, cfg.top_p, cfg.max_batch)
         try:
-            await self._concurrently(dialogues, {k: self._play(d, cfg, openings, policy)
-                                                 for k, d in dialogues.items()})
+            await self._concurrently(dialogues, {k: self._play(d, steps, openings, policy)
+                                                 for k, d in dialogues.items()}, steps)
         finally:
             await policy.close()
 
-    async def _play(self, d: DialogueState, cfg: RolloutConfig, openings: SharedOpenings,
+    async def _play(self, d: DialogueState, steps: DialogueSteps, openings: SharedOpenings,
                     policy: BatchScheduler | ConcurrentRequests) -> None:
         """One dialogue from its opening to its end, each policy turn submitted as soon as it can be."""
-        await self._open(d, cfg, openings)
+        await steps.open(d, openings)
         while d.sample.status == "running":
             if self.cancelled:
-                self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                steps.finish(d, "cancelled", "cancelled", "stopped by the user")
                 return
-            request = self._request(d, cfg)
+            request = steps.request(d)
             if request is None:
                 return
             try:
                 result = await policy.generate(request)
             except Exception as exc:  # the engine failed for the whole batch
-                self._finish(d, "failed", "error", f"policy generation failed: {type(exc).__name__}: {exc}")
+                steps.finish(d, "failed", "error", f"policy generation failed: {type(exc).__name__}: {exc}")
                 return
             if result.stopped:  # Stop during generation: the cut reply is not recorded
-                self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                steps.finish(d, "cancelled", "cancelled", "stopped by the user")
                 return
-            await self._turn_step(d, result.generation, cfg, result.latency_s)
+            await steps.turn_step(d, result.generation, result.latency_s)
 
-    async def _run_rounds(self, dialogues: dict[str, DialogueState], cfg: RolloutConfig) -> None:
+    async def _run_rounds(self, dialogues: dict[str, DialogueState], steps: DialogueSteps) -> None:
+        cfg = steps.config
         while True:
             active = [d for d in dialogues.values() if d.sample.status == "running"]
             if not active:
                 return
             if self.cancelled:
                 for d in active:
-                    self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                    steps.finish(d, "cancelled", "cancelled", "stopped by the user")
                 return
-            requests = {d.key: r for d in active if (r := self._request(d, cfg)) is not None}
+            requests = {d.key: r for d in active if (r := steps.request(d)) is not None}
             if not requests:
                 continue
             try:  # every active dialogue's policy turn in one batch
@@ -197,72 +199,23 @@ class DialogueRollout:
                                                   cfg.temperature, cfg.top_p)
             except Exception as exc:  # the engine failed for the whole batch: every dialogue of it fails
                 for key in requests:
-                    self._finish(dialogues[key], "failed", "error",
+                    steps.finish(dialogues[key], "failed", "error",
                                  f"policy generation failed: {type(exc).__name__}: {exc}")
                 continue
             if self.cancelled:  # Stop during generation: the cut replies are not recorded
                 continue
             # each dialogue records its reply and asks its own simulated user, all at the same time
-            await self._concurrently(dialogues, {key: self._turn_step(dialogues[key], r.generation, cfg, r.latency_s)
-                                                 for key, r in zip(requests, results)})
+            await self._concurrently(dialogues, {key: steps.turn_step(dialogues[key], r.generation, r.latency_s)
+                                                 for key, r in zip(requests, results)}, steps)
 
-    # ---- one dialogue's lifecycle -------------------------------------------------------------
-    def _new_dialogue(self, key: str, profile: Profile, group_id: str, seed: int,
-                      cfg: RolloutConfig) -> DialogueState:
-        sample = RolloutSample(key=key, dialogue_id=None, profile_id=profile.id, group_id=group_id)
-        d = DialogueState(key=key, profile=profile, group_id=group_id, seed=seed, sample=sample)
-        try:
-            d.agent = self.simulator_factory(profile, seed)
-            fp = d.agent.fingerprint()
-        except Exception as exc:  # a simulator that cannot be built fails its dialogue, not the run
-            fp, d.agent = {}, None
-            sample.status, sample.outcome = "failed", "error"
-            sample.error = f"simulator could not be created: {type(exc).__name__}: {exc}"
-        if self.recorder is not None:
-            d.dialogue_id = self.recorder.dialogue_started(DialogueStart(
-                key, profile, group_id, seed, fp, fingerprint_hash(fp) if fp else "", self.policy_engine.model_ref,
-                self.policy_engine.describe(), cfg))
-            sample.dialogue_id = d.dialogue_id
-        self._emit("started", d)
-        if sample.status == "failed":
-            self._report_finished(d)
-        return d
-
-    def _record_turn(self, d: DialogueState, role: str, text: str, **fields: Any) -> None:
-        turn = {"role": role, "index": len(d.messages), "text": text, **fields}
-        d.messages.append({"role": role, "content": text})
-        if self.recorder is not None:
-            self.recorder.turn_recorded(d.dialogue_id, turn)
-        self._emit("turn", d, turn=turn)
-
-    def _finish(self, d: DialogueState, status: str, outcome: str, error: str = "") -> None:
-        s = d.sample
-        s.status, s.outcome, s.error = status, outcome, error
-        s.final_emotion = s.emotions[-1] if s.emotions else None
-        s.messages = list(d.messages)
-        self._report_finished(d)
-
-    def _report_finished(self, d: DialogueState) -> None:
-        if self.recorder is not None:
-            self.recorder.dialogue_finished(d.dialogue_id, d.sample)
-        self._emit("finished", d, sample=d.sample)
-
-    def _emit(self, kind: str, d: DialogueState, turn: Optional[dict] = None,
-              sample: Optional[RolloutSample] = None) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(RolloutEvent(kind, d.key, d.dialogue_id, d.profile.id, d.group_id, turn, sample))
-        except Exception:  # a broken listener (e.g. a closed browser tab) must not stop the rollout
-            log.exception("rollout event listener failed")
-
-    # ---- the simulator side ---------------------------------------------------------------------
-    async def _concurrently(self, dialogues: dict[str, DialogueState], steps: dict[str, Awaitable]) -> None:
+    # ---- the steps of all dialogues at once ----------------------------------------------------
+    async def _concurrently(self, dialogues: dict[str, DialogueState], coroutines: dict[str, Awaitable],
+                            steps: DialogueSteps) -> None:
         """Run one step coroutine per dialogue concurrently; Stop cancels those still running."""
-        if not steps:
+        if not coroutines:
             return
         tasks = {}
-        for key, step in steps.items():
+        for key, step in coroutines.items():
             tasks[asyncio.ensure_future(step)] = key
             # Let each step run up to its first request before starting the next: HTTP clients send the
             # body from a callback queued behind every task already ready, so 32 tasks started at once
@@ -284,117 +237,20 @@ class DialogueRollout:
             if d.sample.status != "running":
                 continue
             if task.cancelled():
-                self._finish(d, "cancelled", "cancelled", "stopped by the user")
+                steps.finish(d, "cancelled", "cancelled", "stopped by the user")
             elif task.exception() is not None:  # a bug or a store failure: this dialogue only
                 exc = task.exception()
-                self._finish(d, "failed", "error", f"rollout step failed: {type(exc).__name__}: {exc}")
+                steps.finish(d, "failed", "error", f"rollout step failed: {type(exc).__name__}: {exc}")
 
     async def _wait_cancel(self) -> None:
         while not self._cancel.is_set():
             await asyncio.sleep(0.05)
 
-    async def _open(self, d: DialogueState, cfg: RolloutConfig, openings: SharedOpenings) -> None:
-        """The dialogue's opening; with cfg.shared_opening only the group's first member speaks and the
-        others adopt a copy of its opening."""
-        leader = openings.leader(d)
-        if leader is not None:
-            ut = await openings.wait(d.group_id)
-            if ut is None:
-                self._finish(d, "failed", "error", f"the group's shared opening failed: {leader.sample.error}")
-                return
-            if hasattr(d.agent, "adopt_opening"):
-                d.agent.adopt_opening(leader.agent)
-            self._apply_user_turn(d, ut, cfg)
-            return
-        ut = None
-        try:
-            ut = await d.agent.opening()
-        except Exception as exc:
-            self._finish(d, "failed", "error", f"simulator failed on the opening: {type(exc).__name__}: {exc}")
-            return
-        finally:
-            openings.spoke(d, ut)
-        self._apply_user_turn(d, ut, cfg)
-
-    async def _turn_step(self, d: DialogueState, g: Generation, cfg: RolloutConfig, latency: float) -> None:
-        """Record the policy's reply, then get the simulated user's answer to it."""
-        self._apply_policy_turn(d, g, cfg, latency)
-        if d.sample.status != "running":
-            return
-        rules = getattr(d.agent, "rules", None)
-        if rules is not None and not rules.judges(d.sample.n_turns):
-            # SAGE's loop stops before the simulator reacts to the reply that reaches the rules' cap; a rollout
-            # capped shorter than that (a 3-turn evaluation) has every reply judged
-            self._finish(d, "finished", "max_turns")
+    def _deliver(self, event: RolloutEvent) -> None:
+        """Hand an event to the current listener (`on_event` may change between runs, as stream() does)."""
+        if self.on_event is None:
             return
         try:
-            ut = await d.agent.respond(list(d.messages[:-1]), d.messages[-1]["content"])
-        except Exception as exc:
-            self._finish(d, "failed", "error", f"simulator failed on the reply to policy turn "
-                                               f"{d.sample.n_turns}: {type(exc).__name__}: {exc}")
-            return
-        self._apply_user_turn(d, ut, cfg)
-
-    def _apply_user_turn(self, d: DialogueState, ut: UserTurn, cfg: RolloutConfig) -> None:
-        s = d.sample
-        if ut.emotion is not None:
-            s.emotions.append(float(ut.emotion))
-        self._record_turn(d, "user", ut.text or "", emotion=ut.emotion, delta=ut.delta, inner=ut.inner or {},
-                          latency_s=float(ut.latency_s or 0.0), n_tokens=int(ut.n_tokens or 0),
-                          error=ut.error or "")
-        if ut.outcome == "error" or (ut.error and ut.done):
-            self._finish(d, "failed", "error", f"simulator error after policy turn {s.n_turns}: {ut.error}")
-        elif ut.done:
-            self._finish(d, "finished", ut.outcome or "goodbye")
-        elif s.n_turns >= cfg.max_turns:
-            self._finish(d, "finished", "max_turns")
-        elif not (ut.text or "").strip() and cfg.empty_user_message == "fail":
-            self._finish(d, "failed", "error", f"simulator returned an empty message after turn {s.n_turns}")
-        else:
-            extend_prompt(self.policy_engine, d, cfg.mode, self._system(d, cfg))
-
-    # ---- the policy side ----------------------------------------------------------------------
-    def _request(self, d: DialogueState, cfg: RolloutConfig) -> Optional[PolicyRequest]:
-        """The dialogue's next policy turn, with its own seed; None when its token budget is spent (it ends)."""
-        seed = (d.seed * 7919 + d.sample.n_turns) % 2**31
-        if not self.policy_engine.supports_token_ids:
-            return PolicyRequest([self._system(d, cfg), *d.messages], cfg.max_new_tokens, seed, d.key)
-        budget = (cfg.max_tokens or self.policy_engine.context_length) - len(d.prompt_ids)
-        if budget < 1:
-            self._finish(d, "finished", "max_tokens")
-            return None
-        return PolicyRequest(d.prompt_ids, min(cfg.max_new_tokens or budget, budget), seed, d.key)
-
-    @staticmethod
-    def _system(d: DialogueState, cfg: RolloutConfig) -> dict:
-        language = d.profile.language
-        return {"role": "system", "content": cfg.system_prompts.get(language) or system_prompt(cfg.mode, language)}
-
-    def _apply_policy_turn(self, d: DialogueState, g: Generation, cfg: RolloutConfig, latency: float) -> None:
-        s = d.sample
-        s.n_turns += 1
-        d.last_generation = g
-        thought, reply, ok = visible_reply(g.text, cfg.mode, cfg.bad_think)
-        s.thoughts.append(thought)
-        s.reply_versions.append(g.policy_version)
-        s.format_ok = s.format_ok and ok
-        add_tokens(self.policy_engine, d, g)
-        problems = []
-        if g.finish_reason == "length":
-            problems.append(f"reply cut at {len(g.token_ids)} tokens (no end of turn)")
-        elif g.finish_reason == "repetition":
-            problems.append(f"reply cut at {len(g.token_ids)} tokens (a degenerate loop, no end of turn)")
-        if not ok:
-            problems.append("no well-formed <think>...</think> block")
-        self._record_turn(d, "assistant", reply, think_text=thought, n_tokens=len(g.token_ids),
-                          latency_s=latency, error="; ".join(problems), policy_version=g.policy_version)
-        turn = f"policy turn {s.n_turns}"
-        if g.finish_reason == "error":
-            self._finish(d, "failed", "error", f"{turn}: generation failed: {g.error}")
-        elif not ok and cfg.bad_think == "fail":
-            self._finish(d, "failed", "error", f"{turn}: the reply has no well-formed <think>...</think> block")
-        elif not reply.strip() and cfg.empty_reply == "fail":
-            self._finish(d, "failed", "error", f"{turn}: the policy returned an empty reply")
-        elif g.finish_reason in ("length", "repetition") and cfg.truncated == "fail":
-            self._finish(d, "failed", "error",
-                         f"{turn}: endless reply, no end of turn within {len(g.token_ids)} tokens")
+            self.on_event(event)
+        except Exception:  # a broken listener (e.g. a closed browser tab) must not stop the rollout
+            log.exception("rollout event listener failed")
