@@ -213,7 +213,7 @@ def scale_paper_shape(device: str, folder: Path, shape: dict, tokens: int) -> di
 
     from trainer.config import TrainConfig
     from trainer.learning.head_logprobs import final_hidden, head_logprobs
-    from trainer.plan import shape_from_config
+    from trainer.plan_shapes import shape_from_config
     from trainer.plan_memory import activation_bytes
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32

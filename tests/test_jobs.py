@@ -620,7 +620,7 @@ def test_what_a_job_takes_and_what_fits(tiny_model_dir, monkeypatch):
     import torch
 
     from trainer.jobs import admission
-    from trainer.plan import model_shape
+    from trainer.plan_shapes import model_shape
     from trainer.plan_memory import kv_bytes_per_token
 
     monkeypatch.setenv(admission.CORES_VAR, "6")

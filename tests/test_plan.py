@@ -12,7 +12,7 @@ import yaml
 from helpers import tiny_train_config
 
 from trainer import plan as memory_plan
-from trainer import plan_memory
+from trainer import plan_memory, plan_shapes
 from trainer.config import ConfigError, TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,24 +73,24 @@ def test_plan_cli_refuses_bad_input_naming_the_flag():
         assert done.returncode == 2 and expected in done.stderr, done.stderr[-1000:]
 
 
-def _hw(gpus: int = 1, nodes: int = 1, memory: float = 80.0, device: str = "cuda") -> memory_plan.Hardware:
-    return memory_plan.Hardware(device, gpus, nodes, memory, "test")
+def _hw(gpus: int = 1, nodes: int = 1, memory: float = 80.0, device: str = "cuda") -> plan_shapes.Hardware:
+    return plan_shapes.Hardware(device, gpus, nodes, memory, "test")
 
 
 @pytest.mark.process
 def test_zero_stages_partition_what_deepspeed_says():
     total, largest = 1_000_000_000, 100_000_000
     eight = _hw(8)
-    w3, s3 = memory_plan.model_state_bytes(total, total, largest, 3, eight, 2)
+    w3, s3 = plan_shapes.model_state_bytes(total, total, largest, 3, eight, 2)
     assert w3 == 4 * largest + 2 * total // 8  # the gathered layer and this GPU's share of 16-bit weights
     assert s3 == 18 * total // 8 - 2 * total // 8
-    w2, s2 = memory_plan.model_state_bytes(total, total, largest, 2, eight, 2)
+    w2, s2 = plan_shapes.model_state_bytes(total, total, largest, 2, eight, 2)
     assert w2 == 2 * total and s2 == 18 * total // 8  # ZeRO-2 keeps all weights, partitions the rest
-    w1, s1 = memory_plan.model_state_bytes(total, total, largest, 1, eight, 2)
+    w1, s1 = plan_shapes.model_state_bytes(total, total, largest, 1, eight, 2)
     assert w1 == w2 and s1 == s2 + int(2 * total * 7 / 8)  # ZeRO-1 also keeps full 16-bit gradients
-    assert memory_plan.model_state_bytes(total, total, largest, 2, eight, 2, offload_optimizer=True)[1] == 0
-    assert memory_plan.model_state_bytes(total, total, largest, 3, eight, 2, True, True) == (4 * largest, 0)
-    w0, s0 = memory_plan.model_state_bytes(total, 1000, largest, 0, _hw(), 4)  # plain AdamW, LoRA: 1000 trained
+    assert plan_shapes.model_state_bytes(total, total, largest, 2, eight, 2, offload_optimizer=True)[1] == 0
+    assert plan_shapes.model_state_bytes(total, total, largest, 3, eight, 2, True, True) == (4 * largest, 0)
+    w0, s0 = plan_shapes.model_state_bytes(total, 1000, largest, 0, _hw(), 4)  # plain AdamW, LoRA: 1000 trained
     assert (w0, s0) == (4 * total, 3 * 4 * 1000)
 
 
@@ -98,7 +98,7 @@ def test_shape_counts_what_the_model_holds(tiny_model_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    shape = memory_plan.model_shape(str(tiny_model_dir), lora_r=4, lora_targets=("q_proj", "v_proj"))
+    shape = plan_shapes.model_shape(str(tiny_model_dir), lora_r=4, lora_targets=("q_proj", "v_proj"))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert shape.total_params == sum(p.numel() for p in model.parameters())
     assert shape.largest_layer_params == max(p.numel() for p in model.parameters())
@@ -106,11 +106,11 @@ def test_shape_counts_what_the_model_holds(tiny_model_dir):
     lora = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     assert shape.lora_params == sum(p.numel() for p in lora.parameters() if p.requires_grad)
     with pytest.raises(ValueError, match="no config.json"):
-        memory_plan.model_shape("/nowhere/SomeModel-3B")
+        plan_shapes.model_shape("/nowhere/SomeModel-3B")
 
 
 def test_activations_formula_follows_checkpointing_batch_and_the_token_budget(tiny_model_dir):
-    shape = memory_plan.model_shape(str(tiny_model_dir))
+    shape = plan_shapes.model_shape(str(tiny_model_dir))
     cfg = TrainConfig(model=str(tiny_model_dir), micro_batch_size=2, max_dialogue_tokens=1024)
     full = memory_plan.activation_bytes(shape, cfg, "cuda", checkpointing=False)
     assert memory_plan.activation_bytes(shape, cfg, "cuda", checkpointing=True) < full

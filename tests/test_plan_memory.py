@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trainer import plan as memory_plan
-from trainer import plan_memory
+from trainer import plan_memory, plan_shapes
 from trainer.config import TrainConfig
 
 GPU_RUN = dict(max_turns=3, max_new_tokens=96, max_dialogue_tokens=1024, dialogues_per_step=16, minibatch_size=8,
@@ -40,19 +40,19 @@ H200_MEASURED = [
 ]
 
 
-def _shape(dims: dict, lora_r: int = 0, targets: tuple[str, ...] = ()) -> memory_plan.ModelShape:
+def _shape(dims: dict, lora_r: int = 0, targets: tuple[str, ...] = ()) -> plan_shapes.ModelShape:
     from transformers import Qwen2Config
 
     cfg = Qwen2Config(vocab_size=512, tie_word_embeddings=False, **dims)
-    return memory_plan.shape_from_config(cfg, "qwen2-shape", "benchmarks/gpu_check's config numbers", lora_r, targets)
+    return plan_shapes.shape_from_config(cfg, "qwen2-shape", "benchmarks/gpu_check's config numbers", lora_r, targets)
 
 
-def _qwen_1p5b_shape() -> memory_plan.ModelShape:
+def _qwen_1p5b_shape() -> plan_shapes.ModelShape:
     return _shape(QWEN_1P5B)
 
 
-def _hw(device: str = "cuda", memory: float = 139.8) -> memory_plan.Hardware:
-    return memory_plan.Hardware(device, 1, 1, memory, "test")
+def _hw(device: str = "cuda", memory: float = 139.8) -> plan_shapes.Hardware:
+    return plan_shapes.Hardware(device, 1, 1, memory, "test")
 
 
 @pytest.mark.parametrize("case, run, extra, dims, allocated, reserved", H200_MEASURED,
@@ -192,7 +192,7 @@ def test_activation_formula_bounds_what_autograd_keeps(tiny_model_dir):
     per storage), with a right-padded row, stay under the formula, which is not looser than 3x."""
     from trainer.learning.learner import Learner, make_batch
 
-    shape = memory_plan.model_shape(str(tiny_model_dir))
+    shape = plan_shapes.model_shape(str(tiny_model_dir))
     s, b = 256, 2
     config = TrainConfig(model=str(tiny_model_dir), algorithm="grpo", max_dialogue_tokens=s, micro_batch_size=b,
                          max_turns=1, max_new_tokens=s, dtype="float32", entropy_coef=0.01)
@@ -277,8 +277,8 @@ def test_learner_phase_peak_lies_within_the_plan_and_a_quarter_below_it(tiny_mod
     reset = reset_peak_rss()
     learner.update(batch)
     measured = peak_rss_bytes(reset) - before
-    shape = memory_plan.model_shape(str(folder))
-    plan = memory_plan.make_plan(config, shape, None, memory_plan.Hardware("cpu", 1, 1, 16.0, "test"))
+    shape = plan_shapes.model_shape(str(folder))
+    plan = memory_plan.make_plan(config, shape, None, plan_shapes.Hardware("cpu", 1, 1, 16.0, "test"))
     learner_phase = max(plan.extra["transients"]["activations"], plan.extra["transients"]["optimizer_step_temp"])
     planned = (learner_phase + plan.parts["policy_grads_optimizer"]) * memory_plan.GIB
     assert shape.vocab == 152_064 and plan_memory.logit_chunk_bytes(shape, 2 * s, 4) > 0.8 * planned

@@ -123,7 +123,7 @@ def _train_gib(config: dict[str, Any]) -> tuple[float, str]:
 
 
 def _inference_gib(policy: str, concurrency: int, max_tokens: int) -> float:
-    from trainer.plan import model_shape
+    from trainer.plan_shapes import model_shape
     from trainer.plan_memory import kv_bytes_per_token
     from trainer.policies.spec import PolicySpec
 
