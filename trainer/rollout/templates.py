@@ -2,7 +2,7 @@
 
 Think-then-say: the policy writes `<think>...</think>` and then its reply. The simulated user sees only the
 reply, and, as in the paper, earlier turns' thoughts are removed from the history the policy sees in
-later turns (the dialogue rollout builds each prompt from the visible replies; see trainer.rollout.dialogue_rollout).
+later turns (the dialogue rollout builds each prompt from the visible replies; see trainer.rollout.tokens).
 
 A reply whose think block is missing or broken is handled by `BAD_THINK_POLICIES`:
 - "penalize" (default): the visible text (tags and any unclosed thought removed) is sent to the user, the

@@ -1,5 +1,5 @@
 """The rollout's data: its settings (RolloutConfig), a finished dialogue as training data (RolloutSample,
-token layout in trainer/rollout/dialogue_rollout.py's docstring), the events the rollout streams (RolloutEvent) and the
+token layout in trainer/rollout/tokens.py's docstring), the events the rollout streams (RolloutEvent) and the
 contract of whoever records dialogues as they happen (RolloutRecorder, e.g. storage.recorder)."""
 from __future__ import annotations
 
