@@ -12,7 +12,7 @@ from storage import store_id
 from testkit.cluster.ray_nodes import free_port
 from trainer.jobs import backend
 from trainer.jobs import queue as job_queue
-from trainer.jobs.node_check import CODE_ENV, PYTHON_ENV, environment_fingerprint, node_problem, submitted_env
+from trainer.jobs.remote import CODE_ENV, PYTHON_ENV, environment_fingerprint, node_problem, submitted_env
 
 
 def test_a_launch_the_cluster_refuses_ends_failed_with_the_reason(store, db_url, monkeypatch):

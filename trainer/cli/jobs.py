@@ -53,14 +53,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _node_problem(store: Any, job_id: int) -> str:
     """A Ray job on a node whose code or environment differs from the submitter's: the job ends failed with the
-    one line naming the node (trainer.jobs.node_check); '' otherwise."""
+    one line naming the node (trainer.jobs.remote.node_problem); '' otherwise."""
     from trainer.jobs import remote
-    from trainer.jobs.node_check import node_problem
 
-    if not node_problem():
+    if not remote.node_problem():
         return ""
     job = job_queue.get_job(store, job_id) or {}
-    problem = node_problem(remote.node_of(job.get("backend_address", ""), job.get("backend_job_id", "")))
+    problem = remote.node_problem(remote.node_of(job.get("backend_address", ""), job.get("backend_job_id", "")))
     remote.fail_unlaunched(store, job_id, problem)
     return problem
 

@@ -3,22 +3,30 @@
 No lock file decides for these jobs (the owner may run on any node): every write here is one write transaction
 that first checks the row is still as it was read (status, pid, host, heartbeat), under the store's write lock
 (docs/store.md), so it never races the owner, and Ray is asked whether the job's process has ended.
+
+A Ray job runs `python -m trainer job ID` from the lab's checkout on whichever node Ray picks. The launcher
+passes what it runs in the job's environment (`submitted_env`): the code version (storage.db.code_version: the
+git commit, with "+dirty") and the environment's fingerprint (Python and the versions of the packages a job's
+results depend on). The job process compares them with its node's before it takes the job (`node_problem`,
+docs/cluster.md); a node that differs refuses it in one line naming the node and what differs, and the job ends
+failed with that line (no figures from other code).
 """
 from __future__ import annotations
 
 import os
+import platform
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from sqlalchemy import Engine
 
 from storage import Job, read_scope, session_scope, store_id
-from storage.db import PROJECT_ROOT
+from storage.db import PROJECT_ROOT, code_version
 from storage.models import utcnow
 from trainer.jobs import ray_jobs
-from trainer.jobs.backend import RAY, SHARED_ENV, Backend, job_resources, store_url_for_nodes
-from trainer.jobs.node_check import submitted_env
+from trainer.jobs.backend import RAY, SHARED_ENV, Backend, host_name, job_resources, store_url_for_nodes
 from trainer.jobs.ray_jobs import BackendError
 
 # what a Ray job's process gets from the launcher's environment: the lab's settings (the store URL without its
@@ -26,6 +34,8 @@ from trainer.jobs.ray_jobs import BackendError
 PASSED_ENV = ("RLVER_LAB_HOME", "RLVER_LAB_JOBS", SHARED_ENV, "RLVER_LAB_WARM_STARTS", "RLVER_LAB_ACCESS",
               "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "HF_HOME")
 END_WAIT_S = 60.0  # how long Cancel and stop-owner wait for Ray to say the job's process has ended
+CODE_ENV, PYTHON_ENV = "RLVER_LAB_SUBMITTED_CODE", "RLVER_LAB_SUBMITTED_ENV"
+FINGERPRINT_PACKAGES = ("torch", "transformers", "deepspeed", "sqlalchemy", "ray")
 
 
 def job_env(store_url: str) -> dict[str, str]:
@@ -34,8 +44,41 @@ def job_env(store_url: str) -> dict[str, str]:
     env.update({k: v for k, v in os.environ.items() if k.startswith("RLVER_LAB_ACCESS")})
     env["RLVER_LAB_DB"] = store_url_for_nodes(store_url)
     env["PYTHONPATH"] = str(PROJECT_ROOT)
-    env.update(submitted_env())  # what the node must hold too (trainer.jobs.node_check)
+    env.update(submitted_env())  # what the node must hold too (node_problem)
     return env
+
+
+def environment_fingerprint() -> str:
+    """Python's version and the installed versions of FINGERPRINT_PACKAGES, e.g. "python 3.11.7; torch 2.5.1; ..."."""
+    parts = [f"python {platform.python_version()}"]
+    for name in FINGERPRINT_PACKAGES:
+        try:
+            parts.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{name} -")
+    return "; ".join(parts)
+
+
+def submitted_env() -> dict[str, str]:
+    """What the launcher passes to a Ray job: its code version and environment fingerprint."""
+    return {CODE_ENV: code_version(), PYTHON_ENV: environment_fingerprint()}
+
+
+def node_problem(node: Optional[str] = None) -> str:
+    """'' when this node runs what the job was submitted with (or nothing was passed: a local job), else one line
+    naming the node and the difference."""
+    wanted_code, wanted_env = os.environ.get(CODE_ENV), os.environ.get(PYTHON_ENV)
+    where = f"node {host_name()}" + (f" (Ray node {node})" if node else "")
+    if wanted_code and wanted_code != code_version():
+        return (f"{where} holds code {code_version()}, the job was submitted with {wanted_code}: bring its checkout "
+                "to the same commit (docs/cluster.md)")
+    if wanted_env and wanted_env != environment_fingerprint():
+        mine = dict(p.split(" ", 1) for p in environment_fingerprint().split("; "))
+        theirs = dict(p.split(" ", 1) for p in wanted_env.split("; "))
+        differs = ", ".join(f"{k} {mine.get(k, '-')} (submitted with {v})" for k, v in theirs.items()
+                            if mine.get(k) != v)
+        return f"{where} runs another environment: {differs}; install the same versions there (make setup)"
+    return ""
 
 
 def launch(store: Engine, store_url: str, job_id: int, backend: Backend) -> str:
