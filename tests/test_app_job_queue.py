@@ -11,6 +11,7 @@ from helpers import wait_for
 from app.services.job_wait import expectation_with_wait, queue_wait, time_left_s
 from storage import Job, session_scope
 from storage.models import utcnow
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.owner import JobLock
 
@@ -64,7 +65,7 @@ def test_a_benchmark_behind_a_training_job_says_queued_behind_it(lab_server, bro
         page.locator("#bench-all-jobs").click()  # the one jobs list: the training job and the benchmark
         expect(page.locator("#train-jobs")).to_contain_text("ahead")
         expect(page.locator("#train-jobs")).to_contain_text(f"queued behind #{ahead}")
-        job_queue.cancel(store, bench)
+        job_control.cancel(store, bench)
         wait_for(lambda: job_queue.get_job(store, bench)["status"] == "cancelled", timeout=240)
     finally:
         lock.release()

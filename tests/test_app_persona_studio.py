@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from simulator.personas import sets as persona_sets
 from simulator.personas import store as persona_store
 from testkit.scripted_server import start_server
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.process, pytest.mark.slow]
@@ -132,5 +133,5 @@ def test_generate_accept_lint_preview_split_and_train(browser_page, lab_server, 
         assert detail["config"]["personas"] == {"spec": f"set:{SET}-train", "set": f"{SET}-train", "n": 19,
                                                 "hash": train.content_hash}
     finally:
-        job_queue.cancel(store, job_id, force=True)
+        job_control.cancel(store, job_id, force=True)
     assert page.dialogs == []

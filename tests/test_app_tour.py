@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import start_comparison_in_view, wait_for
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 # about 11 minutes on the 2-core machine at a load of ~10; 15 at ~16: longer than the suite's default limit
@@ -145,4 +146,4 @@ def test_the_readme_tour_on_small_settings(lab_server, browser_page, tiny_model_
     finally:
         for job in job_queue.list_jobs(store):
             if job["status"] in ("queued", "running", "stalled"):
-                job_queue.cancel(store, job["id"], force=True)
+                job_control.cancel(store, job["id"], force=True)

@@ -12,6 +12,7 @@ from app.services import training
 from app.services.plans import training_plan
 from storage import Checkpoint, Job, Metric, session_scope
 from storage.models import utcnow
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.owner import JobLock
 
@@ -183,7 +184,7 @@ def test_launch_training_job_queues_behind_a_live_job_and_runs_through_the_job_r
     pid = detail["pid"]
     log = wait_for(lambda: "queued behind" in job_queue.log_tail(detail["log_path"]) and detail["log_path"],
                    timeout=240)
-    assert job_queue.cancel(store, job_id) in ("queued", "cancelled")  # its waiting process marks itself cancelled
+    assert job_control.cancel(store, job_id) in ("queued", "cancelled")  # its waiting process marks itself cancelled
     wait_for(lambda: not job_queue.pid_alive(pid), timeout=240)
     assert job_queue.get_job(store, job_id)["status"] == "cancelled"
     text = job_queue.log_tail(log)
@@ -247,7 +248,7 @@ def test_launch_tiny_job_from_form_and_watch_curve_grow(lab_server, browser_page
         page.locator("#train-summary").get_by_text("succeeded").wait_for(timeout=300_000)
         assert len(page.locator("#train-checkpoints [role=gridcell]").all()) >= 4  # at least one row
     finally:
-        job_queue.cancel(lab_server.store, job_id, force=True)
+        job_control.cancel(lab_server.store, job_id, force=True)
     assert page.dialogs == []
 
 
@@ -358,4 +359,4 @@ def test_preset_dropdown_fills_the_form_and_launch_asks_to_confirm_a_job_that_wi
         assert len(job_queue.list_jobs(lab_server.store)) == before + 1 and job["name"] == "too-big"
         expect(page.locator("#train-confirm")).to_be_hidden()
     finally:
-        job_queue.cancel(lab_server.store, job["id"], force=True)
+        job_control.cancel(lab_server.store, job["id"], force=True)

@@ -11,6 +11,7 @@ from helpers import wait_for
 from app.services import job_progress
 from app.services.plans import probe_task, training_plan
 from storage.models import utcnow
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 
@@ -85,4 +86,4 @@ def test_the_probe_survives_a_reload_and_launch_does_not_wait_for_it(lab_server,
         wait_for(lambda: not probe_task.running(key), timeout=120)
         assert "stopped (Launch)" in probe_task.progress(key)  # the probe had not ended: Launch did not wait
     finally:
-        job_queue.cancel(lab_server.store, jobs[0]["id"], force=True)
+        job_control.cancel(lab_server.store, jobs[0]["id"], force=True)

@@ -23,6 +23,7 @@ from storage import Dialogue, EvalRun, read_scope
 from storage.dialogues import load_dialogue
 from testkit.scripted_server import ScriptedServer
 from trainer.benchmarking import benchmark, eval_runs, protocol
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 pytestmark = pytest.mark.process
@@ -285,7 +286,7 @@ def test_benchmark_job_killed_then_resumed_continues_its_eval_run(store, db_url,
     os.killpg(pid, signal.SIGKILL)
     wait_for(lambda: not job_queue.pid_alive(pid))
     wait_for(lambda: job_queue.reap_dead_jobs(store) == [job_id])  # the reaper, once its lock is free
-    job_queue.resume(store, db_url, job_id)
+    job_control.resume(store, db_url, job_id)
     wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
     d = job_queue.job_detail(store, job_id)
     assert d["status"] == "succeeded", d["log_tail"]
@@ -302,7 +303,7 @@ def test_benchmark_job_cancel(store, db_url, slow_server):
               "simulator_base_url": slow_server.base_url, "limit": 6, "concurrency": 1}
     job_id = benchmark.start_benchmark_job(store, db_url, config)
     wait_for(lambda: job_queue.job_detail(store, job_id)["step"] >= 1)
-    job_queue.cancel(store, job_id)
+    job_control.cancel(store, job_id)
     wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES)
     assert job_queue.job_detail(store, job_id)["status"] == "cancelled"
     with read_scope(store) as s:

@@ -188,6 +188,7 @@ def test_a_comparison_runs_beside_a_benchmark_that_leaves_room(lab_server, brows
     from playwright.sync_api import expect
 
     from trainer.benchmarking.benchmark import start_benchmark_job
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     monkeypatch.setenv("RLVER_LAB_JOB_CORES", "2")  # whatever this machine has: two jobs of half the cores
@@ -207,7 +208,7 @@ def test_a_comparison_runs_beside_a_benchmark_that_leaves_room(lab_server, brows
         assert done["status"] == "succeeded"
         assert job_queue.get_job(store, bench)["status"] == "running"  # it ended while the benchmark ran
     finally:
-        job_queue.cancel(store, bench)
+        job_control.cancel(store, bench)
         wait_for(lambda: job_queue.get_job(store, bench)["status"] not in ("queued", "running"), timeout=120)
 
 

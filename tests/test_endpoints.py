@@ -177,12 +177,13 @@ def visitor_values(visitor_url: str):
 def stop_jobs(db_url: str) -> None:
     """Kill every job process the sweep started (each runs in its own session, outliving the app)."""
     from storage import make_store
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     store = make_store(db_url)
     for job in job_queue.list_jobs(store):
         if job["status"] in ("queued", "running", "stalled"):
-            job_queue.cancel(store, job["id"], force=True)
+            job_control.cancel(store, job["id"], force=True)
     store.dispose()
 
 

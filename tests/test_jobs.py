@@ -23,6 +23,7 @@ from helpers import BACKENDS, wait_for
 from storage import Job, lab_home, read_scope, session_scope, store_id
 from storage.models import utcnow
 from trainer.checkpoint_layout import STATE_FILE
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.context import JobContext
 from trainer.jobs.queue import JobError
@@ -161,11 +162,11 @@ def test_finished_job_cannot_run_again_and_only_ended_jobs_resume(store, db_url)
         with JobContext(store, job_id, install_signals=False):
             pass
     with pytest.raises(JobError, match="only an interrupted, failed or cancelled"):
-        job_queue.resume(store, db_url, job_id)
+        job_control.resume(store, db_url, job_id)
     with pytest.raises(JobError, match="only a queued job"):
         job_queue.launch(db_url, job_id)
     with pytest.raises(JobError, match="does not exist"):
-        job_queue.cancel(store, 999)
+        job_control.cancel(store, 999)
 
 
 def test_log_tail_reads_last_lines(tmp_path):
@@ -207,7 +208,7 @@ def test_kill_9_marks_interrupted_and_resume_continues_without_duplicates(store,
     # the resume point: the newest complete checkpoint, recorded or only on disk (a kill between the two)
     start = job_queue.last_checkpoint(store, job_id, Path(d["output_dir"]) / "checkpoints")["step"]
     assert start in (last, last + 1)
-    job_queue.reopen(store, job_id)
+    job_control.reopen(store, job_id)
     p2 = worker(job_id, last + 3)
     assert p2.wait(timeout=240) == 0
     out = p2.stdout.read()
@@ -242,7 +243,7 @@ def test_cancel_signals_the_process_group_and_job_ends_cancelled(store, worker):
     job_id = job_queue.create_job(store, "train", {})
     p = worker(job_id, 10_000)
     wait_for(lambda: len(metric_steps(store, job_id)) >= 2)
-    assert job_queue.cancel(store, job_id) == "running"  # the job itself finishes its unit, then marks itself
+    assert job_control.cancel(store, job_id) == "running"  # the job itself finishes its unit, then marks itself
     assert p.wait(timeout=180) == 0, (p.stdout.read(), job_queue.job_detail(store, job_id))
     d = job_queue.job_detail(store, job_id)
     assert d["status"] == "cancelled" and d["finished_at"] is not None
@@ -267,7 +268,7 @@ def test_second_job_waits_in_queue_until_the_first_ends(store, worker):
     first, second, p1, p2 = queue_behind_a_running_job(store, worker)
     time.sleep(2.0)  # several queue polls
     assert status(store, second) == "queued" and metric_steps(store, second) == []
-    job_queue.cancel(store, first)
+    job_control.cancel(store, first)
     assert p1.wait(timeout=180) == 0
     assert p2.wait(timeout=240) == 0
     d1, d2 = job_queue.job_detail(store, first), job_queue.job_detail(store, second)
@@ -298,11 +299,11 @@ def test_jobs_that_fit_run_side_by_side_and_the_rest_wait_their_turn(store, work
     time.sleep(2.0)  # several queue polls: no core is free
     assert status(store, third) == "queued"
     assert queued_behind(store, third).startswith(f"queued behind #{first} (benchmark, ")
-    job_queue.cancel(store, first)
+    job_control.cancel(store, first)
     assert p1.wait(timeout=180) == 0
     assert p3.wait(timeout=240) == 0 and status(store, third) == "succeeded"
     assert status(store, second) == "running"  # the third ran beside it
-    job_queue.cancel(store, second)
+    job_control.cancel(store, second)
     assert p2.wait(timeout=180) == 0
     assert all("threads 1" in p.stdout.read() for p in (p1, p2, p3))
 
@@ -321,7 +322,7 @@ def test_a_job_that_does_not_fit_beside_the_running_one_waits(store, worker, mon
     wait_for(lambda: job_queue.job_detail(store, second)["pid"] == p2.pid)
     time.sleep(2.0)
     assert status(store, second) == "queued"
-    job_queue.cancel(store, first)
+    job_control.cancel(store, first)
     assert p1.wait(timeout=180) == 0 and p2.wait(timeout=240) == 0
     assert "threads 2" in p2.stdout.read()  # half of the owner's 4 cores
 
@@ -338,13 +339,13 @@ def test_persona_generations_run_one_at_a_time_and_never_wait_for_training(store
     wait_for(lambda: job_queue.job_detail(store, second)["pid"] == p2.pid)
     time.sleep(2.0)  # several queue polls
     assert status(store, second) == "queued" and metric_steps(store, second) == []
-    job_queue.cancel(store, first)
+    job_control.cancel(store, first)
     assert procs[1].wait(timeout=180) == 0
     assert p2.wait(timeout=240) == 0
     d1, d2 = job_queue.job_detail(store, first), job_queue.job_detail(store, second)
     assert d2["status"] == "succeeded" and d2["started_at"] >= d1["finished_at"]
     assert f"queued behind #{first} (" in p2.stdout.read()
-    job_queue.cancel(store, train)
+    job_control.cancel(store, train)
 
 
 @pytest.mark.slow
@@ -378,7 +379,7 @@ def test_the_app_and_two_jobs_write_one_store_at_once(store, worker, db_url, tmp
         os.killpg(app.pid, signal.SIGTERM)
         app.wait(timeout=60)
     for job_id in (train, api):
-        job_queue.cancel(store, job_id)
+        job_control.cancel(store, job_id)
     assert [p.wait(timeout=180) for p in procs] == [0, 0]
     text = log.read_text()
     assert f"store ready ({len(BUILTIN_IDS)} built-in personas added)" in text, text[-2000:]
@@ -404,7 +405,7 @@ def test_an_api_bound_job_never_waits_behind_a_training_job(store, worker):
     assert p2.wait(timeout=240) == 0
     assert status(store, api) == "succeeded" and status(store, first) == "running"
     assert "queued behind" not in p2.stdout.read()
-    job_queue.cancel(store, first)
+    job_control.cancel(store, first)
     assert p1.wait(timeout=180) == 0
 
 
@@ -426,10 +427,10 @@ def test_cancel_while_queued(store, worker):
     """Changed semantics: Cancel of a job waiting in the queue signals its process, which marks itself
     cancelled (its owner is the only writer of its status); Cancel no longer writes it from outside."""
     first, second, p1, p2 = queue_behind_a_running_job(store, worker)
-    assert job_queue.cancel(store, second) in ("queued", "cancelled")
+    assert job_control.cancel(store, second) in ("queued", "cancelled")
     assert p2.wait(timeout=180) != 0  # ended without running
     assert status(store, second) == "cancelled" and metric_steps(store, second) == []
-    job_queue.cancel(store, first, force=True)
+    job_control.cancel(store, first, force=True)
     p1.wait(timeout=180)
     assert status(store, first) == "cancelled"
 
@@ -457,7 +458,7 @@ def test_launched_job_still_starting_up_is_not_stale(store):
 def test_never_launched_queued_job_is_not_stale(store):
     job_id = job_queue.create_job(store, "train", {})
     assert job_queue.reap_dead_jobs(store) == [] and status(store, job_id) == "queued"
-    assert job_queue.cancel(store, job_id) == "cancelled"
+    assert job_control.cancel(store, job_id) == "cancelled"
 
 
 # ------------------------------------------------------------------------------- one writer per job
@@ -485,7 +486,7 @@ def stall(store, worker, steps: int, stop_at: int = 2):
 def test_stalled_owner_keeps_its_job_and_resume_refuses(store, worker):
     job_id, old = stall(store, worker, steps=6)
     with pytest.raises(JobError, match=f"still owned by live process {old.pid}"):
-        job_queue.reopen(store, job_id)
+        job_control.reopen(store, job_id)
     with session_scope(store) as s:  # what a resume used to do: the job queued for a second process
         s.get(Job, job_id).status = "queued"
     second = worker(job_id, 6)
@@ -503,7 +504,7 @@ def test_stalled_owner_keeps_its_job_and_resume_refuses(store, worker):
 @pytest.mark.process
 def test_resume_with_stop_owner_kills_the_stalled_owner_then_continues(store, worker):
     job_id, old = stall(store, worker, steps=5)
-    job_queue.reopen(store, job_id, stop_owner=True)
+    job_control.reopen(store, job_id, stop_owner=True)
     assert old.wait(timeout=180) == -signal.SIGKILL
     new = worker(job_id, 5)
     assert new.wait(timeout=240) == 0
@@ -520,7 +521,7 @@ def test_woken_process_that_lost_its_job_stops_without_writing(store, worker):
     job_id, old = stall(store, worker, steps=400)
     lock = Path(job_queue.job_detail(store, job_id)["output_dir"]) / "owner.lock"
     lock.unlink()  # the new owner locks a fresh file: both hold "the" lock
-    job_queue.reopen(store, job_id)
+    job_control.reopen(store, job_id)
     new = worker(job_id, 400)
     wait_for(lambda: len(metric_steps(store, job_id)) >= 5)
     os.killpg(old.pid, signal.SIGCONT)
@@ -528,7 +529,7 @@ def test_woken_process_that_lost_its_job_stops_without_writing(store, worker):
     out = old.stdout.read()
     assert "stopped without writing" in out
     assert [line for line in out.splitlines() if line.startswith("wrote step")] == ["wrote step 1", "wrote step 2"]
-    job_queue.cancel(store, job_id)
+    job_control.cancel(store, job_id)
     assert new.wait(timeout=180) == 0
     writers = metric_values(store, job_id, "writer")
     assert {w for step, w in writers.items() if step > 2} == {new.pid}

@@ -11,13 +11,14 @@ import pytest
 from helpers import wait_for
 
 from storage import Job, read_scope
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.owner import owner_pid, pid_alive
 
 
 @pytest.mark.process
 def test_a_cancelled_job_that_ignores_sigterm_is_killed_after_the_grace_period(store, monkeypatch, tmp_path):
-    monkeypatch.setattr(job_queue, "CANCEL_GRACE_S", 1.0)
+    monkeypatch.setattr(job_control, "CANCEL_GRACE_S", 1.0)
     job_id = job_queue.create_job(store, "personas", {"generation_id": 0}, name="stubborn")
     folder = job_queue.job_dir(store, job_id)
     stubborn = textwrap.dedent(f"""
@@ -34,7 +35,7 @@ def test_a_cancelled_job_that_ignores_sigterm_is_killed_after_the_grace_period(s
     try:
         assert proc.stdout.readline().strip() == "owner"
         assert owner_pid(folder) == proc.pid
-        job_queue.cancel(store, job_id)
+        job_control.cancel(store, job_id)
         wait_for(lambda: proc.poll() is not None, timeout=60)  # SIGTERM ignored; SIGKILL after the grace
         assert proc.returncode == -9
 
@@ -138,7 +139,7 @@ def test_live_jobs_from_the_web_stop_at_the_owners_ceiling(store, monkeypatch):
     with pytest.raises(job_queue.JobError, match="--max-live-jobs 2"):
         persona_generation_jobs.start(store, "", spec_from_dict({"count": 1}), None)
     assert generation_store.list_generations(store) == []  # nothing recorded for a refused start
-    job_queue.cancel(store, first)
+    job_control.cancel(store, first)
     assert job_queue.create_job(store, "train", {})  # a slot is free again
     monkeypatch.delenv(ACCESS_ENV)
     assert all(job_queue.create_job(store, "train", {}) for _ in range(3))  # the command line: no ceiling

@@ -42,6 +42,7 @@ from trainer.benchmarking.benchmark import start_benchmark_job
 from trainer.benchmarking.compare import CompareConfig
 from trainer.benchmarking.compare_runs import start_comparison_job
 from trainer.jobs import backend, ray_jobs
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.context import JobContext
 
@@ -154,7 +155,7 @@ def test_a_comparison_through_ray_pairs_what_a_local_one_pairs(on_ray, tiny_mode
 def test_cancel_stops_the_ray_job(on_ray, tiny_model_dir, user_spec):
     store, url = on_ray
     job_id = playing_benchmark(store, url, tiny_model_dir, user_spec)
-    assert job_queue.cancel(store, job_id) == "cancelled"
+    assert job_control.cancel(store, job_id) == "cancelled"
     job = shown(store, job_id)
     assert job["status"] == "cancelled"
     assert ray_jobs.state(job["backend_address"], job["backend_job_id"]) in ray_jobs.TERMINAL
@@ -174,7 +175,7 @@ def test_a_killed_ray_job_shows_dead_and_resumes_to_the_uninterrupted_result(on_
     dead = wait_for(lambda: (j := shown(store, job_id))["status"] == "dead" and j,
                     timeout=job_queue.STALE_AFTER_S + 60, every=0.5)
     assert "Ray job" in dead["error"] and dead["stored_status"] == "running"
-    job_queue.resume(store, url, job_id)  # through Ray again: a new Ray job claims the same row
+    job_control.resume(store, url, job_id)  # through Ray again: a new Ray job claims the same row
     job = ended(store, job_id)
     assert job["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]
     assert job["backend_job_id"] != dead["backend_job_id"]

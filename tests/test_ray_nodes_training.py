@@ -24,6 +24,7 @@ from sqlalchemy import select
 from storage import Checkpoint, Metric, make_store, read_scope
 from testkit.cluster.ray_nodes import HEAD, free_port
 from trainer.jobs import backend
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.postgres,
@@ -143,7 +144,7 @@ def test_a_killed_raylet_ends_the_job_and_its_resume_equals_an_uninterrupted_run
     # saw its peer's connection close first and wrote the error: either resumes
     assert ended["step"] < STEPS and ended["status"] in ("dead", "failed"), ended
     cluster.add_node("lab_node_b")
-    job_queue.resume(store, url, job_id)  # through Ray: the driver places both ranks again
+    job_control.resume(store, url, job_id)  # through Ray: the driver places both ranks again
     done = wait_for(lambda: (j := job_queue.get_job(store, job_id))["status"] in ("succeeded", "failed", "dead")
                     and j, timeout=RUN_TIMEOUT_S, every=0.5)
     assert done["status"] == "succeeded", job_queue.job_detail(store, job_id)["log_tail"][-3000:]

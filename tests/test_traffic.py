@@ -226,6 +226,7 @@ def test_benchmark_job_shows_traffic_while_it_runs(store, db_url):
     table (Training and Benchmark views) shows them in flight and the rest waiting."""
     from app.services import training
     from trainer.benchmarking import benchmark
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     with start_server(latency_s=0.2) as server:
@@ -244,7 +245,7 @@ def test_benchmark_job_shows_traffic_while_it_runs(store, db_url):
         assert not any(re.search(r"API [3-9] in flight", text) for text in seen)
         # what the server saw before the cancel (a cancelled client drops requests the server still serves)
         assert server.max_in_flight <= 2
-        job_queue.cancel(store, job_id)
+        job_control.cancel(store, job_id)
         wait_for(lambda: job_queue.job_detail(store, job_id)["status"] in job_queue.FINAL_STATUSES, timeout=120)
         assert "API" not in progress()
 

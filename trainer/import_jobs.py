@@ -20,7 +20,8 @@ from typing import Any
 
 from simulator.evaluation.human_corpora import FORMATS, check_name, import_corpus
 from simulator.evaluation.ratings import decode_text
-from trainer.jobs.queue import JobError, cancel, create_job, job_dir
+from trainer.jobs.control import cancel
+from trainer.jobs.queue import JobError, create_job, job_dir
 
 IMPORT_JOB_KIND = "import"
 MAX_CONVERSATIONS_ENV = "RLVER_LAB_MAX_IMPORT_CONVERSATIONS"  # `python -m app --max-import-conversations N` sets it

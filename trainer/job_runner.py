@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from storage import Store
 from trainer.checkpoint_layout import policy_path
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.context import JobContext
 from trainer.jobs.foreground import job_log
@@ -177,7 +178,7 @@ def follow_on_backend(store: Store, store_url: str, job_id: int, as_json: bool =
             time.sleep(poll_s)
     except KeyboardInterrupt:
         print(f"job {job_id}: cancelling its Ray job", file=sys.stderr, flush=True)
-        job_queue.cancel(store, job_id)
+        job_control.cancel(store, job_id)
         job = job_queue.get_job(store, job_id) or {}
     if as_json:
         print(json.dumps(job_result(store, job_id, {}), default=str))

@@ -240,6 +240,7 @@ def resume_job(store: Any, store_url: str, job_id: Optional[int]) -> str:
     """Resume a stopped benchmark job (interrupted, failed, cancelled or dead) under its id: it plays only the
     dialogues its eval run still lacks, each with the seed of its identity, so the result equals an uninterrupted
     run. A job whose owner process still lives is refused, naming it."""
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     if job_id is None:
@@ -252,7 +253,7 @@ def resume_job(store: Any, store_url: str, job_id: Optional[int]) -> str:
         return (f"Job #{job_id} is {detail['status']}{owner}: only an interrupted, failed, cancelled or dead job "
                 "resumes.")
     try:
-        job_queue.resume(store, store_url, int(job_id))
+        job_control.resume(store, store_url, int(job_id))
     except (job_queue.JobError, OSError) as exc:
         return md(f"Job #{job_id} was not resumed: {exc}")
     return f"Resumed job #{job_id}: it plays only the dialogues still missing."

@@ -11,6 +11,7 @@ from storage import Store
 from trainer.benchmarking import compare_runs
 from trainer.benchmarking.benchmark import BenchmarkInputError
 from trainer.benchmarking.compare import CompareConfig, comparison_job
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 DEFAULT_POLICY = "default"
@@ -163,7 +164,7 @@ def cancel(store: Store, comparison_id: Optional[int]) -> str:
     if job is None:
         return "Nothing to cancel: pick a comparison started here or from the command line."
     try:
-        return f"Comparison #{comparison_id}: {job_queue.cancel(store, job['id'])}."
+        return f"Comparison #{comparison_id}: {job_control.cancel(store, job['id'])}."
     except job_queue.JobError as e:
         return f"Not cancelled: {e}"
 

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from simulator.personas import generation_store
 from simulator.personas.generation import GenerationSpec, PersonaGenerator
 from storage import Store
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 JOB_KIND = "personas"
@@ -69,7 +70,7 @@ def cancel(store: Store, generation_id: Optional[int]) -> str:
     job = job_of(store, generation_id) if generation_id else None
     if job is None or job["status"] not in LIVE:
         return "No generation is running."
-    status = job_queue.cancel(store, job["id"])
+    status = job_control.cancel(store, job["id"])
     return f"Cancelling generation {generation_id} (job #{job['id']}: {status}): no further calls; the candidates " \
            "made are kept."
 
@@ -80,7 +81,7 @@ def resume(store: Store, store_url: str, generation_id: Optional[int]) -> str:
     if g is None or not g["resumable"]:
         return "Nothing to resume: pick an interrupted, failed or cancelled generation with slots left."
     try:
-        job_queue.resume(store, store_url, g["job_id"])
+        job_control.resume(store, store_url, g["job_id"])
     except (job_queue.JobError, OSError) as exc:
         return f"Not resumed: {exc}"
     return f"Generation {generation_id} resumes: {g['n_planned'] - g['n_done']} slot(s) left (job #{g['job_id']})."

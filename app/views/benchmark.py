@@ -185,6 +185,7 @@ def running_progress_md(store: Any) -> str:
 # ------------------------------------------------------------------------------------------------ the view
 def build(ctx: LabContext) -> None:
     from trainer.benchmarking import benchmark, eval_runs
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     store, url = ctx.store, ctx.store_url
@@ -255,7 +256,7 @@ def build(ctx: LabContext) -> None:
         if job is None:
             return "Click a benchmark job in the table first."
         try:
-            status = job_queue.cancel(store, int(job))
+            status = job_control.cancel(store, int(job))
         except (job_queue.JobError, OSError) as exc:
             return md(exc)
         return training.cancel_message(int(job), status)

@@ -43,6 +43,7 @@ def _job_id(value: Any) -> Optional[int]:
 
 
 def build(ctx: LabContext) -> None:
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     store, url = ctx.store, ctx.store_url
@@ -215,9 +216,9 @@ def build(ctx: LabContext) -> None:
             return "Pick a job first.", gr.skip()
         try:
             if action == "cancel":
-                msg = training.cancel_message(jid, job_queue.cancel(store, jid))
+                msg = training.cancel_message(jid, job_control.cancel(store, jid))
             elif action == "resume":
-                job_queue.resume(store, url, jid)
+                job_control.resume(store, url, jid)
                 msg = f"Job #{jid} resumes from its last checkpoint."
             else:
                 new_id = job_queue.clone(store, jid)

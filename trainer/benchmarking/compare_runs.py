@@ -104,7 +104,7 @@ def resume_comparison(store: Engine, comparison_id: int, log: Callable[[str], No
 
 def resume_comparison_job(store: Engine, store_url: str, comparison_id: int) -> int:
     """Resume the comparison's job in the background (the Compare view's Resume); the job id."""
-    from trainer.jobs.queue import resume
+    from trainer.jobs.control import resume
 
     job = _resumable_job(store, comparison_id)
     resume(store, store_url, job["id"])

@@ -150,6 +150,7 @@ def run_resume(args: argparse.Namespace) -> int:
     from storage import default_url, make_store
     from trainer.config import TrainConfig
     from trainer.job_runner import EXIT_CANNOT_RUN, RUNNERS, run_job
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
     from trainer.learning.distributed import broadcast_object, init_distributed
 
@@ -166,10 +167,10 @@ def run_resume(args: argparse.Namespace) -> int:
         if rank == 0:
             try:
                 if args.detach:
-                    pid = job_queue.resume(store, args.db or default_url(), args.job_id, stop_owner=args.stop_owner)
+                    pid = job_control.resume(store, args.db or default_url(), args.job_id, stop_owner=args.stop_owner)
                     print(f"job {args.job_id} resumed in the background " + (f"(pid {pid})" if pid else "(a Ray job)"))
                 else:
-                    job_queue.reopen(store, args.job_id, stop_owner=args.stop_owner)
+                    job_control.reopen(store, args.job_id, stop_owner=args.stop_owner)
             except job_queue.JobError as exc:
                 problem = str(exc)
         problem = broadcast_object(problem)

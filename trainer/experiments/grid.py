@@ -297,7 +297,7 @@ def experiment_detail(store: Store, experiment_id: int) -> Optional[dict[str, An
 def cancel_experiment(store: Store, experiment_id: int) -> str:
     """Cancel the whole experiment: its live jobs get Cancel, cells not finished are marked cancelled and
     the runner stops at its next look. Returns the experiment's status."""
-    from trainer.jobs import queue as job_queue
+    from trainer.jobs import control as job_control
 
     with session_scope(store) as s:
         exp = experiment_row(s, experiment_id)
@@ -311,7 +311,7 @@ def cancel_experiment(store: Store, experiment_id: int) -> str:
                 cell.status = "cancelled"
                 live += [j for j in (cell.train_job_id, cell.benchmark_job_id) if j]
     for job_id in live:
-        job_queue.cancel(store, job_id)
+        job_control.cancel(store, job_id)
     return "cancelled"
 
 
@@ -320,6 +320,7 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
     their stopped jobs are reopened (a training job continues from its last checkpoint). Refused while a
     runner is alive, and for a web caller without room for a runner and a cell (as create_experiment). Returns
     the reopened job ids."""
+    from trainer.jobs import control as job_control
     from trainer.jobs import queue as job_queue
 
     if problem := admission_error(store, needed=2):
@@ -339,7 +340,7 @@ def reopen_experiment(store: Store, experiment_id: int) -> list[int]:
             status = (job_queue.get_job(store, job_id) or {}).get("status", "") if job_id else ""
             if status in job_queue.RESUMABLE:  # live ones (queued, running, stalled) are waited for by the runner
                 try:
-                    job_queue.reopen(store, job_id)
+                    job_control.reopen(store, job_id)
                 except job_queue.JobError as exc:
                     raise ExperimentError({f"job {job_id}": str(exc)}) from None
                 reopened.append(job_id)

@@ -26,6 +26,7 @@ from storage.models import utcnow
 from trainer.experiments.grid import CELL_FINAL, ExperimentError, experiment_detail, experiment_row, runners_root
 from trainer.experiments.owner import RunnerHeartbeat, claim_runner, release_runner
 from trainer.job_runner import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 from trainer.jobs.commands import start_command
 from trainer.jobs.liveness import admission_error
@@ -162,7 +163,7 @@ def _waiting(store: Store, store_url: str, cell: dict[str, Any], phase: str, job
         job = _job(store, job["id"])
     if job["status"] == "interrupted" and job["started_at"] is None:
         try:
-            job_queue.reopen(store, job["id"])
+            job_control.reopen(store, job["id"])
         except job_queue.JobError:
             return True  # its process is still letting go of the job: look again next time
         log(f"{where}: job #{job['id']} did not come up in time ({job['error']}); launching it again")
@@ -188,7 +189,7 @@ def _start(store: Store, store_url: str, cell_id: int, phase: str, links: dict[s
         if not stopped:
             cell.status = phase
     if stopped:
-        job_queue.cancel(store, job_id)
+        job_control.cancel(store, job_id)
         return
     try:
         job_queue.launch(store_url, job_id)

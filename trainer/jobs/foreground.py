@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from storage import Job, Store, read_scope
 from trainer.jobs.context import JobContext
-from trainer.jobs.queue import JobError, get_job, reopen, set_log_path
+from trainer.jobs.control import reopen
+from trainer.jobs.queue import JobError, get_job, set_log_path
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ def run_foreground(store: Store, job_id: int, work: Callable[[JobContext], T],
 
 def resume_foreground(store: Store, job_id: int, work: Callable[[JobContext], T], stop_owner: bool = False,
                       clean_stdout: bool = False) -> Optional[T]:
-    """Reopen job `job_id` (interrupted, failed, cancelled or dead: trainer.jobs.queue.reopen, which refuses
+    """Reopen job `job_id` (interrupted, failed, cancelled or dead: trainer.jobs.control.reopen, which refuses
     while its owner lives, naming the pid, unless stop_owner) and run it here as run_foreground does. A job
     recorded but never started (queued, no process) runs as it is."""
     with read_scope(store) as s:

@@ -3,7 +3,7 @@
 `fcntl.flock` on `<job folder>/owner.lock` is exclusive and released by the kernel when the process
 ends (exit, crash, kill -9), never by a stall: a process that is stopped (SIGSTOP, a paused VM, a long
 swap) keeps it. So a second process can never take over a job whose owner is alive, however late its
-heartbeats are; `trainer.jobs.queue.reopen` refuses, or with stop_owner=True kills the owner first. The lock
+heartbeats are; `trainer.jobs.control.reopen` refuses, or with stop_owner=True kills the owner first. The lock
 file also holds the owner's pid, for messages and for stopping it.
 
 Processes started by the owner with fork but no exec share the lock (Python opens the file

@@ -18,9 +18,10 @@ folder for its whole life (trainer.jobs.owner) and heartbeats every HEARTBEAT_S 
 heartbeat, owner alive) and "dead" (owner gone) are derived when read (trainer.jobs.liveness), and
 `stored_status` keeps what the row says. A dead job is marked interrupted only by the reaper
 (`reap_dead_jobs`), which takes the job's lock first; Cancel of a job with no live process and `reopen`
-write under that lock too. `reopen` / `resume` refuse a job whose owner is alive, even stalled (or stop
-it first with stop_owner=True), and the job process checks before every write that the job row still
-names its pid (trainer.jobs.context), so a process woken after another took over stops without writing.
+write under that lock too (trainer.jobs.control: cancel, reopen, resume). `reopen` / `resume` refuse a job
+whose owner is alive, even stalled (or stop it first with stop_owner=True), and the job process checks before
+every write that the job row still names its pid (trainer.jobs.context), so a process woken after another took
+over stops without writing.
 
 Job folders are `lab_home()/jobs/<store id>/<job id>` (`--shared-dir`'s `jobs/...` when set: every node of a
 cluster sees it): two stores sharing RLVER_LAB_HOME never share a folder, and creating a job whose folder
@@ -29,9 +30,6 @@ and Cancel, resume and the log go through trainer.jobs.remote: no lock file, the
 """
 from __future__ import annotations
 
-import signal
-import threading
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -55,15 +53,12 @@ from trainer.checkpoint_layout import checkpoint_step, is_complete, list_checkpo
 from trainer.jobs import remote
 from trainer.jobs.backend import LOCAL, RAY, BackendError, host_name, shared_root
 from trainer.jobs.backend import current as current_backend
-from trainer.jobs.commands import log_tail, signal_group, start_command
+from trainer.jobs.commands import log_tail, start_command
 from trainer.jobs.liveness import STALE_AFTER_S, admission_error, reap_dead_jobs, shown_status
-from trainer.jobs.owner import JobLock, owner_pid, pid_alive, stop_owner
+from trainer.jobs.owner import pid_alive
 
 HEARTBEAT_S = 2.0
 QUEUE_POLL_S = 1.0
-RELEASE_WAIT_S = 10.0  # how long reopen waits for the lock of an owner that has died
-CANCEL_WAIT_S = 5.0  # how long Cancel waits for a job process that is still starting up to end
-CANCEL_GRACE_S = 15.0  # after Cancel's SIGTERM, a job process still alive this long is killed (SIGKILL)
 JOB_KINDS = ("train", "benchmark", "personas", "compare", "judge", "shadow", "import", "calibrate")
 # kinds that use the accelerator and so wait until they fit (trainer.jobs.admission); the others call APIs and
 # start at once (a persona generation or a judge run never waits behind a training job)
@@ -168,138 +163,6 @@ def set_log_path(store: Engine, job_id: int, path: str) -> None:
         job.log_path = job.log_path or path
 
 
-def cancel(store: Engine, job_id: int, force: bool = False) -> str:
-    """Cancel a job. With a live process (running, or waiting in the queue): SIGTERM to its process group;
-    the job ends its current unit and marks itself cancelled (a process still starting up is waited for,
-    up to CANCEL_WAIT_S). force=True: SIGKILL first. With no live process (never launched, dead, killed
-    by force): marked cancelled here, under the job's lock. A process that has not ended CANCEL_GRACE_S after the
-    SIGTERM (a call that does not return, a handler that never runs) is killed then and the job marked
-    cancelled, from a thread of this process. Returns the status after the call."""
-    with read_scope(store) as s:
-        job = get_or_raise(s, Job, job_id, JobError)
-        if job.status in FINAL_STATUSES:
-            return job.status
-        pid, folder, stored, on_ray = job.pid, job.output_dir, job.status, job.backend == RAY
-    if on_ray:
-        remote.cancel(store, job_id, FINAL_STATUSES)
-        with read_scope(store) as s:
-            return s.get(Job, job_id).status
-    folder = folder or str(job_dir(store, job_id))
-    owner = owner_pid(folder)
-    starting = owner is None and stored == "queued" and pid_alive(pid)  # launched, not yet holding the job
-    if force and owner is not None:
-        _stop_owner(folder)
-    elif force and starting:
-        signal_group(pid, signal.SIGKILL)
-    elif owner is not None or starting:  # (a running job nobody owns is dead: its pid may be another's now)
-        signal_group(owner or pid, signal.SIGTERM)
-        threading.Thread(target=_kill_after_grace, args=(store, job_id, folder, owner or pid),
-                         name=f"cancel-grace-{job_id}").start()
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while owner is None and pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)  # starting up: SIGTERM ends it before it takes the job
-            owner = owner_pid(folder)
-    _write_unowned(store, job_id, folder, lambda job: job.status == "running" or (job.status == "queued" and not
-                                                                                  pid_alive(job.pid)),
-                   status="cancelled", finished_at=utcnow(), error="cancelled")
-    with read_scope(store) as s:
-        return s.get(Job, job_id).status
-
-
-def _kill_after_grace(store: Engine, job_id: int, folder: str, pid: int, grace_s: Optional[float] = None) -> None:
-    """SIGKILL the job process `pid` if it still owns (or, starting up, still is) the job after the grace
-    period, then mark the job cancelled under its lock."""
-    deadline = time.monotonic() + (CANCEL_GRACE_S if grace_s is None else grace_s)
-    while time.monotonic() < deadline:
-        if owner_pid(folder) != pid and not pid_alive(pid):
-            return  # ended on its own (it wrote its end itself)
-        time.sleep(0.2)
-    if owner_pid(folder) == pid:
-        _stop_owner(folder)
-    elif pid_alive(pid):
-        signal_group(pid, signal.SIGKILL)
-    else:
-        return
-    _write_unowned(store, job_id, folder, lambda job: job.status in ("running", "queued"),
-                   status="cancelled", finished_at=utcnow(), error="cancelled (killed: it did not stop on SIGTERM)")
-
-
-def _write_unowned(store: Engine, job_id: int, folder: str, when: Any, **values: Any) -> bool:
-    """Write `values` on a job nobody owns: only while holding its lock (so never under a live owner) and
-    only when `when(job)` holds then. False when an owner holds the lock or `when` is false."""
-    lock = JobLock(folder)
-    if not lock.acquire():
-        return False
-    try:
-        with session_scope(store) as s:
-            job = s.get(Job, job_id)
-            if not when(job):
-                return False
-            for key, value in values.items():
-                setattr(job, key, value)
-            return True
-    finally:
-        lock.release()
-
-
-def resume(store: Engine, store_url: str, job_id: int, stop_owner: bool = False) -> int:
-    """Launch an interrupted / failed / cancelled / dead job again under the same id; it continues from its last
-    checkpoint (JobContext.last_checkpoint) and metrics it rewrites replace the old rows. Returns the pid. A web
-    caller at the owner's ceiling of live jobs is refused, as for a new job."""
-    if problem := admission_error(store):
-        raise JobError(f"jobs: {problem}")
-    reopen(store, job_id, stop_owner=stop_owner)
-    return launch(store_url, job_id)
-
-
-def reopen(store: Engine, job_id: int, stop_owner: bool = False) -> None:
-    """Put an interrupted / failed / cancelled / dead job back in the queue (for a resume in this process or
-    by `launch`), writing under the job's lock. A process still holding the job's lock (alive, perhaps
-    stalled) is refused with JobError, or with stop_owner=True killed first. The owner is checked before
-    anything is written: a stalled owner may hold the store's write lock."""
-    with read_scope(store) as s:
-        job = get_or_raise(s, Job, job_id, JobError)
-        folder, on_ray = job.output_dir, job.backend == RAY
-    if on_ray:
-        try:
-            remote.reopen(store, job_id, RESUMABLE, lambda j: shown_status(j)[0], stop_owner=stop_owner)
-        except BackendError as exc:
-            raise JobError(str(exc)) from None
-        return
-    owner = owner_pid(folder) if folder else None
-    deadline = time.monotonic() + RELEASE_WAIT_S
-    while owner is not None and not pid_alive(owner) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the owner is dying: its lock goes when its last process (e.g. a forked child) ends
-        owner = owner_pid(folder)
-    if owner is not None and not stop_owner:
-        alive = "live process" if pid_alive(owner) else "a process started by dead process"
-        raise JobError(f"job {job_id} is still owned by {alive} {owner} (stalled or still ending); wait for "
-                       "it, or resume with stop-owner to kill it first")
-    if owner is not None:
-        _stop_owner(folder)
-    problem: list[str] = []
-
-    def resumable(job: Job) -> bool:  # we hold its lock: a "running" job is dead, a launched one too once gone
-        dead = job.status == "running" or (job.status == "queued" and job.pid is not None and not pid_alive(job.pid))
-        if job.status not in RESUMABLE and not dead:
-            problem.append(job.status)
-        return not problem
-
-    if not _write_unowned(store, job_id, folder or str(job_dir(store, job_id)), resumable, status="queued", error="",
-                          finished_at=None, pid=None):
-        if problem:
-            raise JobError(f"job {job_id} is {problem[0]}; only an interrupted, failed or cancelled job "
-                           "can be resumed")
-        raise JobError(f"job {job_id} was taken by another process meanwhile (its lock is held); look again")
-
-
-def _stop_owner(folder: str) -> None:
-    try:
-        stop_owner(folder)
-    except TimeoutError as exc:
-        raise JobError(str(exc)) from None
-
-
 def clone(store: Engine, job_id: int) -> int:
     """A new queued job with the same kind, config and seed; parent_id points at the original."""
     with read_scope(store) as s:
@@ -389,6 +252,5 @@ def last_checkpoint(store: Engine, job_id: int, disk_root: Optional[str | Path] 
 
 
 __all__ = ["HEARTBEAT_S", "QUEUED_KINDS", "RESUMABLE", "STALE_AFTER_S", "JobCancelled", "JobError",
-           "JobOwnershipLost", "cancel", "clone", "create_job", "get_job", "job_detail", "job_for", "last_checkpoint",
-           "launch", "list_jobs", "log_tail", "pid_alive", "reap_dead_jobs", "reopen", "resume",
-           "set_log_path"]
+           "JobOwnershipLost", "clone", "create_job", "get_job", "job_detail", "job_for", "last_checkpoint",
+           "launch", "list_jobs", "log_tail", "pid_alive", "reap_dead_jobs", "set_log_path"]

@@ -14,6 +14,7 @@ from storage import Store
 from storage.models import utcnow
 from trainer.benchmarking.shadow_jobs import SHADOW_JOB_KIND, create_shadow_job
 from trainer.import_jobs import IMPORT_JOB_KIND, create_import_job, import_bound
+from trainer.jobs import control as job_control
 from trainer.jobs import queue as job_queue
 
 RESUMABLE = ("dead", "interrupted", "failed", "cancelled")
@@ -86,7 +87,7 @@ def cancel_import(store: Store, job_id: Optional[int]) -> str:
     """Cancel a live import job: it stops with nothing stored."""
     if not job_id:
         return "No import is running."
-    return f"Import job {job_id}: {md(job_queue.cancel(store, int(job_id)))}; nothing of it is stored."
+    return f"Import job {job_id}: {md(job_control.cancel(store, int(job_id)))}; nothing of it is stored."
 
 
 def sets_md(store: Store) -> str:
@@ -116,7 +117,7 @@ def resume_job(store: Store, store_url: str, job_id: Optional[int], what: str = 
     if not job_id:
         return f"**No {what.lower()} to resume.**"
     try:
-        job_queue.reopen(store, int(job_id))
+        job_control.reopen(store, int(job_id))
     except job_queue.JobError as exc:
         return f"**Not resumed:** {md(exc)}"
     job_queue.launch(store_url, int(job_id))
