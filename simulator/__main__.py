@@ -5,7 +5,7 @@
     python -m simulator personas export FILE [--format lab|rlver] [--db URL]
     python -m simulator personas seed [--db URL]
     python -m simulator personas list [--set SPEC] [--json] [--db URL]
-    python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.personas.lint)
+    python -m simulator personas lint (FILE | --set builtin[:train|:heldout]) [--json]   (simulator.cli.lint)
     python -m simulator personas sets list|show|create|split|export|coverage ...   (simulator.cli.sets)
     python -m simulator personas generate --spec FILE --base-url URL --model NAME [...]   (simulator.cli.generate)
     python -m simulator transcripts import FILE [--keep-valid] [--db URL]
@@ -126,7 +126,7 @@ def _list_personas(store, spec: Optional[str], as_json: bool) -> int:
     print(f"{len(rows)} persona(s)" + (f" in {spec}" if spec else " in the store"), file=sys.stderr)
     return 0
 def cmd_personas_lint(args: argparse.Namespace) -> int:
-    from simulator.personas.lint import run
+    from simulator.cli.lint import run
 
     return run(args)
 
