@@ -171,6 +171,7 @@ def clone(store: Engine, job_id: int) -> int:
     return create_job(store, kind, config, name=f"{name} (clone of #{job_id})", parent_id=job_id, seed=seed)
 
 
+# ------------------------------------------------------------------------------- reading (writes nothing)
 def _job_dict(job: Job, stale_after_s: float = STALE_AFTER_S) -> dict[str, Any]:
     """Every Job column; `status` is the one shown (stalled / dead derived, the reason in `error`),
     `stored_status` what the row says."""
