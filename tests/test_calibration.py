@@ -221,3 +221,38 @@ def test_training_and_the_benchmark_take_a_calibration_and_name_a_bad_one(store,
     assert runs["lenient"]["simulator_fingerprint"]["calibration"]["name"] == "lenient"
     assert "calibration" not in runs[""]["simulator_fingerprint"]
     assert runs["lenient"]["score"] > runs[""]["score"]  # the same replies, each judged 5 points kinder
+
+
+def test_an_llm_behind_an_endpoint_is_shadowed_calibrated_and_applied(store, db_url, tmp_path, monkeypatch):
+    """Level one for a simulator that is an LLM behind an OpenAI-protocol endpoint (a real HTTP server on
+    127.0.0.1 with scripted answers): the shadow run judges every reply through it, calibrate fits on those
+    judgements by naming the same endpoint, and the calibrated endpoint simulator carries the calibration in its
+    fingerprint."""
+    from testkit.scripted_server import start_server
+    from trainer.benchmarking.shadow_jobs import run_shadow_foreground
+
+    monkeypatch.setenv("RLVER_LAB_HOME", str(tmp_path))
+    import_corpus(store, corpus(12), "jsonl", "endpoint-people")
+    with start_server() as server:
+        settings = {"spec": "openai:scripted", "base_url": server.base_url, "rules": "standard"}
+        _, summary = run_shadow_foreground(store, settings, "human:endpoint-people", 0)
+        assert summary["errors"] == 0 and summary["played"] == summary["turns"] == 60 and not summary["left"]
+        env = {"PATH": "/usr/bin:/bin", "RLVER_LAB_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+               "PYTHONPATH": str(REPO)}
+        out = subprocess.run([sys.executable, "-m", "simulator", "calibrate", "--set", "human:endpoint-people",
+                              "--simulator", "openai:scripted", "--base-url", server.base_url, "--rules", "standard",
+                              "--name", "endpoint-cal", "--db", db_url, "--json", "--n-boot", "100"],
+                             capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+        assert result["n_turns"] == 60 and abs(result["after"]["turns"]["mean_diff"]["value"]) < 3.0
+        plain = SimulatorSpec("openai:scripted", base_url=server.base_url, rules="standard").factory()(
+            make_sim_profile(), 0)
+        calibrated = SimulatorSpec("openai:scripted", base_url=server.base_url, rules="standard",
+                                   calibration="endpoint-cal").factory()(make_sim_profile(), 0)
+    saved = load_calibration("endpoint-cal", tmp_path)
+    assert saved.simulator_fingerprint_hash == summary["fingerprint_hash"]  # fitted on the endpoint's judgements
+    assert saved.data["set"] == "human:endpoint-people"
+    assert plain.fingerprint()["model"] == "scripted" and "calibration" not in plain.fingerprint()
+    assert calibrated.fingerprint()["calibration"]["name"] == "endpoint-cal"
+    assert calibrated.fingerprint_hash() != plain.fingerprint_hash()
