@@ -55,8 +55,8 @@ def held_out(x: np.ndarray, y: np.ndarray, dialogues: np.ndarray, folds: int, se
     for f in range(folds):
         fit, test = fold_of != f, fold_of == f
         xf, yf = (centred(x[fit], dialogues[fit]), centred(y[fit], dialogues[fit])) if within else (x[fit], y[fit])
-        w = ridge(np.c_[xf, np.ones(fit.sum())], yf, choose_alpha(np.c_[xf, np.ones(fit.sum())], yf, dialogues[fit],
-                                                                   seed))
+        xf = np.c_[xf, np.ones(fit.sum())]
+        w = ridge(xf, yf, choose_alpha(xf, yf, dialogues[fit], seed))
         out[test] = np.c_[x[test], np.ones(test.sum())] @ w
     return out
 
